@@ -1,0 +1,40 @@
+"""Brook: a durable event broker, job queue and timer service.
+
+import brook
+with brook.open("./data") as b:
+    ack = b.topic("orders").append(b"hello")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brook import errors
+from brook.broker import Broker
+from brook.errors import BadRequest
+from brook.groups.consumer import Consumer
+from brook.records import Ack, Record, TopicInfo
+from brook.topic import Topic
+
+__all__ = ["Ack", "Broker", "Consumer", "Record", "Topic", "TopicInfo", "errors", "open"]
+__version__ = "0.1.0"
+
+
+def open(location: str = "./brook-data", **options: Any) -> Broker:
+    """Open an embedded broker on a local directory or "memory://".
+
+    Options are Broker's keyword arguments (linger_ms, batch_bytes_max,
+    segment_bytes_max, ...). Raises Locked if another broker holds the location.
+    """
+    from brook.storage.local import LocalStorage
+    from brook.storage.memory import MemoryStorage
+
+    if not isinstance(location, str) or not location:
+        raise BadRequest("location must be a directory path, 'file://DIR' or 'memory://'")
+    if location == "memory://":
+        return Broker(MemoryStorage(), **options)
+    if location.startswith("file://"):
+        location = location.removeprefix("file://")
+    elif "://" in location:
+        raise BadRequest(f"unsupported storage {location!r}: use a directory path or memory://")
+    return Broker(LocalStorage(location), **options)

@@ -1,0 +1,252 @@
+"""Record batches: the unit of writing, checksumming and reading.
+
+A batch is columnar so that both ends are cheap: writing joins the values into
+one blob and writes an array of their end positions; reading slices that blob.
+The same arrays are Arrow-style offset buffers, which the Spark reader uses
+without a per-record loop. Layout: docs/FORMAT.md, "Record batch".
+
+Decoding checks every length and offset against the bytes actually present
+before using it, and verifies the CRC32C before looking at the body at all.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
+from typing import NamedTuple
+
+import crc32c
+import msgspec
+
+from brook import limits
+from brook.errors import CorruptData
+from brook.records import Record
+
+BATCH_KIND = b"BTCH"
+BATCH_VERSION = 1
+FLAG_KEYS = 1
+FLAG_HEADERS = 2
+FLAG_IDEMPOTENCY = 4
+FLAGS_KNOWN = FLAG_KEYS | FLAG_HEADERS | FLAG_IDEMPOTENCY
+
+# kind, length, crc, version, flags, base_offset, count, reserved, timestamp, reserved
+_HEADER = struct.Struct("<4sIIHHQIIqQ")
+BATCH_HEADER_BYTES = _HEADER.size  # 48
+_CRC_START = 12  # the checksum covers everything after the crc field
+
+assert array("I").itemsize == 4, "u32 arrays must be 4 bytes"
+
+_encode_headers = msgspec.msgpack.Encoder().encode
+_decode_headers = msgspec.msgpack.Decoder(dict[str, bytes]).decode
+
+
+class BatchHeader(NamedTuple):
+    """The fixed part of a batch, as read from storage."""
+
+    length: int
+    crc: int
+    flags: int
+    base_offset: int
+    record_count: int
+    timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+
+def _ends(blobs: Sequence[bytes]) -> bytes:
+    """Offsets array for a column: 0, then the end of each item in the joined blob."""
+    out = array("I", [0])
+    out.extend(accumulate(map(len, blobs)))
+    return out.tobytes()
+
+
+def encode_batch(
+    base_offset: int,
+    timestamp: int,
+    records: Sequence[Record],
+    idempotency_keys: Sequence[bytes | None] | None = None,
+) -> list[bytes]:
+    """Encode records as one batch; returns the parts to write in order (for writev).
+
+    Offsets are implicit: record i gets base_offset + i. `idempotency_keys`, when
+    given, holds one entry per record (None for records without one).
+    """
+    count = len(records)
+    assert 0 < count <= limits.batch_records_max
+    assert base_offset >= 0
+    values = [r.value for r in records]
+    keys = [r.key for r in records]
+    headers = [r.headers for r in records]
+    flags = 0
+    columns = [_ends(values)]
+    blobs = [b"".join(values)]
+    presence = b""
+    if any(k is not None for k in keys):
+        flags |= FLAG_KEYS
+        presence = bytes(k is not None for k in keys)
+        key_bytes = [k or b"" for k in keys]
+        columns.append(_ends(key_bytes))
+        blobs.append(b"".join(key_bytes))
+    if any(headers):
+        flags |= FLAG_HEADERS
+        encoded = [_encode_headers(h) if h else b"" for h in headers]
+        columns.append(_ends(encoded))
+        blobs.append(b"".join(encoded))
+    if idempotency_keys is not None and any(idempotency_keys):
+        assert len(idempotency_keys) == count
+        flags |= FLAG_IDEMPOTENCY
+        idem = [k or b"" for k in idempotency_keys]
+        columns.append(_ends(idem))
+        blobs.append(b"".join(idem))
+    body = [*columns, presence, *blobs]
+    length = BATCH_HEADER_BYTES + sum(map(len, body))
+    if length > limits.batch_bytes_format_max:
+        raise CorruptData(f"batch of {length} bytes exceeds the format maximum")
+    head = _HEADER.pack(
+        BATCH_KIND, length, 0, BATCH_VERSION, flags, base_offset, count, 0, timestamp, 0
+    )
+    crc = crc32c.crc32c(head[_CRC_START:])
+    for part in body:
+        crc = crc32c.crc32c(part, crc)
+    head = head[:8] + struct.pack("<I", crc) + head[_CRC_START:]
+    return [head, *body]
+
+
+def parse_header(buf: bytes | memoryview, pos: int) -> BatchHeader | str:
+    """Read and sanity-check the batch header at `pos`.
+
+    Returns the header, or a string saying why these bytes are not a whole batch
+    header (too short, wrong kind, impossible length). Does not check the CRC.
+    """
+    if len(buf) - pos < BATCH_HEADER_BYTES:
+        return "incomplete batch header"
+    kind, length, crc, version, flags, base, count, _, ts, _ = _HEADER.unpack_from(buf, pos)
+    if kind != BATCH_KIND:
+        return f"not a batch (kind {bytes(kind)!r})"
+    if version != BATCH_VERSION:
+        return f"unsupported batch version {version}"
+    if flags & ~FLAGS_KNOWN:
+        return f"unknown batch flags {flags:#x}"
+    if not 0 < count <= limits.batch_records_max:
+        return f"impossible record count {count}"
+    if not BATCH_HEADER_BYTES + 4 * (count + 1) <= length <= limits.batch_bytes_format_max:
+        return f"impossible batch length {length}"
+    if len(buf) - pos < length:
+        return "incomplete batch"
+    return BatchHeader(length, crc, flags, base, count, ts)
+
+
+def verify(buf: bytes | memoryview, pos: int, header: BatchHeader) -> bool:
+    """True when the batch's CRC32C matches its bytes."""
+    view = memoryview(buf)[pos + _CRC_START : pos + header.length]
+    return bool(crc32c.crc32c(view) == header.crc)
+
+
+def scan_batches(
+    buf: bytes | memoryview, start: int, expect_offset: int | None
+) -> Iterator[tuple[int, BatchHeader] | str]:
+    """Walk whole, checksummed batches from `start`; yield (position, header).
+
+    Stops after yielding a string describing the first problem: a torn or
+    corrupt batch, a checksum mismatch, or an offset that is not the one
+    expected. Stops silently at the exact end of `buf`.
+    """
+    pos = start
+    while pos < len(buf):
+        header = parse_header(buf, pos)
+        if isinstance(header, str):
+            yield f"{header} at byte {pos}"
+            return
+        if not verify(buf, pos, header):
+            yield f"checksum mismatch in batch at byte {pos} (offset {header.base_offset})"
+            return
+        if expect_offset is not None and header.base_offset != expect_offset:
+            yield f"batch at byte {pos} starts at offset {header.base_offset}, expected {expect_offset}"
+            return
+        yield pos, header
+        expect_offset = header.next_offset
+        pos += header.length
+
+
+def _column(buf: bytes, at: int, end: int, count: int) -> tuple[list[int], int]:
+    """Read a (count+1) offsets array at `at`; check it is an increasing cut from 0."""
+    stop = at + 4 * (count + 1)
+    if stop > end:
+        raise CorruptData("batch column runs past the batch")
+    ends = array("I")
+    ends.frombytes(buf[at:stop])
+    column = ends.tolist()
+    if column[0] != 0 or any(map(int.__gt__, column, column[1:])):
+        raise CorruptData("batch column offsets are not increasing")
+    return column, stop
+
+
+def decode_records(
+    buf: bytes,
+    pos: int,
+    header: BatchHeader,
+    topic: str,
+    partition: int,
+    start_offset: int = 0,
+    want_idempotency: bool = False,
+) -> tuple[list[Record], list[bytes | None] | None]:
+    """Decode the records of a verified batch whose offset is >= start_offset.
+
+    Returns the records and, when asked for, their idempotency keys (None where
+    a record has none). Raises CorruptData when the body does not hold
+    together; never returns bytes from outside the batch.
+    """
+    count, flags = header.record_count, header.flags
+    end = pos + header.length
+    at = pos + BATCH_HEADER_BYTES
+    present = [flag for flag in (FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY) if flags & flag]
+    values, at = _column(buf, at, end, count)
+    columns: dict[int, list[int]] = {}
+    for flag in present:
+        columns[flag], at = _column(buf, at, end, count)
+    presence = b""
+    if flags & FLAG_KEYS:
+        presence = buf[at : at + count]
+        at += count
+    # Blobs follow in column order; together they must fill the batch exactly.
+    starts: dict[int, int] = {0: at}
+    at += values[-1]
+    for flag in present:
+        starts[flag] = at
+        at += columns[flag][-1]
+    if at != end:
+        raise CorruptData("batch blobs do not fill the batch exactly")
+
+    skip = max(0, start_offset - header.base_offset)
+    offsets = range(header.base_offset + skip, header.base_offset + count)
+    v0, ts = starts[0], header.timestamp
+    records = [
+        Record(buf[v0 + a : v0 + b], None, None, topic, partition, offset, ts)
+        for offset, a, b in zip(offsets, values[skip:-1], values[skip + 1 :], strict=True)
+    ]
+    if flags & FLAG_KEYS:
+        keys, k0 = columns[FLAG_KEYS], starts[FLAG_KEYS]
+        for i, record in enumerate(records, skip):
+            if presence[i]:
+                record.key = buf[k0 + keys[i] : k0 + keys[i + 1]]
+    if flags & FLAG_HEADERS:
+        headers, h0 = columns[FLAG_HEADERS], starts[FLAG_HEADERS]
+        for i, record in enumerate(records, skip):
+            if headers[i + 1] > headers[i]:
+                try:
+                    record.headers = _decode_headers(buf[h0 + headers[i] : h0 + headers[i + 1]])
+                except msgspec.DecodeError as exc:
+                    raise CorruptData(f"batch headers do not decode: {exc}") from None
+    idempotency: list[bytes | None] | None = None
+    if want_idempotency:
+        idempotency = [None] * len(records)
+        if flags & FLAG_IDEMPOTENCY:
+            idem, i0 = columns[FLAG_IDEMPOTENCY], starts[FLAG_IDEMPOTENCY]
+            for j, i in enumerate(range(skip, count)):
+                if idem[i + 1] > idem[i]:
+                    idempotency[j] = buf[i0 + idem[i] : i0 + idem[i + 1]]
+    return records, idempotency

@@ -1,0 +1,102 @@
+"""Every error Brook raises on purpose, each carrying the HTTP status it maps to.
+
+    BrookError                      500  base class; never raised itself
+    ├── BadRequest                  400  malformed input (offsets, settings, record fields)
+    │   └── InvalidName             400  topic or group name outside [A-Za-z0-9._-]{1,200}
+    ├── Unauthorized                401
+    ├── Forbidden                   403
+    ├── NotFound                    404
+    │   ├── TopicNotFound           404
+    │   └── PartitionNotFound       404
+    ├── Conflict                    409
+    │   ├── LeaseExpired            409
+    │   ├── Locked                  409  another broker owns this storage location
+    │   └── Fenced                  409  a newer writer took over this storage location
+    ├── RecordTooLarge              413
+    ├── StorageError                503  the write was not made durable; nothing was acknowledged
+    │   └── CorruptData             503  stored bytes failed their checksum; never served as data
+    └── Closed                      503  the broker was closed
+
+Expected operating errors live here. Bugs are assertions, not BrookErrors.
+"""
+
+from __future__ import annotations
+
+
+class BrookError(Exception):
+    """Base of every error Brook raises on purpose."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(BrookError):
+    status = 400
+    code = "bad_request"
+
+
+class InvalidName(BadRequest):
+    code = "invalid_name"
+
+
+class Unauthorized(BrookError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(BrookError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(BrookError):
+    status = 404
+    code = "not_found"
+
+
+class TopicNotFound(NotFound):
+    code = "topic_not_found"
+
+
+class PartitionNotFound(NotFound):
+    code = "partition_not_found"
+
+
+class Conflict(BrookError):
+    status = 409
+    code = "conflict"
+
+
+class LeaseExpired(Conflict):
+    code = "lease_expired"
+
+
+class Locked(Conflict):
+    code = "locked"
+
+
+class Fenced(Conflict):
+    code = "fenced"
+
+
+class RecordTooLarge(BrookError):
+    status = 413
+    code = "record_too_large"
+
+
+class StorageError(BrookError):
+    status = 503
+    code = "storage_error"
+
+
+class CorruptData(StorageError):
+    code = "corrupt_data"
+
+
+class Closed(BrookError):
+    status = 503
+    code = "closed"

@@ -1,0 +1,1 @@
+"""Stream groups: named, durable cursors over a topic's partitions."""

@@ -1,0 +1,186 @@
+"""Stream groups (consumer groups): a shared cursor per partition, committed durably.
+
+All consumers of one group in one broker share the group's cursor, so records
+are split between them, as consumers polling one group over HTTP are. `poll`
+advances the in-memory position; `commit` makes it durable, written atomically
+to `groups/<topic>/<group>.json`. After a crash the group resumes from its last
+commit: delivery is at-least-once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from brook import limits, validate
+from brook.errors import BadRequest, PartitionNotFound
+from brook.records import Record
+
+if TYPE_CHECKING:
+    from brook.broker import Broker, TopicState
+
+
+class _Stored(msgspec.Struct):
+    offsets: dict[int, int]
+
+
+_decode = msgspec.json.Decoder(_Stored).decode
+
+
+def positions_name(topic: str, group: str) -> str:
+    return f"groups/{topic}/{group}.json"
+
+
+class GroupCursor:
+    """One group's position (next offset to hand out) and committed offset per partition."""
+
+    def __init__(self, broker: Broker, state: TopicState, group: str, start: str) -> None:
+        self.broker = broker
+        self.topic = state.name
+        self.group = group
+        self.mutex = threading.Lock()
+        self.commit_mutex = threading.Lock()
+        raw = broker.storage.read_all(positions_name(state.name, group))
+        committed = _decode(raw).offsets if raw is not None else {}
+        self.committed: dict[int, int] = {}
+        for partition_log in state.logs:
+            p = partition_log.partition
+            if p in committed:
+                self.committed[p] = committed[p]
+            elif start == "latest":
+                self.committed[p] = partition_log.durable_offset
+            else:
+                self.committed[p] = partition_log.start_offset
+        self.position = dict(self.committed)
+        self.next_partition = 0
+
+
+class GroupStore:
+    """Every group cursor of a broker, loaded on first use."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._cursors: dict[tuple[str, str], GroupCursor] = {}
+        self._mutex = threading.Lock()
+
+    def consumer(self, topic: str, group: str, start: str) -> Consumer:
+        validate.group_name(group)
+        if start not in ("earliest", "latest"):
+            raise BadRequest(f"start must be 'earliest' or 'latest', not {start!r}")
+        state = self.broker.topic_state(validate.topic_name(topic))
+        with self._mutex:
+            cursor = self._cursors.get((topic, group))
+            if cursor is None:
+                cursor = self._cursors[(topic, group)] = GroupCursor(
+                    self.broker, state, group, start
+                )
+        return Consumer(self.broker, cursor)
+
+    def forget_topic(self, topic: str) -> None:
+        with self._mutex:
+            for key in [k for k in self._cursors if k[0] == topic]:
+                del self._cursors[key]
+
+
+class Consumer:
+    """`b.consumer(topic, group)`: poll records, commit positions."""
+
+    def __init__(self, broker: Broker, cursor: GroupCursor) -> None:
+        self._broker = broker
+        self._cursor = cursor
+        self.topic = cursor.topic
+        self.group = cursor.group
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.topic} group={self.group}>"
+
+    def poll(
+        self, max_records: int = limits.poll_records_default, timeout: float = 1.0
+    ) -> list[Record]:
+        """Records after the group's position, waiting up to `timeout` seconds for some.
+
+        Partitions are served in turn so none is starved. Advances the position;
+        `commit` makes it durable.
+        """
+        max_records = min(validate.whole(max_records, "max_records", 1), limits.read_records_max)
+        if not isinstance(timeout, int | float) or timeout < 0:
+            raise BadRequest(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+        deadline = time.monotonic() + timeout
+        while True:
+            records = self._take(max_records)
+            remaining = deadline - time.monotonic()
+            if records or remaining <= 0 or self._broker._closed:
+                return records
+            with self._broker.appended:
+                if not self._has_new():
+                    self._broker.appended.wait(remaining)
+
+    def _has_new(self) -> bool:
+        state = self._broker.topic_state(self.topic)
+        return any(p.durable_offset > self._cursor.position[p.partition] for p in state.logs)
+
+    def _take(self, max_records: int) -> list[Record]:
+        cursor = self._cursor
+        state = self._broker.topic_state(self.topic)
+        logs = state.logs
+        records: list[Record] = []
+        with cursor.mutex:
+            for step in range(len(logs)):
+                partition_log = logs[(cursor.next_partition + step) % len(logs)]
+                want = max_records - len(records)
+                if want <= 0:
+                    break
+                got = partition_log.read(cursor.position[partition_log.partition], want)
+                if got:
+                    records.extend(got)
+                    cursor.position[partition_log.partition] = got[-1].offset + 1
+            cursor.next_partition = (cursor.next_partition + 1) % len(logs)
+        return records
+
+    def commit(self) -> None:
+        """Durably store the group's position: everything polled so far is done."""
+        cursor = self._cursor
+        with cursor.commit_mutex:
+            with cursor.mutex:
+                offsets = dict(cursor.position)
+            self._broker.storage.write_atomic(
+                positions_name(self.topic, self.group), msgspec.json.encode(_Stored(offsets))
+            )
+            with cursor.mutex:
+                cursor.committed = offsets
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Move the group's position on `partition`; the next poll starts there."""
+        state = self._broker.topic_state(self.topic)
+        partition = validate.whole(partition, "partition")
+        if partition >= state.config.partitions:
+            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
+        offset = validate.whole(offset, "offset")
+        with self._cursor.mutex:
+            self._cursor.position[partition] = offset
+
+    def position(self) -> dict[int, int]:
+        """The next offset poll will return, per partition."""
+        with self._cursor.mutex:
+            return dict(self._cursor.position)
+
+    def committed(self) -> dict[int, int]:
+        with self._cursor.mutex:
+            return dict(self._cursor.committed)
+
+    def lag(self) -> dict[int, int]:
+        """Records not yet committed by the group, per partition."""
+        state = self._broker.topic_state(self.topic)
+        with self._cursor.mutex:
+            return {
+                p.partition: max(
+                    0, p.durable_offset - max(self._cursor.committed[p.partition], p.start_offset)
+                )
+                for p in state.logs
+            }
+
+    def close(self) -> None:
+        """Consumers hold no resources of their own; provided for symmetry."""

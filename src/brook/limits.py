@@ -1,0 +1,49 @@
+"""Every limit and default Brook has, named with its unit last.
+
+Formats and the broker check against these; tests and docs refer to them by name.
+"""
+
+from __future__ import annotations
+
+KIB = 1024
+MIB = 1024 * KIB
+
+# Records and batches.
+record_bytes_max = 8 * MIB
+"""Largest record (key + value + headers) accepted by append."""
+batch_records_max = 1_000_000
+"""Most records a single batch may hold; a format bound checked on decode."""
+batch_bytes_format_max = 256 * MIB
+"""Largest batch the segment format admits; anything longer is treated as corrupt."""
+
+# Group commit.
+linger_ms_default = 2.0
+"""How long a batch may wait for more records after its first one arrived."""
+batch_bytes_max_default = 4 * MIB
+"""A batch closes once it holds this many bytes of records."""
+
+# Segments.
+segment_bytes_max_default = 128 * MIB
+"""A segment is sealed and a new one started once it holds this many bytes."""
+segment_ms_max_default = 24 * 60 * 60 * 1000
+"""A segment is sealed once its first batch is this old, so time retention can free it."""
+
+# Reads.
+read_records_max = 10_000
+"""A read returns at most this many records; larger limits are capped, not rejected."""
+read_bytes_max = 8 * MIB
+"""A read fetches at most about this many bytes of batches from storage."""
+poll_records_default = 500
+
+# Topics.
+partitions_max = 1024
+topic_name_chars_max = 200
+
+# Idempotent produce.
+idempotency_window_ms_default = 10 * 60 * 1000
+idempotency_keys_max = 1_000_000
+"""Most keys remembered at once; the oldest are forgotten first beyond this."""
+idempotency_key_bytes_max = 256
+
+# Retention is checked at most this often.
+retention_check_ms = 10_000

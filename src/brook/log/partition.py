@@ -1,0 +1,370 @@
+"""The log of one partition: its segments, its writer side and its reader side.
+
+Writer side (committer thread only): `append` encodes one batch and writes it
+without syncing; `commit` syncs and publishes; `abort` drops whatever was
+written since the last commit. Reader side (any thread): `read`.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from brook import limits
+from brook.codec import (
+    SEGMENT_HEADER_BYTES,
+    TRAILER_BYTES,
+    IndexEntry,
+    decode_records,
+    decode_seal,
+    decode_segment_header,
+    encode_batch,
+    encode_seal,
+    encode_segment_header,
+    parse_header,
+    scan_batches,
+)
+from brook.codec.batch import FLAG_IDEMPOTENCY, verify
+from brook.codec.segment import seal_position
+from brook.errors import CorruptData, StorageError
+from brook.log.recovery import scan_segment
+from brook.log.segment import Segment, segment_name
+from brook.records import Record
+from brook.storage import Storage
+
+log = logging.getLogger("brook.log")
+
+
+class LogSettings:
+    """How segments are rolled; shared by every partition of a broker."""
+
+    def __init__(
+        self,
+        segment_bytes_max: int = limits.segment_bytes_max_default,
+        segment_ms_max: int = limits.segment_ms_max_default,
+    ) -> None:
+        self.segment_bytes_max = segment_bytes_max
+        self.segment_ms_max = segment_ms_max
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        storage: Storage,
+        topic: str,
+        partition: int,
+        settings: LogSettings,
+        segments: list[Segment],
+    ) -> None:
+        assert segments, "a partition always has an active segment"
+        self.storage = storage
+        self.topic = topic
+        self.partition = partition
+        self.settings = settings
+        self.prefix = f"topics/{topic}/{partition}/"
+        self.segments = segments
+        """Oldest first; the last is active. Replaced, never mutated, so readers may hold a copy."""
+        self.durable_offset = segments[-1].next_offset
+        """Offsets below this are durable and may be read."""
+        self.next_offset = self.durable_offset
+        """The offset the next appended record gets (writer thread only)."""
+        self.last_timestamp = max(s.max_timestamp for s in segments)
+        self._pending: list[IndexEntry] = []
+        self._broken = False
+
+    # ----------------------------------------------------------------- open
+
+    @classmethod
+    def open(
+        cls, storage: Storage, topic: str, partition: int, settings: LogSettings, now_ms: int
+    ) -> PartitionLog:
+        """Open a partition, recovering its active segment; create it if new."""
+        prefix = f"topics/{topic}/{partition}/"
+        names = [n for n in storage.list(prefix) if n.endswith(".seg")]
+        segments: list[Segment] = []
+        for i, name in enumerate(names):
+            last = i == len(names) - 1
+            segment = _open_segment(storage, name, partition, active=last)
+            if segment is None:
+                continue
+            if segments and segments[-1].next_offset != segment.base_offset:
+                log.error(
+                    "partition %s/%d: offsets %d..%d are missing before %s",
+                    topic,
+                    partition,
+                    segments[-1].next_offset,
+                    segment.base_offset - 1,
+                    name,
+                )
+            segments.append(segment)
+        if not segments:
+            segments = [_create_segment(storage, prefix, partition, 0, now_ms)]
+        opened = cls(storage, topic, partition, settings, segments)
+        if opened.segments[-1].sealed:
+            opened._roll(now_ms)
+        return opened
+
+    # ---------------------------------------------------------------- reads
+
+    @property
+    def start_offset(self) -> int:
+        """The oldest retained offset."""
+        return self.segments[0].base_offset
+
+    def read(self, offset: int, limit: int, bytes_max: int = limits.read_bytes_max) -> list[Record]:
+        """Durable records at offsets >= `offset`, in order, at most `limit`.
+
+        An offset below the oldest retained one reads from the oldest retained.
+        Raises CorruptData if a stored batch fails its checksum.
+        """
+        end = self.durable_offset
+        segments = self.segments
+        offset = max(offset, segments[0].base_offset)
+        records: list[Record] = []
+        while offset < end and len(records) < limit:
+            index = bisect_right([s.base_offset for s in segments], offset) - 1
+            segment = segments[index]
+            want_end = min(end, offset + limit - len(records))
+            found = segment.locate(offset, want_end, bytes_max)
+            if found is None:
+                if index + 1 >= len(segments):
+                    break
+                offset = max(offset, segments[index + 1].base_offset)
+                continue
+            start, stop = found
+            buf = segment.read(start, stop)
+            got = self._decode(buf, start, segment.name, offset, want_end)
+            if not got:
+                break
+            records.extend(got)
+            offset = got[-1].offset + 1
+        return records
+
+    def _decode(self, buf: bytes, position: int, name: str, offset: int, end: int) -> list[Record]:
+        records: list[Record] = []
+        pos = 0
+        while pos < len(buf):
+            header = parse_header(buf, pos)
+            if isinstance(header, str) or not verify(buf, pos, header):
+                problem = header if isinstance(header, str) else "checksum mismatch"
+                raise CorruptData(f"{name} at byte {position + pos}: {problem}")
+            if header.base_offset >= end:
+                break
+            if header.next_offset > offset:
+                got, _ = decode_records(buf, pos, header, self.topic, self.partition, offset)
+                records.extend(got)
+            pos += header.length
+        if records and records[-1].offset >= end:
+            records = [r for r in records if r.offset < end]
+        return records
+
+    def scan_idempotency(self, since_ms: int) -> list[tuple[bytes, int, int]]:
+        """(idempotency key, offset, timestamp) of durable records newer than `since_ms`."""
+        found: list[tuple[bytes, int, int]] = []
+        for segment in self.segments:
+            if segment.max_timestamp < since_ms or not len(segment.positions):
+                continue
+            buf = segment.read(SEGMENT_HEADER_BYTES, segment.durable_bytes)
+            for item in scan_batches(buf, 0, None):
+                if isinstance(item, str):
+                    raise CorruptData(f"{segment.name}: {item}")
+                pos, header = item
+                if header.timestamp < since_ms or not header.flags & FLAG_IDEMPOTENCY:
+                    continue
+                records, keys = decode_records(
+                    buf, pos, header, self.topic, self.partition, want_idempotency=True
+                )
+                for record, key in zip(records, keys or (), strict=True):
+                    if key is not None:
+                        found.append((key, record.offset, record.timestamp))
+        return found
+
+    # ----------------------------------------------------------- the writer
+
+    def append(
+        self,
+        records: Sequence[Record],
+        idempotency_keys: Sequence[bytes | None] | None,
+        timestamp: int,
+    ) -> tuple[int, int]:
+        """Write one batch without syncing; returns its base offset and timestamp.
+
+        Timestamps never go backwards within a partition, even if the clock does.
+        Raises StorageError; the caller must then `abort`.
+        """
+        timestamp = max(timestamp, self.last_timestamp)
+        if self._broken:
+            self._repair()
+        active = self.segments[-1]
+        if not self._pending and self._should_roll(active, timestamp):
+            self._roll(timestamp)
+            active = self.segments[-1]
+        assert active.appender is not None
+        base = self.next_offset
+        parts = encode_batch(base, timestamp, records, idempotency_keys)
+        position = active.appender.size()
+        self._broken = True  # until commit or abort settles what is on disk
+        active.appender.append(parts)
+        self._pending.append(IndexEntry(base, position, timestamp))
+        self.next_offset += len(records)
+        self.last_timestamp = timestamp
+        return base, timestamp
+
+    def commit(self) -> None:
+        """Sync what `append` wrote and make it readable. Raises StorageError."""
+        if not self._pending:
+            return
+        active = self.segments[-1]
+        assert active.appender is not None
+        active.appender.sync()
+        active.publish(self._pending, active.appender.size(), self.next_offset)
+        self._pending = []
+        self._broken = False
+        self.durable_offset = self.next_offset
+
+    def abort(self) -> None:
+        """Forget everything appended since the last commit, on disk too if possible."""
+        self._pending = []
+        self.next_offset = self.durable_offset
+        try:
+            self._repair()
+        except StorageError as exc:
+            log.warning(
+                "partition %s/%d: cannot drop a failed batch yet: %s",
+                self.topic,
+                self.partition,
+                exc,
+            )
+
+    def _repair(self) -> None:
+        """Cut the active segment back to its durable bytes (raises StorageError)."""
+        active = self.segments[-1]
+        assert active.appender is not None
+        active.appender.truncate(active.durable_bytes)
+        self._broken = False
+
+    def _should_roll(self, active: Segment, now_ms: int) -> bool:
+        if not len(active.positions):
+            return False
+        too_big = active.durable_bytes >= self.settings.segment_bytes_max
+        too_old = now_ms - active.created_ms >= self.settings.segment_ms_max
+        return too_big or too_old
+
+    def _roll(self, now_ms: int) -> None:
+        """Seal the active segment (if not yet) and start a new one."""
+        active = self.segments[-1]
+        if not active.sealed:
+            assert active.appender is not None
+            seal = encode_seal(active.entries(), active.next_offset, active.durable_bytes)
+            try:
+                active.appender.append([seal])
+                active.appender.sync()
+            except StorageError:
+                self._broken = True
+                raise
+            active.sealed = True
+            active.close()
+        fresh = _create_segment(
+            self.storage, self.prefix, self.partition, active.next_offset, now_ms
+        )
+        self.segments = [*self.segments, fresh]
+
+    def enforce_retention(
+        self, retention_ms: int | None, retention_bytes: int | None, now_ms: int
+    ) -> int:
+        """Delete the oldest sealed segments past the limits; returns how many."""
+        removed = 0
+        while len(self.segments) > 1:
+            oldest = self.segments[0]
+            total = sum(s.durable_bytes for s in self.segments)
+            expired = retention_ms is not None and oldest.max_timestamp < now_ms - retention_ms
+            oversize = (
+                retention_bytes is not None and total - oldest.durable_bytes >= retention_bytes
+            )
+            if not (expired or oversize):
+                break
+            self.segments = self.segments[1:]
+            self.storage.delete(oldest.name)
+            removed += 1
+        return removed
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+
+def _create_segment(
+    storage: Storage, prefix: str, partition: int, base: int, now_ms: int
+) -> Segment:
+    name = segment_name(prefix, base)
+    header = encode_segment_header(partition, base, now_ms)
+    segment = Segment(storage, name, base, now_ms, [], len(header), base, sealed=False)
+    segment.appender = storage.create_appendable(name, header)
+    return segment
+
+
+def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> Segment | None:
+    """Open one segment file: from its seal if it has one, else by a recovery scan."""
+    base = int(name.rsplit("/", 1)[1].split(".")[0])
+    reader = storage.open_read(name)
+    try:
+        size = reader.size()
+        head = reader.read(0, SEGMENT_HEADER_BYTES)
+        header = decode_segment_header(head)
+        if isinstance(header, str) or header.base_offset != base:
+            if active:
+                # A crash while the file was being created: it never held a record.
+                log.warning("%s: %s; starting it again", name, header)
+                storage.delete(name)
+                return None
+            raise CorruptData(f"{name}: {header}")
+        if size >= SEGMENT_HEADER_BYTES + TRAILER_BYTES:
+            tail_start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
+            if tail_start is not None:
+                sealed = decode_seal(reader.read(tail_start, size - tail_start), size)
+                if sealed is not None:
+                    entries, next_offset, index_position = sealed
+                    return Segment(
+                        storage,
+                        name,
+                        base,
+                        header.created_ms,
+                        entries,
+                        index_position,
+                        next_offset,
+                        True,
+                    )
+        buf = reader.read(0, size)
+    finally:
+        reader.close()
+    scan = scan_segment(buf, base)
+    segment = Segment(
+        storage,
+        name,
+        base,
+        header.created_ms,
+        scan.entries,
+        scan.valid_bytes,
+        scan.next_offset,
+        False,
+    )
+    if scan.problem is not None:
+        dropped = size - scan.valid_bytes
+        log.warning(
+            "recovery %s: kept offsets %d..%d, dropped %d bytes after byte %d: %s",
+            name,
+            base,
+            scan.next_offset - 1,
+            dropped,
+            scan.valid_bytes,
+            scan.problem,
+        )
+    if active:
+        segment.appender = storage.open_appendable(name)
+        if scan.valid_bytes < size:
+            segment.appender.truncate(scan.valid_bytes)
+        # Bytes written before a crash but never synced are in the page cache only:
+        # make them durable before anyone can read them.
+        segment.appender.sync()
+    return segment

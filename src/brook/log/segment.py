@@ -1,0 +1,106 @@
+"""One segment file of one partition, as the log sees it.
+
+Sealed segments are immutable and carry their index in a seal at their end.
+The one active segment per partition grows by appended batches; its index is
+kept in memory and rebuilt by a recovery scan on open.
+
+Thread rules: only the committer thread changes a segment. Readers may look at
+it at any time; the writer publishes in an order that keeps readers safe:
+`durable_bytes` first, then index entries, then the partition's durable offset.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+
+from brook.codec import IndexEntry
+from brook.storage import AppendFile, ReadFile, Storage
+
+
+def segment_name(prefix: str, base_offset: int) -> str:
+    return f"{prefix}{base_offset:020d}.seg"
+
+
+class Segment:
+    def __init__(
+        self,
+        storage: Storage,
+        name: str,
+        base_offset: int,
+        created_ms: int,
+        entries: list[IndexEntry],
+        durable_bytes: int,
+        next_offset: int,
+        sealed: bool,
+    ) -> None:
+        self.storage = storage
+        self.name = name
+        self.base_offset = base_offset
+        self.created_ms = created_ms
+        self.bases = array("q", (e.base_offset for e in entries))
+        self.positions = array("q", (e.position for e in entries))
+        self.timestamps = array("q", (e.timestamp for e in entries))
+        self.durable_bytes = durable_bytes
+        """Bytes of whole, durable batches (header included; seal excluded)."""
+        self.next_offset = next_offset
+        """Offset after the segment's last durable record."""
+        self.sealed = sealed
+        self.appender: AppendFile | None = None
+        self._reader: ReadFile | None = None
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.timestamps[-1] if self.timestamps else self.created_ms
+
+    def entries(self) -> list[IndexEntry]:
+        return [
+            IndexEntry(*e) for e in zip(self.bases, self.positions, self.timestamps, strict=True)
+        ]
+
+    def publish(self, entries: list[IndexEntry], durable_bytes: int, next_offset: int) -> None:
+        """Make newly synced batches visible to readers (writer thread only)."""
+        self.durable_bytes = durable_bytes
+        for entry in entries:
+            self.bases.append(entry.base_offset)
+            self.positions.append(entry.position)
+            self.timestamps.append(entry.timestamp)
+        self.next_offset = next_offset
+
+    def locate(self, offset: int, limit_end: int, bytes_max: int) -> tuple[int, int] | None:
+        """Byte range [start, end) of the batches holding offsets offset..limit_end-1.
+
+        At least one batch is included even if it is larger than `bytes_max`.
+        Returns None when the segment has no durable batch at or after `offset`.
+        """
+        count = len(self.positions)
+        first = max(0, bisect_right(self.bases, offset) - 1)
+        if first >= count:
+            return None
+        start = self.positions[first]
+        last = first + 1
+        while (
+            last < count
+            and self.bases[last] < limit_end
+            and self.positions[last] - start < bytes_max
+        ):
+            last += 1
+        end = self.positions[last] if last < count else self.durable_bytes
+        return start, end
+
+    def read(self, start: int, end: int) -> bytes:
+        if self._reader is None:
+            self._reader = self.storage.open_read(self.name)
+        return self._reader.read(start, end - start)
+
+    def close(self) -> None:
+        """Close file handles; readers still holding this segment reopen on demand."""
+        if self.appender is not None:
+            self.appender.close()
+            self.appender = None
+
+    def __del__(self) -> None:
+        # The read handle is closed only when no reader can still hold this segment,
+        # so retention never closes a file under a concurrent read.
+        if self._reader is not None:
+            self._reader.close()

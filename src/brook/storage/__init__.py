@@ -1,0 +1,101 @@
+"""The storage port: everything Brook keeps goes through this interface.
+
+Names are '/'-separated paths relative to the storage root ("topics/orders/0/...").
+Backends: `local` (a directory), `memory` (tests and experiments), and the test-only
+`faulty` wrapper. Every backend passes tests/storage/test_conformance.py.
+
+Durability contract, the same for every backend:
+- `write_atomic`, `create_appendable`, `truncate`, `delete` are durable when they return.
+- `AppendFile.append` is not durable until a later `sync` returns.
+- A failing operation raises StorageError; after a failed `sync` nothing written
+  since the last successful one may be assumed durable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class ReadFile(Protocol):
+    """Random-access reads of one stored file."""
+
+    def read(self, position: int, length: int) -> bytes:
+        """Up to `length` bytes from `position`; fewer only at the end of the file."""
+        ...
+
+    def size(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class AppendFile(Protocol):
+    """A file that grows at its end: the active segment."""
+
+    def append(self, parts: Sequence[bytes]) -> None:
+        """Write `parts` at the end, in order. Not durable until `sync`."""
+        ...
+
+    def sync(self) -> None:
+        """Make everything appended so far durable, or raise StorageError."""
+        ...
+
+    def truncate(self, size: int) -> None:
+        """Durably cut the file to `size` bytes (drops a torn or failed tail)."""
+        ...
+
+    def size(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Storage(Protocol):
+    """One storage location, owned by one broker at a time."""
+
+    def lock(self) -> None:
+        """Take exclusive ownership of the location or raise Locked."""
+        ...
+
+    def create_appendable(self, name: str, initial: bytes) -> AppendFile:
+        """Durably create `name` holding `initial` and open it for appending."""
+        ...
+
+    def open_appendable(self, name: str) -> AppendFile:
+        """Open an existing file for appending (after recovery)."""
+        ...
+
+    def open_read(self, name: str) -> ReadFile: ...
+
+    def read_all(self, name: str) -> bytes | None:
+        """The whole file, or None when it does not exist."""
+        ...
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        """Durably replace `name` with `data`: readers see the old or the new, never a mix."""
+        ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Names of all files under `prefix` (a folder path ending in '/'), sorted."""
+        ...
+
+    def delete(self, name: str) -> None:
+        """Durably remove `name`; removing a missing file is not an error."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Durably remove every file under `prefix`."""
+        ...
+
+    def close(self) -> None:
+        """Release the lock and any open handles."""
+        ...
+
+
+def check_name(name: str) -> str:
+    """Refuse names that could escape the storage root; returns the name.
+
+    Names are built by Brook from validated topic and group names, so a bad one
+    is a bug, not user input.
+    """
+    assert name and all(p not in ("", ".", "..") for p in name.split("/")), f"bad name {name!r}"
+    return name

@@ -1,0 +1,104 @@
+"""A test-only wrapper that makes any storage fail on cue.
+
+Faults are switched on and off by tests: a full disk (appends write part of
+their bytes, then fail with ENOSPC, as a real short write does), failing
+fsyncs (EIO), and failing creates. The wrapped storage is otherwise used as is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from brook.errors import StorageError
+from brook.storage import AppendFile, ReadFile, Storage
+
+
+class Faults:
+    """The switches. `sync_failures` counts down: each failing sync uses one."""
+
+    def __init__(self) -> None:
+        self.disk_full = False
+        self.sync_failures = 0
+        self.syncs = 0
+        self._mutex = threading.Lock()
+
+    def take_sync_failure(self) -> bool:
+        with self._mutex:
+            self.syncs += 1
+            if self.sync_failures > 0:
+                self.sync_failures -= 1
+                return True
+            return False
+
+
+class FaultyAppendFile:
+    def __init__(self, inner: AppendFile, faults: Faults, name: str) -> None:
+        self._inner = inner
+        self._faults = faults
+        self._name = name
+
+    def append(self, parts: Sequence[bytes]) -> None:
+        if self._faults.disk_full:
+            data = b"".join(parts)
+            self._inner.append([data[: len(data) // 2]])
+            raise StorageError(f"append to {self._name} failed: ENOSPC (No space left on device)")
+        self._inner.append(parts)
+
+    def sync(self) -> None:
+        if self._faults.take_sync_failure():
+            raise StorageError(f"fsync of {self._name} failed: EIO (Input/output error)")
+        self._inner.sync()
+
+    def truncate(self, size: int) -> None:
+        self._inner.truncate(size)
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class FaultyStorage:
+    """Wraps a storage; every call passes through unless a fault is switched on."""
+
+    def __init__(self, inner: Storage, faults: Faults | None = None) -> None:
+        self.inner = inner
+        self.faults = faults or Faults()
+
+    def _check_space(self, name: str) -> None:
+        if self.faults.disk_full:
+            raise StorageError(f"writing {name} failed: ENOSPC (No space left on device)")
+
+    def lock(self) -> None:
+        self.inner.lock()
+
+    def create_appendable(self, name: str, initial: bytes) -> AppendFile:
+        self._check_space(name)
+        return FaultyAppendFile(self.inner.create_appendable(name, initial), self.faults, name)
+
+    def open_appendable(self, name: str) -> AppendFile:
+        return FaultyAppendFile(self.inner.open_appendable(name), self.faults, name)
+
+    def open_read(self, name: str) -> ReadFile:
+        return self.inner.open_read(name)
+
+    def read_all(self, name: str) -> bytes | None:
+        return self.inner.read_all(name)
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        self._check_space(name)
+        self.inner.write_atomic(name, data)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def delete(self, name: str) -> None:
+        self.inner.delete(name)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.inner.delete_prefix(prefix)
+
+    def close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,245 @@
+"""Local-directory storage: the embedded default.
+
+New files and renames are made durable by fsyncing the file and then its
+directory; a failed fsync is never retried-and-trusted (the kernel may already
+have dropped the dirty pages), it is reported as StorageError.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from brook.errors import Locked, StorageError
+from brook.storage import check_name
+
+LOCK_FILE = "LOCK"
+
+
+def _fail(action: str, name: str, exc: OSError) -> StorageError:
+    reason = errno.errorcode.get(exc.errno or 0, "error")
+    return StorageError(f"{action} {name} failed: {reason} ({exc.strerror})")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs_durable(root: Path, folder: Path) -> None:
+    """Create `folder` and any missing parents below `root`, each made durable."""
+    missing = []
+    current = folder
+    while current != root and not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        fsync_dir(path.parent)
+
+
+class LocalReadFile:
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class LocalAppendFile:
+    def __init__(self, path: Path, name: str) -> None:
+        self._name = name
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._size = os.fstat(self._fd).st_size
+
+    def append(self, parts: Sequence[bytes]) -> None:
+        want = sum(map(len, parts))
+        try:
+            written = os.writev(self._fd, parts)
+            while written < want:
+                # A short write: finish the remainder, which raises if the disk is full.
+                rest = b"".join(parts)[written:]
+                written += os.write(self._fd, rest)
+        except OSError as exc:
+            self._size = os.fstat(self._fd).st_size
+            raise _fail("append to", self._name, exc) from None
+        self._size += want
+
+    def sync(self) -> None:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise _fail("fsync of", self._name, exc) from None
+
+    def truncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise _fail("truncate of", self._name, exc) from None
+        self._size = size
+
+    def size(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class LocalStorage:
+    """Files under one root directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).absolute()
+        self._lock_fd = -1
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _fail("creating", str(self.root), exc) from None
+
+    def _path(self, name: str) -> Path:
+        return self.root / check_name(name)
+
+    def lock(self) -> None:
+        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise Locked(
+                f"{self.root} is in use by another broker (lock held on {LOCK_FILE})"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def create_appendable(self, name: str, initial: bytes) -> LocalAppendFile:
+        path = self._path(name)
+        try:
+            make_dirs_durable(self.root, path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, initial)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(path.parent)
+            return LocalAppendFile(path, name)
+        except OSError as exc:
+            raise _fail("creating", name, exc) from None
+
+    def open_appendable(self, name: str) -> LocalAppendFile:
+        try:
+            return LocalAppendFile(self._path(name), name)
+        except OSError as exc:
+            raise _fail("opening", name, exc) from None
+
+    def open_read(self, name: str) -> LocalReadFile:
+        try:
+            return LocalReadFile(self._path(name))
+        except OSError as exc:
+            raise _fail("opening", name, exc) from None
+
+    def read_all(self, name: str) -> bytes | None:
+        try:
+            return self._path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _fail("reading", name, exc) from None
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        temp = path.with_name(f".{path.name}.tmp")
+        try:
+            make_dirs_durable(self.root, path.parent)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(temp, path)
+            fsync_dir(path.parent)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise _fail("writing", name, exc) from None
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        if not base.is_dir():
+            return []
+        names = []
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for file in files:
+                if file.startswith(".") or (folder == str(self.root) and file == LOCK_FILE):
+                    continue
+                names.append(Path(folder, file).relative_to(self.root).as_posix())
+        return sorted(names)
+
+    def delete(self, name: str) -> None:
+        path = self._path(name)
+        try:
+            path.unlink(missing_ok=True)
+            if path.parent.exists():
+                fsync_dir(path.parent)
+        except OSError as exc:
+            raise _fail("deleting", name, exc) from None
+
+    def delete_prefix(self, prefix: str) -> None:
+        base = self._path(prefix.rstrip("/"))
+        if not base.exists():
+            return
+        # Rename first so a crash mid-removal leaves no half-deleted folder behind
+        # under the live name; leftovers are swept by `sweep_trash`.
+        trash = base.with_name(f".trash-{base.name}-{os.getpid()}-{id(self)}")
+        try:
+            os.rename(base, trash)
+            fsync_dir(base.parent)
+            _remove_tree(trash)
+        except OSError as exc:
+            raise _fail("deleting", prefix, exc) from None
+
+    def sweep_trash(self) -> None:
+        """Finish deletions a crash interrupted."""
+        for folder, dirs, _ in os.walk(self.root):
+            for d in list(dirs):
+                if d.startswith(".trash-"):
+                    _remove_tree(Path(folder, d))
+                    dirs.remove(d)
+
+    def close(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+
+def _remove_tree(path: Path) -> None:
+    for folder, dirs, files in os.walk(path, topdown=False):
+        for file in files:
+            os.unlink(os.path.join(folder, file))
+        for d in dirs:
+            os.rmdir(os.path.join(folder, d))
+    os.rmdir(path)

@@ -1,0 +1,152 @@
+"""A handle on one topic of an embedded broker: append and read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from brook import limits, validate
+from brook.commit import AppendRequest, Waiter
+from brook.errors import BadRequest, PartitionNotFound
+from brook.partitioner import partition_for_key
+from brook.records import Ack, Record
+
+if TYPE_CHECKING:
+    from brook.broker import Broker, TopicState
+
+
+class Topic:
+    """`b.topic(name)`: appends create the topic with defaults; reads need it to exist."""
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Topic {self.name}>"
+
+    def append(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        idempotency_key: bytes | str | None = None,
+    ) -> Ack:
+        """Append one record; returns once it is durable.
+
+        With an `idempotency_key` seen on this topic within the window, nothing is
+        appended and the first append's ack is returned. Raises BadRequest,
+        RecordTooLarge, StorageError (nothing was acknowledged).
+        """
+        record, size = validate.record(value, key, headers)
+        idem = validate.idempotency_key(idempotency_key)
+        state = self._broker.topic_state(self.name, create=True)
+        partition = self._partition(state, record.key)
+        waiter = Waiter()
+        request = AppendRequest(
+            state.logs[partition], [record], None if idem is None else [idem], size, waiter
+        )
+        self._broker.committer.submit(request)
+        waiter.wait()
+        return request.result()[0]
+
+    def append_many(
+        self,
+        records: Iterable[Record],
+        idempotency_keys: Sequence[bytes | str | None] | None = None,
+    ) -> list[Ack]:
+        """Append records as one durable batch per partition; acks in input order.
+
+        Keyed records go to their key's partition; unkeyed ones all go to one
+        partition chosen round-robin per call. Returns once every record is
+        durable. If any partition's batch fails, raises its error (batches of
+        other partitions may have been appended).
+        """
+        prepared: list[Record] = []
+        sizes: list[int] = []
+        for item in records:
+            if not isinstance(item, Record):
+                raise BadRequest(f"append_many takes brook.Record items, not {type(item).__name__}")
+            record, size = validate.record(item.value, item.key, item.headers)
+            prepared.append(record)
+            sizes.append(size)
+        if not prepared:
+            return []
+        keys = None
+        if idempotency_keys is not None:
+            if len(idempotency_keys) != len(prepared):
+                raise BadRequest("idempotency_keys must have one entry per record")
+            keys = [validate.idempotency_key(k) for k in idempotency_keys]
+        state = self._broker.topic_state(self.name, create=True)
+        unkeyed = state.spread.next(state.config.partitions)
+        by_partition: dict[int, list[int]] = {}
+        for i, record in enumerate(prepared):
+            p = (
+                unkeyed
+                if record.key is None
+                else partition_for_key(record.key, state.config.partitions)
+            )
+            by_partition.setdefault(p, []).append(i)
+        pending = []
+        for p, indexes in by_partition.items():
+            waiter = Waiter()
+            if len(by_partition) == 1:
+                chosen, chosen_keys, size = prepared, keys, sum(sizes)
+            else:
+                chosen = [prepared[i] for i in indexes]
+                chosen_keys = None if keys is None else [keys[i] for i in indexes]
+                size = sum(sizes[i] for i in indexes)
+            request = AppendRequest(state.logs[p], chosen, chosen_keys, size, waiter)
+            self._broker.committer.submit(request)
+            pending.append((indexes, request, waiter))
+        acks: list[Ack | None] = [None] * len(prepared)
+        error = None
+        for indexes, request, waiter in pending:
+            waiter.wait()
+            try:
+                for i, ack in zip(indexes, request.result(), strict=True):
+                    acks[i] = ack
+            except Exception as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return acks  # type: ignore[return-value]
+
+    def _partition(self, state: TopicState, key: bytes | None) -> int:
+        partitions = state.config.partitions
+        if key is None:
+            return state.spread.next(partitions)
+        return partition_for_key(key, partitions)
+
+    def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:
+        """Durable records of `partition` at offsets >= `offset`, in order.
+
+        `limit` is capped at read_records_max. An offset below the oldest
+        retained one reads from the oldest retained. Raises TopicNotFound,
+        BadRequest (unknown partition, negative offset or limit), CorruptData.
+        """
+        state = self._broker.topic_state(self.name)
+        partition = self._check_partition(state, partition)
+        offset = validate.whole(offset, "offset")
+        limit = min(validate.whole(limit, "limit"), limits.read_records_max)
+        return state.logs[partition].read(offset, limit)
+
+    def end_offsets(self) -> dict[int, int]:
+        """The next offset of each partition (the count of records ever appended)."""
+        state = self._broker.topic_state(self.name)
+        return {p.partition: p.durable_offset for p in state.logs}
+
+    def start_offsets(self) -> dict[int, int]:
+        """The oldest retained offset of each partition."""
+        state = self._broker.topic_state(self.name)
+        return {p.partition: p.start_offset for p in state.logs}
+
+    @property
+    def partitions(self) -> int:
+        return self._broker.topic_state(self.name).config.partitions
+
+    def _check_partition(self, state: TopicState, partition: Any) -> int:
+        number = validate.whole(partition, "partition")
+        if number >= state.config.partitions:
+            raise PartitionNotFound(f"topic {self.name} has no partition {number}")
+        return number

@@ -1,0 +1,80 @@
+"""Checks of user input, turning anything malformed into a clear BadRequest."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from brook import limits
+from brook.errors import BadRequest, InvalidName, RecordTooLarge
+from brook.records import Record
+
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def topic_name(name: Any, internal: bool = False) -> str:
+    """A valid topic name; names starting with '__' are reserved for Brook's own topics."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidName(f"invalid name {name!r}: use 1 to 200 of A-Z a-z 0-9 . _ -")
+    if name.startswith("__") and not internal:
+        raise InvalidName(f"invalid name {name!r}: names starting with '__' are reserved")
+    return name
+
+
+group_name = topic_name
+
+
+def _bytes(value: Any, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise BadRequest(f"{what} must be bytes, not {type(value).__name__}")
+
+
+def record(value: Any, key: Any = None, headers: Any = None) -> tuple[Record, int]:
+    """A Record ready to append, and its size in bytes; raises BadRequest or RecordTooLarge."""
+    value = _bytes(value, "value")
+    key = None if key is None else _bytes(key, "key")
+    size = len(value) + (len(key) if key else 0)
+    if headers is not None:
+        if not isinstance(headers, Mapping):
+            raise BadRequest(
+                f"headers must be a dict of str to bytes, not {type(headers).__name__}"
+            )
+        clean = {}
+        for name, header in headers.items():
+            if not isinstance(name, str):
+                raise BadRequest(f"header names must be str, not {type(name).__name__}")
+            clean[name] = _bytes(header, f"header {name!r}")
+            size += len(name.encode()) + len(clean[name])
+        headers = clean or None
+    if size > limits.record_bytes_max:
+        raise RecordTooLarge(
+            f"record of {size} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
+        )
+    return Record(value, key, headers), size
+
+
+def idempotency_key(key: Any) -> bytes | None:
+    if key is None:
+        return None
+    clean = key.encode() if isinstance(key, str) else _bytes(key, "idempotency_key")
+    if not 0 < len(clean) <= limits.idempotency_key_bytes_max:
+        raise BadRequest(f"idempotency_key must be 1 to {limits.idempotency_key_bytes_max} bytes")
+    return clean
+
+
+def whole(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
+    """An int within [low, high]; bools and other types are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"{what} must be an integer, not {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise BadRequest(f"{what} must be {bound}, not {value}")
+    return value
+
+
+def optional_whole(value: Any, what: str, low: int = 0) -> int | None:
+    return None if value is None else whole(value, what, low)
