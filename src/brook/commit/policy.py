@@ -29,4 +29,4 @@ def flush_delay(
         return linger_s
     if pending_bytes >= batch_bytes_max or pending_requests >= previous_requests:
         return 0.0
-    return max(0.0, first_arrival_s + linger_s - now_s)
+    return min(linger_s, max(0.0, linger_s - (now_s - first_arrival_s)))

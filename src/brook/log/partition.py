@@ -8,7 +8,7 @@ written since the last commit. Reader side (any thread): `read`.
 from __future__ import annotations
 
 import logging
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from brook import limits
@@ -160,17 +160,30 @@ class PartitionLog:
         return records
 
     def scan_idempotency(self, since_ms: int) -> list[tuple[bytes, int, int]]:
-        """(idempotency key, offset, timestamp) of durable records newer than `since_ms`."""
+        """(idempotency key, offset, timestamp) of durable records newer than `since_ms`.
+
+        Reads only batches inside the window (timestamps never decrease within a
+        partition). A corrupt batch is reported and skipped, never fatal: its
+        keys are forgotten, so a retry of one of them could be appended again.
+        """
         found: list[tuple[bytes, int, int]] = []
         for segment in self.segments:
-            if segment.max_timestamp < since_ms or not len(segment.positions):
+            first = bisect_left(segment.timestamps, since_ms)
+            if first >= len(segment.positions):
                 continue
-            buf = segment.read(SEGMENT_HEADER_BYTES, segment.durable_bytes)
+            start = segment.positions[first]
+            buf = segment.read(start, segment.durable_bytes)
             for item in scan_batches(buf, 0, None):
                 if isinstance(item, str):
-                    raise CorruptData(f"{segment.name}: {item}")
+                    log.error(
+                        "%s: idempotency keys after byte %d are unreadable: %s",
+                        segment.name,
+                        start,
+                        item,
+                    )
+                    break
                 pos, header = item
-                if header.timestamp < since_ms or not header.flags & FLAG_IDEMPOTENCY:
+                if not header.flags & FLAG_IDEMPOTENCY:
                     continue
                 records, keys = decode_records(
                     buf, pos, header, self.topic, self.partition, want_idempotency=True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -169,7 +170,7 @@ class LocalStorage:
 
     def write_atomic(self, name: str, data: bytes) -> None:
         path = self._path(name)
-        temp = path.with_name(f".{path.name}.tmp")
+        temp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
         try:
             make_dirs_durable(self.root, path.parent)
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

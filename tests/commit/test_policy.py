@@ -1,0 +1,57 @@
+"""The flush decision is a pure function; these are its promises."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brook.commit.policy import flush_delay
+
+LINGER = 0.002
+MAX = 1 << 20
+
+
+def test_a_lone_producer_is_written_at_once() -> None:
+    assert (
+        flush_delay(10.0, 10.0, 1, 100, previous_requests=1, linger_s=LINGER, batch_bytes_max=MAX)
+        == 0
+    )
+
+
+def test_a_batch_lingers_for_more_producers_than_last_time() -> None:
+    delay = flush_delay(
+        10.0, 10.0, 3, 300, previous_requests=64, linger_s=LINGER, batch_bytes_max=MAX
+    )
+    assert delay == LINGER
+
+
+def test_once_everyone_from_last_time_is_back_it_is_written() -> None:
+    assert (
+        flush_delay(
+            10.0, 10.0, 64, 6400, previous_requests=64, linger_s=LINGER, batch_bytes_max=MAX
+        )
+        == 0
+    )
+
+
+def test_a_full_batch_is_written_at_once() -> None:
+    assert (
+        flush_delay(10.0, 10.0, 2, MAX, previous_requests=64, linger_s=LINGER, batch_bytes_max=MAX)
+        == 0
+    )
+
+
+@given(
+    st.floats(0, 1e6),
+    st.floats(0, 1),
+    st.integers(1, 10_000),
+    st.integers(0, 2 * MAX),
+    st.integers(1, 10_000),
+)
+def test_never_waits_past_the_linger(
+    now: float, age: float, pending: int, size: int, previous: int
+) -> None:
+    delay = flush_delay(now, now - age, pending, size, previous, LINGER, MAX)
+    assert 0 <= delay <= LINGER
+    if age >= LINGER:
+        assert delay == 0

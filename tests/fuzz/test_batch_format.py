@@ -1,0 +1,101 @@
+"""The batch format under hypothesis: round trips, truncations, bit flips."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brook.codec import decode_records, encode_batch, parse_header
+from brook.codec.batch import BatchHeader, verify
+from brook.records import Record
+
+names = st.text(min_size=0, max_size=8)
+records = st.builds(
+    Record,
+    value=st.binary(max_size=64),
+    key=st.none() | st.binary(max_size=16),
+    headers=st.none() | st.dictionaries(names, st.binary(max_size=8), min_size=1, max_size=3),
+)
+batches = st.tuples(
+    st.integers(0, 2**63 - 2**21),
+    st.integers(0, 2**62),
+    st.lists(records, min_size=1, max_size=20),
+).flatmap(
+    lambda t: st.tuples(
+        st.just(t[0]),
+        st.just(t[1]),
+        st.just(t[2]),
+        st.none()
+        | st.lists(
+            st.none() | st.binary(min_size=1, max_size=12), min_size=len(t[2]), max_size=len(t[2])
+        ),
+    )
+)
+
+
+def read_whole(buf: bytes) -> tuple[BatchHeader, list[Record], list[bytes | None] | None] | None:
+    """The batch at the start of buf if it is whole and intact, else None."""
+    header = parse_header(buf, 0)
+    if isinstance(header, str) or not verify(buf, 0, header):
+        return None
+    got, keys = decode_records(buf, 0, header, "t", 3, want_idempotency=True)
+    return header, got, keys
+
+
+@given(batches)
+def test_round_trip(batch: tuple[int, int, list[Record], list[bytes | None] | None]) -> None:
+    base, timestamp, recs, idem = batch
+    buf = b"".join(encode_batch(base, timestamp, recs, idem))
+    decoded = read_whole(buf)
+    assert decoded is not None
+    header, got, keys = decoded
+    assert (
+        header.base_offset == base
+        and header.record_count == len(recs)
+        and header.length == len(buf)
+    )
+    for i, (want, have) in enumerate(zip(recs, got, strict=True)):
+        assert (have.value, have.key, have.headers) == (want.value, want.key, want.headers or None)
+        assert (have.topic, have.partition, have.offset, have.timestamp) == (
+            "t",
+            3,
+            base + i,
+            timestamp,
+        )
+    assert keys == (idem if idem is not None else [None] * len(recs))
+
+
+@given(batches, st.data())
+def test_decoding_from_an_offset_inside_the_batch(batch, data) -> None:  # type: ignore[no-untyped-def]
+    base, timestamp, recs, idem = batch
+    buf = b"".join(encode_batch(base, timestamp, recs, idem))
+    header = parse_header(buf, 0)
+    assert not isinstance(header, str)
+    start = data.draw(st.integers(base, base + len(recs)))
+    got, keys = decode_records(buf, 0, header, "t", 0, start, want_idempotency=True)
+    assert [r.offset for r in got] == list(range(start, base + len(recs)))
+    assert [r.value for r in got] == [r.value for r in recs[start - base :]]
+    assert keys is not None and len(keys) == len(got)
+
+
+@settings(max_examples=25)
+@given(batches)
+def test_every_truncation_is_rejected(batch) -> None:  # type: ignore[no-untyped-def]
+    base, timestamp, recs, idem = batch
+    buf = b"".join(encode_batch(base, timestamp, recs, idem))
+    for cut in range(len(buf)):
+        assert read_whole(buf[:cut]) is None, (
+            f"a batch cut to {cut} of {len(buf)} bytes was accepted"
+        )
+
+
+@settings(max_examples=15)
+@given(batches)
+def test_every_bit_flip_is_rejected(batch) -> None:  # type: ignore[no-untyped-def]
+    base, timestamp, recs, idem = batch
+    buf = bytearray(b"".join(encode_batch(base, timestamp, recs, idem)))
+    for bit in range(len(buf) * 8):
+        buf[bit // 8] ^= 1 << (bit % 8)
+        assert read_whole(bytes(buf)) is None, f"bit {bit} flipped was accepted"
+        buf[bit // 8] ^= 1 << (bit % 8)
+    assert read_whole(bytes(buf)) is not None

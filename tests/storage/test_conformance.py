@@ -1,0 +1,103 @@
+"""One suite for every storage backend: the port's contract (storage/__init__.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brook.errors import StorageError
+from brook.storage import Storage
+from brook.storage.faulty import FaultyStorage
+from brook.storage.local import LocalStorage
+from brook.storage.memory import MemoryStorage
+
+
+@pytest.fixture(params=["local", "memory", "faulty-local", "faulty-memory"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    kind: str = request.param
+    inner: Storage = LocalStorage(tmp_path / "s") if kind.endswith("local") else MemoryStorage()
+    store = FaultyStorage(inner) if kind.startswith("faulty") else inner
+    store.lock()
+    yield store
+    store.close()
+
+
+def test_write_atomic_then_read_all(storage: Storage) -> None:
+    assert storage.read_all("a/b.json") is None
+    storage.write_atomic("a/b.json", b"one")
+    storage.write_atomic("a/b.json", b"two")
+    assert storage.read_all("a/b.json") == b"two"
+
+
+def test_list_is_sorted_recursive_and_limited_to_the_prefix(storage: Storage) -> None:
+    for name in ["t/x/2", "t/x/1", "t/y/0/3", "u/1"]:
+        storage.write_atomic(name, b"")
+    assert storage.list("t/") == ["t/x/1", "t/x/2", "t/y/0/3"]
+    assert storage.list("t/x/") == ["t/x/1", "t/x/2"]
+    assert storage.list("nothing/") == []
+
+
+def test_appendable_grows_and_reads_back(storage: Storage) -> None:
+    file = storage.create_appendable("seg/1", b"head")
+    file.append([b"ab", b"cd"])
+    file.sync()
+    file.append([b"ef"])
+    assert file.size() == 10
+    reader = storage.open_read("seg/1")
+    assert reader.read(0, 100) == b"headabcdef"
+    assert reader.read(4, 2) == b"ab"
+    assert reader.size() == 10
+    reader.close()
+    file.close()
+
+
+def test_truncate_drops_the_tail(storage: Storage) -> None:
+    file = storage.create_appendable("seg/2", b"head")
+    file.append([b"0123456789"])
+    file.truncate(6)
+    file.append([b"X"])
+    file.sync()
+    file.close()
+    assert storage.read_all("seg/2") == b"head01X"
+    again = storage.open_appendable("seg/2")
+    assert again.size() == 7
+    again.close()
+
+
+def test_delete_and_delete_prefix(storage: Storage) -> None:
+    for name in ["p/a/1", "p/a/2", "p/b", "q"]:
+        storage.write_atomic(name, b"x")
+    storage.delete("p/b")
+    storage.delete("p/b")  # deleting twice is fine
+    storage.delete_prefix("p/a/")
+    assert storage.list("p/") == []
+    assert storage.read_all("q") == b"x"
+    storage.delete_prefix("nothing/")
+
+
+def test_opening_a_missing_file_is_a_storage_error(storage: Storage) -> None:
+    with pytest.raises(StorageError):
+        storage.open_read("missing")
+    with pytest.raises(StorageError):
+        storage.open_appendable("missing")
+
+
+def test_memory_crash_keeps_exactly_what_was_synced() -> None:
+    store = MemoryStorage()
+    file = store.create_appendable("f", b"H")
+    file.append([b"synced"])
+    file.sync()
+    file.append([b"lost"])
+    store.write_atomic("meta", b"kept")
+    after = store.crash()
+    assert after.read_all("f") == b"Hsynced"
+    assert after.read_all("meta") == b"kept"
+
+
+def test_local_temp_files_are_not_listed(tmp_path: Path) -> None:
+    store = LocalStorage(tmp_path)
+    store.write_atomic("d/x", b"1")
+    (tmp_path / "d" / ".x.tmp").write_bytes(b"partial")
+    assert store.list("d/") == ["d/x"]
