@@ -24,17 +24,20 @@ def open(location: str = "./brook-data", **options: Any) -> Broker:
     """Open an embedded broker on a local directory or "memory://".
 
     Options are Broker's keyword arguments (linger_ms, batch_bytes_max,
-    segment_bytes_max, ...). Raises Locked if another broker holds the location.
+    segment_bytes_max, ...) and, for a directory, preallocate_bytes. Raises
+    Locked if another broker holds the location.
     """
     from brook.storage.local import LocalStorage
     from brook.storage.memory import MemoryStorage
 
     if not isinstance(location, str) or not location:
         raise BadRequest("location must be a directory path, 'file://DIR' or 'memory://'")
+    preallocate = options.pop("preallocate_bytes", None)
     if location == "memory://":
         return Broker(MemoryStorage(), **options)
     if location.startswith("file://"):
         location = location.removeprefix("file://")
     elif "://" in location:
         raise BadRequest(f"unsupported storage {location!r}: use a directory path or memory://")
-    return Broker(LocalStorage(location), **options)
+    storage = LocalStorage(location) if preallocate is None else LocalStorage(location, preallocate)
+    return Broker(storage, **options)

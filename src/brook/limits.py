@@ -15,6 +15,8 @@ batch_records_max = 1_000_000
 """Most records a single batch may hold; a format bound checked on decode."""
 batch_bytes_format_max = 256 * MIB
 """Largest batch the segment format admits; anything longer is treated as corrupt."""
+append_bytes_max = 128 * MIB
+"""Most bytes of records one append_many call may carry; split larger ones."""
 
 # Group commit.
 linger_ms_default = 2.0
@@ -23,6 +25,9 @@ batch_bytes_max_default = 4 * MIB
 """A batch closes once it holds this many bytes of records."""
 
 # Segments.
+preallocate_bytes_default = 16 * MIB
+"""The active segment file is grown in steps of this many bytes (fallocate), so a
+sync after an append need not also commit a new file size; 0 turns it off."""
 segment_bytes_max_default = 128 * MIB
 """A segment is sealed and a new one started once it holds this many bytes."""
 segment_ms_max_default = 24 * 60 * 60 * 1000

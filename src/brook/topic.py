@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
+from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import BadRequest, PartitionNotFound
 from brook.partitioner import partition_for_key
@@ -40,15 +41,16 @@ class Topic:
         """
         record, size = validate.record(value, key, headers)
         idem = validate.idempotency_key(idempotency_key)
+        columns = Columns(
+            [record.value],
+            None if record.key is None else [record.key],
+            None if record.headers is None else [record.headers],
+            None if idem is None else [idem],
+            size,
+        )
         state = self._broker.topic_state(self.name, create=True)
         partition = self._partition(state, record.key)
-        waiter = Waiter()
-        request = AppendRequest(
-            state.logs[partition], [record], None if idem is None else [idem], size, waiter
-        )
-        self._broker.committer.submit(request)
-        waiter.wait()
-        return request.result()[0]
+        return self._broker.committer.append(AppendRequest(state.logs[partition], columns))[0]
 
     def append_many(
         self,
@@ -62,47 +64,34 @@ class Topic:
         durable. If any partition's batch fails, raises its error (batches of
         other partitions may have been appended).
         """
-        prepared: list[Record] = []
-        sizes: list[int] = []
-        for item in records:
-            if not isinstance(item, Record):
-                raise BadRequest(f"append_many takes brook.Record items, not {type(item).__name__}")
-            record, size = validate.record(item.value, item.key, item.headers)
-            prepared.append(record)
-            sizes.append(size)
-        if not prepared:
+        columns = validate.records(records)
+        count = len(columns)
+        if not count:
             return []
-        keys = None
         if idempotency_keys is not None:
-            if len(idempotency_keys) != len(prepared):
+            if len(idempotency_keys) != count:
                 raise BadRequest("idempotency_keys must have one entry per record")
             keys = [validate.idempotency_key(k) for k in idempotency_keys]
+            columns.idempotency = None if keys.count(None) == count else keys
         state = self._broker.topic_state(self.name, create=True)
-        unkeyed = state.spread.next(state.config.partitions)
+        partitions = state.config.partitions
+        unkeyed = state.spread.next(partitions)
+        if columns.keys is None or partitions == 1:
+            return self._broker.committer.append(AppendRequest(state.logs[unkeyed], columns))
         by_partition: dict[int, list[int]] = {}
-        for i, record in enumerate(prepared):
-            p = (
-                unkeyed
-                if record.key is None
-                else partition_for_key(record.key, state.config.partitions)
-            )
+        for i, key in enumerate(columns.keys):
+            p = unkeyed if key is None else partition_for_key(key, partitions)
             by_partition.setdefault(p, []).append(i)
-        pending = []
+        requests = []
         for p, indexes in by_partition.items():
-            waiter = Waiter()
-            if len(by_partition) == 1:
-                chosen, chosen_keys, size = prepared, keys, sum(sizes)
-            else:
-                chosen = [prepared[i] for i in indexes]
-                chosen_keys = None if keys is None else [keys[i] for i in indexes]
-                size = sum(sizes[i] for i in indexes)
-            request = AppendRequest(state.logs[p], chosen, chosen_keys, size, waiter)
+            request = AppendRequest(state.logs[p], columns.select(indexes), Waiter())
             self._broker.committer.submit(request)
-            pending.append((indexes, request, waiter))
-        acks: list[Ack | None] = [None] * len(prepared)
+            requests.append((indexes, request))
+        acks: list[Ack] = [Ack(0, 0, 0)] * count
         error = None
-        for indexes, request, waiter in pending:
-            waiter.wait()
+        for indexes, request in requests:
+            assert isinstance(request.on_done, Waiter)
+            request.on_done.wait()
             try:
                 for i, ack in zip(indexes, request.result(), strict=True):
                     acks[i] = ack
@@ -110,7 +99,7 @@ class Topic:
                 error = error or exc
         if error is not None:
             raise error
-        return acks  # type: ignore[return-value]
+        return acks
 
     def _partition(self, state: TopicState, key: bytes | None) -> int:
         partitions = state.config.partitions

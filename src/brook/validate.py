@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from typing import Any
 
 from brook import limits
+from brook.codec.batch import Columns
 from brook.errors import BadRequest, InvalidName, RecordTooLarge
 from brook.records import Record
 
@@ -55,6 +58,64 @@ def record(value: Any, key: Any = None, headers: Any = None) -> tuple[Record, in
             f"record of {size} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
         )
     return Record(value, key, headers), size
+
+
+def records(items: Iterable[Any]) -> Columns:
+    """Records for append_many as columns, checked; raises BadRequest or RecordTooLarge.
+
+    The common case (bytes values, no keys or headers) is checked column by
+    column without building new objects; anything else record by record.
+    """
+    items = items if isinstance(items, list | tuple) else list(items)
+    try:
+        values = [item.value for item in items]
+        count = len(values)
+        plain = (
+            set(map(type, values)) <= {bytes}
+            and [item.key for item in items].count(None) == count
+            and [item.headers for item in items].count(None) == count
+        )
+    except AttributeError:
+        plain = False
+    if not plain:
+        return _records_one_by_one(items)
+    try:
+        ends = array("I", accumulate(map(len, values), initial=0))
+    except OverflowError:
+        ends = None
+    size = ends[-1] if ends is not None else limits.append_bytes_max + 1
+    _check_append_size(size)
+    if size > limits.record_bytes_max:
+        largest = max(map(len, values))
+        if largest > limits.record_bytes_max:
+            raise RecordTooLarge(
+                f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
+            )
+    columns = Columns(values, size_bytes=size)
+    columns.value_ends = ends
+    return columns
+
+
+def _check_append_size(size: int) -> None:
+    if size > limits.append_bytes_max:
+        raise RecordTooLarge(
+            f"append_many of more than {limits.append_bytes_max} bytes (append_bytes_max): split it into smaller calls"
+        )
+
+
+def _records_one_by_one(items: Iterable[Any]) -> Columns:
+    prepared: list[Record] = []
+    size = 0
+    for item in items:
+        if not isinstance(item, Record):
+            raise BadRequest(f"append_many takes brook.Record items, not {type(item).__name__}")
+        checked, item_size = record(item.value, item.key, item.headers)
+        prepared.append(checked)
+        size += item_size
+    _check_append_size(size)
+    columns = Columns.from_records(prepared)
+    columns.bytes = size
+    return columns
 
 
 def idempotency_key(key: Any) -> bytes | None:

@@ -129,7 +129,29 @@ def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
         b.create_topic("t", retention_bytes=1000)
         fill(b, 200)
         b.run_maintenance()
-        files = segment_files(tmp_path)
-        assert sum(f.stat().st_size for f in files[1:]) < 1000 + 400
+        sealed = segment_files(tmp_path)[:-1]
+        assert sum(f.stat().st_size for f in sealed) < 1000 + 400
         got = b.topic("t").read(0, 0, 1000)
         assert got[-1].offset == 199 and got[0].offset > 0
+
+
+def test_preallocated_space_is_not_data_and_is_trimmed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    b = brook.open(str(tmp_path), preallocate_bytes=1 << 20)
+    fill(b, 30)
+    active = segment_files(tmp_path)[-1]
+    assert active.stat().st_size > 30 * 10, "space is reserved ahead of the data"
+    # Simulate a crash: the reserved zero tail is still on disk when the broker reopens.
+    data_end = b.topic("t")._broker.topic_state("t").logs[0].segments[-1].durable_bytes
+    b.committer.close()
+    with caplog.at_level(logging.WARNING, logger="brook.log"):
+        b2_storage_dir = str(tmp_path)
+        b.storage.close()
+        with brook.open(b2_storage_dir, preallocate_bytes=1 << 20) as again:
+            assert values(again) == [f"v{i}".encode() for i in range(30)]
+            again.topic("t").append(b"more")
+        assert "dropped" not in caplog.text, "a zero tail is free space, not damage"
+    assert active.stat().st_size == data_end + len(b"more") + 48 + 8, (
+        "close trims the reserved tail"
+    )

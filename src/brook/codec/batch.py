@@ -57,52 +57,124 @@ class BatchHeader(NamedTuple):
         return self.base_offset + self.record_count
 
 
+class Columns:
+    """Records to encode, held as columns: the shape the batch is written in.
+
+    `keys`, `headers` and `idempotency` are None when no record has one, which
+    is the common case and keeps encoding to a join of the values.
+    """
+
+    __slots__ = ("bytes", "headers", "idempotency", "keys", "value_ends", "values")
+
+    def __init__(
+        self,
+        values: list[bytes],
+        keys: list[bytes | None] | None = None,
+        headers: list[dict[str, bytes] | None] | None = None,
+        idempotency: list[bytes | None] | None = None,
+        size_bytes: int = 0,
+    ) -> None:
+        self.values = values
+        self.keys = keys
+        self.headers = headers
+        self.idempotency = idempotency
+        self.bytes = size_bytes
+        self.value_ends: array[int] | None = None
+        """The values' offsets column, when the caller already computed it."""
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @classmethod
+    def from_records(
+        cls, records: Sequence[Record], idempotency: Sequence[bytes | None] | None = None
+    ) -> Columns:
+        keys = [r.key for r in records]
+        headers = [r.headers or None for r in records]
+        n = len(records)
+        return cls(
+            [r.value for r in records],
+            None if keys.count(None) == n else keys,
+            None if headers.count(None) == n else headers,
+            None
+            if idempotency is None or list(idempotency).count(None) == n
+            else list(idempotency),
+        )
+
+    def select(self, indexes: Sequence[int]) -> Columns:
+        """The records at `indexes`, in that order."""
+        picked = Columns([self.values[i] for i in indexes])
+        for name in ("keys", "headers", "idempotency"):
+            column = getattr(self, name)
+            if column is not None:
+                chosen = [column[i] for i in indexes]
+                setattr(picked, name, None if chosen.count(None) == len(chosen) else chosen)
+        picked.bytes = sum(map(len, picked.values))
+        return picked
+
+    @classmethod
+    def concat(cls, parts: Sequence[Columns]) -> Columns:
+        """One Columns holding every record of `parts`, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        out = cls([], size_bytes=sum(p.bytes for p in parts))
+        for name in ("keys", "headers", "idempotency"):
+            if any(getattr(p, name) is not None for p in parts):
+                joined: list[object] = []
+                for p in parts:
+                    column = getattr(p, name)
+                    joined.extend(column if column is not None else [None] * len(p))
+                setattr(out, name, joined)
+        for p in parts:
+            out.values.extend(p.values)
+        return out
+
+
 def _ends(blobs: Sequence[bytes]) -> bytes:
     """Offsets array for a column: 0, then the end of each item in the joined blob."""
-    out = array("I", [0])
-    out.extend(accumulate(map(len, blobs)))
-    return out.tobytes()
+    return array("I", accumulate(map(len, blobs), initial=0)).tobytes()
 
 
 def encode_batch(
     base_offset: int,
     timestamp: int,
-    records: Sequence[Record],
+    records: Sequence[Record] | Columns,
     idempotency_keys: Sequence[bytes | None] | None = None,
 ) -> list[bytes]:
     """Encode records as one batch; returns the parts to write in order (for writev).
 
     Offsets are implicit: record i gets base_offset + i. `idempotency_keys`, when
-    given, holds one entry per record (None for records without one).
+    given with a sequence of Records, holds one entry per record (None for none).
     """
-    count = len(records)
+    columns = (
+        records if isinstance(records, Columns) else Columns.from_records(records, idempotency_keys)
+    )
+    count = len(columns)
     assert 0 < count <= limits.batch_records_max
     assert base_offset >= 0
-    values = [r.value for r in records]
-    keys = [r.key for r in records]
-    headers = [r.headers for r in records]
     flags = 0
-    columns = [_ends(values)]
-    blobs = [b"".join(values)]
+    ends = columns.value_ends
+    offsets = [ends.tobytes() if ends is not None else _ends(columns.values)]
+    blobs = [b"".join(columns.values)]
     presence = b""
-    if any(k is not None for k in keys):
+    if columns.keys is not None:
         flags |= FLAG_KEYS
-        presence = bytes(k is not None for k in keys)
-        key_bytes = [k or b"" for k in keys]
-        columns.append(_ends(key_bytes))
+        presence = bytes(k is not None for k in columns.keys)
+        key_bytes = [k or b"" for k in columns.keys]
+        offsets.append(_ends(key_bytes))
         blobs.append(b"".join(key_bytes))
-    if any(headers):
+    if columns.headers is not None:
         flags |= FLAG_HEADERS
-        encoded = [_encode_headers(h) if h else b"" for h in headers]
-        columns.append(_ends(encoded))
+        encoded = [_encode_headers(h) if h else b"" for h in columns.headers]
+        offsets.append(_ends(encoded))
         blobs.append(b"".join(encoded))
-    if idempotency_keys is not None and any(idempotency_keys):
-        assert len(idempotency_keys) == count
+    if columns.idempotency is not None:
+        assert len(columns.idempotency) == count
         flags |= FLAG_IDEMPOTENCY
-        idem = [k or b"" for k in idempotency_keys]
-        columns.append(_ends(idem))
+        idem = [k or b"" for k in columns.idempotency]
+        offsets.append(_ends(idem))
         blobs.append(b"".join(idem))
-    body = [*columns, presence, *blobs]
+    body = [*offsets, presence, *blobs]
     length = BATCH_HEADER_BYTES + sum(map(len, body))
     if length > limits.batch_bytes_format_max:
         raise CorruptData(f"batch of {length} bytes exceeds the format maximum")

@@ -1,13 +1,23 @@
-"""The committer thread: the one writer of every partition log of a broker.
+"""The committer: the one writer of every partition log of a broker.
 
-Callers hand it AppendRequests; it gathers them (see policy.py), writes one
-batch per partition, syncs each partition once, and only then answers every
-caller of that round: with acks after a successful sync, with the error when a
-write or sync failed. A failed sync is never retried-then-acknowledged: the
-batch is dropped from the log and its callers get StorageError.
+Callers hand it AppendRequests. A round of them is written as one batch per
+partition by the *writer* (encode + write, no sync); the *syncer* then syncs
+each partition once and only then answers the round's callers: with acks after
+a successful sync, with the error when a write or sync failed. A failed sync is
+never retried-then-acknowledged: every batch of that partition not yet durable
+is dropped from the log and its callers get StorageError.
 
-It also runs control work (topic creation, deletion, retention) between
-rounds, so nothing else ever touches a log's writer side.
+The writer and the syncer are two threads so that one round is written while
+the previous one is being synced (a pipeline): the sync runs without the GIL,
+the writing and the callers' own work run with it.
+
+The writer role is held by the committer thread, or, when nothing is queued or
+in flight and the last round had a single request, by the calling thread itself
+(`append`), which then writes, syncs and answers its own batch: a lone producer
+pays no cross-thread wake-ups (on small VMs each costs tens of microseconds).
+
+Control work (topic creation and deletion, retention) runs with the writer role
+once every in-flight batch is settled, so nothing else touches a log meanwhile.
 """
 
 from __future__ import annotations
@@ -15,15 +25,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from brook import limits
+from brook.codec.batch import Columns
 from brook.commit.policy import flush_delay
 from brook.errors import BrookError, Closed, StorageError
 from brook.idempotency import IdempotencyIndex
-from brook.log.partition import PartitionLog
-from brook.records import Ack, Record
+from brook.log.partition import PartitionLog, Written
+from brook.records import Ack
 
 log = logging.getLogger("brook.commit")
 
@@ -34,26 +46,22 @@ Clock = Callable[[], float]
 class AppendRequest:
     """Records bound for one partition from one caller, and the answer to them."""
 
-    __slots__ = ("acks", "bytes", "error", "idempotency_keys", "log", "on_done", "records")
+    __slots__ = ("acks", "columns", "error", "log", "on_done")
 
     def __init__(
         self,
         log: PartitionLog,
-        records: Sequence[Record],
-        idempotency_keys: Sequence[bytes | None] | None,
-        size_bytes: int,
-        on_done: Callable[[AppendRequest], None],
+        columns: Columns,
+        on_done: Callable[[AppendRequest], None] | None = None,
     ) -> None:
         self.log = log
-        self.records = records
-        self.idempotency_keys = idempotency_keys
-        self.bytes = size_bytes
+        self.columns = columns
         self.on_done = on_done
         self.acks: list[Ack] | None = None
         self.error: BrookError | None = None
 
     def result(self) -> list[Ack]:
-        """The acks, or the error raised; only valid once on_done has been called."""
+        """The acks, or the error raised; only valid once the request is answered."""
         if self.error is not None:
             raise self.error
         assert self.acks is not None
@@ -77,7 +85,7 @@ class Waiter:
 
 
 class _Control:
-    """A function to run on the committer thread between rounds."""
+    """A function to run with the writer role between rounds."""
 
     __slots__ = ("done", "error", "fn", "value")
 
@@ -86,6 +94,21 @@ class _Control:
         self.done = threading.Event()
         self.value: Any = None
         self.error: BaseException | None = None
+
+
+class _Batch:
+    """One round's batch for one partition: written, then synced, then answered."""
+
+    __slots__ = ("acks_by_slot", "error", "group", "log", "plan", "written")
+
+    def __init__(self, log: PartitionLog, group: list[AppendRequest], plan: _Plan | None) -> None:
+        self.log = log
+        self.group = group
+        self.plan = plan
+        self.written: Written | None = None
+        self.error: BrookError | None = None
+        self.acks_by_slot: list[Ack] = []
+        """Once durable: the ack of each record appended in this batch."""
 
 
 class Committer:
@@ -106,34 +129,74 @@ class Committer:
         self.maintenance = maintenance
         self.maintenance_every_s = maintenance_every_s
         self.on_round = on_round
-        """Called after each round's callers are answered (wakes long-polling readers)."""
+        """Called after each synced round is answered (wakes long-polling readers)."""
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[AppendRequest | _Control] = []
         self._bytes = 0
         self._first_arrival = 0.0
         self._previous_requests = 1
+        self._busy = False
         self._closing = False
-        self._closed = False
+        self._inflight_keys: dict[tuple[str, bytes], tuple[_Batch, int]] = {}
+        """Idempotency keys written but not yet durable (writer thread only)."""
+        self._sync_cond = threading.Condition(threading.Lock())
+        self._to_sync: list[_Batch] = []
+        self._syncing = False
+        self._syncer_stop = False
+        self._syncer = threading.Thread(target=self._sync_loop, name="brook-syncer", daemon=True)
+        self._syncer.start()
         self._thread = threading.Thread(target=self._run, name="brook-committer", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------ callers
 
-    def submit(self, request: AppendRequest) -> None:
-        """Queue a request; its on_done runs on the committer thread once answered."""
+    def append(self, request: AppendRequest) -> list[Ack]:
+        """Append and wait until durable (for threads that may block); returns the acks."""
         with self._cond:
             if self._closing:
                 raise Closed("the broker is closed")
-            self._queue.append(request)
-            self._bytes += request.bytes
-            if len(self._queue) == 1:
-                self._first_arrival = time.monotonic()
-                self._cond.notify()
-            elif len(self._queue) >= self._previous_requests or self._bytes >= self.batch_bytes_max:
-                self._cond.notify()
+            lead = (
+                not self._busy
+                and not self._queue
+                and self._previous_requests <= 1
+                and not self._to_sync
+                and not self._syncing
+            )
+            if lead:
+                self._busy = True
+            else:
+                waiter = Waiter()
+                request.on_done = waiter
+                self._enqueue(request)
+        if lead:
+            try:
+                batches = self._write_round([request])
+                self._sync_and_answer(batches)
+            finally:
+                self._release_role()
+        else:
+            waiter.wait()
+        return request.result()
+
+    def submit(self, request: AppendRequest) -> None:
+        """Queue a request without waiting; its on_done runs on the syncer once answered."""
+        assert request.on_done is not None
+        with self._cond:
+            if self._closing:
+                raise Closed("the broker is closed")
+            self._enqueue(request)
+
+    def _enqueue(self, request: AppendRequest) -> None:
+        self._queue.append(request)
+        self._bytes += request.columns.bytes
+        if len(self._queue) == 1:
+            self._first_arrival = time.monotonic()
+            self._cond.notify()
+        elif len(self._queue) >= self._previous_requests or self._bytes >= self.batch_bytes_max:
+            self._cond.notify()
 
     def call(self, fn: Callable[[], Any]) -> Any:
-        """Run `fn` on the committer thread between rounds; return or raise its outcome."""
+        """Run `fn` with the writer role once in-flight batches settle; return or raise its outcome."""
         control = _Control(fn)
         with self._cond:
             if self._closing:
@@ -146,25 +209,38 @@ class Committer:
         return control.value
 
     def close(self) -> None:
-        """Answer everything queued, then stop the thread. Idempotent."""
+        """Answer everything queued and in flight, then stop both threads. Idempotent."""
         with self._cond:
             self._closing = True
             self._cond.notify()
         self._thread.join()
+        with self._sync_cond:
+            self._syncer_stop = True
+            self._sync_cond.notify()
+        self._syncer.join()
 
-    # ------------------------------------------------------------ thread
+    # ------------------------------------------------------------ writer
 
-    def _take(self) -> list[AppendRequest | _Control] | None:
-        next_maintenance = time.monotonic() + self.maintenance_every_s
+    def _release_role(self) -> None:
+        with self._cond:
+            self._busy = False
+            if self._queue or self._closing:
+                self._cond.notify()
+
+    def _take(self, next_maintenance: float) -> list[AppendRequest | _Control] | None:
+        """Wait for work and take the writer role; None once closed and drained."""
         with self._cond:
             while True:
-                if self._queue:
-                    now = time.monotonic()
+                now = time.monotonic()
+                if self._busy:
+                    # A caller is running its own round; look again when it is done,
+                    # or soon, so maintenance is not put off by a steady lone producer.
+                    self._cond.wait(0.05)
+                elif self._queue:
                     controls = any(isinstance(r, _Control) for r in self._queue)
-                    delay = (
-                        0.0
-                        if controls or self._closing
-                        else flush_delay(
+                    delay = 0.0
+                    if not (controls or self._closing):
+                        delay = flush_delay(
                             now,
                             self._first_arrival,
                             len(self._queue),
@@ -173,34 +249,58 @@ class Committer:
                             self.linger_s,
                             self.batch_bytes_max,
                         )
-                    )
                     if delay <= 0:
-                        taken, self._queue, self._bytes = self._queue, [], 0
+                        taken = self._take_round()
+                        self._busy = True
                         return taken
                     self._cond.wait(delay)
                 elif self._closing:
                     return None
+                elif now >= next_maintenance:
+                    self._busy = True
+                    return []
                 else:
-                    remaining = next_maintenance - time.monotonic()
-                    if remaining <= 0:
-                        return []
-                    self._cond.wait(remaining)
+                    self._cond.wait(next_maintenance - now)
+
+    def _take_round(self) -> list[AppendRequest | _Control]:
+        """Take queued work up to batch_bytes_max (always at least one item), so no
+        batch outgrows the format: at most batch_bytes_max plus one request."""
+        total = 0
+        for count, item in enumerate(self._queue):
+            if isinstance(item, AppendRequest):
+                if count and total + item.columns.bytes > self.batch_bytes_max:
+                    break
+                total += item.columns.bytes
+        else:
+            count = len(self._queue)
+        taken, self._queue = self._queue[:count], self._queue[count:]
+        self._bytes -= total
+        if self._queue:
+            self._first_arrival = time.monotonic()
+        return taken
 
     def _run(self) -> None:
-        last_maintenance = time.monotonic()
+        next_maintenance = time.monotonic() + self.maintenance_every_s
         while True:
-            taken = self._take()
+            taken = self._take(next_maintenance)
             if taken is None:
                 break
-            requests = [r for r in taken if isinstance(r, AppendRequest)]
-            if requests:
-                self._previous_requests = len(requests)
-                self._write_round(requests)
-            for control in (r for r in taken if isinstance(r, _Control)):
-                self._run_control(control)
-            if self.maintenance and time.monotonic() - last_maintenance >= self.maintenance_every_s:
-                last_maintenance = time.monotonic()
-                self._run_control(_Control(self.maintenance))
+            try:
+                requests = [r for r in taken if isinstance(r, AppendRequest)]
+                if requests:
+                    self._hand_to_syncer(self._write_round(requests))
+                controls = [r for r in taken if isinstance(r, _Control)]
+                due = self.maintenance is not None and time.monotonic() >= next_maintenance
+                if controls or due:
+                    self._wait_synced()
+                for control in controls:
+                    self._run_control(control)
+                if due and self.maintenance is not None:
+                    next_maintenance = time.monotonic() + self.maintenance_every_s
+                    self._run_control(_Control(self.maintenance))
+            finally:
+                self._release_role()
+        self._wait_synced()
 
     def _run_control(self, control: _Control) -> None:
         try:
@@ -211,107 +311,223 @@ class Committer:
                 log.exception("control work failed")
         control.done.set()
 
-    def _write_round(self, requests: list[AppendRequest]) -> None:
-        """Write, sync and answer one round of requests."""
+    def _write_round(self, requests: list[AppendRequest]) -> list[_Batch]:
+        """Write one round as one batch per partition, without syncing (writer role held)."""
+        self._previous_requests = len(requests)
         now_ms = int(self.clock() * 1000)
         by_log: dict[PartitionLog, list[AppendRequest]] = {}
         for request in requests:
             by_log.setdefault(request.log, []).append(request)
-        written: list[tuple[PartitionLog, list[AppendRequest], _Plan]] = []
+        batches: list[_Batch] = []
         for partition_log, group in by_log.items():
+            batch = _Batch(partition_log, group, None)
+            batches.append(batch)
             try:
-                plan = _Plan(self.idempotency, partition_log, group)
-                if plan.records:
-                    plan.base, plan.timestamp = partition_log.append(
-                        plan.records, plan.keys, now_ms
-                    )
-                written.append((partition_log, group, plan))
+                batch.plan = _Plan(self.idempotency, self._inflight_keys, batch)
+                if len(batch.plan.columns):
+                    if partition_log.roll_due(now_ms):
+                        self._wait_synced()  # a segment is sealed only once all its batches are durable
+                    batch.written = partition_log.append(batch.plan.columns, now_ms)
+                    batch.plan.remember_inflight(self._inflight_keys)
             except Exception as exc:
-                self._fail(partition_log, group, exc)
-        for partition_log, group, plan in written:
+                partition_log.fail()
+                batch.error = _as_storage_error(partition_log, exc)
+        return batches
+
+    # ------------------------------------------------------------ syncer
+
+    def _hand_to_syncer(self, batches: list[_Batch]) -> None:
+        with self._sync_cond:
+            self._to_sync.extend(batches)
+            self._sync_cond.notify()
+
+    def _wait_synced(self) -> None:
+        """Block until every batch handed to the syncer is answered."""
+        with self._sync_cond:
+            while self._to_sync or self._syncing:
+                self._sync_cond.wait()
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._sync_cond:
+                while not self._to_sync and not self._syncer_stop:
+                    self._sync_cond.wait()
+                if not self._to_sync:
+                    return
+                batches, self._to_sync = self._to_sync, []
+                self._syncing = True
             try:
-                partition_log.commit()
+                self._sync_and_answer(batches)
+            finally:
+                with self._sync_cond:
+                    self._syncing = False
+                    self._sync_cond.notify_all()
+
+    def _sync_and_answer(self, batches: list[_Batch]) -> None:
+        """Sync each partition once, publish what became durable, answer in order."""
+        last: dict[PartitionLog, Written] = {}
+        for batch in batches:
+            if batch.error is None and batch.written is not None:
+                last[batch.log] = batch.written
+        for partition_log, written in last.items():
+            try:
+                partition_log.sync()
             except Exception as exc:
-                self._fail(partition_log, group, exc)
+                partition_log.fail(written.generation)
+                error = _as_storage_error(partition_log, exc)
+                for batch in batches:
+                    if batch.log is partition_log and batch.error is None:
+                        batch.error = error
                 continue
-            plan.answer(self.idempotency)
-            for request in group:
-                request.on_done(request)
+            if not partition_log.publish(written):
+                error = StorageError(
+                    "the batch was dropped after an earlier write to its partition failed"
+                )
+                for batch in batches:
+                    if batch.log is partition_log and batch.error is None:
+                        batch.error = error
+        for batch in batches:
+            self._answer(batch)
         if self.on_round is not None:
             self.on_round()
 
-    def _fail(
-        self, partition_log: PartitionLog, group: list[AppendRequest], exc: Exception
-    ) -> None:
-        partition_log.abort()
-        if isinstance(exc, StorageError):
-            error: BrookError = exc
-        else:
-            log.exception("writing to %s/%d failed", partition_log.topic, partition_log.partition)
-            error = StorageError(f"internal error while writing: {exc!r}")
-        log.warning(
-            "batch for %s/%d failed: %s", partition_log.topic, partition_log.partition, error
-        )
-        for request in group:
-            request.error = error
-            request.on_done(request)
+    def _answer(self, batch: _Batch) -> None:
+        plan = batch.plan
+        if batch.error is None and plan is not None:
+            if batch.written is not None:
+                base, timestamp = batch.written.entry.base_offset, batch.written.entry.timestamp
+                partition = batch.log.partition
+                count = len(plan.columns)
+                batch.acks_by_slot = list(
+                    map(
+                        Ack,
+                        repeat(partition, count),
+                        range(base, base + count),
+                        repeat(timestamp, count),
+                    )
+                )
+            plan.resolve(self.idempotency)
+        if plan is not None:
+            plan.forget_inflight(self._inflight_keys)
+        if batch.error is not None:
+            log.warning(
+                "batch for %s/%d failed: %s", batch.log.topic, batch.log.partition, batch.error
+            )
+            for request in batch.group:
+                request.error = batch.error
+        for request in batch.group:
+            if request.on_done is not None:
+                request.on_done(request)
+
+
+def _as_storage_error(partition_log: PartitionLog, exc: Exception) -> BrookError:
+    if isinstance(exc, StorageError):
+        return exc
+    log.exception("writing to %s/%d failed", partition_log.topic, partition_log.partition)
+    return StorageError(f"internal error while writing: {exc!r}")
 
 
 class _Plan:
     """Which records of a round's requests to append, after idempotency de-duplication.
 
-    A record whose idempotency key was seen within the window (or earlier in
-    this round) is not appended; it is answered with the original's ack.
+    A record whose idempotency key is already durable within the window is not
+    appended; it is answered with the original's ack. A record whose key was
+    written earlier but is not yet durable waits for that write's outcome
+    (its ack if it becomes durable, its error if not).
     """
 
     def __init__(
-        self, index: IdempotencyIndex, log: PartitionLog, group: list[AppendRequest]
+        self,
+        index: IdempotencyIndex,
+        inflight: dict[tuple[str, bytes], tuple[_Batch, int]],
+        batch: _Batch,
     ) -> None:
-        self.topic = log.topic
-        self.partition = log.partition
-        self.records: list[Record] = []
-        self.keys: list[bytes | None] | None = None
-        self.base = 0
-        self.timestamp = 0
-        # Per request, per record: an index into self.records, or an Ack already known.
-        self.slots: list[list[int | Ack]] = []
-        self.group = group
+        self.batch = batch
+        self.topic = batch.log.topic
+        group = batch.group
+        self.slots: list[range | list[int | Ack | tuple[_Batch, int]]] = []
+        """Per request: indexes into this batch, durable acks, or (other batch, index)."""
+        if all(r.columns.idempotency is None for r in group):
+            self.columns = Columns.concat([r.columns for r in group])
+            start = 0
+            for request in group:
+                self.slots.append(range(start, start + len(request.columns)))
+                start += len(request.columns)
+            return
+        self.columns = Columns([], [], [], [])
         seen: dict[bytes, int] = {}
         for request in group:
-            if request.idempotency_keys is None:
-                start = len(self.records)
-                self.records.extend(request.records)
-                if self.keys is not None:
-                    self.keys.extend([None] * len(request.records))
-                self.slots.append(list(range(start, len(self.records))))
-                continue
-            if self.keys is None:
-                self.keys = [None] * len(self.records)
-            slots: list[int | Ack] = []
-            for record, key in zip(request.records, request.idempotency_keys, strict=True):
-                known = index.get(self.topic, key) if key is not None else None
-                if known is not None:
-                    slots.append(known)
-                elif key is not None and key in seen:
-                    slots.append(seen[key])
-                else:
-                    if key is not None:
-                        seen[key] = len(self.records)
-                    slots.append(len(self.records))
-                    self.records.append(record)
-                    self.keys.append(key)
-            self.slots.append(slots)
-
-    def answer(self, index: IdempotencyIndex) -> None:
-        """Fill in each request's acks after a successful commit; remember new keys."""
-        for request, slots in zip(self.group, self.slots, strict=True):
-            request.acks = [
-                slot
-                if isinstance(slot, Ack)
-                else Ack(self.partition, self.base + slot, self.timestamp)
-                for slot in slots
-            ]
-        if self.keys is not None:
-            for i, key in enumerate(self.keys):
+            c = request.columns
+            n = len(c)
+            keys, headers, idem = (
+                c.keys or [None] * n,
+                c.headers or [None] * n,
+                c.idempotency or [None] * n,
+            )
+            slots: list[int | Ack | tuple[_Batch, int]] = []
+            for i in range(n):
+                key = idem[i]
                 if key is not None:
-                    index.add(self.topic, key, Ack(self.partition, self.base + i, self.timestamp))
+                    known = index.get(self.topic, key)
+                    if known is not None:
+                        slots.append(known)
+                        continue
+                    pending = inflight.get((self.topic, key))
+                    if pending is not None:
+                        slots.append(pending)
+                        continue
+                    if key in seen:
+                        slots.append(seen[key])
+                        continue
+                    seen[key] = len(self.columns)
+                slots.append(len(self.columns))
+                self.columns.values.append(c.values[i])
+                self.columns.keys.append(keys[i])  # type: ignore[union-attr]
+                self.columns.headers.append(headers[i])  # type: ignore[union-attr]
+                self.columns.idempotency.append(key)  # type: ignore[union-attr]
+            self.slots.append(slots)
+        for name in ("keys", "headers", "idempotency"):
+            if all(v is None for v in getattr(self.columns, name)):
+                setattr(self.columns, name, None)
+
+    def remember_inflight(self, inflight: dict[tuple[str, bytes], tuple[_Batch, int]]) -> None:
+        if self.columns.idempotency is not None:
+            for i, key in enumerate(self.columns.idempotency):
+                if key is not None:
+                    inflight[(self.topic, key)] = (self.batch, i)
+
+    def forget_inflight(self, inflight: dict[tuple[str, bytes], tuple[_Batch, int]]) -> None:
+        if self.columns.idempotency is not None:
+            for key in self.columns.idempotency:
+                if key is not None and inflight.get((self.topic, key), (None,))[0] is self.batch:
+                    inflight.pop((self.topic, key), None)
+
+    def resolve(self, index: IdempotencyIndex) -> None:
+        """Answer each request once this batch is durable; remember its keys.
+
+        A request holding a duplicate of an earlier batch that failed gets that
+        batch's error; the others get their acks.
+        """
+        acks = self.batch.acks_by_slot
+        for request, slots in zip(self.batch.group, self.slots, strict=True):
+            if isinstance(slots, range):
+                request.acks = acks[slots.start : slots.stop]
+                continue
+            resolved: list[Ack] = []
+            for slot in slots:
+                if isinstance(slot, int):
+                    resolved.append(acks[slot])
+                elif isinstance(slot, Ack):
+                    resolved.append(slot)
+                else:
+                    other, i = slot
+                    if other.error is not None:
+                        request.error = other.error
+                        break
+                    resolved.append(other.acks_by_slot[i])
+            else:
+                request.acks = resolved
+        if self.columns.idempotency is not None:
+            for i, key in enumerate(self.columns.idempotency):
+                if key is not None:
+                    index.add(self.topic, key, acks[i])

@@ -8,8 +8,9 @@ written since the last commit. Reader side (any thread): `read`.
 from __future__ import annotations
 
 import logging
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from typing import NamedTuple
 
 from brook import limits
 from brook.codec import (
@@ -25,7 +26,7 @@ from brook.codec import (
     parse_header,
     scan_batches,
 )
-from brook.codec.batch import FLAG_IDEMPOTENCY, verify
+from brook.codec.batch import FLAG_IDEMPOTENCY, Columns, verify
 from brook.codec.segment import seal_position
 from brook.errors import CorruptData, StorageError
 from brook.log.recovery import scan_segment
@@ -34,6 +35,15 @@ from brook.records import Record
 from brook.storage import Storage
 
 log = logging.getLogger("brook.log")
+
+
+class Written(NamedTuple):
+    """One batch appended to a partition, not yet known to be durable."""
+
+    entry: IndexEntry
+    end_bytes: int
+    next_offset: int
+    generation: int
 
 
 class LogSettings:
@@ -70,8 +80,13 @@ class PartitionLog:
         self.next_offset = self.durable_offset
         """The offset the next appended record gets (writer thread only)."""
         self.last_timestamp = max(s.max_timestamp for s in segments)
-        self._pending: list[IndexEntry] = []
+        self._pending: list[Written] = []
+        """Batches written but not yet known durable, oldest first."""
         self._broken = False
+        self._generation = 0
+        """Bumped by every failure, so batches written before it are never published."""
+        self._lock = threading.Lock()
+        """Between the committer's writer (append) and syncer (publish, fail)."""
 
     # ----------------------------------------------------------------- open
 
@@ -195,60 +210,96 @@ class PartitionLog:
 
     # ----------------------------------------------------------- the writer
 
-    def append(
-        self,
-        records: Sequence[Record],
-        idempotency_keys: Sequence[bytes | None] | None,
-        timestamp: int,
-    ) -> tuple[int, int]:
-        """Write one batch without syncing; returns its base offset and timestamp.
+    def append(self, columns: Columns, timestamp: int) -> Written:
+        """Write one batch without syncing; returns what was written.
 
         Timestamps never go backwards within a partition, even if the clock does.
-        Raises StorageError; the caller must then `abort`.
+        Rolls the segment first when it is due and nothing is awaiting a sync
+        (see `roll_due`). Raises StorageError; the caller must then `fail`.
         """
-        timestamp = max(timestamp, self.last_timestamp)
-        if self._broken:
-            self._repair()
-        active = self.segments[-1]
-        if not self._pending and self._should_roll(active, timestamp):
-            self._roll(timestamp)
+        with self._lock:
+            timestamp = max(timestamp, self.last_timestamp)
+            if self._broken:
+                self._repair()
             active = self.segments[-1]
-        assert active.appender is not None
-        base = self.next_offset
-        parts = encode_batch(base, timestamp, records, idempotency_keys)
-        position = active.appender.size()
-        self._broken = True  # until commit or abort settles what is on disk
-        active.appender.append(parts)
-        self._pending.append(IndexEntry(base, position, timestamp))
-        self.next_offset += len(records)
-        self.last_timestamp = timestamp
-        return base, timestamp
+            if not self._pending and self._should_roll(active, timestamp):
+                self._roll(timestamp)
+                active = self.segments[-1]
+            assert active.appender is not None
+            base = self.next_offset
+            parts = encode_batch(base, timestamp, columns)
+            position = active.appender.size()
+            self._broken = True  # until the append returns, the tail is unknown
+            active.appender.reserve(sum(map(len, parts)))
+            active.appender.append(parts)
+            self._broken = False
+            self.next_offset += len(columns)
+            self.last_timestamp = timestamp
+            written = Written(
+                IndexEntry(base, position, timestamp),
+                active.appender.size(),
+                self.next_offset,
+                self._generation,
+            )
+            self._pending.append(written)
+            return written
+
+    def roll_due(self, now_ms: int) -> bool:
+        """True when the next append would roll but must wait for pending syncs first."""
+        return bool(self._pending) and self._should_roll(self.segments[-1], now_ms)
+
+    def sync(self) -> None:
+        """Make everything appended so far durable (may run beside `append`). Raises StorageError."""
+        appender = self.segments[-1].appender
+        assert appender is not None
+        appender.sync()
+
+    def publish(self, upto: Written) -> bool:
+        """After a sync that began after `upto` was written: make it and everything
+        before it readable. False if a failure dropped it in the meantime."""
+        with self._lock:
+            if upto.generation != self._generation:
+                return False
+            done = [w for w in self._pending if w.next_offset <= upto.next_offset]
+            if done:
+                self._pending = self._pending[len(done) :]
+                self.segments[-1].publish(
+                    [w.entry for w in done], done[-1].end_bytes, done[-1].next_offset
+                )
+                self.durable_offset = done[-1].next_offset
+            return True
 
     def commit(self) -> None:
-        """Sync what `append` wrote and make it readable. Raises StorageError."""
-        if not self._pending:
-            return
-        active = self.segments[-1]
-        assert active.appender is not None
-        active.appender.sync()
-        active.publish(self._pending, active.appender.size(), self.next_offset)
-        self._pending = []
-        self._broken = False
-        self.durable_offset = self.next_offset
+        """Sync and publish everything appended so far (one thread doing both). Raises StorageError."""
+        if self._pending:
+            last = self._pending[-1]
+            self.sync()
+            published = self.publish(last)
+            assert published
 
-    def abort(self) -> None:
-        """Forget everything appended since the last commit, on disk too if possible."""
-        self._pending = []
-        self.next_offset = self.durable_offset
-        try:
-            self._repair()
-        except StorageError as exc:
-            log.warning(
-                "partition %s/%d: cannot drop a failed batch yet: %s",
-                self.topic,
-                self.partition,
-                exc,
-            )
+    def fail(self, generation: int | None = None) -> None:
+        """Drop everything appended and not yet published, on disk too if possible.
+
+        Batches written but not yet published are failed with it: their
+        generation no longer matches, so `publish` refuses them. With a
+        `generation`, does nothing if a failure already ended that generation.
+        """
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                return
+            self._generation += 1
+            self._pending = []
+            self.next_offset = self.durable_offset
+            try:
+                self._repair()
+            except StorageError as exc:
+                self._broken = True
+                log.warning(
+                    "partition %s/%d: cannot drop a failed batch yet: %s",
+                    self.topic,
+                    self.partition,
+                    exc,
+                )
 
     def _repair(self) -> None:
         """Cut the active segment back to its durable bytes (raises StorageError)."""
@@ -271,6 +322,8 @@ class PartitionLog:
             assert active.appender is not None
             seal = encode_seal(active.entries(), active.next_offset, active.durable_bytes)
             try:
+                # Cut any preallocated tail first, so the seal ends the file.
+                active.appender.truncate(active.durable_bytes)
                 active.appender.append([seal])
                 active.appender.sync()
             except StorageError:
@@ -362,7 +415,8 @@ def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> 
         scan.next_offset,
         False,
     )
-    if scan.problem is not None:
+    zero_tail = buf.count(0, scan.valid_bytes) == size - scan.valid_bytes
+    if scan.problem is not None and not zero_tail:
         dropped = size - scan.valid_bytes
         log.warning(
             "recovery %s: kept offsets %d..%d, dropped %d bytes after byte %d: %s",

@@ -36,6 +36,14 @@ class AppendFile(Protocol):
         """Write `parts` at the end, in order. Not durable until `sync`."""
         ...
 
+    def reserve(self, size: int) -> None:
+        """A hint that about `size` more bytes will be appended soon.
+
+        A backend may preallocate space so later syncs need not commit a new
+        file size. Never changes what `size()` returns or what is read back.
+        """
+        ...
+
     def sync(self) -> None:
         """Make everything appended so far durable, or raise StorageError."""
         ...

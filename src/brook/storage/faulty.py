@@ -45,6 +45,10 @@ class FaultyAppendFile:
             raise StorageError(f"append to {self._name} failed: ENOSPC (No space left on device)")
         self._inner.append(parts)
 
+    def reserve(self, size: int) -> None:
+        if not self._faults.disk_full:
+            self._inner.reserve(size)
+
     def sync(self) -> None:
         if self._faults.take_sync_failure():
             raise StorageError(f"fsync of {self._name} failed: EIO (Input/output error)")

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from brook import limits
 from brook.errors import Locked, StorageError
 from brook.storage import check_name
 
@@ -65,23 +66,46 @@ class LocalReadFile:
 
 
 class LocalAppendFile:
-    def __init__(self, path: Path, name: str) -> None:
+    """An appendable file whose space may be preallocated ahead of the data.
+
+    The file on disk may be longer than the data (a zero-filled, fallocated
+    tail); `size()` is the end of the data. The tail is cut on `truncate` and
+    `close`, and recovery treats a zero tail as free space, not damage.
+    """
+
+    def __init__(self, path: Path, name: str, preallocate_bytes: int) -> None:
         self._name = name
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._preallocate = preallocate_bytes
+        self._fd = os.open(path, os.O_WRONLY)
         self._size = os.fstat(self._fd).st_size
+        self._allocated = self._size
+
+    def reserve(self, size: int) -> None:
+        if self._preallocate <= 0 or self._size + size <= self._allocated:
+            return
+        # Steps grow with the file (64 KiB at first, up to preallocate_bytes), so
+        # quiet partitions reserve little and busy ones rarely allocate.
+        step = min(self._preallocate, max(64 * 1024, self._size))
+        step = max(step, self._size + size - self._allocated)
+        try:
+            os.posix_fallocate(self._fd, self._allocated, step)
+        except OSError:
+            # Preallocation is only an optimisation: a full disk shows up on the write.
+            return
+        self._allocated += step
 
     def append(self, parts: Sequence[bytes]) -> None:
         want = sum(map(len, parts))
         try:
-            written = os.writev(self._fd, parts)
+            written = os.pwritev(self._fd, parts, self._size)
             while written < want:
                 # A short write: finish the remainder, which raises if the disk is full.
                 rest = b"".join(parts)[written:]
-                written += os.write(self._fd, rest)
+                written += os.pwrite(self._fd, rest, self._size + written)
         except OSError as exc:
-            self._size = os.fstat(self._fd).st_size
             raise _fail("append to", self._name, exc) from None
         self._size += want
+        self._allocated = max(self._allocated, self._size)
 
     def sync(self) -> None:
         try:
@@ -95,13 +119,20 @@ class LocalAppendFile:
             os.fsync(self._fd)
         except OSError as exc:
             raise _fail("truncate of", self._name, exc) from None
-        self._size = size
+        self._size = self._allocated = size
 
     def size(self) -> int:
         return self._size
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if self._fd < 0:
+            return
+        try:
+            if self._allocated > self._size:
+                self.truncate(self._size)
+        except StorageError:
+            pass  # the zero tail stays; recovery skips it
+        finally:
             os.close(self._fd)
             self._fd = -1
 
@@ -109,8 +140,13 @@ class LocalAppendFile:
 class LocalStorage:
     """Files under one root directory."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        preallocate_bytes: int = limits.preallocate_bytes_default,
+    ) -> None:
         self.root = Path(root).absolute()
+        self.preallocate_bytes = preallocate_bytes
         self._lock_fd = -1
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -144,13 +180,13 @@ class LocalStorage:
             finally:
                 os.close(fd)
             fsync_dir(path.parent)
-            return LocalAppendFile(path, name)
+            return LocalAppendFile(path, name, self.preallocate_bytes)
         except OSError as exc:
             raise _fail("creating", name, exc) from None
 
     def open_appendable(self, name: str) -> LocalAppendFile:
         try:
-            return LocalAppendFile(self._path(name), name)
+            return LocalAppendFile(self._path(name), name, self.preallocate_bytes)
         except OSError as exc:
             raise _fail("opening", name, exc) from None
 

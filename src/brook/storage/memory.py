@@ -44,6 +44,9 @@ class MemoryAppendFile:
         for part in parts:
             self._file.data += part
 
+    def reserve(self, size: int) -> None:
+        pass
+
     def sync(self) -> None:
         self._file.durable = len(self._file.data)
 

@@ -1,0 +1,132 @@
+"""The writer/syncer pipeline: order, failures with batches in flight, de-duplication in flight."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import brook
+from brook import limits
+from brook.errors import RecordTooLarge, StorageError
+from brook.records import Ack, Record
+from brook.storage.faulty import FaultyStorage
+from brook.storage.local import LocalStorage
+
+
+def run_threads(count: int, target) -> None:  # type: ignore[no-untyped-def]
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_concurrent_repeats_of_one_idempotency_key_append_once(broker: brook.Broker) -> None:
+    t = broker.topic("t")
+    acks: list[Ack] = []
+    lock = threading.Lock()
+
+    def produce(i: int) -> None:
+        for round_ in range(20):
+            ack = t.append(f"payment-{round_}".encode(), idempotency_key=f"pay-{round_}")
+            with lock:
+                acks.append(ack)
+
+    run_threads(16, produce)
+    stored = t.read(0, 0, 1000)
+    assert len(stored) == 20, "each key appended exactly once"
+    by_key = {r.value: r.offset for r in stored}
+    assert len(set(acks)) == 20
+    for ack in acks:
+        assert stored[ack.offset].offset == ack.offset
+    assert sorted(by_key.values()) == list(range(20))
+
+
+def test_a_failed_sync_fails_every_batch_in_flight_and_nothing_of_them_is_read(
+    tmp_path: Path,
+) -> None:
+    faulty = FaultyStorage(LocalStorage(tmp_path))
+    with brook.Broker(faulty) as b:
+        t = b.topic("t")
+        t.append(b"before")
+        outcomes: Counter[str] = Counter()
+        acked: list[Ack] = []
+        lock = threading.Lock()
+        start = threading.Barrier(8)
+
+        def produce(i: int) -> None:
+            start.wait()
+            for n in range(30):
+                if i == 0 and n == 10:
+                    faulty.faults.sync_failures = 2
+                try:
+                    ack = t.append(f"{i}-{n}".encode())
+                except StorageError:
+                    with lock:
+                        outcomes["failed"] += 1
+                else:
+                    with lock:
+                        outcomes["acked"] += 1
+                        acked.append(ack)
+
+        run_threads(8, produce)
+        assert outcomes["failed"] > 0 and outcomes["acked"] > 0
+        stored = t.read(0, 0, 10_000)
+        assert [r.offset for r in stored] == list(range(len(stored))), "offsets stay dense"
+        assert len(stored) == 1 + outcomes["acked"], (
+            "every stored record was acknowledged, and only those"
+        )
+        for ack in acked:
+            assert stored[ack.offset].offset == ack.offset
+    with brook.Broker(faulty) as b:
+        assert len(b.topic("t").read(0, 0, 10_000)) == 1 + outcomes["acked"]
+
+
+def test_an_oversized_append_many_is_refused_whole(
+    broker: brook.Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "append_bytes_max", 1000)
+    with pytest.raises(RecordTooLarge, match="split it"):
+        broker.topic("t").append_many([Record(b"x" * 100)] * 11)
+    with pytest.raises(RecordTooLarge, match="split it"):
+        broker.topic("t").append_many([Record(b"x" * 100, key=b"k")] * 11)
+    assert broker.topic("t").append_many([Record(b"x" * 100)] * 10)[-1].offset == 9
+
+
+def test_rounds_stay_within_batch_bytes_max(tmp_path: Path) -> None:
+    with brook.open(str(tmp_path), batch_bytes_max=4096, linger_ms=20) as b:
+        t = b.topic("t")
+
+        def produce(i: int) -> None:
+            t.append_many([Record(bytes(1000))] * 3)
+
+        run_threads(12, produce)
+        state = b.topic_state("t")
+        segment = state.logs[0].segments[-1]
+        sizes = [
+            b - a
+            for a, b in zip(
+                segment.positions, [*segment.positions[1:], segment.durable_bytes], strict=True
+            )
+        ]
+        assert max(sizes) < 4096 + 3100, "a batch holds at most batch_bytes_max plus one request"
+        assert t.end_offsets() == {0: 36}
+
+
+def test_segments_roll_while_batches_are_in_flight(tmp_path: Path) -> None:
+    with brook.open(str(tmp_path), segment_bytes_max=2000) as b:
+        t = b.topic("t")
+
+        def produce(i: int) -> None:
+            for n in range(25):
+                t.append(f"{i}:{n}".encode() * 10)
+
+        run_threads(8, produce)
+        assert len(b.topic_state("t").logs[0].segments) >= 3
+        stored = t.read(0, 0, 1000)
+        assert [r.offset for r in stored] == list(range(200))
+    with brook.open(str(tmp_path), segment_bytes_max=2000) as b:
+        assert len(b.topic("t").read(0, 0, 1000)) == 200
