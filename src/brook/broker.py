@@ -238,6 +238,16 @@ class Broker:
         self.idempotency.expire(now)
         for state in list(self._topics.values()):
             config = state.config
+            if config.compaction:
+                for partition_log in state.logs:
+                    dropped = partition_log.compact()
+                    if dropped:
+                        log.info(
+                            "compaction dropped %d superseded records of %s/%d",
+                            dropped,
+                            state.name,
+                            partition_log.partition,
+                        )
             if config.retention_ms is None and config.retention_bytes is None:
                 continue
             for partition_log in state.logs:
@@ -253,7 +263,7 @@ class Broker:
                     )
 
     def run_maintenance(self) -> None:
-        """Apply retention now instead of waiting for the periodic check."""
+        """Apply retention and compaction now instead of waiting for the periodic check."""
         self._check_open()
         self.committer.call(self._maintenance)
 

@@ -29,6 +29,7 @@ from brook.codec import (
 from brook.codec.batch import FLAG_IDEMPOTENCY, Columns, verify
 from brook.codec.segment import seal_position
 from brook.errors import CorruptData, StorageError
+from brook.log.compaction import Run, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment, segment_name
 from brook.records import Record
@@ -87,6 +88,8 @@ class PartitionLog:
         """Bumped by every failure, so batches written before it are never published."""
         self._lock = threading.Lock()
         """Between the committer's writer (append) and syncer (publish, fail)."""
+        self._compacted_through = 0
+        """How many sealed segments the last compaction saw (new ones trigger the next)."""
 
     # ----------------------------------------------------------------- open
 
@@ -150,10 +153,13 @@ class PartitionLog:
             start, stop = found
             buf = segment.read(start, stop)
             got = self._decode(buf, start, segment.name, offset, want_end)
-            if not got:
+            if got:
+                records.extend(got)
+                offset = got[-1].offset + 1
+            elif offset < segment.next_offset and index + 1 < len(segments):
+                offset = segment.next_offset  # a gap left by compaction at the segment's end
+            else:
                 break
-            records.extend(got)
-            offset = got[-1].offset + 1
         return records
 
     def _decode(self, buf: bytes, position: int, name: str, offset: int, end: int) -> list[Record]:
@@ -355,9 +361,84 @@ class PartitionLog:
             removed += 1
         return removed
 
+    def compact(self) -> int:
+        """Rewrite sealed segments holding records superseded by a newer one of the
+        same key; returns how many records were dropped. Writer role, nothing in flight.
+
+        Each rewrite replaces the file atomically; readers that already hold the
+        old segment keep reading the old file, which stays open until they let go.
+        """
+        sealed = self.segments[:-1]
+        if len(sealed) == self._compacted_through:
+            return 0
+        latest: dict[bytes, int] = {}
+        for segment in self.segments:
+            for _, records, _ in self._decoded_batches(segment):
+                for record in records:
+                    if record.key is not None:
+                        latest[record.key] = record.offset
+        dropped_total = 0
+        for index, segment in enumerate(sealed):
+            runs, dropped = survivors(self._decoded_batches(segment), latest)
+            if not dropped:
+                continue
+            data, entries, data_end = _encode_segment(self.partition, segment, runs)
+            segment.read(0, 0)  # hold the old file open for readers of the old segment
+            self.storage.write_atomic(segment.name, data)
+            fresh = Segment(
+                self.storage,
+                segment.name,
+                segment.base_offset,
+                segment.created_ms,
+                entries,
+                len(data) - len(encode_seal(entries, segment.next_offset, 0)),
+                segment.next_offset,
+                sealed=True,
+            )
+            self.segments = [*self.segments[:index], fresh, *self.segments[index + 1 :]]
+            dropped_total += dropped
+        self._compacted_through = len(sealed)
+        return dropped_total
+
+    def _decoded_batches(
+        self, segment: Segment
+    ) -> list[tuple[int, list[Record], list[bytes | None]]]:
+        if not len(segment.positions):
+            return []
+        start = segment.positions[0]
+        buf = segment.read(start, segment.durable_bytes)
+        out = []
+        for item in scan_batches(buf, 0, None):
+            if isinstance(item, str):
+                raise CorruptData(f"{segment.name}: {item}")
+            pos, header = item
+            records, keys = decode_records(
+                buf, pos, header, self.topic, self.partition, want_idempotency=True
+            )
+            out.append((header.timestamp, records, keys or [None] * len(records)))
+        return out
+
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+
+def _encode_segment(
+    partition: int, old: Segment, runs: list[Run]
+) -> tuple[bytes, list[IndexEntry], int]:
+    """A sealed segment holding `runs`, with the base and next offset of `old`;
+    also its index and where its batches end (where the seal starts)."""
+    parts = [encode_segment_header(partition, old.base_offset, old.created_ms)]
+    position = len(parts[0])
+    entries = []
+    for run in runs:
+        columns = Columns.from_records(run.records, run.idempotency_keys)
+        batch = encode_batch(run.records[0].offset, run.timestamp, columns)
+        entries.append(IndexEntry(run.records[0].offset, position, run.timestamp))
+        parts.extend(batch)
+        position += sum(map(len, batch))
+    parts.append(encode_seal(entries, old.next_offset, position))
+    return b"".join(parts), entries, position
 
 
 def _create_segment(

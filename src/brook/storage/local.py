@@ -260,12 +260,15 @@ class LocalStorage:
             raise _fail("deleting", prefix, exc) from None
 
     def sweep_trash(self) -> None:
-        """Finish deletions a crash interrupted."""
-        for folder, dirs, _ in os.walk(self.root):
+        """Finish deletions, and drop temporary files, that a crash interrupted."""
+        for folder, dirs, files in os.walk(self.root):
             for d in list(dirs):
                 if d.startswith(".trash-"):
                     _remove_tree(Path(folder, d))
                     dirs.remove(d)
+            for file in files:
+                if file.startswith(".") and file.endswith(".tmp"):
+                    os.unlink(os.path.join(folder, file))
 
     def close(self) -> None:
         if self._lock_fd >= 0:
