@@ -120,9 +120,8 @@ def topics_describe(name: str, data: str) -> None:
                 )
                 start = b.topic(name).start_offsets()
                 for p, end in info.end_offsets.items():
-                    click.echo(
-                        f"partition {p}: offsets {start[p]}..{end - 1} ({end - start[p]} retained)"
-                    )
+                    held = f"offsets {start[p]}..{end - 1}" if end > start[p] else "empty"
+                    click.echo(f"partition {p}: {held}, next offset {end}")
                 return
         raise brook.errors.TopicNotFound(f"topic {name} does not exist")
 

@@ -391,7 +391,7 @@ class PartitionLog:
                 segment.base_offset,
                 segment.created_ms,
                 entries,
-                len(data) - len(encode_seal(entries, segment.next_offset, 0)),
+                data_end,
                 segment.next_offset,
                 sealed=True,
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from brook.errors import Locked, StorageError
 from brook.storage import check_name
 
 LOCK_FILE = "LOCK"
+log = logging.getLogger("brook.storage")
 
 
 def _fail(action: str, name: str, exc: OSError) -> StorageError:
@@ -130,8 +132,9 @@ class LocalAppendFile:
         try:
             if self._allocated > self._size:
                 self.truncate(self._size)
-        except StorageError:
-            pass  # the zero tail stays; recovery skips it
+        except StorageError as exc:
+            # Harmless: the reserved zero tail stays, and recovery treats it as free space.
+            log.warning("%s: could not trim reserved space on close: %s", self._name, exc.message)
         finally:
             os.close(self._fd)
             self._fd = -1
