@@ -262,3 +262,15 @@ def test_a_closed_broker_refuses_work(tmp_path: Path) -> None:
 def test_unsupported_locations_are_refused() -> None:
     with pytest.raises(BadRequest):
         brook.open("ftp://somewhere")
+
+
+def test_an_append_racing_a_topic_delete_gets_topic_not_found(broker: brook.Broker) -> None:
+    from brook.codec.batch import Columns
+    from brook.commit import AppendRequest
+
+    broker.topic("doomed").append(b"x")
+    stale_log = broker.topic_state("doomed").logs[0]
+    broker.delete_topic("doomed")
+    with pytest.raises(TopicNotFound, match="was deleted"):
+        broker.committer.append(AppendRequest(stale_log, Columns([b"late"], size_bytes=4)))
+    assert broker.topic("doomed").append(b"again").offset == 0, "the name can be used again"

@@ -27,10 +27,10 @@ KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "30"))
 PRODUCER = Path(__file__).with_name("producer.py")
 
 
-def run_and_kill(data: Path, run: int, seed: int, delay_s: float) -> list[str]:
+def run_and_kill(data: Path, run: int, seed: int, delay_s: float, threads: int) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     child = subprocess.Popen(
-        [sys.executable, str(PRODUCER), str(data), str(run), str(seed), "6"],
+        [sys.executable, str(PRODUCER), str(data), str(run), str(seed), str(threads)],
         stdout=subprocess.PIPE,
         env=env,
     )
@@ -70,7 +70,8 @@ def test_acknowledged_records_survive_sigkill(tmp_path: Path) -> None:
     acked: dict[tuple[int, int], tuple[int, int, int]] = {}
     seen: dict[tuple[int, int], int] = {}
     for run in range(KILLS):
-        lines = run_and_kill(data, run, seed + run, rng.uniform(0.05, 0.6))
+        # One producer thread exercises the caller-runs path; several, the writer/syncer pipeline.
+        lines = run_and_kill(data, run, seed + run, rng.uniform(0.05, 0.6), rng.choice([1, 2, 6]))
         for line in lines:
             if line.startswith("A "):
                 _, r, thread, seq, partition, offset = line.split()

@@ -155,3 +155,15 @@ def test_preallocated_space_is_not_data_and_is_trimmed(
     assert active.stat().st_size == data_end + len(b"more") + 48 + 8, (
         "close trims the reserved tail"
     )
+
+
+def test_a_read_racing_retention_reads_from_what_is_retained(tmp_path: Path) -> None:
+    with brook.open(str(tmp_path), segment_bytes_max=300) as b:
+        b.create_topic("t", retention_bytes=600)
+        fill(b, 100)
+        partition = b.topic_state("t").logs[0]
+        stale = partition.segments  # a reader's snapshot, taken before retention runs
+        b.run_maintenance()
+        assert partition.segments[0] is not stale[0]
+        got = partition.read(0, 10)
+        assert got and got[0].offset == partition.start_offset

@@ -421,7 +421,8 @@ class Committer:
 
 
 def _as_storage_error(partition_log: PartitionLog, exc: Exception) -> BrookError:
-    if isinstance(exc, StorageError):
+    """Brook's own errors pass through; anything else is a bug, reported as StorageError."""
+    if isinstance(exc, BrookError):
         return exc
     log.exception("writing to %s/%d failed", partition_log.topic, partition_log.partition)
     return StorageError(f"internal error while writing: {exc!r}")

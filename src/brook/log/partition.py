@@ -28,7 +28,7 @@ from brook.codec import (
 )
 from brook.codec.batch import FLAG_IDEMPOTENCY, Columns, verify
 from brook.codec.segment import seal_position
-from brook.errors import CorruptData, StorageError
+from brook.errors import CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment, segment_name
@@ -88,6 +88,7 @@ class PartitionLog:
         """Bumped by every failure, so batches written before it are never published."""
         self._lock = threading.Lock()
         """Between the committer's writer (append) and syncer (publish, fail)."""
+        self.closed = False
         self._compacted_through = 0
         """How many sealed segments the last compaction saw (new ones trigger the next)."""
 
@@ -136,8 +137,20 @@ class PartitionLog:
         An offset below the oldest retained one reads from the oldest retained.
         Raises CorruptData if a stored batch fails its checksum.
         """
+        while True:
+            segments = self.segments
+            try:
+                return self._read(segments, offset, limit, bytes_max)
+            except StorageError:
+                # Retention may have removed a segment this read was about to open:
+                # read again from what is retained now. Any other failure is real.
+                if self.segments[0] is segments[0]:
+                    raise
+
+    def _read(
+        self, segments: list[Segment], offset: int, limit: int, bytes_max: int
+    ) -> list[Record]:
         end = self.durable_offset
-        segments = self.segments
         offset = max(offset, segments[0].base_offset)
         records: list[Record] = []
         while offset < end and len(records) < limit:
@@ -224,6 +237,8 @@ class PartitionLog:
         (see `roll_due`). Raises StorageError; the caller must then `fail`.
         """
         with self._lock:
+            if self.closed:
+                raise TopicNotFound(f"topic {self.topic} was deleted")
             timestamp = max(timestamp, self.last_timestamp)
             if self._broken:
                 self._repair()
@@ -291,7 +306,7 @@ class PartitionLog:
         `generation`, does nothing if a failure already ended that generation.
         """
         with self._lock:
-            if generation is not None and generation != self._generation:
+            if self.closed or (generation is not None and generation != self._generation):
                 return
             self._generation += 1
             self._pending = []
@@ -419,8 +434,10 @@ class PartitionLog:
         return out
 
     def close(self) -> None:
-        for segment in self.segments:
-            segment.close()
+        with self._lock:
+            self.closed = True
+            for segment in self.segments:
+                segment.close()
 
 
 def _encode_segment(
