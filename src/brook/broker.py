@@ -16,7 +16,7 @@ import msgspec
 
 from brook import limits, validate
 from brook.commit import Committer
-from brook.errors import Closed, Conflict, TopicNotFound
+from brook.errors import BadRequest, Closed, Conflict, TopicNotFound
 from brook.groups.consumer import Consumer, GroupStore
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
@@ -66,6 +66,18 @@ class Broker:
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if (
+            isinstance(linger_ms, bool)
+            or not isinstance(linger_ms, int | float)
+            or not 0 <= linger_ms <= 10_000
+        ):
+            raise BadRequest(
+                f"linger_ms must be a number of milliseconds from 0 to 10000, not {linger_ms!r}"
+            )
+        validate.whole(batch_bytes_max, "batch_bytes_max", 1, limits.batch_bytes_format_max // 2)
+        validate.whole(segment_bytes_max, "segment_bytes_max", 1)
+        validate.whole(segment_ms_max, "segment_ms_max", 1)
+        validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
         self.storage = storage
         self.clock = clock
         self.settings = LogSettings(segment_bytes_max, segment_ms_max)

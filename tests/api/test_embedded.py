@@ -274,3 +274,18 @@ def test_an_append_racing_a_topic_delete_gets_topic_not_found(broker: brook.Brok
     with pytest.raises(TopicNotFound, match="was deleted"):
         broker.committer.append(AppendRequest(stale_log, Columns([b"late"], size_bytes=4)))
     assert broker.topic("doomed").append(b"again").offset == 0, "the name can be used again"
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"linger_ms": -1},
+        {"linger_ms": "2"},
+        {"batch_bytes_max": 0},
+        {"segment_bytes_max": 1.5},
+        {"segment_ms_max": 0},
+    ],
+)
+def test_bad_broker_options_are_refused(option: dict[str, object]) -> None:
+    with pytest.raises(BadRequest):
+        brook.open("memory://", **option)
