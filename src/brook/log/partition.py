@@ -1,8 +1,11 @@
 """The log of one partition: its segments, its writer side and its reader side.
 
-Writer side (committer thread only): `append` encodes one batch and writes it
-without syncing; `commit` syncs and publishes; `abort` drops whatever was
-written since the last commit. Reader side (any thread): `read`.
+Writer side, used only by the committer (docs/ARCHITECTURE.md, "The write path"):
+`append` encodes one batch and writes it without syncing; `sync` makes what was
+written durable; `publish` then makes it readable; `fail` drops everything not
+yet published after a failed write or sync; `commit` is sync + publish for a
+caller doing both. Roll, retention and compaction run with the writer role
+while nothing is in flight. Reader side (any thread): `read`.
 """
 
 from __future__ import annotations

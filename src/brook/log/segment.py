@@ -4,9 +4,10 @@ Sealed segments are immutable and carry their index in a seal at their end.
 The one active segment per partition grows by appended batches; its index is
 kept in memory and rebuilt by a recovery scan on open.
 
-Thread rules: only the committer thread changes a segment. Readers may look at
-it at any time; the writer publishes in an order that keeps readers safe:
-`durable_bytes` first, then index entries, then the partition's durable offset.
+Thread rules: only the committer changes a segment (its writer appends, its
+syncer publishes, under the partition's lock). Readers may look at it at any
+time; publishing goes in an order that keeps readers safe: `durable_bytes`
+first, then index entries, then the partition's durable offset.
 """
 
 from __future__ import annotations
