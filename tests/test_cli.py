@@ -52,7 +52,10 @@ def test_serve_holds_the_lock_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
     data = tmp_path / "d"
     env = {**os.environ, "BROOK_DATA": str(data)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "brook.cli", "serve"], stderr=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-m", "brook.cli", "serve", "--port", "0"],
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
     )
     try:
         assert server.stderr is not None

@@ -85,6 +85,8 @@ class Broker:
         self._closed = False
         self.appended = threading.Condition()
         """Notified after every commit round, for readers waiting on new records."""
+        self.round_listeners: list[Callable[[], None]] = []
+        """Called (on the syncer thread) after every commit round; must be quick."""
         storage.lock()
         try:
             sweep = getattr(storage, "sweep_trash", None)
@@ -244,6 +246,8 @@ class Broker:
     def _wake_readers(self) -> None:
         with self.appended:
             self.appended.notify_all()
+        for listener in self.round_listeners:
+            listener()
 
     def _maintenance(self) -> None:
         now = self._now_ms()

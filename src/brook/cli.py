@@ -6,17 +6,19 @@ BROOK_DATA=/var/lib/brook).
 
 from __future__ import annotations
 
-import signal
+import ipaddress
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import click
+import uvloop
 
 import brook
-from brook import logs
+from brook import limits, logs
 from brook.errors import BrookError, Locked
+from brook.server import app
 
 data_option = click.option(
     "--data",
@@ -54,24 +56,53 @@ def main() -> None:
     """Brook: a durable event broker, job queue and timer service."""
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @main.command()
 @data_option
+@click.option("--host", default="127.0.0.1", show_default=True, envvar="BROOK_HOST")
+@click.option(
+    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), envvar="BROOK_PORT"
+)
+@click.option(
+    "--insecure",
+    is_flag=True,
+    envvar="BROOK_INSECURE",
+    help="Allow serving on a non-loopback address without API keys.",
+)
+@click.option(
+    "--request-bytes-max",
+    default=limits.request_bytes_max,
+    show_default=True,
+    type=click.IntRange(1024),
+    envvar="BROOK_REQUEST_BYTES_MAX",
+    help="Largest request body; larger requests get 413.",
+)
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
 @_friendly
-def serve(data: str, log_level: str) -> None:
-    """Open the broker on DATA and keep it running until SIGTERM or Ctrl-C."""
+def serve(
+    data: str, host: str, port: int, insecure: bool, request_bytes_max: int, log_level: str
+) -> None:
+    """Serve the HTTP API for the broker on DATA until SIGTERM or Ctrl-C."""
+    if not _is_loopback(host) and not insecure:
+        raise click.ClickException(
+            f"refusing to serve on {host} without API keys: anyone who can reach it could read and write "
+            "every topic. Serve on 127.0.0.1, or pass --insecure to do it anyway."
+        )
     logs.setup(log_level)
-    log = brook.broker.log
     broker = _open(data)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    topics = broker.topics()
-    log.info("broker open on %s with %d topics; ready", data, len(topics))
-    stop.wait()
-    log.info("stopping: finishing in-flight batches")
-    broker.close()
-    log.info("stopped")
+    try:
+        uvloop.run(app.serve(broker, host, port, request_bytes_max))
+    finally:
+        broker.close()
+        brook.broker.log.info("stopped")
 
 
 @main.group()

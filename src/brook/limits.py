@@ -18,6 +18,10 @@ batch_bytes_format_max = 256 * MIB
 append_bytes_max = 128 * MIB
 """Most bytes of records one append_many call may carry; split larger ones."""
 
+# HTTP.
+request_bytes_max = 32 * MIB
+"""Largest HTTP request body; larger requests get 413."""
+
 # Group commit.
 linger_ms_default = 2.0
 """How long a batch may wait for more records after its first one arrived."""

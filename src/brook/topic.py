@@ -16,6 +16,25 @@ if TYPE_CHECKING:
     from brook.broker import Broker, TopicState
 
 
+def route(state: TopicState, columns: Columns) -> list[tuple[int, list[int], Columns]]:
+    """Split records by partition: (partition, their indexes in `columns`, their Columns).
+
+    Keyed records go to their key's partition; unkeyed ones all go to one
+    partition chosen round-robin per call, so they stay one batch.
+    """
+    partitions = state.config.partitions
+    unkeyed = state.spread.next(partitions)
+    if columns.keys is None or partitions == 1:
+        return [(unkeyed, list(range(len(columns))), columns)]
+    by_partition: dict[int, list[int]] = {}
+    for i, key in enumerate(columns.keys):
+        p = unkeyed if key is None else partition_for_key(key, partitions)
+        by_partition.setdefault(p, []).append(i)
+    if len(by_partition) == 1:
+        return [(p, indexes, columns) for p, indexes in by_partition.items()]
+    return [(p, indexes, columns.select(indexes)) for p, indexes in by_partition.items()]
+
+
 class Topic:
     """`b.topic(name)`: appends create the topic with defaults; reads need it to exist."""
 
@@ -74,17 +93,12 @@ class Topic:
             keys = [validate.idempotency_key(k) for k in idempotency_keys]
             columns.idempotency = None if keys.count(None) == count else keys
         state = self._broker.topic_state(self.name, create=True)
-        partitions = state.config.partitions
-        unkeyed = state.spread.next(partitions)
-        if columns.keys is None or partitions == 1:
-            return self._broker.committer.append(AppendRequest(state.logs[unkeyed], columns))
-        by_partition: dict[int, list[int]] = {}
-        for i, key in enumerate(columns.keys):
-            p = unkeyed if key is None else partition_for_key(key, partitions)
-            by_partition.setdefault(p, []).append(i)
+        routes = route(state, columns)
+        if len(routes) == 1:
+            return self._broker.committer.append(AppendRequest(state.logs[routes[0][0]], columns))
         requests = []
-        for p, indexes in by_partition.items():
-            request = AppendRequest(state.logs[p], columns.select(indexes), Waiter())
+        for p, indexes, part in routes:
+            request = AppendRequest(state.logs[p], part, Waiter())
             self._broker.committer.submit(request)
             requests.append((indexes, request))
         acks: list[Ack] = [Ack(0, 0, 0)] * count

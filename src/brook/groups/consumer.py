@@ -115,10 +115,11 @@ class Consumer:
             if records or remaining <= 0 or self._broker._closed:
                 return records
             with self._broker.appended:
-                if not self._has_new():
+                if not self.has_new():
                     self._broker.appended.wait(remaining)
 
-    def _has_new(self) -> bool:
+    def has_new(self) -> bool:
+        """True when some partition has durable records after the group's position."""
         state = self._broker.topic_state(self.topic)
         return any(p.durable_offset > self._cursor.position[p.partition] for p in state.logs)
 
@@ -140,12 +141,27 @@ class Consumer:
             cursor.next_partition = (cursor.next_partition + 1) % len(logs)
         return records
 
-    def commit(self) -> None:
-        """Durably store the group's position: everything polled so far is done."""
+    def commit(self, offsets: dict[int, int] | None = None) -> None:
+        """Durably store the group's position: everything polled so far is done.
+
+        With `offsets` ({partition: next offset}), commit those instead for the
+        partitions named (the position poll continues from is not moved).
+        Raises PartitionNotFound, BadRequest, StorageError.
+        """
         cursor = self._cursor
+        if offsets is not None:
+            partitions = self._broker.topic_state(self.topic).config.partitions
+            for partition, offset in offsets.items():
+                if validate.whole(partition, "partition") >= partitions:
+                    raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
+                validate.whole(offset, f"offset of partition {partition}")
         with cursor.commit_mutex:
             with cursor.mutex:
-                offsets = dict(cursor.position)
+                offsets = (
+                    {**cursor.committed, **offsets}
+                    if offsets is not None
+                    else dict(cursor.position)
+                )
             self._broker.storage.write_atomic(
                 positions_name(self.topic, self.group), msgspec.json.encode(_Stored(offsets))
             )

@@ -1,0 +1,294 @@
+"""The HTTP API v1 (SPEC §4, docs/PROTOCOL.md): requests in, broker calls, responses out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from brook import limits, validate
+from brook.broker import Broker, TopicState
+from brook.codec.batch import Columns
+from brook.commit import AppendRequest
+from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
+from brook.records import Ack
+from brook.server.http import Request, Response, error_response
+from brook.server.router import Router
+from brook.server.wire import (
+    ack_to_json,
+    columns_for,
+    json_encode,
+    parse_json,
+    record_to_json,
+    records_from_json,
+    topic_to_json,
+)
+from brook.topic import route
+
+log = logging.getLogger("brook.server")
+
+wait_ms_max = 30_000
+"""Longest long-poll a request may ask for; longer waits are capped."""
+JSON_TYPE = "application/json"
+BATCH_TYPE = "application/vnd.brook.batch"
+
+
+class UnsupportedMediaType(BrookError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(status, json_encode(document))
+
+
+def _int(query: dict[str, str], name: str, default: int | None = None, low: int = 0) -> int:
+    text = query.get(name)
+    if text is None or text == "":
+        if default is None:
+            raise BadRequest(f"the query parameter {name} is required")
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer, not {text!r}") from None
+    if value < low:
+        raise BadRequest(f"{name} must be at least {low}, not {value}")
+    return value
+
+
+class NewRecords:
+    """Wakes long-polling requests after each commit round (called from the syncer thread)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.waiting = 0
+        self._event = asyncio.Event()
+
+    def notify_threadsafe(self) -> None:
+        # Only bother the loop when someone waits; a waiter registers before it
+        # reads, so a round published before this check is seen by its read.
+        if self.waiting:
+            self.loop.call_soon_threadsafe(self.fire)
+
+    def fire(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, seconds: float) -> None:
+        event = self._event
+        with contextlib.suppress(TimeoutError):  # the caller checks for data either way
+            await asyncio.wait_for(event.wait(), seconds)
+
+
+class Api:
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker = broker
+        self.loop = loop
+        self.new_records = NewRecords(loop)
+        self.stopping = False
+        self.router = Router()
+        r = self.router
+        r.add("GET", "/v1/health", self.health)
+        r.add("GET", "/v1/topics", self.list_topics)
+        r.add("PUT", "/v1/topics/{topic}", self.put_topic)
+        r.add("GET", "/v1/topics/{topic}", self.get_topic)
+        r.add("DELETE", "/v1/topics/{topic}", self.delete_topic)
+        r.add("POST", "/v1/topics/{topic}/records", self.post_records)
+        r.add("GET", "/v1/topics/{topic}/records", self.get_records)
+        r.add("GET", "/v1/topics/{topic}/groups/{group}/poll", self.poll)
+        r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit)
+        r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group)
+
+    async def __call__(self, request: Request) -> Response:
+        try:
+            handler, params = self.router.match(request.method, request.path)
+            response: Response = await handler(request, **params)
+            return response
+        except BrookError as exc:
+            return error_response(exc)
+        except Exception:
+            log.exception("unexpected error answering %s %s", request.method, request.path)
+            return error_response(StorageError("internal error; see the server log"))
+
+    # ------------------------------------------------------------ helpers
+
+    async def _blocking(self, fn: Any, *args: Any) -> Any:
+        """Run a call that may wait for the committer (topic creation, deletion) off the loop."""
+        return await self.loop.run_in_executor(None, fn, *args)
+
+    def _state(self, topic: str) -> TopicState:
+        return self.broker.topic_state(validate.topic_name(topic))
+
+    async def _state_or_create(self, topic: str) -> TopicState:
+        try:
+            return self._state(topic)
+        except TopicNotFound:
+            state: TopicState = await self._blocking(
+                lambda: self.broker.topic_state(topic, create=True)
+            )
+            return state
+
+    async def _append(self, state: TopicState, columns: Columns) -> list[Ack]:
+        """Append through the committer without blocking the loop; acks in input order."""
+        futures = []
+        for partition, indexes, part in route(state, columns):
+            future: asyncio.Future[AppendRequest] = self.loop.create_future()
+
+            def done(
+                request: AppendRequest, future: asyncio.Future[AppendRequest] = future
+            ) -> None:
+                self.loop.call_soon_threadsafe(_resolve, future, request)
+
+            self.broker.committer.submit(AppendRequest(state.logs[partition], part, done))
+            futures.append((indexes, future))
+        acks: list[Ack] = [Ack(0, 0, 0)] * len(columns)
+        error: BrookError | None = None
+        for indexes, future in futures:
+            request = await future
+            try:
+                for i, ack in zip(indexes, request.result(), strict=True):
+                    acks[i] = ack
+            except BrookError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return acks
+
+    async def _wait(self, deadline: float, has_data: Any) -> bool:
+        """Wait until `has_data()` or the deadline (or the server stops); returns has_data()."""
+        self.new_records.waiting += 1
+        try:
+            while not has_data():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.stopping:
+                    return False
+                await self.new_records.wait(min(remaining, 1.0))
+            return True
+        finally:
+            self.new_records.waiting -= 1
+
+    # ------------------------------------------------------------ endpoints
+
+    async def health(self, request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def list_topics(self, request: Request) -> Response:
+        return _json({"topics": [topic_to_json(t) for t in self.broker.topics()]})
+
+    async def put_topic(self, request: Request, topic: str) -> Response:
+        settings = parse_json(request.body) if request.body.strip() else {}
+        if not isinstance(settings, dict):
+            raise BadRequest("the body must be a JSON object of topic settings")
+        allowed = {"partitions", "retention_ms", "retention_bytes", "compaction"}
+        unknown = set(settings) - allowed
+        if unknown:
+            raise BadRequest(f"unknown topic settings {sorted(unknown)}; known: {sorted(allowed)}")
+        if "compaction" in settings and not isinstance(settings["compaction"], bool):
+            raise BadRequest("compaction must be true or false")
+        info = await self._blocking(lambda: self.broker.create_topic(topic, **settings))
+        return _json(topic_to_json(info))
+
+    async def get_topic(self, request: Request, topic: str) -> Response:
+        state = self._state(topic)
+        document = topic_to_json(state.info())
+        document["start_offsets"] = {str(p.partition): p.start_offset for p in state.logs}
+        return _json(document)
+
+    async def delete_topic(self, request: Request, topic: str) -> Response:
+        await self._blocking(self.broker.delete_topic, topic)
+        return _json({"deleted": topic})
+
+    async def post_records(self, request: Request, topic: str) -> Response:
+        validate.topic_name(topic)
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == JSON_TYPE:
+            records, keys = records_from_json(parse_json(request.body))
+            if not records:
+                return _json({"acks": []})
+            columns = columns_for(records, keys)
+        elif content_type == BATCH_TYPE:
+            raise UnsupportedMediaType(
+                f"{BATCH_TYPE} is not accepted by this server version; send JSON"
+            )
+        else:
+            key = request.query.get("key")
+            record, size = validate.record(request.body, None if key is None else key.encode())
+            idem = validate.idempotency_key(request.headers.get("idempotency-key"))
+            columns = Columns(
+                [record.value],
+                None if record.key is None else [record.key],
+                None,
+                None if idem is None else [idem],
+                size,
+            )
+        state = await self._state_or_create(topic)
+        acks = await self._append(state, columns)
+        return _json({"acks": [ack_to_json(a) for a in acks]})
+
+    async def get_records(self, request: Request, topic: str) -> Response:
+        state = self._state(topic)
+        query = request.query
+        partition = _int(query, "partition", 0)
+        if partition >= state.config.partitions:
+            raise PartitionNotFound(f"topic {topic} has no partition {partition}")
+        offset = _int(query, "offset", 0)
+        limit = min(_int(query, "limit", 1000), limits.read_records_max)
+        wait_ms = min(_int(query, "wait_ms", 0), wait_ms_max)
+        partition_log = state.logs[partition]
+        if wait_ms and limit:
+            await self._wait(
+                time.monotonic() + wait_ms / 1000, lambda: partition_log.durable_offset > offset
+            )
+        records = partition_log.read(offset, limit) if limit else []
+        next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
+        return _json({"records": [record_to_json(r) for r in records], "next_offset": next_offset})
+
+    async def poll(self, request: Request, topic: str, group: str) -> Response:
+        consumer = self.broker.consumer(topic, group)
+        query = request.query
+        max_records = min(
+            _int(query, "max_records", limits.poll_records_default, low=1), limits.read_records_max
+        )
+        wait_ms = min(_int(query, "wait_ms", 0), wait_ms_max)
+        records = consumer.poll(max_records, timeout=0)
+        if not records and wait_ms:
+            await self._wait(time.monotonic() + wait_ms / 1000, consumer.has_new)
+            records = consumer.poll(max_records, timeout=0)
+        return _json({"records": [record_to_json(r) for r in records]})
+
+    async def commit(self, request: Request, topic: str, group: str) -> Response:
+        consumer = self.broker.consumer(topic, group)
+        offsets = None
+        if request.body.strip():
+            document = parse_json(request.body)
+            given = document.get("offsets") if isinstance(document, dict) else None
+            if not isinstance(given, dict):
+                raise BadRequest('the body must be {"offsets": {"<partition>": <offset>}} or empty')
+            offsets = {}
+            for partition, offset in given.items():
+                if not isinstance(partition, str) or not partition.isdigit():
+                    raise BadRequest(f"partition {partition!r} must be a number in a string")
+                offsets[int(partition)] = validate.whole(offset, f"offset of partition {partition}")
+        await self._blocking(consumer.commit, offsets)
+        return _json(self._group_json(consumer))
+
+    async def get_group(self, request: Request, topic: str, group: str) -> Response:
+        return _json(self._group_json(self.broker.consumer(topic, group)))
+
+    @staticmethod
+    def _group_json(consumer: Any) -> dict[str, Any]:
+        return {
+            "topic": consumer.topic,
+            "group": consumer.group,
+            "positions": {str(p): o for p, o in consumer.position().items()},
+            "committed": {str(p): o for p, o in consumer.committed().items()},
+            "lag": {str(p): n for p, n in consumer.lag().items()},
+        }
+
+
+def _resolve(future: asyncio.Future[AppendRequest], request: AppendRequest) -> None:
+    if not future.done():
+        future.set_result(request)

@@ -1,0 +1,85 @@
+"""Running the server: listen, serve, and stop gracefully.
+
+Stopping (SIGTERM): stop accepting connections, let every request being
+answered finish (appends wait for their batch to be durable), end long-polls
+early, answer with `connection: close`, then close the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from brook import limits
+from brook.broker import Broker
+from brook.server.api import Api
+from brook.server.http import Connections, HttpProtocol
+
+log = logging.getLogger("brook.server")
+
+STOP_WAIT_S = 30.0
+"""How long a stop waits for requests in flight before closing their connections."""
+
+
+class Server:
+    def __init__(
+        self,
+        broker: Broker,
+        host: str,
+        port: int,
+        request_bytes_max: int = limits.request_bytes_max,
+    ) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.request_bytes_max = request_bytes_max
+        self.connections = Connections()
+        self._server: asyncio.Server | None = None
+        self.api: Api | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.api = Api(self.broker, loop)
+        self.broker.round_listeners.append(self.api.new_records.notify_threadsafe)
+        self._server = await loop.create_server(
+            lambda: HttpProtocol(self.api, self.connections, self.request_bytes_max),  # type: ignore[arg-type]
+            self.host,
+            self.port,
+            reuse_address=True,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None and self.api is not None
+        self._server.close()
+        self.connections.stopping = True
+        self.api.stopping = True
+        self.api.new_records.fire()
+        for connection in list(self.connections.open):
+            connection.close_if_idle()
+        try:
+            await asyncio.wait_for(self.connections.idle.wait(), STOP_WAIT_S)
+        except TimeoutError:
+            log.warning("stopping with %d requests still in flight", self.connections.busy)
+        for connection in list(self.connections.open):
+            connection.close_if_idle()
+        self.broker.round_listeners.remove(self.api.new_records.notify_threadsafe)
+
+
+async def serve(
+    broker: Broker, host: str, port: int, request_bytes_max: int = limits.request_bytes_max
+) -> None:
+    """Serve until SIGTERM or SIGINT, then stop gracefully."""
+    server = Server(broker, host, port, request_bytes_max)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "listening on http://%s:%d; ready", host if ":" not in host else f"[{host}]", server.port
+    )
+    await stop.wait()
+    log.info("stopping: finishing requests in flight")
+    await server.stop()

@@ -1,0 +1,243 @@
+"""HTTP/1.1 connections over asyncio, parsed by httptools.
+
+A thin shell: it turns bytes into Requests, hands them to the application one
+at a time per connection (so pipelined responses keep their order), and
+writes Responses back. Limits are enforced here: a body over request_bytes_max
+gets 413 and the connection is closed; a malformed request gets 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from typing import cast
+from urllib.parse import parse_qsl, unquote
+
+import httptools
+
+from brook.errors import BadRequest, BrookError, RecordTooLarge
+from brook.server.wire import error_to_json
+
+log = logging.getLogger("brook.server")
+
+PIPELINE_REQUESTS_MAX = 64
+"""Reading from a connection pauses while this many of its requests wait."""
+
+
+class Request:
+    __slots__ = ("body", "headers", "method", "path", "query")
+
+    def __init__(
+        self, method: str, path: str, query: dict[str, str], headers: dict[str, str], body: bytes
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        """Header names are lower-case; a repeated header keeps its last value."""
+        self.body = body
+
+
+class Response:
+    __slots__ = ("body", "content_type", "status")
+
+    def __init__(
+        self, status: int, body: bytes = b"", content_type: str = "application/json"
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.content_type = content_type
+
+
+def error_response(error: BrookError) -> Response:
+    return Response(error.status, error_to_json(error))
+
+
+App = Callable[[Request], Awaitable[Response]]
+
+
+def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
+    reason = HTTPStatus(status).phrase
+    connection = "keep-alive" if keep_alive else "close"
+    return (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
+        f"content-length: {length}\r\nconnection: {connection}\r\n\r\n"
+    ).encode()
+
+
+class Connections:
+    """The open connections and the requests being handled, for a graceful stop."""
+
+    def __init__(self) -> None:
+        self.open: set[HttpProtocol] = set()
+        self.busy = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.stopping = False
+
+    def started(self) -> None:
+        self.busy += 1
+        self.idle.clear()
+
+    def finished(self) -> None:
+        self.busy -= 1
+        if self.busy == 0:
+            self.idle.set()
+
+
+class HttpProtocol(asyncio.Protocol):
+    def __init__(self, app: App, connections: Connections, request_bytes_max: int) -> None:
+        self.app = app
+        self.connections = connections
+        self.request_bytes_max = request_bytes_max
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.pending: collections.deque[tuple[Request | BrookError, bool]] = collections.deque()
+        self.worker: asyncio.Task[None] | None = None
+        self.paused = False
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._too_large = False
+        self._broken = False
+
+    # ------------------------------------------------------------ asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+        self.connections.open.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.open.discard(self)
+        self.transport = None
+        if self.worker is not None:
+            self.worker.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self._broken:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reject(BadRequest("protocol upgrades are not supported"))
+        except httptools.HttpParserError as exc:
+            self._reject(BadRequest(f"malformed HTTP request: {exc}"))
+
+    # ------------------------------------------------------------ httptools callbacks
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._body = []
+        self._size = 0
+        self._too_large = False
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        length = self._headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.request_bytes_max:
+            self._too_large = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.request_bytes_max:
+            self._too_large = True
+        if not self._too_large:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        keep_alive = bool(self.parser.should_keep_alive())
+        item: Request | BrookError
+        if self._too_large:
+            item = RecordTooLarge(
+                f"the request body exceeds request_bytes_max ({self.request_bytes_max} bytes)"
+            )
+            keep_alive = False
+        else:
+            try:
+                item = self._request()
+            except BrookError as exc:
+                item = exc
+        self._enqueue(item, keep_alive)
+
+    def _enqueue(self, item: Request | BrookError, keep_alive: bool) -> None:
+        self.pending.append((item, keep_alive))
+        if (
+            len(self.pending) >= PIPELINE_REQUESTS_MAX
+            and self.transport is not None
+            and not self.paused
+        ):
+            self.transport.pause_reading()
+            self.paused = True
+        if self.worker is None or self.worker.done():
+            self.worker = asyncio.get_running_loop().create_task(self._work())
+
+    def _request(self) -> Request:
+        url = httptools.parse_url(self._url)
+        try:
+            path = unquote((url.path or b"/").decode(), errors="strict")
+            query = dict(
+                parse_qsl((url.query or b"").decode(), keep_blank_values=True, errors="strict")
+            )
+        except UnicodeDecodeError:
+            raise BadRequest("the URL is not valid UTF-8") from None
+        method = self.parser.get_method().decode()
+        return Request(method, path, query, self._headers, b"".join(self._body))
+
+    # ------------------------------------------------------------ answering
+
+    async def _work(self) -> None:
+        while self.pending and self.transport is not None:
+            item, keep_alive = self.pending.popleft()
+            if (
+                self.paused
+                and len(self.pending) < PIPELINE_REQUESTS_MAX // 2
+                and self.transport is not None
+            ):
+                self.transport.resume_reading()
+                self.paused = False
+            if isinstance(item, BrookError):
+                response = error_response(item)
+            else:
+                self.connections.started()
+                try:
+                    response = await self.app(item)
+                finally:
+                    self.connections.finished()
+            keep_alive = keep_alive and not self.connections.stopping
+            self._write(response, keep_alive)
+            if not keep_alive:
+                self._close()
+                return
+
+    def _write(self, response: Response, keep_alive: bool) -> None:
+        if self.transport is None:
+            return
+        head = _head(response.status, response.content_type, len(response.body), keep_alive)
+        self.transport.writelines([head, response.body])
+
+    def _reject(self, error: BrookError) -> None:
+        """Answer a request that cannot be parsed after those before it, then close:
+        the byte stream is out of step, so nothing after it can be trusted."""
+        self._broken = True
+        self._enqueue(error, keep_alive=False)
+
+    def _close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
+    def close_if_idle(self) -> None:
+        """Close the connection unless a request is being answered (used when stopping)."""
+        if not self.pending and (self.worker is None or self.worker.done()):
+            self._close()

@@ -1,0 +1,279 @@
+"""The HTTP API of SPEC §4, black-box, over real HTTP against `brook serve`."""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+
+from tests.server.conftest import Served
+
+
+def records(*values: str) -> dict[str, list[dict[str, str]]]:
+    return {"records": [{"value": v} for v in values]}
+
+
+def test_health(served: Served) -> None:
+    assert served.request("GET", "/v1/health") == (200, {"status": "ok"})
+
+
+def test_topics_lifecycle(served: Served) -> None:
+    status, info = served.request(
+        "PUT", "/v1/topics/orders", {"partitions": 3, "retention_ms": 60000}
+    )
+    assert (
+        status == 200
+        and info["partitions"] == 3
+        and info["end_offsets"] == {"0": 0, "1": 0, "2": 0}
+    )
+    assert (
+        served.request("PUT", "/v1/topics/orders", {"partitions": 3, "retention_ms": 60000})[0]
+        == 200
+    )
+    status, error = served.request("PUT", "/v1/topics/orders", {"partitions": 4})
+    assert status == 409 and error["error"]["code"] == "conflict"
+    status, listing = served.request("GET", "/v1/topics")
+    assert [t["name"] for t in listing["topics"]] == ["orders"]
+    status, one = served.request("GET", "/v1/topics/orders")
+    assert status == 200 and one["start_offsets"] == {"0": 0, "1": 0, "2": 0}
+    assert served.request("DELETE", "/v1/topics/orders") == (200, {"deleted": "orders"})
+    assert served.request("GET", "/v1/topics/orders")[0] == 404
+    assert served.request("DELETE", "/v1/topics/orders")[0] == 404
+
+
+def test_topic_errors(served: Served) -> None:
+    assert served.request("PUT", "/v1/topics/bad%20name", {})[1]["error"]["code"] == "invalid_name"
+    assert served.request("PUT", "/v1/topics/__reserved", {})[0] == 400
+    assert served.request("PUT", "/v1/topics/t", {"partitions": 0})[0] == 400
+    assert served.request("PUT", "/v1/topics/t", {"colour": "blue"})[0] == 400
+    assert served.request("PUT", "/v1/topics/t", [1, 2])[0] == 400
+    assert (
+        served.request("PUT", "/v1/topics/t", b"{not json", {"content-type": "application/json"})[0]
+        == 400
+    )
+
+
+def test_append_and_read_json_records(served: Served) -> None:
+    body = {
+        "records": [
+            {"value": "hello", "key": "k1", "headers": {"trace": "abc"}},
+            {
+                "value_b64": base64.b64encode(b"\x00\xff").decode(),
+                "key_b64": base64.b64encode(b"\x01").decode(),
+            },
+        ]
+    }
+    status, acks = served.request("POST", "/v1/topics/events/records", body)
+    assert status == 200 and [a["offset"] for a in acks["acks"]] == [0, 1]
+    status, page = served.request("GET", "/v1/topics/events/records?partition=0&offset=0&limit=10")
+    assert status == 200 and page["next_offset"] == 2
+    first, second = page["records"]
+    assert (first["value"], first["key"], first["headers"]) == ("hello", "k1", {"trace": "abc"})
+    assert first["value_b64"] == base64.b64encode(b"hello").decode()
+    assert "value" not in second and base64.b64decode(second["value_b64"]) == b"\x00\xff"
+    assert base64.b64decode(second["key_b64"]) == b"\x01"
+    status, page = served.request("GET", "/v1/topics/events/records?offset=1&limit=1")
+    assert [r["offset"] for r in page["records"]] == [1]
+
+
+def test_raw_body_appends_one_record(served: Served) -> None:
+    status, acks = served.request(
+        "POST",
+        "/v1/topics/raw/records?key=user-1",
+        b"\x00binary",
+        {"content-type": "application/octet-stream"},
+    )
+    assert status == 200 and acks["acks"][0]["offset"] == 0
+    record = served.request("GET", "/v1/topics/raw/records")[1]["records"][0]
+    assert base64.b64decode(record["value_b64"]) == b"\x00binary" and record["key"] == "user-1"
+
+
+def test_idempotent_appends_over_http(served: Served) -> None:
+    body = {"records": [{"value": "charge", "idempotency_key": "order-9"}]}
+    first = served.request("POST", "/v1/topics/pay/records", body)[1]["acks"][0]
+    again = served.request("POST", "/v1/topics/pay/records", body)[1]["acks"][0]
+    assert first == again
+    raw = served.request("POST", "/v1/topics/pay/records", b"x", {"idempotency-key": "order-9"})[1][
+        "acks"
+    ][0]
+    assert raw == first
+    assert served.request("GET", "/v1/topics/pay")[1]["end_offsets"] == {"0": 1}
+
+
+def test_read_errors_and_edges(served: Served) -> None:
+    served.request("POST", "/v1/topics/t/records", records("a", "b"))
+    assert (
+        served.request("GET", "/v1/topics/missing/records")[1]["error"]["code"] == "topic_not_found"
+    )
+    assert served.request("GET", "/v1/topics/t/records?partition=1")[0] == 404
+    for bad in ["offset=-1", "offset=abc", "limit=-2", "partition=x", "wait_ms=-5"]:
+        assert served.request("GET", f"/v1/topics/t/records?{bad}")[0] == 400, bad
+    status, page = served.request("GET", "/v1/topics/t/records?offset=99")
+    assert status == 200 and page == {"records": [], "next_offset": 99}
+    status, page = served.request("GET", "/v1/topics/t/records?limit=1000000")
+    assert status == 200 and len(page["records"]) == 2, "a huge limit is capped, not refused"
+
+
+def test_bad_records_are_refused_whole(served: Served) -> None:
+    cases = [
+        {"records": [{"value": "ok"}, {"key": "no value"}]},
+        {"records": [{"value_b64": "not base64!"}]},
+        {"records": [{"value": "a", "value_b64": "YQ=="}]},
+        {"records": [{"value": 5}]},
+        {"records": [{"value": "a", "surprise": 1}]},
+        {"records": "nope"},
+        {"no_records": []},
+    ]
+    for body in cases:
+        status, error = served.request("POST", "/v1/topics/strict/records", body)
+        assert status == 400 and error["error"]["message"], body
+    assert served.request("GET", "/v1/topics/strict/records")[0] == 404, (
+        "nothing was created or appended"
+    )
+
+
+def test_size_limits_answer_413(tmp_path: Path) -> None:
+    server = Served(tmp_path / "d", "--request-bytes-max", "65536")
+    try:
+        status, error = server.request("POST", "/v1/topics/t/records", b"x" * 70_000)
+        assert status == 413 and error["error"]["code"] == "record_too_large"
+        status, _ = server.request("POST", "/v1/topics/t/records", b"x" * 60_000)
+        assert status == 200
+    finally:
+        server.close()
+
+
+def test_oversized_record_answers_413(served: Served) -> None:
+    status, error = served.request("POST", "/v1/topics/t/records", b"x" * (8 * 1024 * 1024 + 1))
+    assert status == 413 and error["error"]["code"] == "record_too_large"
+
+
+def test_binary_batches_are_refused_until_supported(served: Served) -> None:
+    status, error = served.request(
+        "POST", "/v1/topics/t/records", b"\x00", {"content-type": "application/vnd.brook.batch"}
+    )
+    assert status == 415 and error["error"]["code"] == "unsupported_media_type"
+
+
+def test_unknown_paths_and_methods(served: Served) -> None:
+    assert served.request("GET", "/v2/whatever")[1]["error"]["code"] == "not_found"
+    status, error = served.request("PATCH", "/v1/topics")
+    assert status == 405 and "GET" in error["error"]["message"]
+
+
+def test_long_poll_returns_when_a_record_arrives(served: Served) -> None:
+    served.request("PUT", "/v1/topics/t", {})
+    result: list[object] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        result.append(served.request("GET", "/v1/topics/t/records?offset=0&wait_ms=10000"))
+        result.append(time.monotonic() - started)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    served.request("POST", "/v1/topics/t/records", records("late"))
+    waiter.join(timeout=15)
+    (status, page), took = result
+    assert status == 200 and [r["value"] for r in page["records"]] == ["late"]  # type: ignore[index]
+    assert took < 5, "the long-poll ended when the record arrived, not at its timeout"
+
+
+def test_long_poll_times_out_empty(served: Served) -> None:
+    served.request("PUT", "/v1/topics/t", {})
+    started = time.monotonic()
+    status, page = served.request("GET", "/v1/topics/t/records?offset=0&wait_ms=300")
+    assert status == 200 and page["records"] == [] and time.monotonic() - started >= 0.25
+
+
+def test_stream_group_poll_commit_and_positions(served: Served) -> None:
+    served.request("POST", "/v1/topics/t/records", records(*[str(i) for i in range(6)]))
+    first = served.request("GET", "/v1/topics/t/groups/g/poll?max_records=4")[1]["records"]
+    second = served.request("GET", "/v1/topics/t/groups/g/poll?max_records=4")[1]["records"]
+    assert [r["offset"] for r in first] == [0, 1, 2, 3] and [r["offset"] for r in second] == [4, 5]
+    status, group = served.request("GET", "/v1/topics/t/groups/g")
+    assert (
+        group["positions"] == {"0": 6}
+        and group["committed"] == {"0": 0}
+        and group["lag"] == {"0": 6}
+    )
+    status, group = served.request("POST", "/v1/topics/t/groups/g/commit", {"offsets": {"0": 4}})
+    assert status == 200 and group["committed"] == {"0": 4} and group["lag"] == {"0": 2}
+    status, group = served.request("POST", "/v1/topics/t/groups/g/commit")
+    assert group["committed"] == {"0": 6}
+    assert served.request("POST", "/v1/topics/t/groups/g/commit", {"offsets": {"7": 1}})[0] == 404
+    assert served.request("POST", "/v1/topics/t/groups/g/commit", {"offsets": {"0": -1}})[0] == 400
+    assert served.request("POST", "/v1/topics/t/groups/g/commit", {"wrong": 1})[0] == 400
+    assert served.request("GET", "/v1/topics/missing/groups/g/poll")[0] == 404
+    assert served.request("GET", "/v1/topics/t/groups/g/poll?max_records=0")[0] == 400
+
+
+def test_group_positions_survive_a_restart(tmp_path: Path) -> None:
+    server = Served(tmp_path / "d")
+    server.request("POST", "/v1/topics/t/records", records("a", "b", "c"))
+    server.request("GET", "/v1/topics/t/groups/g/poll?max_records=2")
+    server.request("POST", "/v1/topics/t/groups/g/commit")
+    assert server.stop() == 0
+    again = Served(tmp_path / "d")
+    try:
+        rest = again.request("GET", "/v1/topics/t/groups/g/poll")[1]["records"]
+        assert [r["value"] for r in rest] == ["c"]
+    finally:
+        again.close()
+
+
+def test_pipelined_requests_are_answered_in_order(served: Served) -> None:
+    served.request("POST", "/v1/topics/t/records", records("a"))
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        one = b"GET /v1/health HTTP/1.1\r\nhost: x\r\n\r\n"
+        two = b"GET /v1/topics/t/records HTTP/1.1\r\nhost: x\r\n\r\n"
+        three = b"GET /v1/topics/none/records HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        sock.sendall(one + two + three)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", data)
+    assert statuses == [b"200", b"200", b"404"]
+    assert (
+        data.index(b'"status":"ok"') < data.index(b'"next_offset"') < data.index(b"topic_not_found")
+    )
+
+
+def test_malformed_http_gets_400_and_the_connection_closes(served: Served) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 400") and b"bad_request" in data
+
+
+def test_sigterm_answers_requests_in_flight_then_exits_0(tmp_path: Path) -> None:
+    server = Served(tmp_path / "d")
+    server.request("PUT", "/v1/topics/t", {})
+    result: list[object] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(
+            server.request("GET", "/v1/topics/t/records?offset=0&wait_ms=20000")
+        )
+    )
+    waiter.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert server.stop() == 0
+    waiter.join(timeout=10)
+    assert result and result[0][0] == 200, "the long-poll in flight was answered"  # type: ignore[index]
+    assert time.monotonic() - started < 10
+
+
+def test_serving_beyond_loopback_needs_keys_or_insecure(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from brook.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--data", str(tmp_path), "--host", "0.0.0.0"])
+    assert result.exit_code == 1 and "--insecure" in result.output
