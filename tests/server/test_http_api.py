@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import re
 import socket
 import threading
@@ -277,3 +278,39 @@ def test_serving_beyond_loopback_needs_keys_or_insecure(tmp_path: Path) -> None:
 
     result = CliRunner().invoke(main, ["serve", "--data", str(tmp_path), "--host", "0.0.0.0"])
     assert result.exit_code == 1 and "--insecure" in result.output
+
+
+def test_metrics_count_what_happened(served: Served) -> None:
+    served.request("POST", "/v1/topics/m/records", records("a", "b", "c"))
+    served.request("GET", "/v1/topics/m/groups/billing/poll?max_records=1")
+    served.request("GET", "/v1/topics/nope/records")
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+    connection.request("GET", "/metrics")
+    response = connection.getresponse()
+    text = response.read().decode()
+    connection.close()
+    assert response.status == 200 and response.getheader("content-type", "").startswith(
+        "text/plain"
+    )
+    metrics = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert metrics["brook_records_appended_total"] == 3
+    assert metrics["brook_bytes_appended_total"] == 3
+    assert metrics["brook_batches_total"] == 1 and metrics["brook_fsyncs_total"] >= 1
+    assert metrics['brook_batch_seconds_bucket{le="+Inf"}'] == 1
+    assert (
+        metrics[
+            'brook_http_requests_total{method="POST",route="/v1/topics/{topic}/records",status="200"}'
+        ]
+        == 1
+    )
+    assert (
+        metrics[
+            'brook_http_requests_total{method="GET",route="/v1/topics/{topic}/records",status="404"}'
+        ]
+        == 1
+    )
+    assert metrics['brook_group_lag{group="billing",partition="0",topic="m"}'] == 3

@@ -36,6 +36,7 @@ from brook.errors import BrookError, Closed, StorageError
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import PartitionLog, Written
 from brook.records import Ack
+from brook.stats import CommitStats
 
 log = logging.getLogger("brook.commit")
 
@@ -99,9 +100,10 @@ class _Control:
 class _Batch:
     """One round's batch for one partition: written, then synced, then answered."""
 
-    __slots__ = ("acks_by_slot", "error", "group", "log", "plan", "written")
+    __slots__ = ("acks_by_slot", "error", "group", "log", "plan", "started", "written")
 
     def __init__(self, log: PartitionLog, group: list[AppendRequest], plan: _Plan | None) -> None:
+        self.started = time.monotonic()
         self.log = log
         self.group = group
         self.plan = plan
@@ -130,6 +132,7 @@ class Committer:
         self.maintenance_every_s = maintenance_every_s
         self.on_round = on_round
         """Called after each synced round is answered (wakes long-polling readers)."""
+        self.stats = CommitStats()
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[AppendRequest | _Control] = []
         self._bytes = 0
@@ -370,6 +373,7 @@ class Committer:
             if batch.error is None and batch.written is not None:
                 last[batch.log] = batch.written
         for partition_log, written in last.items():
+            self.stats.syncs += 1
             try:
                 partition_log.sync()
             except Exception as exc:
@@ -393,6 +397,14 @@ class Committer:
 
     def _answer(self, batch: _Batch) -> None:
         plan = batch.plan
+        stats = self.stats
+        if batch.error is None and batch.written is not None and plan is not None:
+            stats.records_appended += len(plan.columns)
+            stats.bytes_appended += plan.columns.bytes
+            stats.batches_written += 1
+        elif batch.error is not None:
+            stats.failed_batches += 1
+        stats.observe_batch(time.monotonic() - batch.started)
         if batch.error is None and plan is not None:
             if batch.written is not None:
                 base, timestamp = batch.written.entry.base_offset, batch.written.entry.timestamp
@@ -490,6 +502,7 @@ class _Plan:
         for name in ("keys", "headers", "idempotency"):
             if all(v is None for v in getattr(self.columns, name)):
                 setattr(self.columns, name, None)
+        self.columns.bytes = sum(map(len, self.columns.values))
 
     def remember_inflight(self, inflight: dict[tuple[str, bytes], tuple[_Batch, int]]) -> None:
         if self.columns.idempotency is not None:

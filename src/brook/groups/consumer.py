@@ -84,6 +84,12 @@ class GroupStore:
             for key in [k for k in self._cursors if k[0] == topic]:
                 del self._cursors[key]
 
+    def consumers(self) -> list[Consumer]:
+        """A consumer on every group loaded so far (for reporting, e.g. lag)."""
+        with self._mutex:
+            cursors = list(self._cursors.values())
+        return [Consumer(self.broker, cursor) for cursor in cursors]
+
 
 class Consumer:
     """`b.consumer(topic, group)`: poll records, commit positions."""

@@ -15,6 +15,7 @@ from brook.commit import AppendRequest
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
 from brook.records import Ack
 from brook.server.http import Request, Response, error_response
+from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.router import Router
 from brook.server.wire import (
     ack_to_json,
@@ -101,17 +102,22 @@ class Api:
         r.add("GET", "/v1/topics/{topic}/groups/{group}/poll", self.poll)
         r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit)
         r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group)
+        r.add("GET", "/metrics", self.metrics)
+        self.requests = RequestCounts()
+        self.registry = registry_for(broker, self.requests)
 
     async def __call__(self, request: Request) -> Response:
+        route = "unmatched"
         try:
-            handler, params = self.router.match(request.method, request.path)
+            handler, params, route = self.router.match(request.method, request.path)
             response: Response = await handler(request, **params)
-            return response
         except BrookError as exc:
-            return error_response(exc)
+            response = error_response(exc)
         except Exception:
             log.exception("unexpected error answering %s %s", request.method, request.path)
-            return error_response(StorageError("internal error; see the server log"))
+            response = error_response(StorageError("internal error; see the server log"))
+        self.requests.add(route, request.method, response.status)
+        return response
 
     # ------------------------------------------------------------ helpers
 
@@ -174,6 +180,9 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         return _json({"status": "ok"})
+
+    async def metrics(self, request: Request) -> Response:
+        return Response(200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")
 
     async def list_topics(self, request: Request) -> Response:
         return _json({"topics": [topic_to_json(t) for t in self.broker.topics()]})

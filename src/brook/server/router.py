@@ -28,9 +28,9 @@ class Router:
                 return
         self._routes.append((pattern, {method: handler}, template))
 
-    def match(self, method: str, path: str) -> tuple[Handler, dict[str, str]]:
-        """The handler and path parameters; NotFound or MethodNotAllowed otherwise."""
-        for pattern, methods, _ in self._routes:
+    def match(self, method: str, path: str) -> tuple[Handler, dict[str, str], str]:
+        """The handler, path parameters and route template; NotFound or MethodNotAllowed otherwise."""
+        for pattern, methods, template in self._routes:
             found = pattern.match(path)
             if found is None:
                 continue
@@ -39,7 +39,7 @@ class Router:
                 raise MethodNotAllowed(
                     f"{method} is not allowed on {path}; use {', '.join(sorted(methods))}"
                 )
-            return handler, found.groupdict()
+            return handler, found.groupdict(), template
         raise NotFound(f"no such endpoint: {path}")
 
     def templates(self) -> list[tuple[str, list[str]]]:

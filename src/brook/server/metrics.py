@@ -1,0 +1,93 @@
+"""GET /metrics: the broker's counters in the Prometheus text format.
+
+Counters live in the broker (brook/stats.py) and in the Api (requests); this
+collector reads them at scrape time, so nothing is updated twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from brook.broker import Broker
+from brook.stats import BATCH_SECONDS_BUCKETS
+
+
+class RequestCounts:
+    """HTTP requests answered, by route template, method and status."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str, int]] = Counter()
+
+    def add(self, route: str, method: str, status: int) -> None:
+        self.counts[(route, method, status)] += 1
+
+
+class BrookCollector(Collector):
+    def __init__(self, broker: Broker, requests: RequestCounts) -> None:
+        self.broker = broker
+        self.requests = requests
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.broker.committer.stats
+        yield CounterMetricFamily(
+            "brook_records_appended", "Records made durable", value=stats.records_appended
+        )
+        yield CounterMetricFamily(
+            "brook_bytes_appended", "Bytes of records made durable", value=stats.bytes_appended
+        )
+        yield CounterMetricFamily(
+            "brook_batches", "Batches made durable", value=stats.batches_written
+        )
+        yield CounterMetricFamily(
+            "brook_batches_failed", "Batches whose write or sync failed", value=stats.failed_batches
+        )
+        yield CounterMetricFamily(
+            "brook_fsyncs", "fdatasync calls on segment files", value=stats.syncs
+        )
+        cumulative, buckets = 0, []
+        for bound, count in zip(
+            [*map(str, BATCH_SECONDS_BUCKETS), "+Inf"], stats.batch_seconds_counts, strict=True
+        ):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        yield HistogramMetricFamily(
+            "brook_batch_seconds",
+            "Time from a batch being taken by the writer to its callers being answered",
+            buckets=buckets,
+            sum_value=stats.batch_seconds_sum,
+        )
+        requests = CounterMetricFamily(
+            "brook_http_requests", "HTTP requests answered", labels=["route", "method", "status"]
+        )
+        for (route, method, status), count in sorted(self.requests.counts.items()):
+            requests.add_metric([route, method, str(status)], count)
+        yield requests
+        lag = GaugeMetricFamily(
+            "brook_group_lag",
+            "Records not yet committed by a stream group",
+            labels=["topic", "group", "partition"],
+        )
+        for consumer in self.broker.groups.consumers():
+            for partition, records in consumer.lag().items():
+                lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
+        yield lag
+
+
+def registry_for(broker: Broker, requests: RequestCounts) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrookCollector(broker, requests))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return bytes(generate_latest(registry))
