@@ -7,6 +7,8 @@ BROOK_DATA=/var/lib/brook).
 from __future__ import annotations
 
 import ipaddress
+import secrets
+import ssl
 import sys
 import threading
 from collections.abc import Callable
@@ -16,7 +18,7 @@ import click
 import uvloop
 
 import brook
-from brook import limits, logs
+from brook import config, limits, logs
 from brook.errors import BrookError, Locked
 from brook.server import app
 
@@ -50,10 +52,31 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
+    """click's default_map for `command` and its subcommands: the config file's options."""
+    if isinstance(command, click.Group):
+        return {name: _defaults_for(sub, options) for name, sub in command.commands.items()}
+    return dict(options)
+
+
 @click.group()
 @click.version_option(brook.__version__, prog_name="brook")
-def main() -> None:
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    envvar="BROOK_CONFIG",
+    help=f"Config file (default: ./{config.DEFAULT_FILE} when present).",
+)
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None) -> None:
     """Brook: a durable event broker, job queue and timer service."""
+    try:
+        loaded = config.load(config_path)
+    except BrookError as exc:
+        raise click.ClickException(exc.message) from None
+    ctx.obj = loaded
+    ctx.default_map = _defaults_for(main, loaded.options)
 
 
 def _is_loopback(host: str) -> bool:
@@ -85,24 +108,81 @@ def _is_loopback(host: str) -> bool:
     envvar="BROOK_REQUEST_BYTES_MAX",
     help="Largest request body; larger requests get 413.",
 )
+@click.option(
+    "--tls-cert", default=None, envvar="BROOK_TLS_CERT", help="Certificate (PEM) to serve HTTPS."
+)
+@click.option(
+    "--tls-key", default=None, envvar="BROOK_TLS_KEY", help="Private key (PEM) of --tls-cert."
+)
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
+@click.pass_obj
 @_friendly
 def serve(
-    data: str, host: str, port: int, insecure: bool, request_bytes_max: int, log_level: str
+    settings: config.Config | None,
+    data: str,
+    host: str,
+    port: int,
+    insecure: bool,
+    request_bytes_max: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    log_level: str,
 ) -> None:
     """Serve the HTTP API for the broker on DATA until SIGTERM or Ctrl-C."""
-    if not _is_loopback(host) and not insecure:
+    keys = settings.keys if settings is not None else []
+    if not _is_loopback(host) and not keys and not insecure:
         raise click.ClickException(
-            f"refusing to serve on {host} without API keys: anyone who can reach it could read and write "
-            "every topic. Serve on 127.0.0.1, or pass --insecure to do it anyway."
+            f"refusing to serve on {host} without API keys: anyone who can reach it could read and "
+            "write every topic. Add keys (brook keys create), serve on 127.0.0.1, or pass --insecure."
         )
+    tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
     broker = _open(data)
     try:
-        uvloop.run(app.serve(broker, host, port, request_bytes_max))
+        uvloop.run(app.serve(broker, host, port, request_bytes_max, keys, tls))
     finally:
         broker.close()
         brook.broker.log.info("stopped")
+
+
+def _tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise click.ClickException("HTTPS needs both --tls-cert and --tls-key")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise click.ClickException(f"cannot load the TLS certificate or key: {exc}") from None
+    return context
+
+
+@main.group()
+def keys() -> None:
+    """Create API keys."""
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="A name for the key, shown in logs and errors.")
+@click.option("--scopes", required=True, help="Comma-separated: produce, consume, admin.")
+@click.option(
+    "--topics",
+    "topic_patterns",
+    default="*",
+    show_default=True,
+    help="Comma-separated glob patterns.",
+)
+def keys_create(name: str, scopes: str, topic_patterns: str) -> None:
+    """Print a new random key once, and the brook.toml stanza holding only its hash."""
+    chosen = [s.strip() for s in scopes.split(",") if s.strip()]
+    unknown = set(chosen) - set(config.SCOPES)
+    if not chosen or unknown:
+        raise click.ClickException(f"scopes must be some of {', '.join(config.SCOPES)}")
+    patterns = [t.strip() for t in topic_patterns.split(",") if t.strip()]
+    key = "brook_" + secrets.token_urlsafe(32)
+    click.echo(f"key (shown once, store it now): {key}\n", err=True)
+    click.echo(config.key_stanza(name, key, chosen, patterns))
 
 
 @main.group()

@@ -6,8 +6,11 @@ import http.client
 import json
 import os
 import re
+import select
+import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,25 +20,58 @@ import pytest
 SRC = str(Path(__file__).parents[2] / "src")
 
 
+READY_S = 60
+
+
 class Served:
     """One `brook serve` subprocess; stopped by pid when the test ends."""
 
-    def __init__(self, data: Path, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info"}
+    def __init__(
+        self,
+        data: Path,
+        *args: str,
+        config: Path | None = None,
+        tls: ssl.SSLContext | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        environment = {**os.environ, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info", **(env or {})}
+        before = ["--config", str(config)] if config is not None else []
+        self.tls = tls
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "brook.cli", "serve", "--data", str(data), "--port", "0", *args],
+            [
+                sys.executable,
+                "-m",
+                "brook.cli",
+                *before,
+                "serve",
+                "--data",
+                str(data),
+                "--port",
+                "0",
+                *args,
+            ],
             stderr=subprocess.PIPE,
-            env=env,
+            env=environment,
             text=True,
         )
         assert self.process.stderr is not None
         self.log: list[str] = []
-        for line in self.process.stderr:
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select(
+                [self.process.stderr], [], [], max(0.0, deadline - time.monotonic())
+            )
+            if not ready:
+                break
+            line = self.process.stderr.readline()
+            if not line:
+                break
             self.log.append(line)
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+); ready", line)
+            found = re.search(r"listening on https?://127\.0\.0\.1:(\d+) .*; ready", line)
             if found:
                 self.port = int(found.group(1))
                 return
+        self.close()
         raise AssertionError("brook serve did not start:\n" + "".join(self.log))
 
     def request(
@@ -46,8 +82,14 @@ class Served:
         headers: dict[str, str] | None = None,
         timeout: float = 30,
     ) -> tuple[int, Any]:
-        """Send one request; returns the status and the decoded JSON body."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        """Send one request; returns the status and the body (decoded if JSON, else text)."""
+        connection: http.client.HTTPConnection
+        if self.tls is not None:
+            connection = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=timeout, context=self.tls
+            )
+        else:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             headers = dict(headers or {})
             if body is not None and not isinstance(body, bytes):
@@ -56,7 +98,11 @@ class Served:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             data = response.read()
-            return response.status, json.loads(data) if data else None
+            if not data:
+                return response.status, None
+            if response.getheader("content-type", "").startswith("application/json"):
+                return response.status, json.loads(data)
+            return response.status, data.decode()
         finally:
             connection.close()
 

@@ -14,6 +14,7 @@ from brook.codec.batch import Columns
 from brook.commit import AppendRequest
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
 from brook.records import Ack
+from brook.server.auth import Authenticator, may_use
 from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.router import Router
@@ -85,38 +86,46 @@ class NewRecords:
 
 
 class Api:
-    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, broker: Broker, loop: asyncio.AbstractEventLoop, auth: Authenticator
+    ) -> None:
         self.broker = broker
         self.loop = loop
+        self.auth = auth
         self.new_records = NewRecords(loop)
         self.stopping = False
         self.router = Router()
         r = self.router
-        r.add("GET", "/v1/health", self.health)
-        r.add("GET", "/v1/topics", self.list_topics)
-        r.add("PUT", "/v1/topics/{topic}", self.put_topic)
-        r.add("GET", "/v1/topics/{topic}", self.get_topic)
-        r.add("DELETE", "/v1/topics/{topic}", self.delete_topic)
-        r.add("POST", "/v1/topics/{topic}/records", self.post_records)
-        r.add("GET", "/v1/topics/{topic}/records", self.get_records)
-        r.add("GET", "/v1/topics/{topic}/groups/{group}/poll", self.poll)
-        r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit)
-        r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group)
-        r.add("GET", "/metrics", self.metrics)
+        r.add("GET", "/v1/health", self.health, None)
+        r.add("GET", "/v1/topics", self.list_topics, "any")
+        r.add("PUT", "/v1/topics/{topic}", self.put_topic, "admin")
+        r.add("GET", "/v1/topics/{topic}", self.get_topic, "any")
+        r.add("DELETE", "/v1/topics/{topic}", self.delete_topic, "admin")
+        r.add("POST", "/v1/topics/{topic}/records", self.post_records, "produce")
+        r.add("GET", "/v1/topics/{topic}/records", self.get_records, "consume")
+        r.add("GET", "/v1/topics/{topic}/groups/{group}/poll", self.poll, "consume")
+        r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit, "consume")
+        r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
+        r.add("GET", "/metrics", self.metrics, "admin")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
 
     async def __call__(self, request: Request) -> Response:
-        route = "unmatched"
+        template = "unmatched"
         try:
-            handler, params, route = self.router.match(request.method, request.path)
-            response: Response = await handler(request, **params)
+            route, params = self.router.match(request.method, request.path)
+            template = route.template
+            if self.auth.enabled and route.scope is not None:
+                request.key = self.auth.check(
+                    request.headers.get("authorization"), route.scope, params.get("topic")
+                )
+            response: Response = await route.handler(request, **params)
         except BrookError as exc:
             response = error_response(exc)
         except Exception:
             log.exception("unexpected error answering %s %s", request.method, request.path)
             response = error_response(StorageError("internal error; see the server log"))
-        self.requests.add(route, request.method, response.status)
+        self.requests.add(template, request.method, response.status)
         return response
 
     # ------------------------------------------------------------ helpers
@@ -185,7 +194,10 @@ class Api:
         return Response(200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")
 
     async def list_topics(self, request: Request) -> Response:
-        return _json({"topics": [topic_to_json(t) for t in self.broker.topics()]})
+        topics = self.broker.topics()
+        if request.key is not None:
+            topics = [t for t in topics if may_use(request.key, t.name)]
+        return _json({"topics": [topic_to_json(t) for t in topics]})
 
     async def put_topic(self, request: Request, topic: str) -> Response:
         settings = parse_json(request.body) if request.body.strip() else {}

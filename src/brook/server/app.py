@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 
 from brook import limits
 from brook.broker import Broker
+from brook.config import ApiKey
 from brook.server.api import Api
+from brook.server.auth import Authenticator
 from brook.server.http import Connections, HttpProtocol
 
 log = logging.getLogger("brook.server")
@@ -29,24 +32,29 @@ class Server:
         host: str,
         port: int,
         request_bytes_max: int = limits.request_bytes_max,
+        keys: list[ApiKey] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
         self.request_bytes_max = request_bytes_max
+        self.auth = Authenticator(keys or [])
+        self.tls = tls
         self.connections = Connections()
         self._server: asyncio.Server | None = None
         self.api: Api | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.api = Api(self.broker, loop)
-        self.broker.round_listeners.append(self.api.new_records.notify_threadsafe)
+        api = self.api = Api(self.broker, loop, self.auth)
+        self.broker.round_listeners.append(api.new_records.notify_threadsafe)
         self._server = await loop.create_server(
-            lambda: HttpProtocol(self.api, self.connections, self.request_bytes_max),  # type: ignore[arg-type]
+            lambda: HttpProtocol(api, self.connections, self.request_bytes_max),
             self.host,
             self.port,
             reuse_address=True,
+            ssl=self.tls,
         )
         self.port = self._server.sockets[0].getsockname()[1]
 
@@ -68,18 +76,24 @@ class Server:
 
 
 async def serve(
-    broker: Broker, host: str, port: int, request_bytes_max: int = limits.request_bytes_max
+    broker: Broker,
+    host: str,
+    port: int,
+    request_bytes_max: int = limits.request_bytes_max,
+    keys: list[ApiKey] | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then stop gracefully."""
-    server = Server(broker, host, port, request_bytes_max)
+    server = Server(broker, host, port, request_bytes_max, keys, tls)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info(
-        "listening on http://%s:%d; ready", host if ":" not in host else f"[{host}]", server.port
-    )
+    scheme = "https" if tls is not None else "http"
+    keys_note = f"{len(keys)} API keys" if keys else "no API keys (open)"
+    shown = host if ":" not in host else f"[{host}]"
+    log.info("listening on %s://%s:%d with %s; ready", scheme, shown, server.port, keys_note)
     await stop.wait()
     log.info("stopping: finishing requests in flight")
     await server.stop()

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, unquote
 
 import httptools
 
+from brook.config import ApiKey
 from brook.errors import BadRequest, BrookError, RecordTooLarge
 from brook.server.wire import error_to_json
 
@@ -28,7 +29,7 @@ PIPELINE_REQUESTS_MAX = 64
 
 
 class Request:
-    __slots__ = ("body", "headers", "method", "path", "query")
+    __slots__ = ("body", "headers", "key", "method", "path", "query")
 
     def __init__(
         self, method: str, path: str, query: dict[str, str], headers: dict[str, str], body: bytes
@@ -39,32 +40,41 @@ class Request:
         self.headers = headers
         """Header names are lower-case; a repeated header keeps its last value."""
         self.body = body
+        self.key: ApiKey | None = None
+        """The API key the request was authorised with, when keys are configured."""
 
 
 class Response:
-    __slots__ = ("body", "content_type", "status")
+    __slots__ = ("body", "content_type", "headers", "status")
 
     def __init__(
-        self, status: int, body: bytes = b"", content_type: str = "application/json"
+        self,
+        status: int,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: list[tuple[str, str]] | None = None,
     ) -> None:
         self.status = status
         self.body = body
         self.content_type = content_type
+        self.headers = headers or []
 
 
 def error_response(error: BrookError) -> Response:
-    return Response(error.status, error_to_json(error))
+    extra = [("www-authenticate", 'Bearer realm="brook"')] if error.status == 401 else None
+    return Response(error.status, error_to_json(error), headers=extra)
 
 
 App = Callable[[Request], Awaitable[Response]]
 
 
-def _head(status: int, content_type: str, length: int, keep_alive: bool) -> bytes:
-    reason = HTTPStatus(status).phrase
+def _head(response: Response, keep_alive: bool) -> bytes:
+    reason = HTTPStatus(response.status).phrase
     connection = "keep-alive" if keep_alive else "close"
+    extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers)
     return (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
-        f"content-length: {length}\r\nconnection: {connection}\r\n\r\n"
+        f"HTTP/1.1 {response.status} {reason}\r\ncontent-type: {response.content_type}\r\n"
+        f"content-length: {len(response.body)}\r\nconnection: {connection}\r\n{extra}\r\n"
     ).encode()
 
 
@@ -223,7 +233,7 @@ class HttpProtocol(asyncio.Protocol):
     def _write(self, response: Response, keep_alive: bool) -> None:
         if self.transport is None:
             return
-        head = _head(response.status, response.content_type, len(response.body), keep_alive)
+        head = _head(response, keep_alive)
         self.transport.writelines([head, response.body])
 
     def _reject(self, error: BrookError) -> None:
