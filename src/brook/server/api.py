@@ -14,6 +14,7 @@ from brook.codec.batch import Columns
 from brook.commit import AppendRequest
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
 from brook.records import Ack
+from brook.server import openapi
 from brook.server.auth import Authenticator, may_use
 from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
@@ -107,6 +108,7 @@ class Api:
         r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit, "consume")
         r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
         r.add("GET", "/metrics", self.metrics, "admin")
+        r.add("GET", "/openapi.json", self.openapi, None)
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
 
@@ -189,6 +191,9 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         return _json({"status": "ok"})
+
+    async def openapi(self, request: Request) -> Response:
+        return _json(openapi.document(self.router, self.auth.enabled))
 
     async def metrics(self, request: Request) -> Response:
         return Response(200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,272 @@
+"""GET /openapi.json: the API described from the router itself, so it stays true.
+
+Every route the router serves must have an entry in OPERATIONS (a test checks
+both ways); paths, methods and security come from the router, the rest from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import brook
+from brook import limits
+from brook.server.router import Router
+
+NAME = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"}
+COUNT = {"type": "integer", "minimum": 0}
+BYTES_FIELD = {"type": "string"}
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+RECORD_IN = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "value": BYTES_FIELD,
+        "value_b64": {"type": "string", "format": "byte"},
+        "key": BYTES_FIELD,
+        "key_b64": {"type": "string", "format": "byte"},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "headers_b64": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "format": "byte"},
+        },
+        "idempotency_key": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": limits.idempotency_key_bytes_max,
+        },
+    },
+}
+RECORD_OUT = {
+    "type": "object",
+    "required": ["partition", "offset", "timestamp", "value_b64", "headers_b64"],
+    "properties": {
+        "partition": COUNT,
+        "offset": COUNT,
+        "timestamp": {"type": "integer"},
+        "key": {"type": "string"},
+        "key_b64": {"type": "string"},
+        "value": {"type": "string"},
+        "value_b64": {"type": "string"},
+        "headers": {"type": "object"},
+        "headers_b64": {"type": "object"},
+    },
+}
+TOPIC = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "partitions": COUNT,
+        "retention_ms": {"type": "integer", "nullable": True},
+        "retention_bytes": {"type": "integer", "nullable": True},
+        "compaction": {"type": "boolean"},
+        "end_offsets": {"type": "object", "additionalProperties": COUNT},
+    },
+}
+TOPIC_SETTINGS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "partitions": {"type": "integer", "minimum": 1, "maximum": limits.partitions_max},
+        "retention_ms": {"type": "integer", "minimum": 1, "nullable": True},
+        "retention_bytes": {"type": "integer", "minimum": 1, "nullable": True},
+        "compaction": {"type": "boolean"},
+    },
+}
+GROUP = {
+    "type": "object",
+    "properties": {
+        "topic": {"type": "string"},
+        "group": {"type": "string"},
+        "positions": {"type": "object"},
+        "committed": {"type": "object"},
+        "lag": {"type": "object"},
+    },
+}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": description,
+    }
+
+
+def _json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _ok(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": "OK", "content": {"application/json": {"schema": schema}}}
+
+
+WAIT = _query(
+    "wait_ms", {"type": "integer", "minimum": 0}, "Long-poll up to this long (capped at 30000)"
+)
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("GET", "/v1/health"): {
+        "summary": "Ready to serve",
+        "responses": {"200": _ok({"type": "object"})},
+    },
+    ("GET", "/openapi.json"): {
+        "summary": "This description",
+        "responses": {"200": _ok({"type": "object"})},
+    },
+    ("GET", "/metrics"): {
+        "summary": "Prometheus metrics",
+        "responses": {
+            "200": {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+        },
+    },
+    ("GET", "/v1/topics"): {
+        "summary": "List topics",
+        "responses": {
+            "200": _ok(
+                {"type": "object", "properties": {"topics": {"type": "array", "items": TOPIC}}}
+            )
+        },
+    },
+    ("PUT", "/v1/topics/{topic}"): {
+        "summary": "Create a topic (the same settings again is a no-op)",
+        "requestBody": _json_body(TOPIC_SETTINGS, required=False),
+        "responses": {"200": _ok(TOPIC)},
+    },
+    ("GET", "/v1/topics/{topic}"): {
+        "summary": "Describe a topic",
+        "responses": {"200": _ok(TOPIC)},
+    },
+    ("DELETE", "/v1/topics/{topic}"): {
+        "summary": "Delete a topic",
+        "responses": {"200": _ok({"type": "object"})},
+    },
+    ("POST", "/v1/topics/{topic}/records"): {
+        "summary": "Append records; answered once they are durable",
+        "parameters": [_query("key", {"type": "string"}, "Key of a raw-body record")],
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["records"],
+                        "properties": {"records": {"type": "array", "items": RECORD_IN}},
+                    }
+                },
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
+        },
+        "responses": {
+            "200": _ok(
+                {
+                    "type": "object",
+                    "properties": {
+                        "acks": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "partition": COUNT,
+                                    "offset": COUNT,
+                                    "timestamp": {"type": "integer"},
+                                },
+                            },
+                        }
+                    },
+                }
+            )
+        },
+    },
+    ("GET", "/v1/topics/{topic}/records"): {
+        "summary": "Read records at offsets >= offset",
+        "parameters": [
+            _query("partition", COUNT, "Partition (default 0)"),
+            _query("offset", COUNT, "First offset (default 0)"),
+            _query("limit", COUNT, f"Most records (capped at {limits.read_records_max})"),
+            WAIT,
+        ],
+        "responses": {
+            "200": _ok(
+                {
+                    "type": "object",
+                    "properties": {
+                        "records": {"type": "array", "items": RECORD_OUT},
+                        "next_offset": COUNT,
+                    },
+                }
+            )
+        },
+    },
+    ("GET", "/v1/topics/{topic}/groups/{group}/poll"): {
+        "summary": "Poll a stream group (advances its position)",
+        "parameters": [
+            _query("max_records", {"type": "integer", "minimum": 1}, "Most records"),
+            WAIT,
+        ],
+        "responses": {
+            "200": _ok(
+                {
+                    "type": "object",
+                    "properties": {"records": {"type": "array", "items": RECORD_OUT}},
+                }
+            )
+        },
+    },
+    ("POST", "/v1/topics/{topic}/groups/{group}/commit"): {
+        "summary": "Commit the group's position, or the offsets given",
+        "requestBody": _json_body(
+            {
+                "type": "object",
+                "properties": {"offsets": {"type": "object", "additionalProperties": COUNT}},
+            },
+            required=False,
+        ),
+        "responses": {"200": _ok(GROUP)},
+    },
+    ("GET", "/v1/topics/{topic}/groups/{group}"): {
+        "summary": "A stream group's positions and lag",
+        "responses": {"200": _ok(GROUP)},
+    },
+}
+
+
+def document(router: Router, with_keys: bool) -> dict[str, Any]:
+    """The OpenAPI 3.0 description of every route `router` serves."""
+    paths: dict[str, dict[str, Any]] = {}
+    for method, template, route in router.routes():
+        operation = dict(OPERATIONS[(method, template)])
+        parameters = [
+            {"name": name, "in": "path", "required": True, "schema": NAME}
+            for name in ("topic", "group")
+            if "{" + name + "}" in template
+        ]
+        operation["parameters"] = parameters + operation.get("parameters", [])
+        responses = dict(operation["responses"])
+        responses["default"] = {
+            "description": "An error",
+            "content": {"application/json": {"schema": ERROR}},
+        }
+        operation["responses"] = responses
+        if with_keys and route.scope is not None:
+            operation["security"] = [{"bearer": []}]
+            operation["description"] = f"Needs an API key with the {route.scope!r} scope."
+        paths.setdefault(template, {})[method.lower()] = operation
+    out: dict[str, Any] = {
+        "openapi": "3.0.3",
+        "info": {"title": "Brook", "version": brook.__version__},
+        "paths": paths,
+    }
+    if with_keys:
+        out["components"] = {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
+    return out
