@@ -11,12 +11,26 @@ from typing import Any
 
 from brook import errors
 from brook.broker import Broker
+from brook.client import AsyncBroker, RemoteBroker
 from brook.errors import BadRequest
 from brook.groups.consumer import Consumer
 from brook.records import Ack, Record, TopicInfo
 from brook.topic import Topic
 
-__all__ = ["Ack", "Broker", "Consumer", "Record", "Topic", "TopicInfo", "errors", "open"]
+__all__ = [
+    "Ack",
+    "AsyncBroker",
+    "Broker",
+    "Consumer",
+    "Record",
+    "RemoteBroker",
+    "Topic",
+    "TopicInfo",
+    "connect",
+    "connect_async",
+    "errors",
+    "open",
+]
 __version__ = "0.1.0"
 
 
@@ -41,3 +55,13 @@ def open(location: str = "./brook-data", **options: Any) -> Broker:
         raise BadRequest(f"unsupported storage {location!r}: use a directory path or memory://")
     storage = LocalStorage(location) if preallocate is None else LocalStorage(location, preallocate)
     return Broker(storage, **options)
+
+
+def connect(url: str, api_key: str | None = None, timeout: float = 60.0) -> RemoteBroker:
+    """A broker served by `brook serve` at `url`, with the same methods as `open`'s."""
+    return RemoteBroker(url, api_key=api_key, timeout=timeout)
+
+
+def connect_async(url: str, api_key: str | None = None, timeout: float = 60.0) -> AsyncBroker:
+    """The same as `connect`, with coroutine methods."""
+    return AsyncBroker(url, api_key=api_key, timeout=timeout)

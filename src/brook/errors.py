@@ -14,13 +14,16 @@
     │   └── Fenced                  409  a newer writer took over this storage location
     ├── RecordTooLarge              413
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
-    │   └── CorruptData             503  stored bytes failed their checksum; never served as data
+    │   ├── CorruptData             503  stored bytes failed their checksum; never served as data
+    │   └── Unavailable             503  the client could not reach the server (or got no answer)
     └── Closed                      503  the broker was closed
 
 Expected operating errors live here. Bugs are assertions, not BrookErrors.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class BrookError(Exception):
@@ -97,6 +100,25 @@ class CorruptData(StorageError):
     code = "corrupt_data"
 
 
+class Unavailable(StorageError):
+    code = "unavailable"
+
+
 class Closed(BrookError):
     status = 503
     code = "closed"
+
+
+def from_code(code: str, message: str, status: int) -> BrookError:
+    """The error a server reported, as its class (by code, else by status)."""
+    by_code: dict[str, type[BrookError]] = {}
+    by_status: dict[int, type[BrookError]] = {}
+    pending: list[Any] = [BrookError]
+    while pending:
+        cls = pending.pop()
+        by_code.setdefault(cls.code, cls)
+        by_status.setdefault(cls.status, cls)
+        pending.extend(cls.__subclasses__())
+    cls = by_code.get(code) or by_status.get(status) or BrookError
+    error = cls(message)
+    return error

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import brook
-from tests.server.conftest import Served
+from tests.served import Served
 
 KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "20"))
 PRODUCERS = 4

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from brook.cli import main
 from brook.config import hash_key
-from tests.server.conftest import Served
+from tests.served import Served
 
 KEYS = {"admin": "key-admin-1", "producer": "key-producer-1", "consumer": "key-consumer-1"}
 CONFIG = f"""

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.server.conftest import Served
+from tests.served import Served
 
 
 def records(*values: str) -> dict[str, list[dict[str, str]]]:
@@ -152,11 +152,36 @@ def test_oversized_record_answers_413(served: Served) -> None:
     assert status == 413 and error["error"]["code"] == "record_too_large"
 
 
-def test_binary_batches_are_refused_until_supported(served: Served) -> None:
-    status, error = served.request(
-        "POST", "/v1/topics/t/records", b"\x00", {"content-type": "application/vnd.brook.batch"}
+def test_binary_batches_in_and_out(served: Served) -> None:
+    from brook.codec import encode_batch
+    from brook.codec.batch import Columns
+    from brook.records import Record
+
+    batch_type = {"content-type": "application/vnd.brook.batch"}
+    records = [Record(b"v0", key=b"k", headers={"h": b"1"}), Record(b"v1")]
+    body = b"".join(encode_batch(0, 0, Columns.from_records(records, [b"id-0", None])))
+    status, acks = served.request("POST", "/v1/topics/bin/records", body, batch_type)
+    assert status == 200 and [a["offset"] for a in acks["acks"]] == [0, 1]
+    assert (
+        served.request("POST", "/v1/topics/bin/records", body, batch_type)[1]["acks"][0]["offset"]
+        == 0
+    ), "idempotency keys travel in the batch"
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+    connection.request(
+        "GET", "/v1/topics/bin/records?offset=0", headers={"accept": "application/vnd.brook.batch"}
     )
-    assert status == 415 and error["error"]["code"] == "unsupported_media_type"
+    response = connection.getresponse()
+    raw = response.read()
+    connection.close()
+    assert response.getheader("content-type") == "application/vnd.brook.batch"
+    assert response.getheader("brook-next-offset") == "3"
+    assert raw.startswith(b"BTCH")
+    damaged = bytearray(body)
+    damaged[60] ^= 1
+    for bad in (bytes(damaged), body[:-3], b"garbage"):
+        status, error = served.request("POST", "/v1/topics/bin/records", bad, batch_type)
+        assert status == 400 and "binary batch" in error["error"]["message"]
+    assert served.request("GET", "/v1/topics/bin")[1]["end_offsets"] == {"0": 3}
 
 
 def test_unknown_paths_and_methods(served: Served) -> None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 from brook.server.openapi import OPERATIONS
-from tests.server.conftest import Served
+from tests.served import Served
 
 
 def test_the_description_lists_exactly_the_served_routes(served: Served) -> None:

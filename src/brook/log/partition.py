@@ -178,6 +178,46 @@ class PartitionLog:
                 break
         return records
 
+    def read_batches(
+        self, offset: int, limit: int, bytes_max: int = limits.read_bytes_max
+    ) -> tuple[bytes, int]:
+        """Whole stored batches holding durable records from `offset` (up to about
+        `limit` records), checksums verified, undecoded; and the offset to read next.
+
+        The first batch may start before `offset`, and the last may reach past the
+        limit: callers decode from `offset` and cut at their limit. Raises CorruptData.
+        """
+        segments = self.segments
+        end = self.durable_offset
+        offset = max(offset, segments[0].base_offset)
+        while offset < end:
+            index = bisect_right([s.base_offset for s in segments], offset) - 1
+            segment = segments[index]
+            found = segment.locate(offset, min(end, offset + limit), bytes_max)
+            if found is None:
+                if index + 1 >= len(segments):
+                    break
+                offset = max(offset, segments[index + 1].base_offset)
+                continue
+            start, stop = found
+            buf = segment.read(start, stop)
+            pos, last = 0, offset
+            while pos < len(buf):
+                header = parse_header(buf, pos)
+                if isinstance(header, str) or not verify(buf, pos, header):
+                    problem = header if isinstance(header, str) else "checksum mismatch"
+                    raise CorruptData(f"{segment.name} at byte {start + pos}: {problem}")
+                if header.base_offset >= end:
+                    break
+                pos += header.length
+                last = header.next_offset
+            if last > offset:
+                return buf[:pos], last
+            if index + 1 >= len(segments):
+                break
+            offset = max(offset, segment.next_offset)
+        return b"", offset
+
     def _decode(self, buf: bytes, position: int, name: str, offset: int, end: int) -> list[Record]:
         records: list[Record] = []
         pos = 0

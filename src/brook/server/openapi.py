@@ -165,6 +165,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                     }
                 },
                 "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+                "application/vnd.brook.batch": {"schema": {"type": "string", "format": "binary"}},
             },
         },
         "responses": {
@@ -231,6 +232,18 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
                 "properties": {"offsets": {"type": "object", "additionalProperties": COUNT}},
             },
             required=False,
+        ),
+        "responses": {"200": _ok(GROUP)},
+    },
+    ("POST", "/v1/topics/{topic}/groups/{group}/seek"): {
+        "summary": "Move the group's position on one partition",
+        "requestBody": _json_body(
+            {
+                "type": "object",
+                "required": ["partition", "offset"],
+                "additionalProperties": False,
+                "properties": {"partition": COUNT, "offset": COUNT},
+            }
         ),
         "responses": {"200": _ok(GROUP)},
     },

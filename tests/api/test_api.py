@@ -1,4 +1,4 @@
-"""The embedded API of SPEC §3, on every storage backend."""
+"""The broker API of SPEC §3: embedded (disk, memory) and remote (HTTP) pass the same tests."""
 
 from __future__ import annotations
 
@@ -264,7 +264,8 @@ def test_unsupported_locations_are_refused() -> None:
         brook.open("ftp://somewhere")
 
 
-def test_an_append_racing_a_topic_delete_gets_topic_not_found(broker: brook.Broker) -> None:
+def test_an_append_racing_a_topic_delete_gets_topic_not_found(embedded: brook.Broker) -> None:
+    broker = embedded
     from brook.codec.batch import Columns
     from brook.commit import AppendRequest
 

@@ -1,0 +1,267 @@
+"""The client's side of the HTTP API, without I/O: calls in, requests out, responses parsed.
+
+Each API method becomes a Call (what to send, how to read the answer, whether
+resending it is safe); client/sync.py and client/aio.py only carry Calls over
+HTTP. Appends and reads use the binary batch format (docs/PROTOCOL.md).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+import msgspec
+
+from brook import limits, validate
+from brook.codec import decode_records, encode_batch, scan_batches
+from brook.errors import BadRequest, BrookError, CorruptData, from_code
+from brook.records import Ack, Record, TopicInfo
+
+BATCH_TYPE = "application/vnd.brook.batch"
+_json = msgspec.json.Decoder().decode
+
+
+class Call(NamedTuple):
+    method: str
+    path: str
+    params: dict[str, Any]
+    body: bytes | None
+    headers: dict[str, str]
+    parse: Callable[[int, dict[str, str], bytes], Any]
+    retry_safe: bool
+    """True when sending it twice does no harm (reads; appends whose records all carry idempotency keys)."""
+
+
+def error_from(status: int, body: bytes) -> BrookError:
+    try:
+        error = _json(body)["error"]
+        return from_code(str(error["code"]), str(error["message"]), status)
+    except (msgspec.DecodeError, KeyError, TypeError):
+        text = body[:200].decode(errors="replace")
+        return from_code("", f"HTTP {status}: {text}", status)
+
+
+def _path(*parts: str) -> str:
+    return "/v1/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def _json_body(document: Any) -> tuple[bytes, dict[str, str]]:
+    return msgspec.json.encode(document), {"content-type": "application/json"}
+
+
+def _topic_info(document: dict[str, Any]) -> TopicInfo:
+    return TopicInfo(
+        name=document["name"],
+        partitions=document["partitions"],
+        retention_ms=document["retention_ms"],
+        retention_bytes=document["retention_bytes"],
+        compaction=document["compaction"],
+        end_offsets={int(p): o for p, o in document["end_offsets"].items()},
+    )
+
+
+def record_from_json(topic: str, item: dict[str, Any]) -> Record:
+    headers = {name: base64.b64decode(v) for name, v in item.get("headers_b64", {}).items()}
+    key = item.get("key_b64")
+    return Record(
+        base64.b64decode(item["value_b64"]),
+        None if key is None else base64.b64decode(key),
+        headers or None,
+        topic,
+        item["partition"],
+        item["offset"],
+        item["timestamp"],
+    )
+
+
+def _acks(status: int, headers: dict[str, str], body: bytes) -> list[Ack]:
+    return [Ack(a["partition"], a["offset"], a["timestamp"]) for a in _json(body)["acks"]]
+
+
+# ---------------------------------------------------------------- topics
+
+
+def create_topic(
+    name: str,
+    partitions: int,
+    retention_ms: int | None,
+    retention_bytes: int | None,
+    compaction: bool,
+) -> Call:
+    body, headers = _json_body(
+        {
+            "partitions": partitions,
+            "retention_ms": retention_ms,
+            "retention_bytes": retention_bytes,
+            "compaction": compaction,
+        }
+    )
+    return Call(
+        "PUT", _path("topics", name), {}, body, headers, lambda s, h, b: _topic_info(_json(b)), True
+    )
+
+
+def topics() -> Call:
+    return Call(
+        "GET",
+        "/v1/topics",
+        {},
+        None,
+        {},
+        lambda s, h, b: [_topic_info(t) for t in _json(b)["topics"]],
+        True,
+    )
+
+
+def delete_topic(name: str) -> Call:
+    return Call("DELETE", _path("topics", name), {}, None, {}, lambda s, h, b: None, False)
+
+
+def end_offsets(topic: str) -> Call:
+    return Call(
+        "GET",
+        _path("topics", topic),
+        {},
+        None,
+        {},
+        lambda s, h, b: _topic_info(_json(b)).end_offsets,
+        True,
+    )
+
+
+# ---------------------------------------------------------------- records
+
+
+def append_many(
+    topic: str, records: Sequence[Record], idempotency_keys: Sequence[bytes | str | None] | None
+) -> Call:
+    """Records as one binary batch; checked here first, so bad input never leaves the client."""
+    columns = validate.records(list(records))
+    if idempotency_keys is not None:
+        if len(idempotency_keys) != len(columns):
+            raise BadRequest("idempotency_keys must have one entry per record")
+        keys = [validate.idempotency_key(k) for k in idempotency_keys]
+        columns.idempotency = None if keys.count(None) == len(keys) else keys
+    body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
+    safe = columns.idempotency is not None and None not in columns.idempotency
+    return Call(
+        "POST",
+        _path("topics", topic, "records"),
+        {},
+        body,
+        {"content-type": BATCH_TYPE},
+        _acks,
+        safe,
+    )
+
+
+def append(
+    topic: str,
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, bytes] | None,
+    idempotency_key: bytes | str | None,
+) -> Call:
+    record, _ = validate.record(value, key, headers)
+    return append_many(topic, [record], None if idempotency_key is None else [idempotency_key])
+
+
+def read(topic: str, partition: int, offset: int, limit: int) -> Call:
+    validate.whole(partition, "partition")
+    validate.whole(offset, "offset")
+    # Capped as embedded reads are; the server sends whole batches, so cut here too.
+    limit = min(validate.whole(limit, "limit"), limits.read_records_max)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Record]:
+        records: list[Record] = []
+        for item in scan_batches(body, 0, None):
+            if isinstance(item, str):
+                raise CorruptData(f"the server sent a damaged batch: {item}")
+            position, header = item
+            got, _ = decode_records(body, position, header, topic, partition, offset)
+            records.extend(got)
+        return records[:limit]
+
+    params = {"partition": partition, "offset": offset, "limit": limit}
+    return Call(
+        "GET", _path("topics", topic, "records"), params, None, {"accept": BATCH_TYPE}, parse, True
+    )
+
+
+# ---------------------------------------------------------------- stream groups
+
+
+def poll(topic: str, group: str, start: str, max_records: int, timeout: float) -> Call:
+    validate.whole(max_records, "max_records", 1)
+    if not isinstance(timeout, int | float) or timeout < 0:
+        raise BadRequest(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+    params = {"max_records": max_records, "wait_ms": int(timeout * 1000), "start": start}
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Record]:
+        return [record_from_json(topic, item) for item in _json(body)["records"]]
+
+    # Not resent: a poll moves the group's position, so a lost answer would skip records.
+    return Call(
+        "GET", _path("topics", topic, "groups", group, "poll"), params, None, {}, parse, False
+    )
+
+
+def commit(topic: str, group: str, start: str, offsets: dict[int, int] | None) -> Call:
+    document = {} if offsets is None else {"offsets": {str(p): o for p, o in offsets.items()}}
+    body, headers = _json_body(document) if document else (b"", {})
+    return Call(
+        "POST",
+        _path("topics", topic, "groups", group, "commit"),
+        {"start": start},
+        body,
+        headers,
+        _group,
+        True,
+    )
+
+
+def seek(topic: str, group: str, start: str, partition: int, offset: int) -> Call:
+    body, headers = _json_body({"partition": partition, "offset": offset})
+    return Call(
+        "POST",
+        _path("topics", topic, "groups", group, "seek"),
+        {"start": start},
+        body,
+        headers,
+        _group,
+        True,
+    )
+
+
+def group(topic: str, group_name: str, start: str) -> Call:
+    return Call(
+        "GET",
+        _path("topics", topic, "groups", group_name),
+        {"start": start},
+        None,
+        {},
+        _group,
+        True,
+    )
+
+
+def _group(status: int, headers: dict[str, str], body: bytes) -> dict[str, dict[int, int]]:
+    document = _json(body)
+    return {
+        name: {int(p): o for p, o in document[name].items()}
+        for name in ("positions", "committed", "lag")
+    }
+
+
+def check_start(start: str) -> str:
+    if start not in ("earliest", "latest"):
+        raise BadRequest(f"start must be 'earliest' or 'latest', not {start!r}")
+    return start
+
+
+def check_names(topic: str, group_name: str | None = None) -> None:
+    validate.topic_name(topic)
+    if group_name is not None:
+        validate.group_name(group_name)

@@ -1,0 +1,198 @@
+"""`brook.connect(url)`: the broker's API over HTTP, for threads.
+
+The same methods and types as the embedded broker for everything the server
+serves. One httpx connection pool is reused for every call; calls that are safe
+to resend (client/protocol.py) are retried on connection errors with backoff.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from brook.client import protocol
+from brook.client.protocol import Call
+from brook.errors import Unavailable
+from brook.records import Ack, Record, TopicInfo
+
+RETRIES = 3
+RETRY_BACKOFF_S = 0.2
+_RESENDABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+def headers_for(api_key: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+class RemoteBroker:
+    """A broker reached over HTTP. Use `brook.connect`."""
+
+    def __init__(
+        self, url: str, api_key: str | None = None, timeout: float = 60.0, verify: Any = True
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers_for(api_key), timeout=timeout, verify=verify
+        )
+
+    def _do(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=call.body,
+                    headers=call.headers,
+                )
+            except httpx.TimeoutException as exc:
+                raise Unavailable(f"{self.url} did not answer in time: {exc}") from None
+            except _RESENDABLE as exc:
+                attempt += 1
+                if not call.retry_safe or attempt > RETRIES:
+                    raise Unavailable(f"cannot reach {self.url}: {exc}") from None
+                time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+                continue
+            except httpx.HTTPError as exc:
+                raise Unavailable(f"talking to {self.url} failed: {exc}") from None
+            if response.status_code >= 400:
+                raise protocol.error_from(response.status_code, response.content)
+            return call.parse(response.status_code, dict(response.headers), response.content)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        retention_ms: int | None = None,
+        retention_bytes: int | None = None,
+        compaction: bool = False,
+    ) -> TopicInfo:
+        protocol.check_names(name)
+        result: TopicInfo = self._do(
+            protocol.create_topic(name, partitions, retention_ms, retention_bytes, compaction)
+        )
+        return result
+
+    def topics(self) -> list[TopicInfo]:
+        result: list[TopicInfo] = self._do(protocol.topics())
+        return result
+
+    def delete_topic(self, name: str) -> None:
+        protocol.check_names(name)
+        self._do(protocol.delete_topic(name))
+
+    def topic(self, name: str) -> RemoteTopic:
+        protocol.check_names(name)
+        return RemoteTopic(self, name)
+
+    def consumer(self, topic: str, group: str, start: str = "earliest") -> RemoteConsumer:
+        protocol.check_names(topic, group)
+        consumer = RemoteConsumer(self, topic, group, protocol.check_start(start))
+        consumer.lag()  # the group exists on the server from here on, as it does embedded
+        return consumer
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteBroker:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RemoteBroker {self.url}>"
+
+
+class RemoteTopic:
+    def __init__(self, broker: RemoteBroker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+
+    def append(
+        self,
+        value: bytes,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        idempotency_key: bytes | str | None = None,
+    ) -> Ack:
+        acks: list[Ack] = self._broker._do(
+            protocol.append(self.name, value, key, headers, idempotency_key)
+        )
+        return acks[0]
+
+    def append_many(
+        self,
+        records: Iterable[Record],
+        idempotency_keys: Sequence[bytes | str | None] | None = None,
+    ) -> list[Ack]:
+        items = list(records)
+        if not items:
+            return []
+        acks: list[Ack] = self._broker._do(protocol.append_many(self.name, items, idempotency_keys))
+        return acks
+
+    def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:
+        records: list[Record] = self._broker._do(protocol.read(self.name, partition, offset, limit))
+        return records
+
+    def end_offsets(self) -> dict[int, int]:
+        offsets: dict[int, int] = self._broker._do(protocol.end_offsets(self.name))
+        return offsets
+
+    def __repr__(self) -> str:
+        return f"<RemoteTopic {self.name}>"
+
+
+class RemoteConsumer:
+    def __init__(self, broker: RemoteBroker, topic: str, group: str, start: str) -> None:
+        self._broker = broker
+        self.topic = topic
+        self.group = group
+        self._start = start
+
+    def poll(self, max_records: int = 500, timeout: float = 1.0) -> list[Record]:
+        records: list[Record] = self._broker._do(
+            protocol.poll(self.topic, self.group, self._start, max_records, timeout)
+        )
+        return records
+
+    def commit(self, offsets: dict[int, int] | None = None) -> None:
+        self._broker._do(protocol.commit(self.topic, self.group, self._start, offsets))
+
+    def seek(self, partition: int, offset: int) -> None:
+        self._broker._do(protocol.seek(self.topic, self.group, self._start, partition, offset))
+
+    def position(self) -> dict[int, int]:
+        return self._state()["positions"]
+
+    def committed(self) -> dict[int, int]:
+        return self._state()["committed"]
+
+    def lag(self) -> dict[int, int]:
+        return self._state()["lag"]
+
+    def _state(self) -> dict[str, dict[int, int]]:
+        state: dict[str, dict[int, int]] = self._broker._do(
+            protocol.group(self.topic, self.group, self._start)
+        )
+        return state
+
+    def close(self) -> None:
+        """Consumers hold no resources of their own; provided for symmetry."""
+
+    def __repr__(self) -> str:
+        return f"<RemoteConsumer {self.topic} group={self.group}>"
