@@ -24,6 +24,7 @@ test: lint
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
 
 bench: $(STAMP)
+	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(PY) -m benchmarks.run
 
 clean:

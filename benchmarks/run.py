@@ -376,6 +376,14 @@ def main() -> None:
         lines.append(f"| {title} | {med[key]:,.0f} | {runs(key)} | {target} | {ratio} |")
     report = "\n".join(lines) + "\n"
     print("\n" + report)
+    if shutil.which("wrk"):
+        from benchmarks import server
+
+        server_report = server.main()
+        print("\n" + server_report)
+        report += "\n" + server_report
+    else:
+        print("wrk is not installed: the server benchmarks were skipped (make bench installs it)")
     out = Path(__file__).with_name("RESULTS.md")
     if not out.exists():
         out.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -58,6 +59,30 @@ def _int(query: dict[str, str], name: str, default: int | None = None, low: int 
     return value
 
 
+class Completions:
+    """Answers from the committer's threads, handed to the event loop in one wake-up per
+    round instead of one per request (each cross-thread wake-up costs a syscall)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._ready: list[tuple[asyncio.Future[AppendRequest], AppendRequest]] = []
+
+    def done(self, future: asyncio.Future[AppendRequest], request: AppendRequest) -> None:
+        with self._lock:
+            self._ready.append((future, request))
+            first = len(self._ready) == 1
+        if first:
+            self.loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        with self._lock:
+            ready, self._ready = self._ready, []
+        for future, request in ready:
+            if not future.done():
+                future.set_result(request)
+
+
 class NewRecords:
     """Wakes long-polling requests after each commit round (called from the syncer thread)."""
 
@@ -90,6 +115,7 @@ class Api:
         self.loop = loop
         self.auth = auth
         self.new_records = NewRecords(loop)
+        self.completions = Completions(loop)
         self.stopping = False
         self.router = Router()
         r = self.router
@@ -154,7 +180,7 @@ class Api:
             def done(
                 request: AppendRequest, future: asyncio.Future[AppendRequest] = future
             ) -> None:
-                self.loop.call_soon_threadsafe(_resolve, future, request)
+                self.completions.done(future, request)
 
             self.broker.committer.submit(AppendRequest(state.logs[partition], part, done))
             futures.append((indexes, future))
@@ -330,8 +356,3 @@ class Api:
             "committed": {str(p): o for p, o in consumer.committed().items()},
             "lag": {str(p): n for p, n in consumer.lag().items()},
         }
-
-
-def _resolve(future: asyncio.Future[AppendRequest], request: AppendRequest) -> None:
-    if not future.done():
-        future.set_result(request)

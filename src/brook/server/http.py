@@ -107,6 +107,8 @@ class HttpProtocol(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.pending: collections.deque[tuple[Request | BrookError, bool]] = collections.deque()
         self.worker: asyncio.Task[None] | None = None
+        self._idle: asyncio.Future[None] | None = None
+        """Set while the worker waits for the next request."""
         self.paused = False
         self._url = b""
         self._headers: dict[str, str] = {}
@@ -189,15 +191,22 @@ class HttpProtocol(asyncio.Protocol):
         ):
             self.transport.pause_reading()
             self.paused = True
-        if self.worker is None or self.worker.done():
+        if self.worker is None:
+            # One task per connection for its whole life: a task per request costs more.
             self.worker = asyncio.get_running_loop().create_task(self._work())
+        elif self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
 
     def _request(self) -> Request:
         url = httptools.parse_url(self._url)
         try:
-            path = unquote((url.path or b"/").decode(), errors="strict")
-            query = dict(
-                parse_qsl((url.query or b"").decode(), keep_blank_values=True, errors="strict")
+            path = (url.path or b"/").decode()
+            if "%" in path:
+                path = unquote(path, errors="strict")
+            query = (
+                dict(parse_qsl(url.query.decode(), keep_blank_values=True, errors="strict"))
+                if url.query
+                else {}
             )
         except UnicodeDecodeError:
             raise BadRequest("the URL is not valid UTF-8") from None
@@ -207,7 +216,13 @@ class HttpProtocol(asyncio.Protocol):
     # ------------------------------------------------------------ answering
 
     async def _work(self) -> None:
-        while self.pending and self.transport is not None:
+        loop = asyncio.get_running_loop()
+        while self.transport is not None:
+            if not self.pending:
+                self._idle = loop.create_future()
+                await self._idle
+                self._idle = None
+                continue
             item, keep_alive = self.pending.popleft()
             if (
                 self.paused
@@ -249,5 +264,5 @@ class HttpProtocol(asyncio.Protocol):
 
     def close_if_idle(self) -> None:
         """Close the connection unless a request is being answered (used when stopping)."""
-        if not self.pending and (self.worker is None or self.worker.done()):
+        if not self.pending and (self.worker is None or self._idle is not None):
             self._close()

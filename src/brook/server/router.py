@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -25,29 +24,42 @@ class Route(NamedTuple):
 
 
 class Router:
+    """Matches by path segments: templates are grouped by segment count, and a
+    template's literal segments must equal the path's (cheaper than regexes)."""
+
     def __init__(self) -> None:
-        self._routes: list[tuple[re.Pattern[str], dict[str, Route], str]] = []
+        self._routes: list[tuple[tuple[str, ...], dict[str, Route], str]] = []
+        self._by_length: dict[int, list[tuple[tuple[str, ...], dict[str, Route]]]] = {}
 
     def add(self, method: str, template: str, handler: Handler, scope: str | None) -> None:
-        pattern = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template) + "$")
+        segments = tuple(template.strip("/").split("/"))
         route = Route(handler, template, scope)
         for _, methods, known in self._routes:
             if known == template:
                 methods[method] = route
                 return
-        self._routes.append((pattern, {method: route}, template))
+        methods = {method: route}
+        self._routes.append((segments, methods, template))
+        self._by_length.setdefault(len(segments), []).append((segments, methods))
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The route and its path parameters; NotFound or MethodNotAllowed otherwise."""
-        for pattern, methods, _ in self._routes:
-            found = pattern.match(path)
-            if found is None:
-                continue
-            route = methods.get(method)
-            if route is None:
-                allowed = ", ".join(sorted(methods))
-                raise MethodNotAllowed(f"{method} is not allowed on {path}; use {allowed}")
-            return route, found.groupdict()
+        parts = path.strip("/").split("/")
+        for segments, methods in self._by_length.get(len(parts), ()):
+            params: dict[str, str] = {}
+            for segment, part in zip(segments, parts, strict=True):
+                if segment[0] == "{":
+                    if not part:
+                        break
+                    params[segment[1:-1]] = part
+                elif segment != part:
+                    break
+            else:
+                route = methods.get(method)
+                if route is None:
+                    allowed = ", ".join(sorted(methods))
+                    raise MethodNotAllowed(f"{method} is not allowed on {path}; use {allowed}")
+                return route, params
         raise NotFound(f"no such endpoint: {path}")
 
     def routes(self) -> list[tuple[str, str, Route]]:
