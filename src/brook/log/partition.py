@@ -156,26 +156,18 @@ class PartitionLog:
         end = self.durable_offset
         offset = max(offset, segments[0].base_offset)
         records: list[Record] = []
-        while offset < end and len(records) < limit:
-            index = bisect_right([s.base_offset for s in segments], offset) - 1
-            segment = segments[index]
-            want_end = min(end, offset + limit - len(records))
-            found = segment.locate(offset, want_end, bytes_max)
-            if found is None:
-                if index + 1 >= len(segments):
-                    break
-                offset = max(offset, segments[index + 1].base_offset)
-                continue
-            start, stop = found
-            buf = segment.read(start, stop)
-            got = self._decode(buf, start, segment.name, offset, want_end)
-            if got:
-                records.extend(got)
-                offset = got[-1].offset + 1
-            elif offset < segment.next_offset and index + 1 < len(segments):
-                offset = segment.next_offset  # a gap left by compaction at the segment's end
-            else:
+        while len(records) < limit:
+            raw, next_offset = self._batches(segments, end, offset, limit - len(records), bytes_max)
+            pos = 0
+            while pos < len(raw) and len(records) < limit:
+                header = parse_header(raw, pos)
+                assert not isinstance(header, str), "_batches returns whole, verified batches"
+                got, _ = decode_records(raw, pos, header, self.topic, self.partition, offset)
+                records.extend(got[: limit - len(records)])  # limit counts records, not offsets
+                pos += header.length
+            if next_offset <= offset:
                 break
+            offset = next_offset
         return records
 
     def read_batches(
@@ -188,8 +180,14 @@ class PartitionLog:
         limit: callers decode from `offset` and cut at their limit. Raises CorruptData.
         """
         segments = self.segments
-        end = self.durable_offset
-        offset = max(offset, segments[0].base_offset)
+        return self._batches(
+            segments, self.durable_offset, max(offset, segments[0].base_offset), limit, bytes_max
+        )
+
+    def _batches(
+        self, segments: list[Segment], end: int, offset: int, limit: int, bytes_max: int
+    ) -> tuple[bytes, int]:
+        """The one walk over segments: batches from `offset` below `end`, verified."""
         while offset < end:
             index = bisect_right([s.base_offset for s in segments], offset) - 1
             segment = segments[index]
@@ -212,29 +210,13 @@ class PartitionLog:
                 pos += header.length
                 last = header.next_offset
             if last > offset:
-                return buf[:pos], last
+                return buf[:pos], min(last, end)
             if index + 1 >= len(segments):
                 break
-            offset = max(offset, segment.next_offset)
+            offset = max(
+                offset, segment.next_offset
+            )  # a gap left by compaction at the segment's end
         return b"", offset
-
-    def _decode(self, buf: bytes, position: int, name: str, offset: int, end: int) -> list[Record]:
-        records: list[Record] = []
-        pos = 0
-        while pos < len(buf):
-            header = parse_header(buf, pos)
-            if isinstance(header, str) or not verify(buf, pos, header):
-                problem = header if isinstance(header, str) else "checksum mismatch"
-                raise CorruptData(f"{name} at byte {position + pos}: {problem}")
-            if header.base_offset >= end:
-                break
-            if header.next_offset > offset:
-                got, _ = decode_records(buf, pos, header, self.topic, self.partition, offset)
-                records.extend(got)
-            pos += header.length
-        if records and records[-1].offset >= end:
-            records = [r for r in records if r.offset < end]
-        return records
 
     def scan_idempotency(self, since_ms: int) -> list[tuple[bytes, int, int]]:
         """(idempotency key, offset, timestamp) of durable records newer than `since_ms`.
