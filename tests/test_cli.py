@@ -71,3 +71,53 @@ def test_serve_holds_the_lock_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
         server.wait()
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_the_commands_talk_to_a_running_server_with_url(tmp_path: Path) -> None:
+    from brook.config import hash_key
+    from tests.served import Served
+
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        f'[[auth.keys]]\nname = "cli"\nsha256 = "{hash_key("cli-key")}"\nscopes = ["admin", "produce", "consume"]\n'
+    )
+    server = Served(tmp_path / "data", config=config)
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        env = {"BROOK_API_KEY": "cli-key"}
+        runner = CliRunner(env=env)
+
+        def remote(*args: str, stdin: str = "") -> tuple[int, str]:
+            result = runner.invoke(main, [*args, "--url", url], input=stdin)
+            return result.exit_code, result.output
+
+        assert remote("topics", "create", "jobs", "--partitions", "2")[0] == 0
+        assert remote("produce", "jobs", "--key", "k", stdin="a\nb\n")[0] == 0
+        assert remote("produce", "jobs", "c", "--key", "k")[0] == 0
+        code, out = remote("consume", "jobs", "--group", "g")
+        assert (code, out.split()) == (0, ["a", "b", "c"])
+        assert remote("consume", "jobs", "--group", "g")[1] == "", (
+            "the group's position was committed on the server"
+        )
+        assert remote("consume", "jobs", "--from-beginning", "-n", "2")[1].split() == ["a", "b"]
+        code, out = remote("topics", "describe", "jobs")
+        assert code == 0 and "next offset 3" in out
+        assert "jobs\tpartitions=2\trecords=3" in remote("topics", "list")[1]
+        denied = CliRunner().invoke(main, ["topics", "list", "--url", url])
+        assert (
+            denied.exit_code == 1
+            and "unauthorized" in denied.output
+            and "Traceback" not in denied.output
+        )
+        assert remote("topics", "delete", "jobs")[0] == 0
+    finally:
+        server.close()
+
+
+def test_an_unreachable_url_is_one_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["topics", "list", "--url", "http://127.0.0.1:9"])
+    assert (
+        result.exit_code == 1
+        and "unavailable" in result.output
+        and "Traceback" not in result.output
+    )

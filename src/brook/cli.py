@@ -10,7 +10,6 @@ import ipaddress
 import secrets
 import ssl
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,27 @@ data_option = click.option(
     envvar="BROOK_DATA",
     help="Directory holding the broker's data.",
 )
+
+
+def broker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--data for an embedded broker, or --url (and --api-key) for a running `brook serve`."""
+    fn = click.option("--api-key", default=None, envvar="BROOK_API_KEY", help="API key for --url.")(
+        fn
+    )
+    fn = click.option(
+        "--url",
+        default=None,
+        envvar="BROOK_URL",
+        help="Talk to a running brook serve at this URL instead of opening --data.",
+    )(fn)
+    return data_option(fn)
+
+
+def _connect(data: str, url: str | None, api_key: str | None) -> Any:
+    """The broker to talk to: remote when --url is given, else the directory (embedded)."""
+    if url:
+        return brook.connect(url, api_key=api_key)
+    return _open(data)
 
 
 def _open(data: str) -> brook.Broker:
@@ -191,10 +211,10 @@ def topics() -> None:
 
 
 @topics.command("list")
-@data_option
+@broker_options
 @_friendly
-def topics_list(data: str) -> None:
-    with _open(data) as b:
+def topics_list(data: str, url: str | None, api_key: str | None) -> None:
+    with _connect(data, url, api_key) as b:
         for info in b.topics():
             total = sum(info.end_offsets.values())
             click.echo(f"{info.name}\tpartitions={info.partitions}\trecords={total}")
@@ -205,12 +225,18 @@ def topics_list(data: str) -> None:
 @click.option("--partitions", type=int, default=1, show_default=True)
 @click.option("--retention-ms", type=int, default=None)
 @click.option("--retention-bytes", type=int, default=None)
-@data_option
+@broker_options
 @_friendly
 def topics_create(
-    name: str, partitions: int, retention_ms: int | None, retention_bytes: int | None, data: str
+    name: str,
+    partitions: int,
+    retention_ms: int | None,
+    retention_bytes: int | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
 ) -> None:
-    with _open(data) as b:
+    with _connect(data, url, api_key) as b:
         info = b.create_topic(
             name, partitions=partitions, retention_ms=retention_ms, retention_bytes=retention_bytes
         )
@@ -219,10 +245,10 @@ def topics_create(
 
 @topics.command("describe")
 @click.argument("name")
-@data_option
+@broker_options
 @_friendly
-def topics_describe(name: str, data: str) -> None:
-    with _open(data) as b:
+def topics_describe(name: str, data: str, url: str | None, api_key: str | None) -> None:
+    with _connect(data, url, api_key) as b:
         for info in b.topics():
             if info.name == name:
                 click.echo(f"name: {info.name}\npartitions: {info.partitions}")
@@ -239,10 +265,10 @@ def topics_describe(name: str, data: str) -> None:
 
 @topics.command("delete")
 @click.argument("name")
-@data_option
+@broker_options
 @_friendly
-def topics_delete(name: str, data: str) -> None:
-    with _open(data) as b:
+def topics_delete(name: str, data: str, url: str | None, api_key: str | None) -> None:
+    with _connect(data, url, api_key) as b:
         b.delete_topic(name)
         click.echo(f"deleted {name}")
 
@@ -251,11 +277,13 @@ def topics_delete(name: str, data: str) -> None:
 @click.argument("topic")
 @click.argument("value", required=False)
 @click.option("--key", default=None, help="Key for every record (UTF-8).")
-@data_option
+@broker_options
 @_friendly
-def produce(topic: str, value: str | None, key: str | None, data: str) -> None:
+def produce(
+    topic: str, value: str | None, key: str | None, data: str, url: str | None, api_key: str | None
+) -> None:
     """Append VALUE, or each line of standard input, to TOPIC."""
-    with _open(data) as b:
+    with _connect(data, url, api_key) as b:
         t = b.topic(topic)
         key_bytes = key.encode() if key is not None else None
         if value is not None:
@@ -271,30 +299,57 @@ def produce(topic: str, value: str | None, key: str | None, data: str) -> None:
 @main.command()
 @click.argument("topic")
 @click.option("--group", default=None, help="Stream group; its position is committed.")
-@click.option("--from-beginning", is_flag=True, help="Without --group: start at the oldest record.")
+@click.option(
+    "--from-beginning", is_flag=True, help="Without --group: print every retained record."
+)
 @click.option("-n", "count", type=int, default=None, help="Stop after N records.")
-@data_option
+@broker_options
 @_friendly
 def consume(
-    topic: str, group: str | None, from_beginning: bool, count: int | None, data: str
+    topic: str,
+    group: str | None,
+    from_beginning: bool,
+    count: int | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
 ) -> None:
-    """Print records of TOPIC, one value per line, until none are left (or -n are printed)."""
-    with _open(data) as b:
-        # Without a group, a throwaway cursor that is never committed.
-        commit = group is not None
-        start = "earliest" if from_beginning or commit else "latest"
-        consumer = b.consumer(topic, group or f"cli-{threading.get_native_id()}", start=start)
+    """Print records of TOPIC, one value per line, until none are left (or -n are printed).
+
+    With --group, from the group's position, committing as it goes. Without, nothing is
+    recorded anywhere: --from-beginning reads every partition from its oldest record.
+    """
+    with _connect(data, url, api_key) as b:
+        if group is None:
+            records = _read_all(b, topic, count) if from_beginning else []
+            for record in records:
+                click.echo(record.value.decode(errors="replace"))
+            return
+        consumer = b.consumer(topic, group)
         printed = 0
         while count is None or printed < count:
             want = 500 if count is None else min(500, count - printed)
-            records = consumer.poll(max_records=want, timeout=0)
-            if not records:
+            polled = consumer.poll(max_records=want, timeout=0)
+            if not polled:
                 break
-            for record in records:
+            for record in polled:
                 click.echo(record.value.decode(errors="replace"))
-            printed += len(records)
-            if commit:
-                consumer.commit()
+            printed += len(polled)
+            consumer.commit()
+
+
+def _read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
+    t = b.topic(topic)
+    out: list[brook.Record] = []
+    for partition, start in sorted(t.start_offsets().items()):
+        offset = start
+        while count is None or len(out) < count:
+            got = t.read(partition, offset, 1000 if count is None else min(1000, count - len(out)))
+            if not got:
+                break
+            out.extend(got)
+            offset = got[-1].offset + 1
+    return out
 
 
 if __name__ == "__main__":

@@ -140,6 +140,10 @@ class AsyncTopic:
         offsets: dict[int, int] = await self._broker._do(protocol.end_offsets(self.name))
         return offsets
 
+    async def start_offsets(self) -> dict[int, int]:
+        offsets: dict[int, int] = await self._broker._do(protocol.start_offsets(self.name))
+        return offsets
+
 
 class AsyncConsumer:
     def __init__(self, broker: AsyncBroker, topic: str, group: str, start: str) -> None:

@@ -131,6 +131,13 @@ def end_offsets(topic: str) -> Call:
     )
 
 
+def start_offsets(topic: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> dict[int, int]:
+        return {int(p): o for p, o in _json(body)["start_offsets"].items()}
+
+    return Call("GET", _path("topics", topic), {}, None, {}, parse, True)
+
+
 # ---------------------------------------------------------------- records
 
 

@@ -153,6 +153,11 @@ class RemoteTopic:
         offsets: dict[int, int] = self._broker._do(protocol.end_offsets(self.name))
         return offsets
 
+    def start_offsets(self) -> dict[int, int]:
+        """The oldest retained offset of each partition."""
+        offsets: dict[int, int] = self._broker._do(protocol.start_offsets(self.name))
+        return offsets
+
     def __repr__(self) -> str:
         return f"<RemoteTopic {self.name}>"
 
