@@ -121,3 +121,28 @@ def test_an_unreachable_url_is_one_clear_error(tmp_path: Path) -> None:
         and "unavailable" in result.output
         and "Traceback" not in result.output
     )
+
+
+def test_bench_appends_what_it_says_and_reports_it(tmp_path: Path) -> None:
+    import brook
+    from tests.served import Served
+
+    data = str(tmp_path / "d")
+    code, out = run(
+        "bench", "--data", data, "--records", "500", "--batch", "50", "--producers", "3"
+    )
+    assert code == 0 and "500 records in" in out and "records/s" in out and "p99" in out
+    with brook.open(data) as b:
+        assert b.topic("bench").end_offsets() == {0: 500}
+    server = Served(tmp_path / "served")
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        code, out = run(
+            "bench", "--url", url, "--records", "40", "--producers", "4", "--topic", "t"
+        )
+        assert code == 0 and "40 records in" in out
+        assert server.request("GET", "/v1/topics/t")[1]["end_offsets"] == {"0": 40}
+    finally:
+        server.close()
+    code, out = run("bench", "--data", data, "--topic", "bad name", "--records", "5")
+    assert code == 1 and "invalid_name" in out and "Traceback" not in out

@@ -352,5 +352,56 @@ def _read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
     return out
 
 
+@main.command()
+@click.option("--topic", default="bench", show_default=True)
+@click.option("--records", "count", default=100_000, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--size", default=1024, show_default=True, type=click.IntRange(0, limits.record_bytes_max)
+)
+@click.option(
+    "--batch",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Records per call.",
+)
+@click.option(
+    "--producers", default=8, show_default=True, type=click.IntRange(1, 1024), help="Threads."
+)
+@broker_options
+@_friendly
+def bench(
+    topic: str,
+    count: int,
+    size: int,
+    batch: int,
+    producers: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Append records as fast as durability allows; report records/s and latency."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from brook import loadgen
+
+    with (
+        _connect(data, url, api_key) as b,
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+            console=None,
+        ) as bar,
+    ):
+        task = bar.add_task(f"appending to {topic}", total=count)
+        result = loadgen.run(
+            b, topic, count, size, batch, producers, lambda n: bar.advance(task, n)
+        )
+    click.echo(result.summary(size))
+
+
 if __name__ == "__main__":
     main()
