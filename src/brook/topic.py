@@ -58,17 +58,9 @@ class Topic:
         appended and the first append's ack is returned. Raises BadRequest,
         RecordTooLarge, StorageError (nothing was acknowledged).
         """
-        record, size = validate.record(value, key, headers)
-        idem = validate.idempotency_key(idempotency_key)
-        columns = Columns(
-            [record.value],
-            None if record.key is None else [record.key],
-            None if record.headers is None else [record.headers],
-            None if idem is None else [idem],
-            size,
-        )
+        columns = validate.one(value, key, headers, idempotency_key)
         state = self._broker.topic_state(self.name, create=True)
-        partition = self._partition(state, record.key)
+        partition = self._partition(state, columns.keys[0] if columns.keys else None)
         return self._broker.committer.append(AppendRequest(state.logs[partition], columns))[0]
 
     def append_many(
@@ -143,10 +135,6 @@ class Topic:
         """The oldest retained offset of each partition."""
         state = self._broker.topic_state(self.name)
         return {p.partition: p.start_offset for p in state.logs}
-
-    @property
-    def partitions(self) -> int:
-        return self._broker.topic_state(self.name).config.partitions
 
     def _check_partition(self, state: TopicState, partition: Any) -> int:
         number = validate.whole(partition, "partition")

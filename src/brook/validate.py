@@ -60,6 +60,19 @@ def record(value: Any, key: Any = None, headers: Any = None) -> tuple[Record, in
     return Record(value, key, headers), size
 
 
+def one(value: Any, key: Any = None, headers: Any = None, idempotency: Any = None) -> Columns:
+    """One record to append, checked, as Columns; raises BadRequest or RecordTooLarge."""
+    checked, size = record(value, key, headers)
+    idem = idempotency_key(idempotency)
+    return Columns(
+        [checked.value],
+        None if checked.key is None else [checked.key],
+        None if checked.headers is None else [checked.headers],
+        None if idem is None else [idem],
+        size,
+    )
+
+
 def records(items: Iterable[Any]) -> Columns:
     """Records for append_many as columns, checked; raises BadRequest or RecordTooLarge.
 

@@ -16,6 +16,7 @@ import msgspec
 
 from brook import limits, validate
 from brook.codec import decode_records, encode_batch, scan_batches
+from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.records import Ack, Record, TopicInfo
 
@@ -151,6 +152,20 @@ def append_many(
             raise BadRequest("idempotency_keys must have one entry per record")
         keys = [validate.idempotency_key(k) for k in idempotency_keys]
         columns.idempotency = None if keys.count(None) == len(keys) else keys
+    return _append(topic, columns)
+
+
+def append(
+    topic: str,
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, bytes] | None,
+    idempotency_key: bytes | str | None,
+) -> Call:
+    return _append(topic, validate.one(value, key, headers, idempotency_key))
+
+
+def _append(topic: str, columns: Columns) -> Call:
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
     safe = columns.idempotency is not None and None not in columns.idempotency
     return Call(
@@ -162,17 +177,6 @@ def append_many(
         _acks,
         safe,
     )
-
-
-def append(
-    topic: str,
-    value: bytes,
-    key: bytes | None,
-    headers: dict[str, bytes] | None,
-    idempotency_key: bytes | str | None,
-) -> Call:
-    record, _ = validate.record(value, key, headers)
-    return append_many(topic, [record], None if idempotency_key is None else [idempotency_key])
 
 
 def read(topic: str, partition: int, offset: int, limit: int) -> Call:

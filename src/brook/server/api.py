@@ -265,14 +265,11 @@ class Api:
             columns = columns_for(records, keys)
         else:
             key = request.query.get("key")
-            record, size = validate.record(request.body, None if key is None else key.encode())
-            idem = validate.idempotency_key(request.headers.get("idempotency-key"))
-            columns = Columns(
-                [record.value],
-                None if record.key is None else [record.key],
+            columns = validate.one(
+                request.body,
+                None if key is None else key.encode(),
                 None,
-                None if idem is None else [idem],
-                size,
+                request.headers.get("idempotency-key"),
             )
         state = await self._state_or_create(topic)
         acks = await self._append(state, columns)
