@@ -13,10 +13,9 @@ from typing import Any
 
 import httpx
 
-from brook.client import protocol
+from brook.client import protocol, transport
 from brook.client.protocol import Call
-from brook.client.sync import _RESENDABLE, RETRIES, RETRY_BACKOFF_S, headers_for
-from brook.errors import Unavailable
+from brook.client.transport import headers_for
 from brook.records import Ack, Record, TopicInfo
 
 
@@ -34,27 +33,13 @@ class AsyncBroker:
     async def _do(self, call: Call) -> Any:
         attempt = 0
         while True:
+            attempt += 1
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=call.headers,
-                )
-            except httpx.TimeoutException as exc:
-                raise Unavailable(f"{self.url} did not answer in time: {exc}") from None
-            except _RESENDABLE as exc:
-                attempt += 1
-                if not call.retry_safe or attempt > RETRIES:
-                    raise Unavailable(f"cannot reach {self.url}: {exc}") from None
-                await asyncio.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
-                continue
+                response = await self._http.request(**transport.request_args(call))
             except httpx.HTTPError as exc:
-                raise Unavailable(f"talking to {self.url} failed: {exc}") from None
-            if response.status_code >= 400:
-                raise protocol.error_from(response.status_code, response.content)
-            return call.parse(response.status_code, dict(response.headers), response.content)
+                await asyncio.sleep(transport.resend_after(self.url, call, attempt, exc))
+                continue
+            return transport.answer(call, response)
 
     async def create_topic(
         self,
@@ -166,8 +151,17 @@ class AsyncConsumer:
             protocol.seek(self.topic, self.group, self._start, partition, offset)
         )
 
+    async def position(self) -> dict[int, int]:
+        return (await self._state())["positions"]
+
+    async def committed(self) -> dict[int, int]:
+        return (await self._state())["committed"]
+
     async def lag(self) -> dict[int, int]:
+        return (await self._state())["lag"]
+
+    async def _state(self) -> dict[str, dict[int, int]]:
         state: dict[str, dict[int, int]] = await self._broker._do(
             protocol.group(self.topic, self.group, self._start)
         )
-        return state["lag"]
+        return state

@@ -14,24 +14,10 @@ from typing import Any
 
 import httpx
 
-from brook.client import protocol
+from brook.client import protocol, transport
 from brook.client.protocol import Call
-from brook.errors import Unavailable
+from brook.client.transport import headers_for
 from brook.records import Ack, Record, TopicInfo
-
-RETRIES = 3
-RETRY_BACKOFF_S = 0.2
-_RESENDABLE = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
-
-
-def headers_for(api_key: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 class RemoteBroker:
@@ -48,27 +34,13 @@ class RemoteBroker:
     def _do(self, call: Call) -> Any:
         attempt = 0
         while True:
+            attempt += 1
             try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=call.headers,
-                )
-            except httpx.TimeoutException as exc:
-                raise Unavailable(f"{self.url} did not answer in time: {exc}") from None
-            except _RESENDABLE as exc:
-                attempt += 1
-                if not call.retry_safe or attempt > RETRIES:
-                    raise Unavailable(f"cannot reach {self.url}: {exc}") from None
-                time.sleep(RETRY_BACKOFF_S * 2 ** (attempt - 1))
-                continue
+                response = self._http.request(**transport.request_args(call))
             except httpx.HTTPError as exc:
-                raise Unavailable(f"talking to {self.url} failed: {exc}") from None
-            if response.status_code >= 400:
-                raise protocol.error_from(response.status_code, response.content)
-            return call.parse(response.status_code, dict(response.headers), response.content)
+                time.sleep(transport.resend_after(self.url, call, attempt, exc))
+                continue
+            return transport.answer(call, response)
 
     def create_topic(
         self,

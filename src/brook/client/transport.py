@@ -1,0 +1,55 @@
+"""What the sync and async clients share about talking HTTP: the request to send,
+how to read the answer, and whether a failed call may be sent again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from brook.client import protocol
+from brook.client.protocol import Call
+from brook.errors import Unavailable
+
+RETRIES = 3
+RETRY_BACKOFF_S = 0.2
+_NOTHING_ANSWERED = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+def headers_for(api_key: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def request_args(call: Call) -> dict[str, Any]:
+    return {
+        "method": call.method,
+        "url": call.path,
+        "params": call.params,
+        "content": call.body,
+        "headers": call.headers,
+    }
+
+
+def resend_after(url: str, call: Call, attempt: int, exc: httpx.HTTPError) -> float:
+    """Seconds to wait before sending `call` again after attempt number `attempt` failed
+    with `exc`; raises Unavailable when it must not, or need not, be sent again."""
+    if isinstance(exc, _NOTHING_ANSWERED):
+        if call.retry_safe and attempt <= RETRIES:
+            return float(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+        raise Unavailable(f"cannot reach {url}: {exc}") from None
+    if isinstance(exc, httpx.TimeoutException):
+        raise Unavailable(f"{url} did not answer in time: {exc}") from None
+    raise Unavailable(f"talking to {url} failed: {exc}") from None
+
+
+def answer(call: Call, response: httpx.Response) -> Any:
+    """The call's result, or the error the server reported (as its BrookError)."""
+    if response.status_code >= 400:
+        raise protocol.error_from(response.status_code, response.content)
+    return call.parse(response.status_code, dict(response.headers), response.content)
