@@ -159,7 +159,7 @@ def serve(
     logs.setup(log_level)
     broker = _open(data)
     try:
-        uvloop.run(app.serve(broker, host, port, request_bytes_max, keys, tls))
+        uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
     finally:
         broker.close()
         brook.broker.log.info("stopped")

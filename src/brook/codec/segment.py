@@ -119,8 +119,3 @@ def decode_seal(tail: bytes, file_bytes: int) -> tuple[list[IndexEntry], int, in
         for i in range(count)
     ]
     return entries, next_offset, index_position
-
-
-def seal_bytes_max(batch_count: int) -> int:
-    """An upper bound on the size of the seal for a segment of `batch_count` batches."""
-    return _INDEX_HEADER.size + batch_count * _INDEX_ENTRY.size + TRAILER_BYTES

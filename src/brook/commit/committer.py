@@ -334,7 +334,7 @@ class Committer:
                     batch.plan.remember_inflight(self._inflight_keys)
             except Exception as exc:
                 partition_log.fail()
-                batch.error = _as_storage_error(partition_log, exc)
+                batch.error = _as_brook_error(partition_log, exc)
         return batches
 
     # ------------------------------------------------------------ syncer
@@ -378,7 +378,7 @@ class Committer:
                 partition_log.sync()
             except Exception as exc:
                 partition_log.fail(written.generation)
-                error = _as_storage_error(partition_log, exc)
+                error = _as_brook_error(partition_log, exc)
                 for batch in batches:
                     if batch.log is partition_log and batch.error is None:
                         batch.error = error
@@ -432,7 +432,7 @@ class Committer:
                 request.on_done(request)
 
 
-def _as_storage_error(partition_log: PartitionLog, exc: Exception) -> BrookError:
+def _as_brook_error(partition_log: PartitionLog, exc: Exception) -> BrookError:
     """Brook's own errors pass through; anything else is a bug, reported as StorageError."""
     if isinstance(exc, BrookError):
         return exc

@@ -3,9 +3,8 @@
 Writer side, used only by the committer (docs/ARCHITECTURE.md, "The write path"):
 `append` encodes one batch and writes it without syncing; `sync` makes what was
 written durable; `publish` then makes it readable; `fail` drops everything not
-yet published after a failed write or sync; `commit` is sync + publish for a
-caller doing both. Roll, retention and compaction run with the writer role
-while nothing is in flight. Reader side (any thread): `read`.
+yet published after a failed write or sync. Roll, retention and compaction run
+with the writer role while nothing is in flight. Reader side (any thread): `read`.
 """
 
 from __future__ import annotations
@@ -189,7 +188,7 @@ class PartitionLog:
     ) -> tuple[bytes, int]:
         """The one walk over segments: batches from `offset` below `end`, verified."""
         while offset < end:
-            index = bisect_right([s.base_offset for s in segments], offset) - 1
+            index = bisect_right(segments, offset, key=_base_offset) - 1
             segment = segments[index]
             found = segment.locate(offset, min(end, offset + limit), bytes_max)
             if found is None:
@@ -314,14 +313,6 @@ class PartitionLog:
                 )
                 self.durable_offset = done[-1].next_offset
             return True
-
-    def commit(self) -> None:
-        """Sync and publish everything appended so far (one thread doing both). Raises StorageError."""
-        if self._pending:
-            last = self._pending[-1]
-            self.sync()
-            published = self.publish(last)
-            assert published
 
     def fail(self, generation: int | None = None) -> None:
         """Drop everything appended and not yet published, on disk too if possible.
@@ -463,6 +454,10 @@ class PartitionLog:
             self.closed = True
             for segment in self.segments:
                 segment.close()
+
+
+def _base_offset(segment: Segment) -> int:
+    return segment.base_offset
 
 
 def _encode_segment(

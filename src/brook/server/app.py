@@ -75,24 +75,17 @@ class Server:
         self.broker.round_listeners.remove(self.api.new_records.notify_threadsafe)
 
 
-async def serve(
-    broker: Broker,
-    host: str,
-    port: int,
-    request_bytes_max: int = limits.request_bytes_max,
-    keys: list[ApiKey] | None = None,
-    tls: ssl.SSLContext | None = None,
-) -> None:
+async def serve(server: Server) -> None:
     """Serve until SIGTERM or SIGINT, then stop gracefully."""
-    server = Server(broker, host, port, request_bytes_max, keys, tls)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    scheme = "https" if tls is not None else "http"
-    keys_note = f"{len(keys)} API keys" if keys else "no API keys (open)"
-    shown = host if ":" not in host else f"[{host}]"
+    scheme = "https" if server.tls is not None else "http"
+    keys = len(server.auth.keys)
+    keys_note = f"{keys} API keys" if keys else "no API keys (open)"
+    shown = server.host if ":" not in server.host else f"[{server.host}]"
     log.info("listening on %s://%s:%d with %s; ready", scheme, shown, server.port, keys_note)
     await stop.wait()
     log.info("stopping: finishing requests in flight")

@@ -20,12 +20,10 @@ class Faults:
     def __init__(self) -> None:
         self.disk_full = False
         self.sync_failures = 0
-        self.syncs = 0
         self._mutex = threading.Lock()
 
     def take_sync_failure(self) -> bool:
         with self._mutex:
-            self.syncs += 1
             if self.sync_failures > 0:
                 self.sync_failures -= 1
                 return True
