@@ -48,11 +48,17 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert code == 1 and "invalid_name" in out
 
 
+def test_serve_refuses_a_bad_option_in_one_line(tmp_path: Path) -> None:
+    code, out = run("serve", "--data", str(tmp_path / "d"), "--linger-ms", "-1")
+    assert code == 2 and "--linger-ms" in out and "Traceback" not in out
+    assert not (tmp_path / "d").exists(), "nothing was opened"
+
+
 def test_serve_holds_the_lock_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     data = tmp_path / "d"
     env = {**os.environ, "BROOK_DATA": str(data)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "brook.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "brook.cli", "serve", "--port", "0", "--linger-ms", "0"],
         stderr=subprocess.PIPE,
         env=env,
         text=True,

@@ -51,9 +51,9 @@ def _connect(data: str, url: str | None, api_key: str | None) -> Any:
     return _open(data)
 
 
-def _open(data: str) -> brook.Broker:
+def _open(data: str, **options: Any) -> brook.Broker:
     try:
-        return brook.open(data)
+        return brook.open(data, **options)
     except Locked as exc:
         raise click.ClickException(f"{exc.message}; stop that broker or use its API") from None
 
@@ -134,6 +134,14 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--tls-key", default=None, envvar="BROOK_TLS_KEY", help="Private key (PEM) of --tls-cert."
 )
+@click.option(
+    "--linger-ms",
+    default=limits.linger_ms_default,
+    show_default=True,
+    type=click.FloatRange(0, 1000),
+    envvar="BROOK_LINGER_MS",
+    help="Longest a batch waits for more records before it is written and synced.",
+)
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
 @click.pass_obj
 @_friendly
@@ -146,6 +154,7 @@ def serve(
     request_bytes_max: int,
     tls_cert: str | None,
     tls_key: str | None,
+    linger_ms: float,
     log_level: str,
 ) -> None:
     """Serve the HTTP API for the broker on DATA until SIGTERM or Ctrl-C."""
@@ -157,7 +166,7 @@ def serve(
         )
     tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
-    broker = _open(data)
+    broker = _open(data, linger_ms=linger_ms)
     try:
         uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
     finally:

@@ -6,6 +6,7 @@ import re
 from array import array
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
+from operator import add
 from typing import Any
 
 from brook import limits
@@ -106,6 +107,33 @@ def records(items: Iterable[Any]) -> Columns:
             )
     columns = Columns(values, size_bytes=size)
     columns.value_ends = ends
+    return columns
+
+
+def decoded(columns: Columns) -> Columns:
+    """Records decoded from a client's batch, checked like any append; sets their size.
+
+    The batch format already guarantees the types (bytes values and keys, str
+    header names), so only sizes and idempotency keys are left to check.
+    Raises RecordTooLarge or BadRequest.
+    """
+    sizes = list(map(len, columns.values))
+    if columns.keys is not None:
+        sizes = list(map(add, sizes, [len(k) if k else 0 for k in columns.keys]))
+    if columns.headers is not None:
+        for i, headers in enumerate(columns.headers):
+            if headers:
+                sizes[i] += sum(len(name.encode()) + len(v) for name, v in headers.items())
+    largest = max(sizes, default=0)
+    if largest > limits.record_bytes_max:
+        raise RecordTooLarge(
+            f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
+        )
+    columns.bytes = sum(sizes)
+    _check_append_size(columns.bytes)
+    if columns.idempotency is not None:
+        for key in columns.idempotency:
+            idempotency_key(key)
     return columns
 
 

@@ -184,6 +184,31 @@ def test_binary_batches_in_and_out(served: Served) -> None:
     assert served.request("GET", "/v1/topics/bin")[1]["end_offsets"] == {"0": 3}
 
 
+def test_binary_batches_are_checked_like_any_append(served: Served) -> None:
+    from brook.codec import encode_batch
+    from brook.codec.batch import Columns
+
+    batch_type = {"content-type": "application/vnd.brook.batch"}
+    first = b"".join(encode_batch(0, 0, Columns([b"a", b"b"], keys=[b"k", None])))
+    second = b"".join(encode_batch(7, 0, Columns([b"c"])))
+    status, acks = served.request("POST", "/v1/topics/two/records", first + second, batch_type)
+    assert status == 200 and [a["offset"] for a in acks["acks"]] == [0, 1, 2]
+    records = served.request("GET", "/v1/topics/two/records?offset=0")[1]["records"]
+    assert [(r["value"], r.get("key")) for r in records] == [("a", "k"), ("b", None), ("c", None)]
+
+    huge = b"".join(encode_batch(0, 0, Columns([b"ok", b"x" * (8 * 1024 * 1024 + 1)])))
+    status, error = served.request("POST", "/v1/topics/two/records", huge, batch_type)
+    assert status == 413 and error["error"]["code"] == "record_too_large"
+    long_key = b"".join(encode_batch(0, 0, Columns([b"v"], idempotency=[b"i" * 257])))
+    status, error = served.request("POST", "/v1/topics/two/records", long_key, batch_type)
+    assert status == 400 and "idempotency_key" in error["error"]["message"]
+    status, acks = served.request("POST", "/v1/topics/two/records", b"", batch_type)
+    assert status == 200 and acks == {"acks": []}
+    assert served.request("GET", "/v1/topics/two")[1]["end_offsets"] == {"0": 3}, (
+        "nothing of a refused batch was appended"
+    )
+
+
 def test_unknown_paths_and_methods(served: Served) -> None:
     assert served.request("GET", "/v2/whatever")[1]["error"]["code"] == "not_found"
     status, error = served.request("PATCH", "/v1/topics")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterator, Sequence
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import NamedTuple
 
 import crc32c
@@ -224,9 +224,13 @@ def scan_batches(
     """Walk whole, checksummed batches from `start`; yield (position, header).
 
     Stops after yielding a string describing the first problem: a torn or
-    corrupt batch, a checksum mismatch, or an offset that is not the one
-    expected. Stops silently at the exact end of `buf`.
+    corrupt batch, a checksum mismatch, or (when `expect_offset` is given) a
+    batch that does not start where the one before it ended. Stops silently at
+    the exact end of `buf`. Without `expect_offset`, offsets are not checked:
+    compacted segments have gaps between batches, and a client's batches carry
+    offsets the broker ignores.
     """
+    check = expect_offset is not None
     pos = start
     while pos < len(buf):
         header = parse_header(buf, pos)
@@ -240,7 +244,8 @@ def scan_batches(
             yield f"batch at byte {pos} starts at offset {header.base_offset}, expected {expect_offset}"
             return
         yield pos, header
-        expect_offset = header.next_offset
+        if check:
+            expect_offset = header.next_offset
         pos += header.length
 
 
@@ -255,6 +260,78 @@ def _column(buf: bytes, at: int, end: int, count: int) -> tuple[list[int], int]:
     if column[0] != 0 or any(map(int.__gt__, column, column[1:])):
         raise CorruptData("batch column offsets are not increasing")
     return column, stop
+
+
+_FLAG_ORDER = (FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY)
+"""The optional columns, in the order they are laid out."""
+
+
+class _Layout(NamedTuple):
+    """Where each column of a verified batch lies: offsets lists and blob starts."""
+
+    values: list[int]
+    columns: dict[int, list[int]]
+    presence: bytes
+    starts: dict[int, int]
+
+
+def _layout(buf: bytes, pos: int, header: BatchHeader) -> _Layout:
+    """Parse the offsets columns of a verified batch and check that its blobs fill it exactly."""
+    count, flags = header.record_count, header.flags
+    end = pos + header.length
+    at = pos + BATCH_HEADER_BYTES
+    values, at = _column(buf, at, end, count)
+    columns: dict[int, list[int]] = {}
+    for flag in _FLAG_ORDER:
+        if flags & flag:
+            columns[flag], at = _column(buf, at, end, count)
+    presence = b""
+    if flags & FLAG_KEYS:
+        presence = buf[at : at + count]
+        at += count
+    # Blobs follow in column order; together they must fill the batch exactly.
+    starts: dict[int, int] = {0: at}
+    at += values[-1]
+    for flag, column in columns.items():
+        starts[flag] = at
+        at += column[-1]
+    if at != end:
+        raise CorruptData("batch blobs do not fill the batch exactly")
+    return _Layout(values, columns, presence, starts)
+
+
+def _slices(buf: bytes, start: int, ends: list[int]) -> list[bytes]:
+    return [buf[start + a : start + b] for a, b in pairwise(ends)]
+
+
+def decode_columns(buf: bytes, pos: int, header: BatchHeader) -> Columns:
+    """The records of a verified batch as Columns, ready to append again.
+
+    For batches that arrive from clients: no Record objects are built, and a
+    batch of values alone costs one slice per record. An empty idempotency key
+    means none. Raises CorruptData when the body does not hold together.
+    """
+    layout = _layout(buf, pos, header)
+    columns = Columns(_slices(buf, layout.starts[0], layout.values))
+    columns.value_ends = array("I", layout.values)
+    if FLAG_KEYS in layout.columns:
+        keys: list[bytes | None] = list(
+            _slices(buf, layout.starts[FLAG_KEYS], layout.columns[FLAG_KEYS])
+        )
+        for i, present in enumerate(layout.presence):
+            if not present:
+                keys[i] = None
+        columns.keys = keys
+    if FLAG_HEADERS in layout.columns:
+        encoded = _slices(buf, layout.starts[FLAG_HEADERS], layout.columns[FLAG_HEADERS])
+        try:
+            columns.headers = [_decode_headers(h) if h else None for h in encoded]
+        except msgspec.DecodeError as exc:
+            raise CorruptData(f"batch headers do not decode: {exc}") from None
+    if FLAG_IDEMPOTENCY in layout.columns:
+        idem = _slices(buf, layout.starts[FLAG_IDEMPOTENCY], layout.columns[FLAG_IDEMPOTENCY])
+        columns.idempotency = [k or None for k in idem]
+    return columns
 
 
 def decode_records(
@@ -273,26 +350,7 @@ def decode_records(
     together; never returns bytes from outside the batch.
     """
     count, flags = header.record_count, header.flags
-    end = pos + header.length
-    at = pos + BATCH_HEADER_BYTES
-    present = [flag for flag in (FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY) if flags & flag]
-    values, at = _column(buf, at, end, count)
-    columns: dict[int, list[int]] = {}
-    for flag in present:
-        columns[flag], at = _column(buf, at, end, count)
-    presence = b""
-    if flags & FLAG_KEYS:
-        presence = buf[at : at + count]
-        at += count
-    # Blobs follow in column order; together they must fill the batch exactly.
-    starts: dict[int, int] = {0: at}
-    at += values[-1]
-    for flag in present:
-        starts[flag] = at
-        at += columns[flag][-1]
-    if at != end:
-        raise CorruptData("batch blobs do not fill the batch exactly")
-
+    values, columns, presence, starts = _layout(buf, pos, header)
     skip = max(0, start_offset - header.base_offset)
     offsets = range(header.base_offset + skip, header.base_offset + count)
     v0, ts = starts[0], header.timestamp

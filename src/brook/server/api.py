@@ -21,12 +21,11 @@ from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.router import Router
 from brook.server.wire import (
-    ack_to_json,
     columns_for,
+    columns_from_batches,
     json_encode,
     parse_json,
     record_to_json,
-    records_from_batches,
     records_from_json,
     topic_to_json,
 )
@@ -259,10 +258,9 @@ class Api:
                 return _json({"acks": []})
             columns = columns_for(records, keys)
         elif content_type == BATCH_TYPE:
-            records, keys = records_from_batches(request.body)
-            if not records:
+            columns = columns_from_batches(request.body)
+            if not len(columns):
                 return _json({"acks": []})
-            columns = columns_for(records, keys)
         else:
             key = request.query.get("key")
             columns = validate.one(
@@ -273,7 +271,7 @@ class Api:
             )
         state = await self._state_or_create(topic)
         acks = await self._append(state, columns)
-        return _json({"acks": [ack_to_json(a) for a in acks]})
+        return _json({"acks": acks})  # an Ack encodes as {"partition", "offset", "timestamp"}
 
     async def get_records(self, request: Request, topic: str) -> Response:
         state = self._state(topic)

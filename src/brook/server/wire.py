@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 
 from brook import validate
-from brook.codec.batch import Columns, decode_records, scan_batches
+from brook.codec.batch import Columns, decode_columns, scan_batches
 from brook.errors import BadRequest, BrookError, CorruptData
-from brook.records import Ack, Record, TopicInfo
+from brook.records import Record, TopicInfo
 
 _json_decode = msgspec.json.Decoder().decode
 json_encode = msgspec.json.Encoder().encode
@@ -125,10 +125,6 @@ def record_to_json(record: Record) -> dict[str, Any]:
     return out
 
 
-def ack_to_json(ack: Ack) -> dict[str, int]:
-    return {"partition": ack.partition, "offset": ack.offset, "timestamp": ack.timestamp}
-
-
 def topic_to_json(info: TopicInfo) -> dict[str, Any]:
     return {
         "name": info.name,
@@ -144,30 +140,25 @@ def error_to_json(error: BrookError) -> bytes:
     return json_encode({"error": {"code": error.code, "message": error.message}})
 
 
-def records_from_batches(body: bytes) -> tuple[list[Record], list[bytes | None] | None]:
-    """Records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
+def columns_from_batches(body: bytes) -> Columns:
+    """The records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
 
     Offsets and timestamps inside are ignored (the broker assigns them); every
-    record is checked like any other. BadRequest when the body does not hold together.
+    record is checked like any other append. BadRequest when the body does not
+    hold together, RecordTooLarge when a record or the whole is too large.
     """
-    records: list[Record] = []
-    keys: list[bytes | None] = []
+    parts: list[Columns] = []
     for item in scan_batches(body, 0, None):
         if isinstance(item, str):
             raise BadRequest(f"the binary batch is malformed: {item}")
         position, header = item
         try:
-            got, idem = decode_records(body, position, header, "", 0, want_idempotency=True)
+            parts.append(decode_columns(body, position, header))
         except CorruptData as exc:
             raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
-        for record in got:
-            checked, _ = validate.record(record.value, record.key, record.headers)
-            records.append(checked)
-        keys.extend(idem or [None] * len(got))
-    for key in keys:
-        if key is not None:
-            validate.idempotency_key(key)
-    return records, (keys if any(k is not None for k in keys) else None)
+    if not parts:
+        return Columns([])
+    return validate.decoded(Columns.concat(parts))
 
 
 def columns_for(records: list[Record], keys: list[bytes | None] | None) -> Columns:
