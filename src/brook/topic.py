@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
-from brook.codec.batch import Columns
+from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import BadRequest, PartitionNotFound
 from brook.partitioner import partition_for_key
@@ -16,14 +16,23 @@ if TYPE_CHECKING:
     from brook.broker import Broker, TopicState
 
 
-def route(state: TopicState, columns: Columns) -> list[tuple[int, list[int], Columns]]:
-    """Split records by partition: (partition, their indexes in `columns`, their Columns).
+def route(
+    state: TopicState, columns: Columns | ClientBatches
+) -> list[tuple[int, list[int], Columns | ClientBatches]]:
+    """Split records by partition: (partition, their indexes in `columns`, their records).
 
     Keyed records go to their key's partition; unkeyed ones all go to one
-    partition chosen round-robin per call, so they stay one batch.
+    partition chosen round-robin per call, so they stay one batch. A client's
+    batches stay as they are unless their keys send them to several partitions.
     """
     partitions = state.config.partitions
     unkeyed = state.spread.next(partitions)
+    if isinstance(columns, ClientBatches):
+        if partitions == 1 or not columns.keyed:
+            return [(unkeyed, list(range(len(columns))), columns)]
+        bytes_ = columns.bytes
+        columns = columns.columns()
+        columns.bytes = bytes_
     if columns.keys is None or partitions == 1:
         return [(unkeyed, list(range(len(columns))), columns)]
     by_partition: dict[int, list[int]] = {}

@@ -10,7 +10,7 @@ from operator import add
 from typing import Any
 
 from brook import limits
-from brook.codec.batch import Columns
+from brook.codec.batch import ClientBatches, Columns
 from brook.errors import BadRequest, InvalidName, RecordTooLarge
 from brook.records import Record
 
@@ -124,17 +124,26 @@ def decoded(columns: Columns) -> Columns:
         for i, headers in enumerate(columns.headers):
             if headers:
                 sizes[i] += sum(len(name.encode()) + len(v) for name, v in headers.items())
-    largest = max(sizes, default=0)
-    if largest > limits.record_bytes_max:
-        raise RecordTooLarge(
-            f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
-        )
     columns.bytes = sum(sizes)
-    _check_append_size(columns.bytes)
+    _check_sizes(max(sizes, default=0), columns.bytes)
     if columns.idempotency is not None:
         for key in columns.idempotency:
             idempotency_key(key)
     return columns
+
+
+def client_batches(batches: ClientBatches) -> ClientBatches:
+    """A client's plain batches, checked for size; raises RecordTooLarge."""
+    _check_sizes(batches.largest, batches.bytes)
+    return batches
+
+
+def _check_sizes(largest: int, total: int) -> None:
+    if largest > limits.record_bytes_max:
+        raise RecordTooLarge(
+            f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
+        )
+    _check_append_size(total)
 
 
 def _check_append_size(size: int) -> None:

@@ -130,3 +130,48 @@ def test_segments_roll_while_batches_are_in_flight(tmp_path: Path) -> None:
         assert [r.offset for r in stored] == list(range(200))
     with brook.open(str(tmp_path), segment_bytes_max=2000) as b:
         assert len(b.topic("t").read(0, 0, 1000)) == 200
+
+
+def test_a_clients_batches_share_a_round_with_idempotent_records() -> None:
+    """A round mixing a client's batches (appended as they are) with records that need
+    de-duplication decodes the batches instead; every caller gets its own acks."""
+    from brook.codec import encode_batch
+    from brook.codec.batch import Columns, read_client_batches
+    from brook.commit import AppendRequest, Waiter
+    from brook.storage.memory import MemoryStorage
+
+    with brook.Broker(MemoryStorage()) as b:
+        log = b.topic_state("t", create=True).logs[0]
+        first = b.committer.append(AppendRequest(log, Columns([b"k0"], idempotency=[b"key"])))
+        hold, release = threading.Event(), threading.Event()
+
+        def occupy_writer() -> None:
+            hold.set()
+            release.wait()
+
+        holder = threading.Thread(target=b.committer.call, args=(occupy_writer,))
+        holder.start()
+        hold.wait()
+        body = b"".join(encode_batch(0, 0, Columns([b"c0", b"c1"], keys=[b"x", None])))
+        requests = [
+            AppendRequest(log, Columns([b"again"], idempotency=[b"key"]), Waiter()),
+            AppendRequest(log, read_client_batches(body), Waiter()),
+            AppendRequest(log, Columns([b"plain"]), Waiter()),
+        ]
+        for request in requests:
+            b.committer.submit(request)
+        release.set()
+        holder.join()
+        for request in requests:
+            assert isinstance(request.on_done, Waiter)
+            request.on_done.wait()
+        assert requests[0].result() == first, "the repeat is answered with the first ack"
+        assert [a.offset for a in requests[1].result()] == [1, 2]
+        assert [a.offset for a in requests[2].result()] == [3]
+        stored = b.topic("t").read(0, 0, 10)
+        assert [(r.value, r.key) for r in stored] == [
+            (b"k0", None),
+            (b"c0", b"x"),
+            (b"c1", None),
+            (b"plain", None),
+        ]

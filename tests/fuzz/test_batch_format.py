@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brook.codec import decode_records, encode_batch, parse_header
-from brook.codec.batch import BatchHeader, decode_columns, verify
+from brook.codec import decode_records, encode_batch, parse_header, scan_batches
+from brook.codec.batch import BatchHeader, decode_columns, read_client_batches, verify
 from brook.records import Record
 
 names = st.text(min_size=0, max_size=8)
@@ -81,6 +81,34 @@ def test_columns_round_trip(
     assert (columns.idempotency or [None] * len(recs)) == (idem or [None] * len(recs))
     again = b"".join(encode_batch(base, timestamp, columns))
     assert again == buf, "re-encoding the decoded columns gives the same bytes"
+
+
+@given(st.lists(batches, min_size=1, max_size=4), st.integers(0, 2**40), st.integers(0, 2**40))
+def test_client_batches_are_appended_as_they_are(
+    sent: list[tuple[int, int, list[Record], list[bytes | None] | None]], base: int, timestamp: int
+) -> None:
+    """A client's batches, restamped, read back as the records sent, at the broker's offsets."""
+    body = b"".join(b"".join(encode_batch(b, t, recs, idem)) for b, t, recs, idem in sent)
+    client = read_client_batches(body)
+    records = [r for _, _, recs, _ in sent for r in recs]
+    assert len(client) == len(records)
+    assert client.bytes == sum(len(r.value) + len(r.key or b"") for r in records)
+    plain = all(not r.headers for r in records) and all(
+        idem is None or idem.count(None) == len(idem) for *_, idem in sent
+    )
+    assert client.plain == plain
+    assert client.columns().values == [r.value for r in records]
+    if not client.plain:
+        return
+    written = b"".join(b"".join(parts) for _, parts in client.encode(base, timestamp))
+    got: list[Record] = []
+    for item in scan_batches(written, 0, base):
+        assert not isinstance(item, str), item
+        position, header = item
+        got.extend(decode_records(written, position, header, "t", 0)[0])
+    assert [(r.value, r.key) for r in got] == [(r.value, r.key) for r in records]
+    assert [r.offset for r in got] == list(range(base, base + len(records)))
+    assert {r.timestamp for r in got} == {timestamp}
 
 
 @given(batches, st.data())

@@ -187,6 +187,7 @@ def test_binary_batches_in_and_out(served: Served) -> None:
 def test_binary_batches_are_checked_like_any_append(served: Served) -> None:
     from brook.codec import encode_batch
     from brook.codec.batch import Columns
+    from brook.partitioner import partition_for_key
 
     batch_type = {"content-type": "application/vnd.brook.batch"}
     first = b"".join(encode_batch(0, 0, Columns([b"a", b"b"], keys=[b"k", None])))
@@ -195,6 +196,17 @@ def test_binary_batches_are_checked_like_any_append(served: Served) -> None:
     assert status == 200 and [a["offset"] for a in acks["acks"]] == [0, 1, 2]
     records = served.request("GET", "/v1/topics/two/records?offset=0")[1]["records"]
     assert [(r["value"], r.get("key")) for r in records] == [("a", "k"), ("b", None), ("c", None)]
+
+    status, got = served.request("GET", "/v1/topics/two/records?offset=2")
+    assert [r["value"] for r in got["records"]] == ["c"], "each batch of a request is indexed"
+
+    served.request("PUT", "/v1/topics/keyed", b'{"partitions": 4}')
+    keys = [b"k%d" % i for i in range(20)]
+    body = b"".join(encode_batch(0, 0, Columns([b"v" + k for k in keys], keys=list(keys))))
+    status, acks = served.request("POST", "/v1/topics/keyed/records", body, batch_type)
+    assert status == 200 and len({a["partition"] for a in acks["acks"]}) > 1
+    for key, ack in zip(keys, acks["acks"], strict=True):
+        assert ack["partition"] == partition_for_key(key, 4), "keyed records follow their key"
 
     huge = b"".join(encode_batch(0, 0, Columns([b"ok", b"x" * (8 * 1024 * 1024 + 1)])))
     status, error = served.request("POST", "/v1/topics/two/records", huge, batch_type)

@@ -53,6 +53,18 @@ def test_appendable_grows_and_reads_back(storage: Storage) -> None:
     file.close()
 
 
+def test_one_append_may_hold_more_parts_than_one_system_call_takes(storage: Storage) -> None:
+    file = storage.create_appendable("seg/many", b"")
+    parts = [bytes([i % 256]) * (i % 7 + 1) for i in range(3000)]  # IOV_MAX is 1024 on Linux
+    file.append([*parts[:1500], memoryview(b"".join(parts[1500:]))])
+    file.append(parts)
+    file.sync()
+    reader = storage.open_read("seg/many")
+    assert reader.read(0, file.size()) == b"".join(parts) * 2
+    reader.close()
+    file.close()
+
+
 def test_truncate_drops_the_tail(storage: Storage) -> None:
     file = storage.create_appendable("seg/2", b"head")
     file.append([b"0123456789"])

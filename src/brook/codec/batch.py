@@ -15,6 +15,7 @@ import struct
 from array import array
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, pairwise
+from operator import add, sub
 from typing import NamedTuple
 
 import crc32c
@@ -332,6 +333,91 @@ def decode_columns(buf: bytes, pos: int, header: BatchHeader) -> Columns:
         idem = _slices(buf, layout.starts[FLAG_IDEMPOTENCY], layout.columns[FLAG_IDEMPOTENCY])
         columns.idempotency = [k or None for k in idem]
     return columns
+
+
+class ClientBatch(NamedTuple):
+    """One checked batch from a client: its flags, record count and body (all after the header)."""
+
+    flags: int
+    records: int
+    body: memoryview
+
+
+class ClientBatches:
+    """Batches a client sent, appended as they are: only each header is rewritten
+    (base offset, timestamp, CRC32C), so no record is decoded, sliced or joined.
+
+    `plain` batches (values and keys only) may be appended this way; anything
+    with headers or idempotency keys goes through `columns()` like any append.
+    """
+
+    __slots__ = ("batches", "bytes", "count", "keyed", "largest", "plain")
+
+    idempotency = None
+    """Never any: batches holding idempotency keys are not `plain`."""
+
+    def __init__(self, batches: list[ClientBatch], sizes: list[int]) -> None:
+        self.batches = batches
+        self.count = sum(b.records for b in batches)
+        self.bytes = sum(sizes)
+        """Bytes of keys and values, as Columns.bytes counts them."""
+        self.largest = max(sizes, default=0)
+        """The largest record's key and value bytes."""
+        self.keyed = any(b.flags & FLAG_KEYS for b in batches)
+        self.plain = all(not b.flags & ~FLAG_KEYS for b in batches)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def columns(self) -> Columns:
+        """The records as Columns, decoded."""
+        parts = []
+        for flags, count, body in self.batches:
+            head = _HEADER.pack(BATCH_KIND, 0, 0, BATCH_VERSION, flags, 0, count, 0, 0, 0)
+            buf = head + bytes(body)
+            header = BatchHeader(len(buf), 0, flags, 0, count, 0)
+            parts.append(decode_columns(buf, 0, header))
+        return Columns.concat(parts)
+
+    def encode(
+        self, base_offset: int, timestamp: int
+    ) -> list[tuple[int, list[bytes | memoryview]]]:
+        """Each batch restamped with its offsets: (its base offset, its parts to write), in order."""
+        assert self.plain
+        out: list[tuple[int, list[bytes | memoryview]]] = []
+        for flags, count, body in self.batches:
+            length = BATCH_HEADER_BYTES + len(body)
+            head = _HEADER.pack(
+                BATCH_KIND, length, 0, BATCH_VERSION, flags, base_offset, count, 0, timestamp, 0
+            )
+            crc = crc32c.crc32c(body, crc32c.crc32c(head[_CRC_START:]))
+            out.append((base_offset, [head[:8] + struct.pack("<I", crc) + head[_CRC_START:], body]))
+            base_offset += count
+        return out
+
+
+def read_client_batches(body: bytes) -> ClientBatches:
+    """The whole, checksummed batches of a request body (docs/PROTOCOL.md), checked
+    to hold together; their offsets and timestamps are ignored. Raises CorruptData."""
+    batches: list[ClientBatch] = []
+    sizes: list[int] = []
+    view = memoryview(body)
+    for item in scan_batches(body, 0, None):
+        if isinstance(item, str):
+            raise CorruptData(item)
+        pos, header = item
+        layout = _layout(body, pos, header)
+        values = layout.values
+        record_sizes = map(sub, values[1:], values[:-1])
+        keys = layout.columns.get(FLAG_KEYS)
+        if keys is not None:
+            record_sizes = map(add, record_sizes, map(sub, keys[1:], keys[:-1]))
+        sizes.extend(record_sizes)
+        body_start = pos + BATCH_HEADER_BYTES
+        batches.append(
+            ClientBatch(header.flags, header.record_count, view[body_start : pos + header.length])
+        )
+    return ClientBatches(batches, sizes)
 
 
 def decode_records(

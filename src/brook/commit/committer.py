@@ -30,7 +30,7 @@ from itertools import repeat
 from typing import Any
 
 from brook import limits
-from brook.codec.batch import Columns
+from brook.codec.batch import ClientBatches, Columns
 from brook.commit.policy import flush_delay
 from brook.errors import BrookError, Closed, StorageError
 from brook.idempotency import IdempotencyIndex
@@ -52,7 +52,7 @@ class AppendRequest:
     def __init__(
         self,
         log: PartitionLog,
-        columns: Columns,
+        columns: Columns | ClientBatches,
         on_done: Callable[[AppendRequest], None] | None = None,
     ) -> None:
         self.log = log
@@ -327,10 +327,10 @@ class Committer:
             batches.append(batch)
             try:
                 batch.plan = _Plan(self.idempotency, self._inflight_keys, batch)
-                if len(batch.plan.columns):
+                if batch.plan.count:
                     if partition_log.roll_due(now_ms):
                         self._wait_synced()  # a segment is sealed only once all its batches are durable
-                    batch.written = partition_log.append(batch.plan.columns, now_ms)
+                    batch.written = partition_log.append(batch.plan.pieces, now_ms)
                     batch.plan.remember_inflight(self._inflight_keys)
             except Exception as exc:
                 partition_log.fail()
@@ -399,17 +399,18 @@ class Committer:
         plan = batch.plan
         stats = self.stats
         if batch.error is None and batch.written is not None and plan is not None:
-            stats.records_appended += len(plan.columns)
-            stats.bytes_appended += plan.columns.bytes
+            stats.records_appended += plan.count
+            stats.bytes_appended += plan.bytes
             stats.batches_written += 1
         elif batch.error is not None:
             stats.failed_batches += 1
         stats.observe_batch(time.monotonic() - batch.started)
         if batch.error is None and plan is not None:
             if batch.written is not None:
-                base, timestamp = batch.written.entry.base_offset, batch.written.entry.timestamp
+                first = batch.written.entries[0]
+                base, timestamp = first.base_offset, first.timestamp
                 partition = batch.log.partition
-                count = len(plan.columns)
+                count = plan.count
                 batch.acks_by_slot = list(
                     map(
                         Ack,
@@ -461,16 +462,34 @@ class _Plan:
         self.slots: list[range | list[int | Ack | tuple[_Batch, int]]] = []
         """Per request: indexes into this batch, durable acks, or (other batch, index)."""
         if all(r.columns.idempotency is None for r in group):
-            self.columns = Columns.concat([r.columns for r in group])
+            self.idempotency: list[bytes | None] | None = None
+            self.pieces = _pieces([r.columns for r in group])
             start = 0
             for request in group:
                 self.slots.append(range(start, start + len(request.columns)))
                 start += len(request.columns)
-            return
-        self.columns = Columns([], [], [], [])
+        else:
+            columns = self._deduplicated(index, inflight, group)
+            self.idempotency = columns.idempotency
+            self.pieces = [columns]
+        self.count = sum(map(len, self.pieces))
+        self.bytes = sum(piece.bytes for piece in self.pieces)
+
+    def _deduplicated(
+        self,
+        index: IdempotencyIndex,
+        inflight: dict[tuple[str, bytes], tuple[_Batch, int]],
+        group: list[AppendRequest],
+    ) -> Columns:
+        """The records to append once repeats of known idempotency keys are taken out."""
+        columns = Columns([], [], [], [])
         seen: dict[bytes, int] = {}
         for request in group:
-            c = request.columns
+            c = (
+                request.columns
+                if isinstance(request.columns, Columns)
+                else request.columns.columns()
+            )
             n = len(c)
             keys, headers, idem = (
                 c.keys or [None] * n,
@@ -492,27 +511,28 @@ class _Plan:
                     if key in seen:
                         slots.append(seen[key])
                         continue
-                    seen[key] = len(self.columns)
-                slots.append(len(self.columns))
-                self.columns.values.append(c.values[i])
-                self.columns.keys.append(keys[i])  # type: ignore[union-attr]
-                self.columns.headers.append(headers[i])  # type: ignore[union-attr]
-                self.columns.idempotency.append(key)  # type: ignore[union-attr]
+                    seen[key] = len(columns)
+                slots.append(len(columns))
+                columns.values.append(c.values[i])
+                columns.keys.append(keys[i])  # type: ignore[union-attr]
+                columns.headers.append(headers[i])  # type: ignore[union-attr]
+                columns.idempotency.append(key)  # type: ignore[union-attr]
             self.slots.append(slots)
         for name in ("keys", "headers", "idempotency"):
-            if all(v is None for v in getattr(self.columns, name)):
-                setattr(self.columns, name, None)
-        self.columns.bytes = sum(map(len, self.columns.values))
+            if all(v is None for v in getattr(columns, name)):
+                setattr(columns, name, None)
+        columns.bytes = sum(map(len, columns.values))
+        return columns
 
     def remember_inflight(self, inflight: dict[tuple[str, bytes], tuple[_Batch, int]]) -> None:
-        if self.columns.idempotency is not None:
-            for i, key in enumerate(self.columns.idempotency):
+        if self.idempotency is not None:
+            for i, key in enumerate(self.idempotency):
                 if key is not None:
                     inflight[(self.topic, key)] = (self.batch, i)
 
     def forget_inflight(self, inflight: dict[tuple[str, bytes], tuple[_Batch, int]]) -> None:
-        if self.columns.idempotency is not None:
-            for key in self.columns.idempotency:
+        if self.idempotency is not None:
+            for key in self.idempotency:
                 if key is not None and inflight.get((self.topic, key), (None,))[0] is self.batch:
                     inflight.pop((self.topic, key), None)
 
@@ -541,7 +561,24 @@ class _Plan:
                     resolved.append(other.acks_by_slot[i])
             else:
                 request.acks = resolved
-        if self.columns.idempotency is not None:
-            for i, key in enumerate(self.columns.idempotency):
+        if self.idempotency is not None:
+            for i, key in enumerate(self.idempotency):
                 if key is not None:
                     index.add(self.topic, key, acks[i])
+
+
+def _pieces(parts: list[Columns | ClientBatches]) -> list[Columns | ClientBatches]:
+    """Neighbouring Columns joined into one batch; a client's batches kept as they are."""
+    pieces: list[Columns | ClientBatches] = []
+    run: list[Columns] = []
+    for part in parts:
+        if isinstance(part, Columns):
+            run.append(part)
+            continue
+        if run:
+            pieces.append(Columns.concat(run))
+            run = []
+        pieces.append(part)
+    if run:
+        pieces.append(Columns.concat(run))
+    return pieces

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from brook import limits
@@ -28,7 +29,7 @@ from brook.codec import (
     parse_header,
     scan_batches,
 )
-from brook.codec.batch import FLAG_IDEMPOTENCY, Columns, verify
+from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, verify
 from brook.codec.segment import seal_position
 from brook.errors import CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, survivors
@@ -41,9 +42,10 @@ log = logging.getLogger("brook.log")
 
 
 class Written(NamedTuple):
-    """One batch appended to a partition, not yet known to be durable."""
+    """Batches appended to a partition in one write, not yet known to be durable."""
 
-    entry: IndexEntry
+    entries: list[IndexEntry]
+    """One per batch; the first holds the base offset and timestamp of them all."""
     end_bytes: int
     next_offset: int
     generation: int
@@ -253,8 +255,9 @@ class PartitionLog:
 
     # ----------------------------------------------------------- the writer
 
-    def append(self, columns: Columns, timestamp: int) -> Written:
-        """Write one batch without syncing; returns what was written.
+    def append(self, pieces: Sequence[Columns | ClientBatches], timestamp: int) -> Written:
+        """Write records as one batch per piece (a client's batches as they are),
+        in one write and without syncing; returns what was written.
 
         Timestamps never go backwards within a partition, even if the clock does.
         Rolls the segment first when it is due and nothing is awaiting a sync
@@ -271,21 +274,28 @@ class PartitionLog:
                 self._roll(timestamp)
                 active = self.segments[-1]
             assert active.appender is not None
-            base = self.next_offset
-            parts = encode_batch(base, timestamp, columns)
             position = active.appender.size()
+            base = self.next_offset
+            parts: list[bytes | memoryview] = []
+            entries: list[IndexEntry] = []
+            for piece in pieces:
+                batches: list[tuple[int, list[bytes | memoryview]]] = (
+                    piece.encode(base, timestamp)
+                    if isinstance(piece, ClientBatches)
+                    else [(base, list(encode_batch(base, timestamp, piece)))]
+                )
+                for batch_base, batch in batches:
+                    entries.append(IndexEntry(batch_base, position, timestamp))
+                    parts.extend(batch)
+                    position += sum(map(len, batch))
+                base += len(piece)
             self._broken = True  # until the append returns, the tail is unknown
-            active.appender.reserve(sum(map(len, parts)))
+            active.appender.reserve(position - active.appender.size())
             active.appender.append(parts)
             self._broken = False
-            self.next_offset += len(columns)
+            self.next_offset = base
             self.last_timestamp = timestamp
-            written = Written(
-                IndexEntry(base, position, timestamp),
-                active.appender.size(),
-                self.next_offset,
-                self._generation,
-            )
+            written = Written(entries, active.appender.size(), base, self._generation)
             self._pending.append(written)
             return written
 
@@ -309,7 +319,7 @@ class PartitionLog:
             if done:
                 self._pending = self._pending[len(done) :]
                 self.segments[-1].publish(
-                    [w.entry for w in done], done[-1].end_bytes, done[-1].next_offset
+                    [e for w in done for e in w.entries], done[-1].end_bytes, done[-1].next_offset
                 )
                 self.durable_offset = done[-1].next_offset
             return True

@@ -11,7 +11,7 @@ from typing import Any
 
 from brook import limits, validate
 from brook.broker import Broker, TopicState
-from brook.codec.batch import Columns
+from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
 from brook.records import Ack
@@ -22,10 +22,10 @@ from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.router import Router
 from brook.server.wire import (
     columns_for,
-    columns_from_batches,
     json_encode,
     parse_json,
     record_to_json,
+    records_from_batches,
     records_from_json,
     topic_to_json,
 )
@@ -170,7 +170,7 @@ class Api:
             )
             return state
 
-    async def _append(self, state: TopicState, columns: Columns) -> list[Ack]:
+    async def _append(self, state: TopicState, columns: Columns | ClientBatches) -> list[Ack]:
         """Append through the committer without blocking the loop; acks in input order."""
         futures = []
         for partition, indexes, part in route(state, columns):
@@ -250,15 +250,19 @@ class Api:
         return _json({"deleted": topic})
 
     async def post_records(self, request: Request, topic: str) -> Response:
-        validate.topic_name(topic)
+        try:
+            state: TopicState | None = self._state(topic)
+        except TopicNotFound:
+            state = None  # created below, once the body has proved sound
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        columns: Columns | ClientBatches
         if content_type == JSON_TYPE:
             records, keys = records_from_json(parse_json(request.body))
             if not records:
                 return _json({"acks": []})
             columns = columns_for(records, keys)
         elif content_type == BATCH_TYPE:
-            columns = columns_from_batches(request.body)
+            columns = records_from_batches(request.body)
             if not len(columns):
                 return _json({"acks": []})
         else:
@@ -269,7 +273,8 @@ class Api:
                 None,
                 request.headers.get("idempotency-key"),
             )
-        state = await self._state_or_create(topic)
+        if state is None:
+            state = await self._state_or_create(topic)
         acks = await self._append(state, columns)
         return _json({"acks": acks})  # an Ack encodes as {"partition", "offset", "timestamp"}
 

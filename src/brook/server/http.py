@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -68,14 +69,22 @@ def error_response(error: BrookError) -> Response:
 App = Callable[[Request], Awaitable[Response]]
 
 
-def _head(response: Response, keep_alive: bool) -> bytes:
-    reason = HTTPStatus(response.status).phrase
+@functools.lru_cache(maxsize=256)
+def _head_start(status: int, content_type: str, keep_alive: bool) -> bytes:
+    """The head of a response up to its length: the same for most responses."""
     connection = "keep-alive" if keep_alive else "close"
-    extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers)
     return (
-        f"HTTP/1.1 {response.status} {reason}\r\ncontent-type: {response.content_type}\r\n"
-        f"content-length: {len(response.body)}\r\nconnection: {connection}\r\n{extra}\r\n"
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: {content_type}\r\n"
+        f"connection: {connection}\r\ncontent-length: "
     ).encode()
+
+
+def _head(response: Response, keep_alive: bool) -> bytes:
+    start = _head_start(response.status, response.content_type, keep_alive)
+    if not response.headers:
+        return b"%s%d\r\n\r\n" % (start, len(response.body))
+    extra = "".join(f"{name}: {value}\r\n" for name, value in response.headers).encode()
+    return b"%s%d\r\n%s\r\n" % (start, len(response.body), extra)
 
 
 class Connections:

@@ -23,6 +23,10 @@ class Route(NamedTuple):
     key), or None (open to all, like /v1/health)."""
 
 
+MATCHES_REMEMBERED_MAX = 4096
+"""Paths whose match is kept; the memory is forgotten whole when it fills."""
+
+
 class Router:
     """Matches by path segments: templates are grouped by segment count, and a
     template's literal segments must equal the path's (cheaper than regexes)."""
@@ -30,6 +34,8 @@ class Router:
     def __init__(self) -> None:
         self._routes: list[tuple[tuple[str, ...], dict[str, Route], str]] = []
         self._by_length: dict[int, list[tuple[tuple[str, ...], dict[str, Route]]]] = {}
+        self._matched: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
+        """Recent matches: most requests repeat a few paths (one topic, one group)."""
 
     def add(self, method: str, template: str, handler: Handler, scope: str | None) -> None:
         segments = tuple(template.strip("/").split("/"))
@@ -43,7 +49,16 @@ class Router:
         self._by_length.setdefault(len(segments), []).append((segments, methods))
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
-        """The route and its path parameters; NotFound or MethodNotAllowed otherwise."""
+        """The route and its path parameters (not to be changed); NotFound or MethodNotAllowed."""
+        found = self._matched.get((method, path))
+        if found is None:
+            found = self._match(method, path)
+            if len(self._matched) >= MATCHES_REMEMBERED_MAX:
+                self._matched.clear()
+            self._matched[(method, path)] = found
+        return found
+
+    def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         parts = path.strip("/").split("/")
         for segments, methods in self._by_length.get(len(parts), ()):
             params: dict[str, str] = {}

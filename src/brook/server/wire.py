@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from brook import validate
-from brook.codec.batch import Columns, decode_columns, scan_batches
+from brook.codec.batch import ClientBatches, Columns, read_client_batches
 from brook.errors import BadRequest, BrookError, CorruptData
 from brook.records import Record, TopicInfo
 
@@ -140,25 +140,22 @@ def error_to_json(error: BrookError) -> bytes:
     return json_encode({"error": {"code": error.code, "message": error.message}})
 
 
-def columns_from_batches(body: bytes) -> Columns:
+def records_from_batches(body: bytes) -> Columns | ClientBatches:
     """The records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
 
-    Offsets and timestamps inside are ignored (the broker assigns them); every
-    record is checked like any other append. BadRequest when the body does not
-    hold together, RecordTooLarge when a record or the whole is too large.
+    Batches of values and keys only are kept as they are, to be appended
+    without decoding; others are decoded into Columns. Offsets and timestamps
+    inside are ignored (the broker assigns them); every record is checked like
+    any other append. BadRequest when the body does not hold together,
+    RecordTooLarge when a record or the whole is too large.
     """
-    parts: list[Columns] = []
-    for item in scan_batches(body, 0, None):
-        if isinstance(item, str):
-            raise BadRequest(f"the binary batch is malformed: {item}")
-        position, header = item
-        try:
-            parts.append(decode_columns(body, position, header))
-        except CorruptData as exc:
-            raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
-    if not parts:
-        return Columns([])
-    return validate.decoded(Columns.concat(parts))
+    try:
+        batches = read_client_batches(body)
+        if batches.plain:
+            return validate.client_batches(batches)
+        return validate.decoded(batches.columns())
+    except CorruptData as exc:
+        raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
 
 
 def columns_for(records: list[Record], keys: list[bytes | None] | None) -> Columns:

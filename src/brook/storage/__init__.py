@@ -32,7 +32,7 @@ class ReadFile(Protocol):
 class AppendFile(Protocol):
     """A file that grows at its end: the active segment."""
 
-    def append(self, parts: Sequence[bytes]) -> None:
+    def append(self, parts: Sequence[bytes | memoryview]) -> None:
         """Write `parts` at the end, in order. Not durable until `sync`."""
         ...
 

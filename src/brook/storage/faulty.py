@@ -36,7 +36,7 @@ class FaultyAppendFile:
         self._faults = faults
         self._name = name
 
-    def append(self, parts: Sequence[bytes]) -> None:
+    def append(self, parts: Sequence[bytes | memoryview]) -> None:
         if self._faults.disk_full:
             data = b"".join(parts)
             self._inner.append([data[: len(data) // 2]])

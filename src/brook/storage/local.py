@@ -19,6 +19,8 @@ from brook import limits
 from brook.errors import Locked, StorageError
 from brook.storage import check_name
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX")
+
 LOCK_FILE = "LOCK"
 log = logging.getLogger("brook.storage")
 
@@ -96,14 +98,20 @@ class LocalAppendFile:
             return
         self._allocated += step
 
-    def append(self, parts: Sequence[bytes]) -> None:
+    def append(self, parts: Sequence[bytes | memoryview]) -> None:
         want = sum(map(len, parts))
         try:
-            written = os.pwritev(self._fd, parts, self._size)
-            while written < want:
-                # A short write: finish the remainder, which raises if the disk is full.
-                rest = b"".join(parts)[written:]
-                written += os.pwrite(self._fd, rest, self._size + written)
+            at = self._size
+            for start in range(0, len(parts), _IOV_MAX):  # pwritev takes at most IOV_MAX parts
+                group = parts[start : start + _IOV_MAX]
+                size = sum(map(len, group))
+                done = os.pwritev(self._fd, group, at)
+                if done < size:
+                    # A short write: finish the remainder, which raises if the disk is full.
+                    whole = memoryview(b"".join(group))
+                    while done < size:
+                        done += os.pwrite(self._fd, whole[done:], at + done)
+                at += size
         except OSError as exc:
             raise _fail("append to", self._name, exc) from None
         self._size += want

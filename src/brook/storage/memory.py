@@ -40,7 +40,7 @@ class MemoryAppendFile:
     def __init__(self, file: _File) -> None:
         self._file = file
 
-    def append(self, parts: Sequence[bytes]) -> None:
+    def append(self, parts: Sequence[bytes | memoryview]) -> None:
         for part in parts:
             self._file.data += part
 
