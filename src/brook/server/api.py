@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from brook.broker import Broker, TopicState
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
+from brook.log.partition import PartitionLog
 from brook.records import Ack
 from brook.server import openapi
 from brook.server.auth import Authenticator, may_use
@@ -172,17 +174,14 @@ class Api:
 
     async def _append(self, state: TopicState, columns: Columns | ClientBatches) -> list[Ack]:
         """Append through the committer without blocking the loop; acks in input order."""
-        futures = []
-        for partition, indexes, part in route(state, columns):
-            future: asyncio.Future[AppendRequest] = self.loop.create_future()
-
-            def done(
-                request: AppendRequest, future: asyncio.Future[AppendRequest] = future
-            ) -> None:
-                self.completions.done(future, request)
-
-            self.broker.committer.submit(AppendRequest(state.logs[partition], part, done))
-            futures.append((indexes, future))
+        routed = route(state, columns)
+        if len(routed) == 1:  # one partition: its acks are already in input order
+            partition, _, part = routed[0]
+            return (await self._submit(state.logs[partition], part)).result()
+        futures = [
+            (indexes, self._submit(state.logs[partition], part))
+            for partition, indexes, part in routed
+        ]
         acks: list[Ack] = [Ack(0, 0, 0)] * len(columns)
         error: BrookError | None = None
         for indexes, future in futures:
@@ -195,6 +194,15 @@ class Api:
         if error is not None:
             raise error
         return acks
+
+    def _submit(
+        self, log: PartitionLog, columns: Columns | ClientBatches
+    ) -> asyncio.Future[AppendRequest]:
+        """Hand records to the committer; the future resolves on the loop once answered."""
+        future: asyncio.Future[AppendRequest] = self.loop.create_future()
+        done = functools.partial(self.completions.done, future)
+        self.broker.committer.submit(AppendRequest(log, columns, done))
+        return future
 
     async def _wait(self, deadline: float, has_data: Any) -> bool:
         """Wait until `has_data()` or the deadline (or the server stops); returns has_data()."""
