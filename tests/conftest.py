@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,36 @@ import pytest
 
 import brook
 from brook.broker import Broker
+from tests.s3server import CREDENTIALS, MotoServer
 from tests.served import Served
 
 
-@pytest.fixture(params=["local", "memory", "remote"])
+@pytest.fixture(scope="session")
+def moto() -> Iterator[MotoServer]:
+    """moto's S3 server, shared by the session; each test takes a fresh prefix."""
+    saved = {name: os.environ.get(name) for name in CREDENTIALS}
+    os.environ.update(CREDENTIALS)
+    server = MotoServer()
+    yield server
+    server.close()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(params=["local", "memory", "s3", "remote"])
 def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """One API, three ways: embedded on disk, embedded in memory, and over HTTP
-    (`brook serve` in a subprocess, reached with brook.connect)."""
+    """One API, four ways: embedded on disk, in memory, on S3 (moto's server), and over
+    HTTP (`brook serve` in a subprocess, reached with brook.connect)."""
+    if request.param == "s3":
+        moto: MotoServer = request.getfixturevalue("moto")
+        with brook.open(
+            moto.fresh_url(), endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "cache")
+        ) as b:
+            yield b
+        return
     if request.param == "remote":
         server = Served(tmp_path / "served")
         client = brook.connect(f"http://127.0.0.1:{server.port}")

@@ -35,24 +35,39 @@ __version__ = "0.1.0"
 
 
 def open(location: str = "./brook-data", **options: Any) -> Broker:
-    """Open an embedded broker on a local directory or "memory://".
+    """Open an embedded broker on a local directory, "s3://bucket/prefix" or "memory://".
 
     Options are Broker's keyword arguments (linger_ms, batch_bytes_max,
-    segment_bytes_max, ...) and, for a directory, preallocate_bytes. Raises
-    Locked if another broker holds the location.
+    segment_bytes_max, ...); for a directory also preallocate_bytes; for S3
+    endpoint_url, region, cache_dir and cache_bytes (credentials come from the
+    usual AWS_* environment variables). Raises Locked if another broker holds
+    a directory; on S3 the newest broker wins and older ones get Fenced.
     """
     from brook.storage.local import LocalStorage
     from brook.storage.memory import MemoryStorage
 
     if not isinstance(location, str) or not location:
-        raise BadRequest("location must be a directory path, 'file://DIR' or 'memory://'")
+        raise BadRequest(
+            "location must be a directory path, 'file://DIR', 's3://bucket/prefix' or 'memory://'"
+        )
     preallocate = options.pop("preallocate_bytes", None)
+    if location.startswith("s3://"):
+        from brook.storage.s3 import S3Storage
+
+        s3_options = {
+            name: options.pop(name)
+            for name in ("endpoint_url", "region", "cache_dir", "cache_bytes")
+            if name in options
+        }
+        return Broker(S3Storage(location, **s3_options), **options)
     if location == "memory://":
         return Broker(MemoryStorage(), **options)
     if location.startswith("file://"):
         location = location.removeprefix("file://")
     elif "://" in location:
-        raise BadRequest(f"unsupported storage {location!r}: use a directory path or memory://")
+        raise BadRequest(
+            f"unsupported storage {location!r}: use a directory path, s3://bucket/prefix or memory://"
+        )
     storage = LocalStorage(location) if preallocate is None else LocalStorage(location, preallocate)
     return Broker(storage, **options)
 

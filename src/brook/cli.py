@@ -142,6 +142,35 @@ def _is_loopback(host: str) -> bool:
     envvar="BROOK_LINGER_MS",
     help="Longest a batch waits for more records before it is written and synced.",
 )
+@click.option(
+    "--storage",
+    default=None,
+    envvar="BROOK_STORAGE",
+    help="Keep everything in object storage instead of --data: s3://bucket/prefix "
+    "(credentials from the AWS_* environment variables).",
+)
+@click.option(
+    "--endpoint-url",
+    default=None,
+    envvar="BROOK_ENDPOINT_URL",
+    help="S3-compatible endpoint for --storage (MinIO, R2, ...); AWS when not given.",
+)
+@click.option("--region", default=None, envvar="BROOK_REGION", help="Region for --storage.")
+@click.option(
+    "--cache-dir",
+    default="./brook-cache",
+    show_default=True,
+    envvar="BROOK_CACHE_DIR",
+    help="Local read cache for --storage; may be lost at any time.",
+)
+@click.option(
+    "--cache-bytes",
+    default=limits.cache_bytes_default,
+    show_default=True,
+    type=click.IntRange(0),
+    envvar="BROOK_CACHE_BYTES",
+    help="Most disk space the read cache of --storage may use.",
+)
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
 @click.pass_obj
 @_friendly
@@ -155,9 +184,14 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     linger_ms: float,
+    storage: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    cache_dir: str,
+    cache_bytes: int,
     log_level: str,
 ) -> None:
-    """Serve the HTTP API for the broker on DATA until SIGTERM or Ctrl-C."""
+    """Serve the HTTP API for the broker on --data (or --storage) until SIGTERM or Ctrl-C."""
     keys = settings.keys if settings is not None else []
     if not _is_loopback(host) and not keys and not insecure:
         raise click.ClickException(
@@ -166,7 +200,17 @@ def serve(
         )
     tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
-    broker = _open(data, linger_ms=linger_ms)
+    if storage is not None:
+        broker = _open(
+            storage,
+            linger_ms=linger_ms,
+            endpoint_url=endpoint_url,
+            region=region,
+            cache_dir=cache_dir,
+            cache_bytes=cache_bytes,
+        )
+    else:
+        broker = _open(data, linger_ms=linger_ms)
     try:
         uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
     finally:

@@ -37,6 +37,10 @@ segment_bytes_max_default = 128 * MIB
 segment_ms_max_default = 24 * 60 * 60 * 1000
 """A segment is sealed once its first batch is this old, so time retention can free it."""
 
+# Object storage.
+cache_bytes_default = 1024 * MIB
+"""Disk space the S3 backend's read cache may use (`cache_bytes`)."""
+
 # Reads.
 read_records_max = 10_000
 """A read returns at most this many records; larger limits are capped, not rejected."""

@@ -6,7 +6,8 @@ Backends: `local` (a directory), `memory` (tests and experiments), and the test-
 
 Durability contract, the same for every backend:
 - `write_atomic`, `create_appendable`, `truncate`, `delete` are durable when they return.
-- `AppendFile.append` is not durable until a later `sync` returns.
+- `AppendFile.append` is not durable until a later `sync` returns, and only synced bytes are
+  sure to be read back (the log never reads past what it knows is durable).
 - A failing operation raises StorageError; after a failed `sync` nothing written
   since the last successful one may be assumed durable.
 """

@@ -1,0 +1,466 @@
+"""S3-compatible object storage behind the storage port: the bucket is the database.
+
+Everything lives under one prefix: the manifest (catalog and writer epoch, see
+manifest.py), immutable whole-file objects, and the numbered chunk objects of
+appendable files. A sync of an appendable file is one PUT of the bytes
+appended since the last sync, and returns only once the store has answered
+200 OK; nothing is acknowledged before.
+
+Single writer (SPEC §0): `lock` takes the prefix over by bumping the epoch in
+the manifest with If-Match. The previous owner then fails:
+- on its next catalog change (If-Match on a manifest it no longer has);
+- on its next chunk PUT: `open_appendable` puts an empty fence chunk at the
+  next number of every file it opens, and chunks are created with
+  If-None-Match, so the old owner's PUT of that number is refused.
+Both raise Fenced, and nothing it writes afterwards is ever read: the fence
+ends its chunk sequences, and its catalog changes are never made.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from brook import limits
+from brook.errors import Fenced, StorageError
+from brook.storage import check_name
+from brook.storage.s3 import manifest as m
+from brook.storage.s3.cache import ObjectCache
+from brook.storage.s3.objects import Bucket, Changed, Exists
+
+log = logging.getLogger("brook.storage.s3")
+
+INLINE_BYTES_MAX = 4 * 1024
+"""Files up to this size live in the manifest itself (one PUT to replace)."""
+FENCE_ATTEMPTS_MAX = 20
+
+
+def _fenced(what: str) -> Fenced:
+    return Fenced(
+        f"{what}: another broker has taken over this bucket prefix; this one must stop writing"
+    )
+
+
+class ChunkTable:
+    """Where the synced chunks of one appendable file start; grows by `add` only."""
+
+    def __init__(self, prefix: str, sizes: Sequence[int]) -> None:
+        self.prefix = prefix
+        self.starts: list[int] = []
+        self.sizes: list[int] = []
+        self.size = 0
+        for size in sizes:
+            self.add(size)
+
+    def add(self, size: int) -> None:
+        # Readers may bisect concurrently: append the size before the start, and
+        # grow `size` last, so a reader never sees a chunk it cannot find.
+        self.sizes.append(size)
+        self.starts.append(self.size)
+        self.size += size
+
+    @property
+    def next_seq(self) -> int:
+        return len(self.starts)
+
+    def cut(self, seq: int) -> None:
+        """Forget chunks from `seq` on (the file is being cut back)."""
+        del self.starts[seq:]
+        del self.sizes[seq:]
+        self.size = self.starts[-1] + self.sizes[-1] if self.starts else 0
+
+    def spans(self, position: int, end: int) -> list[tuple[int, int, int]]:
+        """(seq, from, to) within each chunk covering bytes [position, end)."""
+        out = []
+        seq = max(0, bisect_right(self.starts, position) - 1)
+        while seq < len(self.starts) and self.starts[seq] < end:
+            start, size = self.starts[seq], self.sizes[seq]
+            if size:  # fences are empty chunks
+                out.append((seq, max(position, start) - start, min(end, start + size) - start))
+            seq += 1
+        return out
+
+
+class S3Storage:
+    def __init__(
+        self,
+        url: str,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        cache_dir: str | Path | None = None,
+        cache_bytes: int = limits.cache_bytes_default,
+    ) -> None:
+        self.bucket = Bucket(url, endpoint_url, region)
+        self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
+        self._mutex = threading.Lock()
+        """Guards the manifest, its ETag and the chunk tables."""
+        self._manifest: m.Manifest | None = None
+        self._etag = ""
+        self._ids = itertools.count()
+        self._tables: dict[str, ChunkTable] = {}
+
+    # ------------------------------------------------------------ ownership
+
+    def lock(self) -> None:
+        """Take the prefix over: bump the epoch (If-Match), or create the manifest."""
+        for _ in range(FENCE_ATTEMPTS_MAX):
+            found = self.bucket.get(m.MANIFEST_KEY)
+            try:
+                if found is None:
+                    manifest = m.Manifest(epoch=1)
+                    self._etag = self.bucket.create(m.MANIFEST_KEY, m.encode(manifest))
+                else:
+                    try:
+                        manifest = m.decode(found[0])
+                    except ValueError as exc:
+                        raise StorageError(f"{self.bucket.url}: {exc}") from None
+                    manifest.epoch += 1
+                    self._etag = self.bucket.replace(m.MANIFEST_KEY, m.encode(manifest), found[1])
+            except (Exists, Changed):
+                continue  # another broker moved first; read again and go after it
+            self._manifest = manifest
+            log.info("took over %s as writer epoch %d", self.bucket.url, manifest.epoch)
+            return
+        raise StorageError(
+            f"{self.bucket.url}: could not take the prefix over; brokers keep racing"
+        )
+
+    @property
+    def epoch(self) -> int:
+        return self._catalog().epoch
+
+    def _catalog(self) -> m.Manifest:
+        assert self._manifest is not None, "lock() first"
+        return self._manifest
+
+    def _new_name(self, kind: str) -> str:
+        return f"{kind}/{self._catalog().epoch}-{next(self._ids)}"
+
+    def _change(self, edit: Callable[[dict[str, m.Entry]], None]) -> None:
+        """Apply `edit` to the catalog and write the manifest (If-Match); raises Fenced."""
+        with self._mutex:
+            changed = m.copy(self._catalog())
+            edit(changed.files)
+            raw = m.encode(changed)
+            try:
+                self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
+            except Changed:
+                raise _fenced("changing the catalog") from None
+            except StorageError:
+                self._settle_manifest(raw)
+            self._manifest = changed
+
+    def _settle_manifest(self, written: bytes) -> None:
+        """After a failed manifest PUT: was it stored? Keep going if so, else raise."""
+        found = self.bucket.get(m.MANIFEST_KEY)
+        if found is not None and found[0] == written:
+            self._etag = found[1]
+            return
+        if found is not None and found[1] != self._etag:
+            raise _fenced("changing the catalog")
+        raise StorageError(f"{self.bucket.url}: the manifest could not be written")
+
+    # ------------------------------------------------------------ objects
+
+    def _fetch(self, key: str) -> bytes:
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                return cached
+        found = self.bucket.get(key)
+        if found is None:
+            raise StorageError(f"{self.bucket.url}: object {key} is missing")
+        if self.cache is not None:
+            self.cache.put(key, found[0])
+        return found[0]
+
+    def _delete_objects(self, entry: m.Entry) -> None:
+        """Remove what an entry pointed at (after the catalog stopped pointing at it)."""
+        try:
+            if entry.key is not None:
+                self.bucket.delete(entry.key)
+                if self.cache is not None:
+                    self.cache.forget(entry.key)
+            if entry.chunks is not None:
+                for key, _ in self.bucket.list(entry.chunks):
+                    self.bucket.delete(key)
+                    if self.cache is not None:
+                        self.cache.forget(key)
+        except StorageError as exc:
+            # Unreferenced objects cost storage, never correctness.
+            log.warning("could not remove objects no longer used: %s", exc)
+
+    # ------------------------------------------------------------ the port
+
+    def write_atomic(self, name: str, data: bytes) -> None:
+        check_name(name)
+        if len(data) <= INLINE_BYTES_MAX:
+            entry = m.Entry(data=bytes(data), size=len(data))
+        else:
+            key = self._new_name("objects")
+            self.bucket.create(key, data)
+            entry = m.Entry(key=key, size=len(data))
+        old = self._catalog().files.get(name)
+
+        def put(files: dict[str, m.Entry]) -> None:
+            files[name] = entry
+
+        self._change(put)
+        if old is not None:
+            self._delete_objects(old)
+
+    def read_all(self, name: str) -> bytes | None:
+        entry = self._catalog().files.get(name)
+        if entry is None:
+            return None
+        if entry.data is not None:
+            return entry.data
+        reader = S3ReadFile(self, name)
+        return reader.read(0, reader.size())
+
+    def create_appendable(self, name: str, initial: bytes) -> S3AppendFile:
+        check_name(name)
+        prefix = self._new_name("chunks") + "/"
+        self.bucket.create(m.chunk_key(prefix, 0), initial)
+        old = self._catalog().files.get(name)
+
+        def add(files: dict[str, m.Entry]) -> None:
+            files[name] = m.Entry(chunks=prefix)
+
+        self._change(add)
+        if old is not None:
+            self._delete_objects(old)
+        table = ChunkTable(prefix, [len(initial)])
+        with self._mutex:
+            self._tables[name] = table
+        return S3AppendFile(self, name, table)
+
+    def open_appendable(self, name: str) -> S3AppendFile:
+        """Open an appendable file and fence it: no earlier owner can add a chunk after this."""
+        entry = self._entry(name)
+        if entry.chunks is None:
+            raise StorageError(f"{name} is not an appendable file")
+        for _ in range(FENCE_ATTEMPTS_MAX):
+            table = self._load_table(entry.chunks)
+            try:
+                self.bucket.create(m.chunk_key(entry.chunks, table.next_seq), b"")
+            except Exists:
+                continue  # the previous owner just added one: read again, fence after it
+            table.add(0)
+            with self._mutex:
+                self._tables[name] = table
+            return S3AppendFile(self, name, table)
+        raise StorageError(f"{name}: could not fence the previous owner's chunks")
+
+    def _entry(self, name: str) -> m.Entry:
+        entry = self._catalog().files.get(name)
+        if entry is None:
+            raise StorageError(f"opening {name} failed: no such file")
+        return entry
+
+    def _load_table(self, prefix: str) -> ChunkTable:
+        """The chunks of a file, numbered from 0 with no gap (later ones were never synced)."""
+        sizes: list[int] = []
+        for key, size in self.bucket.list(prefix):
+            if m.chunk_seq(key) != len(sizes):
+                break
+            sizes.append(size)
+        return ChunkTable(prefix, sizes)
+
+    def table(self, name: str, entry: m.Entry) -> ChunkTable:
+        """The chunk table of an appendable file: the live one if this broker holds it."""
+        assert entry.chunks is not None
+        with self._mutex:
+            table = self._tables.get(name)
+        if table is None or table.prefix != entry.chunks:
+            table = self._load_table(entry.chunks)
+            with self._mutex:
+                self._tables[name] = table
+        return table
+
+    def open_read(self, name: str) -> S3ReadFile:
+        self._entry(name)
+        return S3ReadFile(self, name)
+
+    def list(self, prefix: str) -> list[str]:
+        return sorted(n for n in self._catalog().files if n.startswith(prefix))
+
+    def delete(self, name: str) -> None:
+        self._remove(lambda n: n == name)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._remove(lambda n: n.startswith(prefix))
+
+    def _remove(self, chosen: Callable[[str], bool]) -> None:
+        gone = {n: e for n, e in self._catalog().files.items() if chosen(n)}
+        if not gone:
+            return
+
+        def drop(files: dict[str, m.Entry]) -> None:
+            for name in gone:
+                files.pop(name, None)
+
+        self._change(drop)
+        with self._mutex:
+            for name in gone:
+                self._tables.pop(name, None)
+        for entry in gone.values():
+            self._delete_objects(entry)
+
+    def close(self) -> None:
+        """Nothing to release: ownership passes to the next broker that takes the prefix."""
+
+
+class S3ReadFile:
+    """Reads of one file through the catalog, so a file rewritten meanwhile reads whole."""
+
+    def __init__(self, storage: S3Storage, name: str) -> None:
+        self._storage = storage
+        self._name = name
+
+    def _now(self) -> m.Entry:
+        return self._storage._entry(self._name)
+
+    def read(self, position: int, length: int) -> bytes:
+        entry = self._now()
+        if entry.data is not None:
+            return entry.data[position : position + length]
+        if entry.key is not None:
+            end = min(position + length, entry.size)
+            if position >= end:
+                return b""
+            return self._storage._fetch(entry.key)[position:end]
+        table = self._storage.table(self._name, entry)
+        assert table is not None
+        parts = []
+        for seq, start, stop in table.spans(position, position + length):
+            chunk = self._storage._fetch(m.chunk_key(table.prefix, seq))
+            parts.append(chunk[start:stop])
+        return b"".join(parts)
+
+    def size(self) -> int:
+        entry = self._now()
+        if entry.chunks is not None:
+            return self._storage.table(self._name, entry).size
+        return entry.size
+
+    def close(self) -> None:
+        pass
+
+
+class S3AppendFile:
+    """An appendable file as chunk objects: each `sync` PUTs what was appended since the last.
+
+    `append` and `sync` may run on different threads (the committer's writer
+    and syncer); a sync takes what was appended before it started.
+    """
+
+    def __init__(self, storage: S3Storage, name: str, table: ChunkTable) -> None:
+        self._storage = storage
+        self._name = name
+        self._table = table
+        self._lock = threading.Lock()
+        self._pending: list[bytes | memoryview] = []
+        self._pending_bytes = 0
+        self._unsure: tuple[int, bytes] | None = None
+        """A chunk whose PUT failed without an answer: it may or may not be stored."""
+
+    def append(self, parts: Sequence[bytes | memoryview]) -> None:
+        with self._lock:
+            self._pending.extend(parts)
+            self._pending_bytes += sum(map(len, parts))
+
+    def reserve(self, size: int) -> None:
+        pass  # objects need no preallocation
+
+    def size(self) -> int:
+        with self._lock:
+            return self._table.size + self._pending_bytes
+
+    def sync(self) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_bytes = 0
+        seq = self._table.next_seq
+        self._put(seq, data)
+        self._table.add(len(data))
+        if self._storage.cache is not None:
+            self._storage.cache.put(m.chunk_key(self._table.prefix, seq), data)
+
+    def _put(self, seq: int, data: bytes) -> None:
+        """Store chunk `seq`; returns only once the store has it. Raises Fenced or StorageError."""
+        self._settle_unsure()
+        key = m.chunk_key(self._table.prefix, seq)
+        try:
+            self._storage.bucket.create(key, data)
+        except Exists:
+            # Either a retry of our own PUT that had already landed, or the fence
+            # of a broker that took over; only our own bytes mean success.
+            found = self._storage.bucket.get(key)
+            if found is None or found[0] != data:
+                raise _fenced(f"writing {self._name}") from None
+        except StorageError:
+            self._unsure = (seq, data)
+            raise
+
+    def _settle_unsure(self) -> None:
+        """Before reusing a chunk number whose PUT had no answer: remove it if it landed.
+
+        Its records were never acknowledged (the callers got StorageError and
+        the log cut them back), so the number is free for the next sync.
+        """
+        if self._unsure is None:
+            return
+        seq, data = self._unsure
+        key = m.chunk_key(self._table.prefix, seq)
+        found = self._storage.bucket.get(key)
+        if found is not None:
+            if found[0] != data:
+                raise _fenced(f"writing {self._name}")
+            self._storage.bucket.delete(key)
+        if self._storage.cache is not None:
+            self._storage.cache.forget(key)
+        self._unsure = None
+
+    def truncate(self, size: int) -> None:
+        with self._lock:
+            if size >= self._table.size:
+                keep = size - self._table.size
+                joined = b"".join(self._pending)[:keep]
+                self._pending = [joined] if joined else []
+                self._pending_bytes = len(joined)
+                return
+            self._pending = []
+            self._pending_bytes = 0
+        self._cut_synced(size)
+
+    def _cut_synced(self, size: int) -> None:
+        """Cut durable chunks back to `size` (a damaged tail found by recovery)."""
+        self._settle_unsure()
+        table = self._table
+        spans = table.spans(size, table.size)
+        first_seq, keep, _ = spans[0]
+        head = b""
+        if keep:
+            head = self._storage._fetch(m.chunk_key(table.prefix, first_seq))[:keep]
+        for seq, _, _ in reversed(spans):
+            key = m.chunk_key(table.prefix, seq)
+            self._storage.bucket.delete(key)
+            if self._storage.cache is not None:
+                self._storage.cache.forget(key)
+        table.cut(first_seq)
+        if head:
+            self._put(first_seq, head)
+            table.add(len(head))
+
+    def close(self) -> None:
+        with self._lock:
+            self._pending = []
+            self._pending_bytes = 0

@@ -1,0 +1,179 @@
+"""The object store as Brook uses it: a handful of operations with clear outcomes.
+
+A thin shell over obstore (Rust's object_store; chosen over boto3 for its lower
+cost per request and memory, see docs/ARCHITECTURE.md). Every outcome the
+storage layer must tell apart gets its own answer: a create refused because
+the object exists (`Exists`), a conditional replace refused because the object
+changed (`Changed`), a missing object (None), and any other failure
+(StorageError). Requests are counted for the cost metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.store import S3Store
+
+from brook.errors import StorageError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig
+
+
+class Exists(Exception):
+    """A create was refused: the object is already there."""
+
+
+class Changed(Exception):
+    """A conditional replace was refused: the object is not the version we knew."""
+
+
+class RequestCounts:
+    """Requests made and bytes moved, by kind: what an S3 bill is made of."""
+
+    KINDS = ("put", "get", "list", "delete", "head")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = dict.fromkeys(self.KINDS, 0)
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    def add(self, kind: str, sent: int = 0, received: int = 0) -> None:
+        with self._lock:
+            self.requests[kind] += 1
+            self.bytes_sent += sent
+            self.bytes_received += received
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """("bucket", "prefix") of "s3://bucket/prefix"; StorageError when it is not one."""
+    if not url.startswith("s3://"):
+        raise StorageError(f"not an s3:// URL: {url!r}")
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    if not bucket:
+        raise StorageError(f"the URL {url!r} names no bucket (s3://bucket/prefix)")
+    return bucket, prefix.strip("/")
+
+
+def _failure(action: str, key: str, exc: Exception) -> StorageError:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return StorageError(f"S3 {action} of {key} failed: {first_line}")
+
+
+class Bucket:
+    """One bucket and prefix; keys below are relative to the prefix."""
+
+    def __init__(
+        self,
+        url: str,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        request_timeout_s: float = 30.0,
+        retries_max: int = 3,
+    ) -> None:
+        self.url = url
+        bucket, prefix = split_url(url)
+        client: ClientConfig = {
+            "timeout": timedelta(seconds=request_timeout_s),
+            "connect_timeout": timedelta(seconds=5),
+        }
+        if endpoint_url is not None and endpoint_url.startswith("http://"):
+            client["allow_http"] = True
+        retry: RetryConfig = {
+            "max_retries": retries_max,
+            "retry_timeout": timedelta(seconds=request_timeout_s),
+            "backoff": {
+                "init_backoff": timedelta(milliseconds=100),
+                "max_backoff": timedelta(seconds=2),
+                "base": 2,
+            },
+        }
+        options: dict[str, Any] = {}
+        if endpoint_url is not None:
+            options["endpoint"] = endpoint_url
+        if region is not None:
+            options["region"] = region
+        try:
+            self._store = S3Store(
+                bucket,
+                prefix=prefix or None,
+                client_options=client,
+                retry_config=retry,
+                **options,
+            )
+        except Exception as exc:
+            raise StorageError(f"cannot use {url}: {exc}") from None
+        self.counts = RequestCounts()
+
+    def create(self, key: str, data: bytes | memoryview) -> str:
+        """Store a new object; returns its ETag. Raises Exists or StorageError."""
+        self.counts.add("put", sent=len(data))
+        try:
+            return str(obstore.put(self._store, key, data, mode="create")["e_tag"])
+        except AlreadyExistsError:
+            raise Exists(key) from None
+        except Exception as exc:
+            raise _failure("create", key, exc) from None
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        """Replace the object if it still has `etag`; returns the new ETag.
+        Raises Changed or StorageError."""
+        self.counts.add("put", sent=len(data))
+        try:
+            return str(obstore.put(self._store, key, data, mode={"e_tag": etag})["e_tag"])
+        except PreconditionError:
+            raise Changed(key) from None
+        except Exception as exc:
+            raise _failure("replace", key, exc) from None
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag, or None when it does not exist."""
+        try:
+            result = obstore.get(self._store, key)
+            data = bytes(result.bytes())
+        except FileNotFoundError:
+            self.counts.add("get")
+            return None
+        except Exception as exc:
+            self.counts.add("get")
+            raise _failure("read", key, exc) from None
+        self.counts.add("get", received=len(data))
+        return data, str(result.meta["e_tag"])
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object that must exist."""
+        try:
+            data = bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except Exception as exc:
+            self.counts.add("get")
+            raise _failure("read", key, exc) from None
+        self.counts.add("get", received=len(data))
+        return data
+
+    def list(self, prefix: str) -> list[tuple[str, int]]:
+        """(key, size) of every object under `prefix`, sorted by key."""
+        self.counts.add("list")
+        try:
+            found = [
+                (str(meta["path"]), int(meta["size"]))
+                for page in obstore.list(self._store, prefix)
+                for meta in page
+            ]
+        except Exception as exc:
+            raise _failure("listing", prefix, exc) from None
+        return sorted(found)
+
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing one is not an error."""
+        self.counts.add("delete")
+        try:
+            obstore.delete(self._store, key)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise _failure("delete", key, exc) from None

@@ -1,0 +1,152 @@
+"""The S3 backend on moto's server: the bucket is the database, and one writer owns it."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import brook
+from brook.broker import Broker
+from brook.errors import BrookError, Fenced, StorageError
+from brook.records import Record
+from brook.storage.s3 import S3Storage
+from brook.storage.s3.objects import Bucket
+from tests.s3server import MotoServer
+
+
+def opened(moto: MotoServer, url: str, cache: Path, **options: Any) -> Broker:
+    return brook.open(url, endpoint_url=moto.endpoint, cache_dir=str(cache), **options)
+
+
+def values(b: Broker, topic: str, partition: int = 0) -> list[bytes]:
+    return [r.value for r in b.topic(topic).read(partition, 0, 10_000)]
+
+
+def abandon(b: Broker) -> None:
+    """Stop a broker's threads the way a dead machine would not: without a word to the bucket."""
+    with contextlib.suppress(BrookError):
+        b.close()
+
+
+def test_a_fresh_machine_serves_every_acknowledged_record_and_position(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    first = opened(moto, url, tmp_path / "cache")
+    first.create_topic("orders", partitions=2)
+    orders = first.topic("orders")
+    acks = orders.append_many([Record(b"v%d" % i, key=b"k%d" % i) for i in range(50)])
+    acks.append(orders.append(b"single", key=b"k1", headers={"h": b"1"}))
+    consumer = first.consumer("orders", "billing")
+    consumer.poll(max_records=20, timeout=0)
+    consumer.commit()
+    committed = consumer.committed()
+    ends = orders.end_offsets()
+    shutil.rmtree(tmp_path / "cache")  # the machine and its disk are gone
+
+    second = opened(moto, url, tmp_path / "new-cache")
+    assert second.topic("orders").end_offsets() == ends
+    for ack in acks:
+        record = second.topic("orders").read(ack.partition, ack.offset, 1)[0]
+        assert (record.offset, record.timestamp) == (ack.offset, ack.timestamp)
+    assert second.topic("orders").read(acks[-1].partition, acks[-1].offset, 1)[0].headers == {
+        "h": b"1"
+    }
+    assert second.consumer("orders", "billing").committed() == committed
+    abandon(first)
+    second.close()
+
+
+def test_the_newer_broker_fences_the_older_and_nothing_it_writes_is_seen(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    old = opened(moto, url, tmp_path / "old")
+    old.topic("t").append(b"before")
+    new = opened(moto, url, tmp_path / "new")
+    with pytest.raises(Fenced):
+        old.topic("t").append(b"after the takeover")
+    with pytest.raises(Fenced):
+        old.create_topic("other")
+    new.topic("t").append(b"new owner")
+    assert values(new, "t") == [b"before", b"new owner"]
+    abandon(old)
+    new.close()
+    third = opened(moto, url, tmp_path / "third")
+    assert values(third, "t") == [b"before", b"new owner"]
+    assert [t.name for t in third.topics()] == ["t"]
+    third.close()
+
+
+class LandsThenFails:
+    """A bucket whose next write is stored but answered with an error (a lost response)."""
+
+    def __init__(self, inner: Bucket, method: str) -> None:
+        self._inner = inner
+        self._method = method
+        self.armed = True
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+        if name != self._method:
+            return method
+
+        def landed_then_failed(*args: Any) -> Any:
+            result = method(*args)
+            if self.armed:
+                self.armed = False
+                raise StorageError("S3 write failed: connection reset")
+            return result
+
+        return landed_then_failed
+
+
+def test_a_chunk_stored_without_an_answer_is_never_served(moto: MotoServer, tmp_path: Path) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint, cache_dir=tmp_path / "c")
+    with Broker(storage) as b:
+        t = b.topic("t")
+        t.append(b"one")
+        real = storage.bucket
+        storage.bucket = LandsThenFails(real, "create")  # type: ignore[assignment]
+        with pytest.raises(StorageError):
+            t.append(b"told it failed")
+        t.append(b"two")
+        assert values(b, "t") == [b"one", b"two"]
+    with opened(moto, url, tmp_path / "other") as again:
+        assert values(again, "t") == [b"one", b"two"]
+
+
+def test_a_catalog_change_stored_without_an_answer_goes_on(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    with Broker(storage) as b:
+        storage.bucket = LandsThenFails(storage.bucket, "replace")  # type: ignore[assignment]
+        b.create_topic("made", partitions=2)
+        b.topic("made").append(b"x", key=b"k")
+    with opened(moto, url, tmp_path / "other") as again:
+        assert [(t.name, t.partitions) for t in again.topics()] == [("made", 2)]
+
+
+def test_reads_come_from_the_cache_which_stays_within_its_bound(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    bound = 64 * 1024
+    with opened(moto, moto.fresh_url(), tmp_path / "c", cache_bytes=bound) as b:
+        storage = b.storage
+        assert isinstance(storage, S3Storage) and storage.cache is not None
+        t = b.topic("t")
+        for i in range(200):
+            t.append(b"%04d" % i + b"x" * 1000)
+        gets = storage.bucket.counts.requests["get"]
+        recent = t.read(0, 190, 10)
+        assert [r.value[:4] for r in recent] == [b"%04d" % i for i in range(190, 200)]
+        assert storage.bucket.counts.requests["get"] == gets, "recent data is read from the cache"
+        assert len(t.read(0, 0, 10_000)) == 200, "evicted data is fetched again"
+        assert storage.cache.size_bytes <= bound
