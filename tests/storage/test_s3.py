@@ -150,3 +150,41 @@ def test_reads_come_from_the_cache_which_stays_within_its_bound(
         assert storage.bucket.counts.requests["get"] == gets, "recent data is read from the cache"
         assert len(t.read(0, 0, 10_000)) == 200, "evicted data is fetched again"
         assert storage.cache.size_bytes <= bound
+
+
+def test_serve_on_s3_reports_what_the_bucket_bills_for(moto: MotoServer, tmp_path: Path) -> None:
+    from tests.served import Served
+
+    url = moto.fresh_url()
+    server = Served(
+        tmp_path / "unused",
+        "--storage",
+        url,
+        "--endpoint-url",
+        moto.endpoint,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
+    try:
+        for i in range(3):
+            status, _ = server.request("POST", "/v1/topics/t/records", b"record %d" % i)
+            assert status == 200
+        status, got = server.request("GET", "/v1/topics/t/records?offset=0")
+        assert [r["value"] for r in got["records"]] == ["record 0", "record 1", "record 2"]
+        status, text = server.request("GET", "/metrics")
+        metrics = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+        assert metrics['brook_object_requests_total{kind="put"}'] >= 3, (
+            "a PUT per acknowledged sync"
+        )
+        assert metrics["brook_object_bytes_sent_total"] > 0
+        assert 'brook_cache_reads_total{result="hit"}' in metrics
+        assert server.stop() == 0
+    finally:
+        server.close()
+    assert not (tmp_path / "unused").exists(), "--storage keeps nothing in --data"
+    with opened(moto, url, tmp_path / "other") as again:
+        assert values(again, "t") == [b"record 0", b"record 1", b"record 2"]

@@ -81,6 +81,39 @@ class BrookCollector(Collector):
             for partition, records in consumer.lag().items():
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
+        yield from self._object_storage()
+
+    def _object_storage(self) -> Iterator[Metric]:
+        """What the object store bills for: requests by kind and bytes moved (S3 only)."""
+        bucket = getattr(self.broker.storage, "bucket", None)
+        if bucket is None:
+            return
+        counts = bucket.counts
+        requests = CounterMetricFamily(
+            "brook_object_requests", "Requests made to the object store", labels=["kind"]
+        )
+        for kind, count in counts.requests.items():
+            requests.add_metric([kind], count)
+        yield requests
+        yield CounterMetricFamily(
+            "brook_object_bytes_sent", "Bytes sent to the object store", value=counts.bytes_sent
+        )
+        yield CounterMetricFamily(
+            "brook_object_bytes_received",
+            "Bytes received from the object store",
+            value=counts.bytes_received,
+        )
+        cache = getattr(self.broker.storage, "cache", None)
+        if cache is not None:
+            hits = CounterMetricFamily(
+                "brook_cache_reads", "Reads of objects by the local cache", labels=["result"]
+            )
+            hits.add_metric(["hit"], cache.hits)
+            hits.add_metric(["miss"], cache.misses)
+            yield hits
+            yield GaugeMetricFamily(
+                "brook_cache_bytes", "Disk space the local cache uses", value=cache.size_bytes
+            )
 
 
 def registry_for(broker: Broker, requests: RequestCounts) -> CollectorRegistry:
