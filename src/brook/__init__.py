@@ -56,7 +56,7 @@ def open(location: str = "./brook-data", **options: Any) -> Broker:
 
         s3_options = {
             name: options.pop(name)
-            for name in ("endpoint_url", "region", "cache_dir", "cache_bytes")
+            for name in ("endpoint_url", "region", "cache_dir", "cache_bytes", "request_timeout_s")
             if name in options
         }
         return Broker(S3Storage(location, **s3_options), **options)

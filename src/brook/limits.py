@@ -40,6 +40,8 @@ segment_ms_max_default = 24 * 60 * 60 * 1000
 # Object storage.
 cache_bytes_default = 1024 * MIB
 """Disk space the S3 backend's read cache may use (`cache_bytes`)."""
+object_request_timeout_s_default = 30.0
+"""Longest one object-store request may take, retries included, before it fails."""
 
 # Reads.
 read_records_max = 10_000

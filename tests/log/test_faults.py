@@ -47,6 +47,25 @@ def test_a_full_disk_fails_the_batch_and_appends_resume_when_space_returns(
         assert all_values(b) == [b"a", b"b", b"c", b"d"]
 
 
+def test_a_roll_that_seals_but_cannot_start_the_next_segment_is_finished_later(
+    faulty: FaultyStorage,
+) -> None:
+    with brook.Broker(faulty, segment_bytes_max=300) as b:
+        t = b.topic("t")
+        t.append(b"x" * 100)
+        while b.topic_state("t").logs[0].segments[-1].durable_bytes < 300:
+            t.append(b"x" * 100)  # the append after the segment is full rolls it
+        before = all_values(b)
+        faulty.faults.create_failures = 1
+        with pytest.raises(StorageError, match="EIO"):
+            t.append(b"rolls, then fails")
+        assert all_values(b) == before
+        assert t.append(b"next").offset == len(before), "the next append starts the segment"
+        assert all_values(b) == [*before, b"next"]
+    with brook.Broker(faulty, segment_bytes_max=300) as b:
+        assert all_values(b) == [*before, b"next"]
+
+
 def test_a_failed_fsync_is_never_acknowledged(faulty: FaultyStorage) -> None:
     with brook.Broker(faulty) as b:
         t = b.topic("t")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +189,56 @@ def test_serve_on_s3_reports_what_the_bucket_bills_for(moto: MotoServer, tmp_pat
     assert not (tmp_path / "unused").exists(), "--storage keeps nothing in --data"
     with opened(moto, url, tmp_path / "other") as again:
         assert values(again, "t") == [b"record 0", b"record 1", b"record 2"]
+
+
+class Gated:
+    """A bucket whose creates wait at a gate: a PUT held in flight."""
+
+    def __init__(self, inner: Bucket) -> None:
+        self._inner = inner
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create(self, key: str, data: bytes) -> str:
+        self.entered.set()
+        self.gate.wait(timeout=30)
+        return self._inner.create(key, data)
+
+
+def test_bytes_in_flight_count_and_a_cut_cancels_them(moto: MotoServer, tmp_path: Path) -> None:
+    storage = S3Storage(moto.fresh_url(), endpoint_url=moto.endpoint)
+    storage.lock()
+    file = storage.create_appendable("seg/a", b"head")
+    gated = Gated(storage.bucket)
+    storage.bucket = gated  # type: ignore[assignment]
+    file.append([b"first"])
+    outcome: list[BaseException | None] = []
+
+    def sync() -> None:
+        try:
+            file.sync()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    syncing = threading.Thread(target=sync)
+    syncing.start()
+    gated.entered.wait(timeout=30)
+    file.append([b"second"])
+    assert file.size() == len(b"headfirstsecond"), "bytes in flight are part of the size"
+    file.truncate(4)  # a failure cuts the file back to what is durable
+    gated.gate.set()
+    syncing.join(timeout=30)
+    assert isinstance(outcome[0], StorageError), "a cancelled sync is not a durable one"
+    assert file.size() == 4
+    file.append([b"again"])
+    file.sync()
+    reader = storage.open_read("seg/a")
+    assert reader.read(0, 100) == b"headagain", "the cancelled chunk never shows"
+    storage.bucket = gated._inner  # type: ignore[assignment]
+    again = S3Storage(storage.bucket.url, endpoint_url=moto.endpoint)
+    again.lock()
+    assert again.read_all("seg/a") == b"headagain"

@@ -270,7 +270,7 @@ class PartitionLog:
             if self._broken:
                 self._repair()
             active = self.segments[-1]
-            if not self._pending and self._should_roll(active, timestamp):
+            if not self._pending and (active.sealed or self._should_roll(active, timestamp)):
                 self._roll(timestamp)
                 active = self.segments[-1]
             assert active.appender is not None
@@ -351,6 +351,11 @@ class PartitionLog:
     def _repair(self) -> None:
         """Cut the active segment back to its durable bytes (raises StorageError)."""
         active = self.segments[-1]
+        if active.sealed:
+            # A roll sealed it but could not start the next segment: the seal is
+            # durable and nothing follows it; the next append starts the segment.
+            self._broken = False
+            return
         assert active.appender is not None
         active.appender.truncate(active.durable_bytes)
         self._broken = False

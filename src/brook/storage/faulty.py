@@ -20,6 +20,8 @@ class Faults:
     def __init__(self) -> None:
         self.disk_full = False
         self.sync_failures = 0
+        self.create_failures = 0
+        """Creates of appendable files that fail (as a full directory or a lost answer would)."""
         self._mutex = threading.Lock()
 
     def take_sync_failure(self) -> bool:
@@ -78,6 +80,9 @@ class FaultyStorage:
 
     def create_appendable(self, name: str, initial: bytes) -> AppendFile:
         self._check_space(name)
+        if self.faults.create_failures > 0:
+            self.faults.create_failures -= 1
+            raise StorageError(f"creating {name} failed: EIO (Input/output error)")
         return FaultyAppendFile(self.inner.create_appendable(name, initial), self.faults, name)
 
     def open_appendable(self, name: str) -> AppendFile:

@@ -93,8 +93,9 @@ class S3Storage:
         region: str | None = None,
         cache_dir: str | Path | None = None,
         cache_bytes: int = limits.cache_bytes_default,
+        request_timeout_s: float = limits.object_request_timeout_s_default,
     ) -> None:
-        self.bucket = Bucket(url, endpoint_url, region)
+        self.bucket = Bucket(url, endpoint_url, region, request_timeout_s)
         self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
         self._mutex = threading.Lock()
         """Guards the manifest, its ETag and the chunk tables."""
@@ -148,20 +149,22 @@ class S3Storage:
             raw = m.encode(changed)
             try:
                 self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
-            except Changed:
-                raise _fenced("changing the catalog") from None
-            except StorageError:
-                self._settle_manifest(raw)
+            except (Changed, StorageError) as exc:
+                self._settle_manifest(raw, exc)
             self._manifest = changed
 
-    def _settle_manifest(self, written: bytes) -> None:
-        """After a failed manifest PUT: was it stored? Keep going if so, else raise."""
+    def _settle_manifest(self, written: bytes, failure: Exception) -> None:
+        """After a manifest PUT that failed: it may have landed anyway (a lost answer, or
+        a retry refused because the first try had landed). Go on if the manifest holds
+        what we wrote; Fenced if another broker changed it; else StorageError."""
         found = self.bucket.get(m.MANIFEST_KEY)
         if found is not None and found[0] == written:
             self._etag = found[1]
             return
         if found is not None and found[1] != self._etag:
             raise _fenced("changing the catalog")
+        if isinstance(failure, StorageError):
+            raise failure
         raise StorageError(f"{self.bucket.url}: the manifest could not be written")
 
     # ------------------------------------------------------------ objects
@@ -177,6 +180,21 @@ class S3Storage:
         if self.cache is not None:
             self.cache.put(key, found[0])
         return found[0]
+
+    def _create_own(self, key: str, data: bytes) -> None:
+        """Create an object under a key only this broker uses (its epoch is in the key).
+
+        A create refused because the key exists means a retry of this very PUT
+        found the first try stored; anything else there is damage.
+        """
+        try:
+            self.bucket.create(key, data)
+        except Exists:
+            found = self.bucket.get(key)
+            if found is None or found[0] != data:
+                raise StorageError(
+                    f"{self.bucket.url}: {key} holds bytes this broker did not write"
+                ) from None
 
     def _delete_objects(self, entry: m.Entry) -> None:
         """Remove what an entry pointed at (after the catalog stopped pointing at it)."""
@@ -202,7 +220,7 @@ class S3Storage:
             entry = m.Entry(data=bytes(data), size=len(data))
         else:
             key = self._new_name("objects")
-            self.bucket.create(key, data)
+            self._create_own(key, data)
             entry = m.Entry(key=key, size=len(data))
         old = self._catalog().files.get(name)
 
@@ -225,7 +243,7 @@ class S3Storage:
     def create_appendable(self, name: str, initial: bytes) -> S3AppendFile:
         check_name(name)
         prefix = self._new_name("chunks") + "/"
-        self.bucket.create(m.chunk_key(prefix, 0), initial)
+        self._create_own(m.chunk_key(prefix, 0), initial)
         old = self._catalog().files.get(name)
 
         def add(files: dict[str, m.Entry]) -> None:
@@ -356,7 +374,12 @@ class S3AppendFile:
     """An appendable file as chunk objects: each `sync` PUTs what was appended since the last.
 
     `append` and `sync` may run on different threads (the committer's writer
-    and syncer); a sync takes what was appended before it started.
+    and syncer), and a `truncate` (a failed batch being cut back) may come
+    while a sync's PUT is on its way. So the bytes are in three places:
+    synced (in the chunk table), in flight (taken by the running sync) and
+    pending; `size()` counts all three. A truncate during a PUT cancels it:
+    whatever the store answers, those bytes are not part of the file, and
+    their chunk number is settled before it is used again.
     """
 
     def __init__(self, storage: S3Storage, name: str, table: ChunkTable) -> None:
@@ -366,8 +389,11 @@ class S3AppendFile:
         self._lock = threading.Lock()
         self._pending: list[bytes | memoryview] = []
         self._pending_bytes = 0
+        self._inflight = b""
+        self._cuts = 0
+        """Bumped by every truncate, so a sync can tell its PUT was cancelled."""
         self._unsure: tuple[int, bytes] | None = None
-        """A chunk whose PUT failed without an answer: it may or may not be stored."""
+        """A chunk whose PUT got no answer, or was cancelled: it may or may not be stored."""
 
     def append(self, parts: Sequence[bytes | memoryview]) -> None:
         with self._lock:
@@ -379,18 +405,31 @@ class S3AppendFile:
 
     def size(self) -> int:
         with self._lock:
-            return self._table.size + self._pending_bytes
+            return self._table.size + len(self._inflight) + self._pending_bytes
 
     def sync(self) -> None:
+        """PUT what was appended so far as the next chunk. Raises StorageError, or Fenced."""
         with self._lock:
             if not self._pending:
                 return
-            data = b"".join(self._pending)
+            data = self._inflight = b"".join(self._pending)
             self._pending = []
             self._pending_bytes = 0
+            cuts = self._cuts
         seq = self._table.next_seq
-        self._put(seq, data)
-        self._table.add(len(data))
+        try:
+            self._put(seq, data)
+        except BaseException:
+            with self._lock:
+                if self._inflight is data:
+                    self._inflight = b""
+            raise
+        with self._lock:
+            if self._cuts != cuts:  # cut back while in flight: not part of the file
+                self._unsure = (seq, data)
+                raise StorageError(f"the sync of {self._name} was cancelled by a failure")
+            self._inflight = b""
+            self._table.add(len(data))
         if self._storage.cache is not None:
             self._storage.cache.put(m.chunk_key(self._table.prefix, seq), data)
 
@@ -431,12 +470,15 @@ class S3AppendFile:
 
     def truncate(self, size: int) -> None:
         with self._lock:
+            self._cuts += 1
             if size >= self._table.size:
-                keep = size - self._table.size
-                joined = b"".join(self._pending)[:keep]
-                self._pending = [joined] if joined else []
-                self._pending_bytes = len(joined)
+                unsynced = self._inflight + b"".join(self._pending)
+                kept = unsynced[: size - self._table.size]
+                self._inflight = b""
+                self._pending = [kept] if kept else []
+                self._pending_bytes = len(kept)
                 return
+            self._inflight = b""
             self._pending = []
             self._pending_bytes = 0
         self._cut_synced(size)
@@ -464,3 +506,4 @@ class S3AppendFile:
         with self._lock:
             self._pending = []
             self._pending_bytes = 0
+            self._inflight = b""

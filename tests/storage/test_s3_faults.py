@@ -1,0 +1,100 @@
+"""Faults between the broker and S3: 5xx answers, lost answers, resets, slow answers, timeouts.
+
+Producers append through a proxy that harms a share of the requests (tests/s3proxy.py).
+Every call either returns an ack or raises StorageError; afterwards, read straight
+from the bucket: every acknowledged record is there, byte for byte, at its offset;
+offsets are dense; and once S3 behaves, the broker works again without a restart.
+Set BROOK_SEED to replay; the seed is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+
+import brook
+from brook.errors import BrookError, StorageError
+from brook.records import Ack
+from tests.s3proxy import Fault, FaultyProxy, random_faults
+from tests.s3server import MotoServer
+
+PRODUCERS = 4
+APPENDS = 40
+
+
+def test_faults_lose_nothing_acknowledged_and_ack_nothing_unstored(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
+    print(f"S3 fault test seed: {seed} (replay with BROOK_SEED={seed})")
+    url = moto.fresh_url()
+    proxy = FaultyProxy(moto.port)
+    acked: dict[tuple[int, int], bytes] = {}
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+    try:
+        b = brook.open(
+            url,
+            endpoint_url=proxy.endpoint,
+            cache_dir=str(tmp_path / "cache"),
+            request_timeout_s=1.0,
+            segment_bytes_max=8 * 1024,  # segments roll under the faults too
+        )
+        b.create_topic("f", partitions=2)
+        harm = random_faults(seed, rate=0.12)
+        slow = random.Random(seed + 1)
+
+        def plan(method: str, path: str) -> Fault | None:
+            if slow.random() < 0.01:
+                return Fault(hang=True)  # the client's timeout must end it
+            return harm(method, path)
+
+        proxy.plan = plan
+
+        def produce(thread: int) -> None:
+            topic = b.topic("f")
+            for n in range(APPENDS):
+                value = f"{seed}/{thread}/{n}/".encode() + random.Random(n).randbytes(300)
+                try:
+                    ack: Ack = topic.append(value, key=b"k%d" % (n % 5))
+                except StorageError as exc:
+                    assert "S3" in exc.message or "dropped" in exc.message, exc.message
+                    with lock:
+                        outcomes["failed"] += 1
+                    continue
+                with lock:
+                    outcomes["acked"] += 1
+                    acked[(ack.partition, ack.offset)] = value
+
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(PRODUCERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+            assert not thread.is_alive(), f"a producer hung (seed {seed})"
+        proxy.plan = lambda method, path: None
+        recovered = b.topic("f").append(b"after the storm", key=b"k0")
+        acked[(recovered.partition, recovered.offset)] = b"after the storm"
+        try:
+            b.close()
+        except BrookError as exc:
+            raise AssertionError(f"closing after the faults failed: {exc} (seed {seed})") from None
+    finally:
+        proxy.close()
+
+    assert proxy.harmed > 0, "the proxy harmed nothing: the test proves nothing"
+    assert outcomes["acked"] > PRODUCERS * APPENDS // 4, f"{outcomes} (seed {seed})"
+    with brook.open(url, endpoint_url=moto.endpoint) as check:
+        topic = check.topic("f")
+        for partition in range(2):
+            stored = topic.read(partition, 0, 10_000)
+            assert [r.offset for r in stored] == list(range(len(stored))), f"seed {seed}"
+            for (p, offset), value in acked.items():
+                if p == partition:
+                    assert offset < len(stored) and stored[offset].value == value, (
+                        f"acknowledged {p}/{offset} lost or changed (seed {seed})"
+                    )
+    print(f"{proxy.harmed} of {proxy.requests} S3 requests harmed; {dict(outcomes)}")
