@@ -175,3 +175,53 @@ def test_a_clients_batches_share_a_round_with_idempotent_records() -> None:
             (b"c1", None),
             (b"plain", None),
         ]
+
+
+def test_partitions_of_one_round_are_synced_side_by_side() -> None:
+    """A PUT to S3 takes tens of ms; a round touching several partitions waits for one, not all."""
+    from typing import Any
+
+    from brook.partitioner import partition_for_key
+    from brook.storage.memory import MemoryStorage
+
+    active = 0
+    most = 0
+    lock = threading.Lock()
+    release = threading.Event()
+
+    class SlowSync:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def sync(self) -> None:
+            nonlocal active, most
+            with lock:
+                active += 1
+                most = max(most, active)
+                if most >= 2:
+                    release.set()
+            release.wait(timeout=2)  # long enough for a second sync to start beside it
+            with lock:
+                active -= 1
+            self._inner.sync()
+
+    class SlowStorage:
+        def __init__(self) -> None:
+            self._inner = MemoryStorage()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def create_appendable(self, name: str, initial: bytes) -> Any:
+            return SlowSync(self._inner.create_appendable(name, initial))
+
+    with brook.Broker(SlowStorage()) as b:  # type: ignore[arg-type]
+        b.create_topic("t", partitions=2)
+        keys = [b"a", b"b", b"c", b"d"]
+        assert len({partition_for_key(k, 2) for k in keys}) == 2
+        acks = b.topic("t").append_many([Record(b"v", key=k) for k in keys])
+        assert {a.partition for a in acks} == {0, 1}
+    assert most == 2, "the two partitions' syncs ran at the same time"

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
 from typing import Any
 
@@ -39,6 +40,9 @@ from brook.records import Ack
 from brook.stats import CommitStats
 
 log = logging.getLogger("brook.commit")
+
+SYNCS_PARALLEL_MAX = 8
+"""Partitions synced at once after a round that wrote to several."""
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time."""
@@ -146,6 +150,8 @@ class Committer:
         self._to_sync: list[_Batch] = []
         self._syncing = False
         self._syncer_stop = False
+        self._sync_pool: ThreadPoolExecutor | None = None
+        """Syncs partitions side by side; started on first need."""
         self._syncer = threading.Thread(target=self._sync_loop, name="brook-syncer", daemon=True)
         self._syncer.start()
         self._thread = threading.Thread(target=self._run, name="brook-committer", daemon=True)
@@ -221,6 +227,8 @@ class Committer:
             self._syncer_stop = True
             self._sync_cond.notify()
         self._syncer.join()
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown()
 
     # ------------------------------------------------------------ writer
 
@@ -372,13 +380,13 @@ class Committer:
         for batch in batches:
             if batch.error is None and batch.written is not None:
                 last[batch.log] = batch.written
+        failures = self._sync_all(list(last))
         for partition_log, written in last.items():
             self.stats.syncs += 1
-            try:
-                partition_log.sync()
-            except Exception as exc:
+            failure = failures.get(partition_log)
+            if failure is not None:
                 partition_log.fail(written.generation)
-                error = _as_brook_error(partition_log, exc)
+                error = _as_brook_error(partition_log, failure)
                 for batch in batches:
                     if batch.log is partition_log and batch.error is None:
                         batch.error = error
@@ -394,6 +402,27 @@ class Committer:
             self._answer(batch)
         if self.on_round is not None:
             self.on_round()
+
+    def _sync_all(self, logs: list[PartitionLog]) -> dict[PartitionLog, Exception]:
+        """Sync partitions, side by side when there are several (an fsync, or a PUT to
+        the object store, is mostly waiting); returns the failures."""
+        failures: dict[PartitionLog, Exception] = {}
+        if len(logs) == 1:
+            try:
+                logs[0].sync()
+            except Exception as exc:
+                failures[logs[0]] = exc
+            return failures
+        if self._sync_pool is None:
+            self._sync_pool = ThreadPoolExecutor(SYNCS_PARALLEL_MAX, "brook-sync")
+        futures = [(each, self._sync_pool.submit(each.sync)) for each in logs]
+        for partition_log, future in futures:
+            failure = future.exception()
+            if isinstance(failure, Exception):
+                failures[partition_log] = failure
+            elif failure is not None:
+                raise failure
+        return failures
 
     def _answer(self, batch: _Batch) -> None:
         plan = batch.plan
