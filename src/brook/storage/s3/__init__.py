@@ -25,6 +25,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import msgspec
+
 from brook import limits
 from brook.errors import Fenced, StorageError
 from brook.storage import check_name
@@ -34,9 +36,22 @@ from brook.storage.s3.objects import Bucket, Changed, Exists
 
 log = logging.getLogger("brook.storage.s3")
 
+RUN_CHUNKS_MIN = 32
+"""Chunks merged into one object at a time, at least (unless they are large)."""
+RUN_BYTES_MAX = 8 * 1024 * 1024
+"""Largest run object merging makes."""
 INLINE_BYTES_MAX = 4 * 1024
 """Files up to this size live in the manifest itself (one PUT to replace)."""
 FENCE_ATTEMPTS_MAX = 20
+READ_ATTEMPTS_MAX = 3
+
+
+class MissingObject(StorageError):
+    """An object the catalog pointed at is gone: merged away meanwhile, or lost."""
+
+
+class _Stale(Exception):
+    """The file changed while a run was being merged; the merge is dropped."""
 
 
 def _fenced(what: str) -> Fenced:
@@ -46,13 +61,20 @@ def _fenced(what: str) -> Fenced:
 
 
 class ChunkTable:
-    """Where the synced chunks of one appendable file start; grows by `add` only."""
+    """Where the synced chunks of one appendable file start; grows by `add` only.
 
-    def __init__(self, prefix: str, sizes: Sequence[int]) -> None:
+    It covers chunks from `first_seq` on, the first starting at byte `base`
+    (what runs merged before it hold).
+    """
+
+    def __init__(
+        self, prefix: str, sizes: Sequence[int], first_seq: int = 0, base: int = 0
+    ) -> None:
         self.prefix = prefix
+        self.first_seq = first_seq
         self.starts: list[int] = []
         self.sizes: list[int] = []
-        self.size = 0
+        self.size = base
         for size in sizes:
             self.add(size)
 
@@ -65,23 +87,34 @@ class ChunkTable:
 
     @property
     def next_seq(self) -> int:
-        return len(self.starts)
+        return self.first_seq + len(self.starts)
+
+    def chunk_size(self, seq: int) -> int:
+        return self.sizes[seq - self.first_seq]
 
     def cut(self, seq: int) -> None:
         """Forget chunks from `seq` on (the file is being cut back)."""
-        del self.starts[seq:]
-        del self.sizes[seq:]
-        self.size = self.starts[-1] + self.sizes[-1] if self.starts else 0
+        index = seq - self.first_seq
+        base = self.starts[0] if self.starts else self.size
+        del self.starts[index:]
+        del self.sizes[index:]
+        self.size = self.starts[-1] + self.sizes[-1] if self.starts else base
 
     def spans(self, position: int, end: int) -> list[tuple[int, int, int]]:
         """(seq, from, to) within each chunk covering bytes [position, end)."""
         out = []
-        seq = max(0, bisect_right(self.starts, position) - 1)
-        while seq < len(self.starts) and self.starts[seq] < end:
-            start, size = self.starts[seq], self.sizes[seq]
+        index = max(0, bisect_right(self.starts, position) - 1)
+        while index < len(self.starts) and self.starts[index] < end:
+            start, size = self.starts[index], self.sizes[index]
             if size:  # fences are empty chunks
-                out.append((seq, max(position, start) - start, min(end, start + size) - start))
-            seq += 1
+                out.append(
+                    (
+                        self.first_seq + index,
+                        max(position, start) - start,
+                        min(end, start + size) - start,
+                    )
+                )
+            index += 1
         return out
 
 
@@ -103,6 +136,7 @@ class S3Storage:
         self._etag = ""
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
+        self.merger = Merger(self)
 
     # ------------------------------------------------------------ ownership
 
@@ -176,7 +210,7 @@ class S3Storage:
                 return cached
         found = self.bucket.get(key)
         if found is None:
-            raise StorageError(f"{self.bucket.url}: object {key} is missing")
+            raise MissingObject(f"{self.bucket.url}: object {key} is missing")
         if self.cache is not None:
             self.cache.put(key, found[0])
         return found[0]
@@ -199,10 +233,11 @@ class S3Storage:
     def _delete_objects(self, entry: m.Entry) -> None:
         """Remove what an entry pointed at (after the catalog stopped pointing at it)."""
         try:
-            if entry.key is not None:
-                self.bucket.delete(entry.key)
-                if self.cache is not None:
-                    self.cache.forget(entry.key)
+            for key in [entry.key, *(run.key for run in entry.runs)]:
+                if key is not None and not (entry.chunks and key.startswith(entry.chunks)):
+                    self.bucket.delete(key)
+                    if self.cache is not None:
+                        self.cache.forget(key)
             if entry.chunks is not None:
                 for key, _ in self.bucket.list(entry.chunks):
                     self.bucket.delete(key)
@@ -263,7 +298,7 @@ class S3Storage:
         if entry.chunks is None:
             raise StorageError(f"{name} is not an appendable file")
         for _ in range(FENCE_ATTEMPTS_MAX):
-            table = self._load_table(entry.chunks)
+            table = self._load_table(entry)
             try:
                 self.bucket.create(m.chunk_key(entry.chunks, table.next_seq), b"")
             except Exists:
@@ -280,14 +315,20 @@ class S3Storage:
             raise StorageError(f"opening {name} failed: no such file")
         return entry
 
-    def _load_table(self, prefix: str) -> ChunkTable:
-        """The chunks of a file, numbered from 0 with no gap (later ones were never synced)."""
+    def _load_table(self, entry: m.Entry) -> ChunkTable:
+        """The chunks of a file after its runs, numbered with no gap (chunks after a gap
+        were never synced; chunks already merged may linger until deleted)."""
+        assert entry.chunks is not None
+        first = entry.merged_chunks
         sizes: list[int] = []
-        for key, size in self.bucket.list(prefix):
-            if m.chunk_seq(key) != len(sizes):
+        for key, size in self.bucket.list(entry.chunks):
+            seq = m.chunk_seq(key)
+            if seq < first:
+                continue
+            if seq != first + len(sizes):
                 break
             sizes.append(size)
-        return ChunkTable(prefix, sizes)
+        return ChunkTable(entry.chunks, sizes, first, entry.merged_bytes)
 
     def table(self, name: str, entry: m.Entry) -> ChunkTable:
         """The chunk table of an appendable file: the live one if this broker holds it."""
@@ -295,7 +336,7 @@ class S3Storage:
         with self._mutex:
             table = self._tables.get(name)
         if table is None or table.prefix != entry.chunks:
-            table = self._load_table(entry.chunks)
+            table = self._load_table(entry)
             with self._mutex:
                 self._tables[name] = table
         return table
@@ -330,7 +371,56 @@ class S3Storage:
             self._delete_objects(entry)
 
     def close(self) -> None:
-        """Nothing to release: ownership passes to the next broker that takes the prefix."""
+        """Stop merging; there is no lock to release: the next broker simply takes over."""
+        self.merger.close()
+
+    # ------------------------------------------------------------ merging
+
+    def merge_next_run(self, name: str) -> bool:
+        """Merge the oldest chunks of an appendable file into one run object, if enough
+        small ones wait; True if it did. Safe to stop at any step: the catalog is
+        the commit point, and chunks are deleted only once a run replaces them."""
+        entry = self._catalog().files.get(name)
+        if entry is None or entry.chunks is None:
+            return False
+        table = self.table(name, entry)
+        first = entry.merged_chunks
+        picked: list[int] = []
+        size = 0
+        for seq in range(first, table.next_seq):
+            chunk = table.chunk_size(seq)
+            if picked and size + chunk > RUN_BYTES_MAX:
+                break
+            picked.append(seq)
+            size += chunk
+        if len(picked) < RUN_CHUNKS_MIN and size < RUN_BYTES_MAX // 2:
+            return False
+        keys = [m.chunk_key(entry.chunks, seq) for seq in picked]
+        if len(picked) == 1:
+            run_key = keys[0]  # a big chunk is a run as it is
+        else:
+            run_key = self._new_name("objects")
+            self._create_own(run_key, b"".join(self._fetch(key) for key in keys))
+        run = m.Run(run_key, len(picked), size)
+
+        def add_run(files: dict[str, m.Entry]) -> None:
+            now = files.get(name)
+            if now is None or now.chunks != entry.chunks or now.merged_chunks != first:
+                raise _Stale
+            files[name] = msgspec.structs.replace(now, runs=(*now.runs, run))
+
+        try:
+            self._change(add_run)
+        except _Stale:
+            if run_key not in keys:
+                self.bucket.delete(run_key)
+            return False
+        if run_key not in keys:
+            for key in keys:
+                self.bucket.delete(key)
+                if self.cache is not None:
+                    self.cache.forget(key)
+        return True
 
 
 class S3ReadFile:
@@ -344,7 +434,14 @@ class S3ReadFile:
         return self._storage._entry(self._name)
 
     def read(self, position: int, length: int) -> bytes:
-        entry = self._now()
+        for _ in range(READ_ATTEMPTS_MAX - 1):
+            try:
+                return self._read(self._now(), position, length)
+            except MissingObject:
+                continue  # chunks merged into a run meanwhile: look again
+        return self._read(self._now(), position, length)
+
+    def _read(self, entry: m.Entry, position: int, length: int) -> bytes:
         if entry.data is not None:
             return entry.data[position : position + length]
         if entry.key is not None:
@@ -353,9 +450,15 @@ class S3ReadFile:
                 return b""
             return self._storage._fetch(entry.key)[position:end]
         table = self._storage.table(self._name, entry)
-        assert table is not None
+        end = min(position + length, table.size)
         parts = []
-        for seq, start, stop in table.spans(position, position + length):
+        at = 0
+        for run in entry.runs:
+            if position < at + run.size and at < end:
+                data = self._storage._fetch(run.key)
+                parts.append(data[max(position, at) - at : min(end, at + run.size) - at])
+            at += run.size
+        for seq, start, stop in table.spans(max(position, at), end):
             chunk = self._storage._fetch(m.chunk_key(table.prefix, seq))
             parts.append(chunk[start:stop])
         return b"".join(parts)
@@ -432,6 +535,7 @@ class S3AppendFile:
             self._table.add(len(data))
         if self._storage.cache is not None:
             self._storage.cache.put(m.chunk_key(self._table.prefix, seq), data)
+        self._storage.merger.consider(self._name, self._table)
 
     def _put(self, seq: int, data: bytes) -> None:
         """Store chunk `seq`; returns only once the store has it. Raises Fenced or StorageError."""
@@ -487,6 +591,10 @@ class S3AppendFile:
         """Cut durable chunks back to `size` (a damaged tail found by recovery)."""
         self._settle_unsure()
         table = self._table
+        if size < self._storage._entry(self._name).merged_bytes:
+            raise StorageError(
+                f"{self._name}: cannot cut back to byte {size}, inside chunks already merged"
+            )
         spans = table.spans(size, table.size)
         first_seq, keep, _ = spans[0]
         head = b""
@@ -507,3 +615,56 @@ class S3AppendFile:
             self._pending = []
             self._pending_bytes = 0
             self._inflight = b""
+
+
+class Merger:
+    """Merges small chunk objects into larger run objects on a thread of its own,
+    so readers and restarts fetch a few objects instead of one per sync."""
+
+    def __init__(self, storage: S3Storage) -> None:
+        self._storage = storage
+        self._wanted: set[str] = set()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def consider(self, name: str, table: ChunkTable) -> None:
+        """Called after each sync: start merging once enough chunks wait."""
+        entry = self._storage._catalog().files.get(name)
+        if entry is None or table.next_seq - entry.merged_chunks < RUN_CHUNKS_MIN:
+            return
+        with self._cond:
+            if self._closing:
+                return
+            self._wanted.add(name)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="brook-s3-merge", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._wanted and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                name = self._wanted.pop()
+            try:
+                while self._storage.merge_next_run(name):
+                    pass
+            except Fenced:
+                log.warning("stopped merging %s: another broker took the prefix over", name)
+                return
+            except StorageError as exc:
+                log.warning("merging %s failed, will try again later: %s", name, exc)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()

@@ -25,13 +25,35 @@ MANIFEST_KEY = "manifest.json"
 MANIFEST_VERSION = 1
 
 
+class Run(msgspec.Struct, frozen=True, array_like=True):
+    """Chunks of an appendable file merged into one object: the first `chunks` not
+    merged before, `size` bytes. A run of one chunk is that chunk itself."""
+
+    key: str
+    chunks: int
+    size: int
+
+
 class Entry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
-    """Where one file's bytes are: exactly one of `data`, `key`, `chunks`."""
+    """Where one file's bytes are: exactly one of `data`, `key`, `chunks`.
+
+    An appendable file (`chunks`) starts with its `runs`, in order, and goes on
+    with the chunks numbered from the sum of the runs' chunk counts.
+    """
 
     data: bytes | None = None
     key: str | None = None
     chunks: str | None = None
     size: int = 0
+    runs: tuple[Run, ...] = ()
+
+    @property
+    def merged_chunks(self) -> int:
+        return sum(run.chunks for run in self.runs)
+
+    @property
+    def merged_bytes(self) -> int:
+        return sum(run.size for run in self.runs)
 
 
 class Manifest(msgspec.Struct, forbid_unknown_fields=True):
