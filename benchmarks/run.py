@@ -382,6 +382,11 @@ def main() -> None:
         server_report = server.main()
         print("\n" + server_report)
         report += "\n" + server_report
+        from benchmarks import s3
+
+        s3_report = s3.main()
+        print("\n" + s3_report)
+        report += "\n" + s3_report
     else:
         print("wrk is not installed: the server benchmarks were skipped (make bench installs it)")
     out = Path(__file__).with_name("RESULTS.md")

@@ -7,7 +7,9 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from brook.cli import main
@@ -152,3 +154,17 @@ def test_bench_appends_what_it_says_and_reports_it(tmp_path: Path) -> None:
         server.close()
     code, out = run("bench", "--data", data, "--topic", "bad name", "--records", "5")
     assert code == 1 and "invalid_name" in out and "Traceback" not in out
+
+
+def test_bench_on_s3_reports_requests_per_thousand_records(
+    tmp_path: Path, moto: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import brook
+
+    url = moto.fresh_url()
+    monkeypatch.setenv("BROOK_ENDPOINT_URL", moto.endpoint)
+    code, out = run("bench", "--data", url, "--records", "300", "--batch", "10", "--producers", "3")
+    assert code == 0 and "300 records in" in out, out
+    assert "object store requests per 1,000 records: PUT" in out
+    with brook.open(url, endpoint_url=moto.endpoint) as b:
+        assert b.topic("bench").end_offsets() == {0: 300}

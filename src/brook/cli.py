@@ -7,6 +7,7 @@ BROOK_DATA=/var/lib/brook).
 from __future__ import annotations
 
 import ipaddress
+import os
 import secrets
 import ssl
 import sys
@@ -52,6 +53,13 @@ def _connect(data: str, url: str | None, api_key: str | None) -> Any:
 
 
 def _open(data: str, **options: Any) -> brook.Broker:
+    """The embedded broker on `data`; an s3:// URL takes BROOK_ENDPOINT_URL, BROOK_REGION
+    and BROOK_CACHE_DIR from the environment unless given."""
+    if data.startswith("s3://"):
+        for name in ("endpoint_url", "region", "cache_dir"):
+            value = os.environ.get(f"BROOK_{name.upper()}")
+            if value and options.get(name) is None:
+                options[name] = value
     try:
         return brook.open(data, **options)
     except Locked as exc:
@@ -450,10 +458,21 @@ def bench(
         ) as bar,
     ):
         task = bar.add_task(f"appending to {topic}", total=count)
+        bucket = getattr(getattr(b, "storage", None), "bucket", None)
+        before = dict(bucket.counts.requests) if bucket is not None else {}
         result = loadgen.run(
             b, topic, count, size, batch, producers, lambda n: bar.advance(task, n)
         )
+        after = dict(bucket.counts.requests) if bucket is not None else {}
     click.echo(result.summary(size))
+    if bucket is not None and result.records:
+        used = {kind: after[kind] - before[kind] for kind in after}
+        per_thousand = ", ".join(
+            f"{kind.upper()} {count * 1000 / result.records:.1f}"
+            for kind, count in used.items()
+            if count
+        )
+        click.echo(f"object store requests per 1,000 records: {per_thousand}")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ RUN_CHUNKS_MIN = 32
 """Chunks merged into one object at a time, at least (unless they are large)."""
 RUN_BYTES_MAX = 8 * 1024 * 1024
 """Largest run object merging makes."""
+RECENT_BYTES_MAX = 2 * 1024 * 1024
+"""Bytes of recently synced small chunks kept in memory per file, for merging."""
 INLINE_BYTES_MAX = 4 * 1024
 """Files up to this size live in the manifest itself (one PUT to replace)."""
 FENCE_ATTEMPTS_MAX = 20
@@ -72,6 +74,10 @@ class ChunkTable:
     ) -> None:
         self.prefix = prefix
         self.first_seq = first_seq
+        self.recent: dict[int, bytes] = {}
+        """Bytes of chunks synced by this broker and not merged yet, so merging them
+        needs no GET (bounded by RECENT_BYTES_MAX)."""
+        self.recent_bytes = 0
         self.starts: list[int] = []
         self.sizes: list[int] = []
         self.size = base
@@ -88,6 +94,19 @@ class ChunkTable:
     @property
     def next_seq(self) -> int:
         return self.first_seq + len(self.starts)
+
+    def remember(self, seq: int, data: bytes) -> None:
+        if len(data) > RECENT_BYTES_MAX // RUN_CHUNKS_MIN:
+            return  # large chunks are runs by themselves, never read to be merged
+        self.recent[seq] = data
+        self.recent_bytes += len(data)
+        while self.recent_bytes > RECENT_BYTES_MAX:
+            self.forget(min(self.recent))
+
+    def forget(self, seq: int) -> None:
+        data = self.recent.pop(seq, None)
+        if data is not None:
+            self.recent_bytes -= len(data)
 
     def chunk_size(self, seq: int) -> int:
         return self.sizes[seq - self.first_seq]
@@ -239,9 +258,10 @@ class S3Storage:
                     if self.cache is not None:
                         self.cache.forget(key)
             if entry.chunks is not None:
-                for key, _ in self.bucket.list(entry.chunks):
-                    self.bucket.delete(key)
-                    if self.cache is not None:
+                keys = [key for key, _ in self.bucket.list(entry.chunks)]
+                self.bucket.delete_many(keys)
+                if self.cache is not None:
+                    for key in keys:
                         self.cache.forget(key)
         except StorageError as exc:
             # Unreferenced objects cost storage, never correctness.
@@ -400,7 +420,13 @@ class S3Storage:
             run_key = keys[0]  # a big chunk is a run as it is
         else:
             run_key = self._new_name("objects")
-            self._create_own(run_key, b"".join(self._fetch(key) for key in keys))
+            joined = b"".join(
+                table.recent.get(seq) or self._fetch(key)
+                for seq, key in zip(picked, keys, strict=True)
+            )
+            self._create_own(run_key, joined)
+            if self.cache is not None:
+                self.cache.put(run_key, joined)  # readers of recent records move to the run
         run = m.Run(run_key, len(picked), size)
 
         def add_run(files: dict[str, m.Entry]) -> None:
@@ -415,10 +441,12 @@ class S3Storage:
             if run_key not in keys:
                 self.bucket.delete(run_key)
             return False
+        for seq in picked:
+            table.forget(seq)
         if run_key not in keys:
-            for key in keys:
-                self.bucket.delete(key)
-                if self.cache is not None:
+            self.bucket.delete_many(keys)
+            if self.cache is not None:
+                for key in keys:
                     self.cache.forget(key)
         return True
 
@@ -533,6 +561,7 @@ class S3AppendFile:
                 raise StorageError(f"the sync of {self._name} was cancelled by a failure")
             self._inflight = b""
             self._table.add(len(data))
+            self._table.remember(seq, data)
         if self._storage.cache is not None:
             self._storage.cache.put(m.chunk_key(self._table.prefix, seq), data)
         self._storage.merger.consider(self._name, self._table)

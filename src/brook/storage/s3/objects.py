@@ -11,6 +11,7 @@ changed (`Changed`), a missing object (None), and any other failure
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -170,10 +171,16 @@ class Bucket:
 
     def delete(self, key: str) -> None:
         """Remove the object; a missing one is not an error."""
-        self.counts.add("delete")
-        try:
-            obstore.delete(self._store, key)
-        except FileNotFoundError:
-            return
-        except Exception as exc:
-            raise _failure("delete", key, exc) from None
+        self.delete_many([key])
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove objects, up to 1,000 per request; missing ones are not an error."""
+        for start in range(0, len(keys), 1000):
+            some = keys[start : start + 1000]
+            self.counts.add("delete")
+            try:
+                obstore.delete(self._store, some if len(some) > 1 else some[0])
+            except FileNotFoundError:
+                continue
+            except Exception as exc:
+                raise _failure("delete", some[0], exc) from None
