@@ -315,3 +315,43 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         assert values(again, "t") == [b"r%d" % i for i in range(40)]
         again.topic("t").append(b"more")
         assert values(again, "t")[-1] == b"more"
+
+
+class LandsThenGoesDark:
+    """A manifest write lands but its answer is lost, and the read that would tell is lost too."""
+
+    def __init__(self, inner: Bucket) -> None:
+        self._inner = inner
+        self.armed = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        result = self._inner.replace(key, data, etag)
+        if self.armed:
+            raise StorageError("S3 replace failed: connection reset")
+        return result
+
+    def get(self, key: str) -> Any:
+        if self.armed:
+            self.armed = False
+            raise StorageError("S3 read failed: connection reset")
+        return self._inner.get(key)
+
+
+def test_a_catalog_change_whose_outcome_was_never_learned_is_adopted_not_fenced(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    with Broker(storage) as b:
+        storage.bucket = LandsThenGoesDark(storage.bucket)  # type: ignore[assignment]
+        with pytest.raises(StorageError):
+            b.create_topic("unsure")
+        b.create_topic("sure")  # the first change did land: not another broker's doing
+        b.topic("sure").append(b"x")
+    with opened(moto, url, tmp_path / "other") as again:
+        # "unsure" failed before its settings were written, so it is no topic.
+        assert {t.name for t in again.topics()} == {"sure"}
+        assert values(again, "sure") == [b"x"]

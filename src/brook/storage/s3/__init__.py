@@ -153,6 +153,8 @@ class S3Storage:
         """Guards the manifest, its ETag and the chunk tables."""
         self._manifest: m.Manifest | None = None
         self._etag = ""
+        self._unsettled: tuple[bytes, m.Manifest] | None = None
+        """A manifest write whose outcome could not be learned (its bytes, its catalog)."""
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
         self.merger = Merger(self)
@@ -195,25 +197,39 @@ class S3Storage:
         return f"{kind}/{self._catalog().epoch}-{next(self._ids)}"
 
     def _change(self, edit: Callable[[dict[str, m.Entry]], None]) -> None:
-        """Apply `edit` to the catalog and write the manifest (If-Match); raises Fenced."""
+        """Apply `edit` to the catalog and write the manifest (If-Match); raises Fenced
+        if another broker has taken over, StorageError if the write failed."""
         with self._mutex:
-            changed = m.copy(self._catalog())
-            edit(changed.files)
-            raw = m.encode(changed)
-            try:
-                self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
-            except (Changed, StorageError) as exc:
-                self._settle_manifest(raw, exc)
-            self._manifest = changed
+            for _ in range(2):
+                changed = m.copy(self._catalog())
+                edit(changed.files)
+                raw = m.encode(changed)
+                try:
+                    self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
+                    self._manifest = changed
+                    return
+                except (Changed, StorageError) as exc:
+                    if not self._settle_manifest(raw, changed, exc):
+                        return
+            raise StorageError(f"{self.bucket.url}: the manifest could not be written")
 
-    def _settle_manifest(self, written: bytes, failure: Exception) -> None:
-        """After a manifest PUT that failed: it may have landed anyway (a lost answer, or
-        a retry refused because the first try had landed). Go on if the manifest holds
-        what we wrote; Fenced if another broker changed it; else StorageError."""
-        found = self.bucket.get(m.MANIFEST_KEY)
+    def _settle_manifest(self, written: bytes, changed: m.Manifest, failure: Exception) -> bool:
+        """After a manifest PUT that failed, find out what the bucket holds: a lost
+        answer or a retry refused because the first try landed leave our bytes there.
+        Returns True when the change should be made again on top of what is there."""
+        try:
+            found = self.bucket.get(m.MANIFEST_KEY)
+        except StorageError:
+            self._unsettled = (written, changed)  # it may have landed: check next time
+            raise
         if found is not None and found[0] == written:
-            self._etag = found[1]
-            return
+            self._etag, self._manifest, self._unsettled = found[1], changed, None
+            return False
+        if found is not None and self._unsettled is not None and found[0] == self._unsettled[0]:
+            # An earlier write whose outcome we could not learn did land: adopt it.
+            self._etag, self._manifest = found[1], self._unsettled[1]
+            self._unsettled = None
+            return True
         if found is not None and found[1] != self._etag:
             raise _fenced("changing the catalog")
         if isinstance(failure, StorageError):

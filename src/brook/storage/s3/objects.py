@@ -36,7 +36,7 @@ class Changed(Exception):
 class RequestCounts:
     """Requests made and bytes moved, by kind: what an S3 bill is made of."""
 
-    KINDS = ("put", "get", "list", "delete", "head")
+    KINDS = ("put", "get", "list", "delete")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
