@@ -355,3 +355,45 @@ def test_a_catalog_change_whose_outcome_was_never_learned_is_adopted_not_fenced(
         # "unsure" failed before its settings were written, so it is no topic.
         assert {t.name for t in again.topics()} == {"sure"}
         assert values(again, "sure") == [b"x"]
+
+
+class AnswersLate:
+    """A bucket whose next create gets no answer, and lands later, when the test says."""
+
+    def __init__(self, inner: Bucket) -> None:
+        self._inner = inner
+        self.held: tuple[str, bytes] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create(self, key: str, data: bytes) -> str:
+        if self.held is None and key.startswith("chunks/"):
+            self.held = (key, bytes(data))
+            raise StorageError("S3 create failed: timed out")
+        return self._inner.create(key, data)
+
+    def land(self) -> None:
+        assert self.held is not None
+        self._inner.create(*self.held)
+
+
+def test_a_put_that_lands_after_its_timeout_is_never_served(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    with Broker(storage) as b:
+        t = b.topic("t")
+        t.append(b"one")
+        late = AnswersLate(storage.bucket)
+        storage.bucket = late  # type: ignore[assignment]
+        with pytest.raises(StorageError):
+            t.append(b"timed out")
+        t.append(b"two")  # its chunk number is past the one given up
+        late.land()  # the store applies the old request after all
+        t.append(b"three")
+        assert values(b, "t") == [b"one", b"two", b"three"]
+        storage.bucket = late._inner  # type: ignore[assignment]
+    with opened(moto, url, tmp_path / "other") as again:
+        assert values(again, "t") == [b"one", b"two", b"three"]

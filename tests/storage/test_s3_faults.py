@@ -15,6 +15,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import brook
 from brook.errors import BrookError, StorageError
 from brook.records import Ack
@@ -25,10 +27,11 @@ PRODUCERS = 4
 APPENDS = 40
 
 
+@pytest.mark.parametrize("round_", range(3))
 def test_faults_lose_nothing_acknowledged_and_ack_nothing_unstored(
-    moto: MotoServer, tmp_path: Path
+    moto: MotoServer, tmp_path: Path, round_: int
 ) -> None:
-    seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
+    seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32))) + round_
     print(f"S3 fault test seed: {seed} (replay with BROOK_SEED={seed})")
     url = moto.fresh_url()
     proxy = FaultyProxy(moto.port)

@@ -345,6 +345,17 @@ class S3Storage:
             return S3AppendFile(self, name, table)
         raise StorageError(f"{name}: could not fence the previous owner's chunks")
 
+    def void_chunk(self, name: str, prefix: str, seq: int) -> None:
+        """Record that chunk `seq` of `name` holds nothing of the file, whatever lands there."""
+
+        def void(files: dict[str, m.Entry]) -> None:
+            entry = files.get(name)
+            if entry is None or entry.chunks != prefix:
+                raise StorageError(f"{name} changed while one of its chunks was being given up")
+            files[name] = msgspec.structs.replace(entry, void=(*entry.void, seq))
+
+        self._change(void)
+
     def _entry(self, name: str) -> m.Entry:
         entry = self._catalog().files.get(name)
         if entry is None:
@@ -353,17 +364,17 @@ class S3Storage:
 
     def _load_table(self, entry: m.Entry) -> ChunkTable:
         """The chunks of a file after its runs, numbered with no gap (chunks after a gap
-        were never synced; chunks already merged may linger until deleted)."""
+        were never synced; chunks already merged may linger until deleted). A void
+        chunk counts as empty, whether or not something landed there."""
         assert entry.chunks is not None
         first = entry.merged_chunks
+        found = {m.chunk_seq(key): size for key, size in self.bucket.list(entry.chunks)}
+        void = set(entry.void)
         sizes: list[int] = []
-        for key, size in self.bucket.list(entry.chunks):
-            seq = m.chunk_seq(key)
-            if seq < first:
-                continue
-            if seq != first + len(sizes):
-                break
-            sizes.append(size)
+        seq = first
+        while seq in found or seq in void:
+            sizes.append(0 if seq in void else found[seq])
+            seq += 1
         return ChunkTable(entry.chunks, sizes, first, entry.merged_bytes)
 
     def table(self, name: str, entry: m.Entry) -> ChunkTable:
@@ -559,6 +570,10 @@ class S3AppendFile:
         with self._lock:
             if not self._pending:
                 return
+        self._settle_unsure()  # first: it may move the next chunk number on
+        with self._lock:
+            if not self._pending:
+                return  # cut back meanwhile
             data = self._inflight = b"".join(self._pending)
             self._pending = []
             self._pending_bytes = 0
@@ -584,37 +599,36 @@ class S3AppendFile:
 
     def _put(self, seq: int, data: bytes) -> None:
         """Store chunk `seq`; returns only once the store has it. Raises Fenced or StorageError."""
-        self._settle_unsure()
         key = m.chunk_key(self._table.prefix, seq)
+        bucket = self._storage.bucket
         try:
-            self._storage.bucket.create(key, data)
-        except Exists:
-            # Either a retry of our own PUT that had already landed, or the fence
-            # of a broker that took over; only our own bytes mean success.
-            found = self._storage.bucket.get(key)
-            if found is None or found[0] != data:
-                raise _fenced(f"writing {self._name}") from None
+            try:
+                bucket.create(key, data)
+            except Exists:
+                # Either a retry of our own PUT that had already landed, or the fence
+                # of a broker that took over; only our own bytes mean success.
+                found = bucket.get(key)
+                if found is None or found[0] != data:
+                    raise _fenced(f"writing {self._name}") from None
         except StorageError:
-            self._unsure = (seq, data)
+            self._unsure = (seq, data)  # no answer we can trust: give the number up
             raise
 
     def _settle_unsure(self) -> None:
-        """Before reusing a chunk number whose PUT had no answer: remove it if it landed.
+        """Before the next chunk: give up the number of a PUT that had no answer.
 
-        Its records were never acknowledged (the callers got StorageError and
-        the log cut them back), so the number is free for the next sync.
+        Its records were never acknowledged (the callers got StorageError and the
+        log cut them back). The PUT may still land later (a request the store got
+        but answered too late), so its number is never used again: the catalog
+        marks it void, and readers skip it whatever it holds.
         """
         if self._unsure is None:
             return
-        seq, data = self._unsure
-        key = m.chunk_key(self._table.prefix, seq)
-        found = self._storage.bucket.get(key)
-        if found is not None:
-            if found[0] != data:
-                raise _fenced(f"writing {self._name}")
-            self._storage.bucket.delete(key)
+        seq, _ = self._unsure
+        self._storage.void_chunk(self._name, self._table.prefix, seq)
         if self._storage.cache is not None:
-            self._storage.cache.forget(key)
+            self._storage.cache.forget(m.chunk_key(self._table.prefix, seq))
+        self._table.add(0)
         self._unsure = None
 
     def truncate(self, size: int) -> None:

@@ -46,6 +46,8 @@ class Entry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fiel
     chunks: str | None = None
     size: int = 0
     runs: tuple[Run, ...] = ()
+    void: tuple[int, ...] = ()
+    """Chunk numbers given up after a PUT with no answer: read as empty."""
 
     @property
     def merged_chunks(self) -> int:

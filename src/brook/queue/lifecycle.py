@@ -1,0 +1,199 @@
+"""The life of one record in a queue group: a pure state machine. No I/O, no clock.
+
+```
+              lease                 ack
+   ready ───────────────▶ leased ────────▶ acked
+     ▲                    │  │  │
+     │ due                │  │  └── discard, or nack / lease expiry on the last attempt,
+     │                    │  │      or past expire_after_ms ─────────────────▶ dead
+  retrying ◀── nack ──────┘  │                                                  │
+     ▲                       └── lease expiry (attempts left): ready at once    │
+     └──────────────────────────────────────── redrive (attempts from 0) ◀──────┘
+```
+
+Attempts count deliveries: the first lease is attempt 1; a nack or an expired
+lease ends an attempt; with `max_attempts=N` a record is delivered at most N
+times, then it is dead. A receipt names one lease; it is valid only while that
+lease is live. Every function takes the time (`now_ms`) from its caller and
+returns a new `Job` and the `Transition` to append to the status log; nothing
+is changed in place.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+
+import msgspec
+
+from brook.errors import BadRequest, LeaseExpired
+
+
+class State(enum.Enum):
+    READY = "ready"
+    LEASED = "leased"
+    RETRYING = "retrying"
+    ACKED = "acked"
+    DEAD = "dead"
+
+
+class Backoff(msgspec.Struct, frozen=True):
+    """Delay before attempt n+1 after attempt n failed: min_ms * factor**(n-1), at most
+    max_ms, with up to `jitter` of it taken off at random (so retries spread out)."""
+
+    min_ms: int = 1000
+    factor: float = 2.0
+    max_ms: int = 300_000
+    jitter: float = 0.5
+
+
+class Settings(msgspec.Struct, frozen=True):
+    """A queue group's settings (SPEC §1), stored with the group."""
+
+    visibility_timeout_ms: int = 30_000
+    max_attempts: int = 5
+    backoff: Backoff = Backoff()
+    expire_after_ms: int | None = None
+    ordering: str = "none"
+    dead_letter_topic: str | None = None
+
+
+class Job(msgspec.Struct, frozen=True):
+    """Where one record stands. `since_ms` is when it was first seen by the group."""
+
+    state: State
+    attempt: int = 0
+    receipt: str | None = None
+    lease_until_ms: int = 0
+    ready_at_ms: int = 0
+    since_ms: int = 0
+    error: str = ""
+
+
+class Transition(msgspec.Struct, frozen=True, array_like=True):
+    """One line of a record's trace, as appended to the status log."""
+
+    at_ms: int
+    state: State
+    attempt: int
+    reason: str = ""
+    receipt: str | None = None
+    until_ms: int = 0
+    """Lease expiry for `leased`; when it is due again for `retrying`."""
+
+
+def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:
+    """How long a record waits after its attempt `attempt` (1-based) failed. Pure given `rng`."""
+    if attempt < 1:
+        raise ValueError("attempts count from 1")
+    full = min(backoff.max_ms, backoff.min_ms * backoff.factor ** (attempt - 1))
+    return max(0, round(full * (1 - backoff.jitter * rng.random())))
+
+
+def new_job(now_ms: int) -> Job:
+    return Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms)
+
+
+def is_available(job: Job, now_ms: int) -> bool:
+    """May be leased now: ready, due for a retry, or leased past its visibility timeout."""
+    if job.state is State.READY:
+        return True
+    if job.state is State.RETRYING:
+        return now_ms >= job.ready_at_ms
+    return job.state is State.LEASED and now_ms >= job.lease_until_ms
+
+
+def expire(job: Job, settings: Settings, now_ms: int) -> tuple[Job, Transition] | None:
+    """The transition time alone causes, if any: an expired lease ends its attempt
+    (ready again at once, or dead after the last), a due retry becomes ready, and a
+    record past `expire_after_ms` is dead."""
+    if job.state in (State.ACKED, State.DEAD):
+        return None
+    if settings.expire_after_ms is not None and now_ms - job.since_ms >= settings.expire_after_ms:
+        return _dead(job, now_ms, "expired: older than expire_after_ms")
+    if job.state is State.LEASED and now_ms >= job.lease_until_ms:
+        if job.attempt >= settings.max_attempts:
+            return _dead(job, now_ms, f"lease expired on the last attempt ({job.attempt})")
+        ready = msgspec.structs.replace(job, state=State.READY, receipt=None, ready_at_ms=now_ms)
+        return ready, Transition(now_ms, State.READY, job.attempt, "lease expired")
+    if job.state is State.RETRYING and now_ms >= job.ready_at_ms:
+        ready = msgspec.structs.replace(job, state=State.READY)
+        return ready, Transition(now_ms, State.READY, job.attempt, "retry due")
+    return None
+
+
+def lease(
+    job: Job, settings: Settings, now_ms: int, receipt: str, visibility_ms: int | None = None
+) -> tuple[Job, Transition]:
+    """Deliver the record: its next attempt starts. The caller checks availability first."""
+    assert job.state is State.READY, f"leasing a {job.state.value} record"
+    until = now_ms + (settings.visibility_timeout_ms if visibility_ms is None else visibility_ms)
+    attempt = job.attempt + 1
+    leased = msgspec.structs.replace(
+        job, state=State.LEASED, attempt=attempt, receipt=receipt, lease_until_ms=until
+    )
+    return leased, Transition(now_ms, State.LEASED, attempt, "", receipt, until)
+
+
+def _live(job: Job, receipt: str, now_ms: int) -> None:
+    if job.state is not State.LEASED or job.receipt != receipt or now_ms >= job.lease_until_ms:
+        raise LeaseExpired(
+            "this receipt's lease is no longer live (it expired, or the record was acked, "
+            "nacked or leased again)"
+        )
+
+
+def ack(job: Job, receipt: str, now_ms: int) -> tuple[Job, Transition]:
+    _live(job, receipt, now_ms)
+    acked = msgspec.structs.replace(job, state=State.ACKED, receipt=None)
+    return acked, Transition(now_ms, State.ACKED, job.attempt)
+
+
+def nack(
+    job: Job,
+    settings: Settings,
+    receipt: str,
+    now_ms: int,
+    reason: str,
+    delay_ms: int | None,
+    rng: random.Random,
+) -> tuple[Job, Transition]:
+    """The attempt failed: retry after `delay_ms` (or the backoff), or dead after the last."""
+    _live(job, receipt, now_ms)
+    if delay_ms is not None and delay_ms < 0:
+        raise BadRequest(f"delay_ms must be at least 0, not {delay_ms}")
+    if job.attempt >= settings.max_attempts:
+        return _dead(job, now_ms, reason or f"failed on the last attempt ({job.attempt})")
+    delay = retry_delay_ms(job.attempt, settings.backoff, rng) if delay_ms is None else delay_ms
+    due = now_ms + delay
+    retrying = msgspec.structs.replace(
+        job, state=State.RETRYING, receipt=None, ready_at_ms=due, error=reason
+    )
+    return retrying, Transition(now_ms, State.RETRYING, job.attempt, reason, None, due)
+
+
+def extend(job: Job, receipt: str, now_ms: int, ms: int) -> tuple[Job, Transition]:
+    """Keep the lease for `ms` more from now."""
+    _live(job, receipt, now_ms)
+    if ms <= 0:
+        raise BadRequest(f"extend needs a positive number of ms, not {ms}")
+    until = now_ms + ms
+    extended = msgspec.structs.replace(job, lease_until_ms=until)
+    return extended, Transition(now_ms, State.LEASED, job.attempt, "extended", receipt, until)
+
+
+def discard(job: Job, receipt: str, now_ms: int, reason: str) -> tuple[Job, Transition]:
+    _live(job, receipt, now_ms)
+    return _dead(job, now_ms, reason or "discarded")
+
+
+def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
+    """Put a dead record back to work, its attempts counted afresh."""
+    assert job.state is State.DEAD, f"redriving a {job.state.value} record"
+    ready = Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms)
+    return ready, Transition(now_ms, State.READY, 0, "redriven")
+
+
+def _dead(job: Job, now_ms: int, reason: str) -> tuple[Job, Transition]:
+    dead = msgspec.structs.replace(job, state=State.DEAD, receipt=None, error=reason)
+    return dead, Transition(now_ms, State.DEAD, job.attempt, reason)
