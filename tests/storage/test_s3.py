@@ -16,6 +16,7 @@ from brook.broker import Broker
 from brook.errors import BrookError, Fenced, StorageError
 from brook.records import Record
 from brook.storage.s3 import S3Storage
+from brook.storage.s3.merge import merge_next_run
 from brook.storage.s3.objects import Bucket
 from tests.s3server import MotoServer
 
@@ -265,7 +266,7 @@ def test_small_chunks_are_merged_and_a_restart_reads_few_objects(
         name = b.topic_state("t").logs[0].segments[-1].name
 
         def merged() -> int:
-            return storage._catalog().files[name].merged_chunks
+            return storage.catalog().files[name].merged_chunks
 
         wait_for(lambda: merged() >= 64)
         assert values(b, "t") == [b"record %d" % i for i in range(100)]
@@ -309,7 +310,7 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         name = b.topic_state("t").logs[0].segments[-1].name
         storage.bucket = FailsAfter(storage.bucket, dies_after)  # type: ignore[assignment]
         with contextlib.suppress(StorageError):
-            storage.merge_next_run(name)
+            merge_next_run(storage, name)
         storage.bucket = storage.bucket._inner  # type: ignore[attr-defined]
     with opened(moto, url, tmp_path / "other") as again:
         assert values(again, "t") == [b"r%d" % i for i in range(40)]

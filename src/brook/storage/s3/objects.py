@@ -19,7 +19,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import S3Store
 
-from brook.errors import StorageError
+from brook.errors import Fenced, StorageError
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig
@@ -31,6 +31,16 @@ class Exists(Exception):
 
 class Changed(Exception):
     """A conditional replace was refused: the object is not the version we knew."""
+
+
+class MissingObject(StorageError):
+    """An object the catalog pointed at is gone: merged away meanwhile, or lost."""
+
+
+def fenced(what: str) -> Fenced:
+    return Fenced(
+        f"{what}: another broker has taken over this bucket prefix; this one must stop writing"
+    )
 
 
 class RequestCounts:

@@ -1,0 +1,143 @@
+"""Merging small chunk objects into larger run objects, in the background.
+
+A quiet or latency-bound partition syncs often and leaves many small chunks:
+one GET each to read back, and to recover from on restart. Once enough wait,
+the oldest are joined into one run object; the manifest change is the commit
+point, and chunks are deleted only after it, so a merge may stop at any step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from brook.errors import Fenced, StorageError
+from brook.storage.s3 import manifest as m
+
+if TYPE_CHECKING:
+    from brook.storage.s3 import S3Storage
+    from brook.storage.s3.chunks import ChunkTable
+
+log = logging.getLogger("brook.storage.s3")
+
+RUN_CHUNKS_MIN = 32
+"""Chunks merged into one object at a time, at least (unless they are large)."""
+RUN_BYTES_MAX = 8 * 1024 * 1024
+"""Largest run object merging makes."""
+RECENT_BYTES_MAX = 2 * 1024 * 1024
+"""Bytes of recently synced small chunks kept in memory per file, for merging."""
+
+
+class _Stale(Exception):
+    """The file changed while a run was being merged; the merge is dropped."""
+
+
+def merge_next_run(storage: S3Storage, name: str) -> bool:
+    """Merge the oldest chunks of an appendable file into one run object, if enough
+    small ones wait; True if it did. Safe to stop at any step: the catalog is
+    the commit point, and chunks are deleted only once a run replaces them."""
+    entry = storage.catalog().files.get(name)
+    if entry is None or entry.chunks is None:
+        return False
+    table = storage.table(name, entry)
+    first = entry.merged_chunks
+    picked: list[int] = []
+    size = 0
+    for seq in range(first, table.next_seq):
+        chunk = table.chunk_size(seq)
+        if picked and size + chunk > RUN_BYTES_MAX:
+            break
+        picked.append(seq)
+        size += chunk
+    if len(picked) < RUN_CHUNKS_MIN and size < RUN_BYTES_MAX // 2:
+        return False
+    keys = [m.chunk_key(entry.chunks, seq) for seq in picked]
+    if len(picked) == 1:
+        run_key = keys[0]  # a big chunk is a run as it is
+    else:
+        run_key = storage.new_name("objects")
+        joined = b"".join(
+            table.recent.get(seq) or storage.fetch(key)
+            for seq, key in zip(picked, keys, strict=True)
+        )
+        storage.create_own(run_key, joined)
+        if storage.cache is not None:
+            storage.cache.put(run_key, joined)  # readers of recent records move to the run
+    run = m.Run(run_key, len(picked), size)
+
+    def add_run(files: dict[str, m.Entry]) -> None:
+        now = files.get(name)
+        if now is None or now.chunks != entry.chunks or now.merged_chunks != first:
+            raise _Stale
+        files[name] = msgspec.structs.replace(now, runs=(*now.runs, run))
+
+    try:
+        storage.change(add_run)
+    except _Stale:
+        if run_key not in keys:
+            storage.bucket.delete(run_key)
+        return False
+    for seq in picked:
+        table.forget(seq)
+    if run_key not in keys:
+        storage.bucket.delete_many(keys)
+        if storage.cache is not None:
+            for key in keys:
+                storage.cache.forget(key)
+    return True
+
+
+class Merger:
+    """Merges small chunk objects into larger run objects on a thread of its own,
+    so readers and restarts fetch a few objects instead of one per sync."""
+
+    def __init__(self, storage: S3Storage) -> None:
+        self._storage = storage
+        self._wanted: set[str] = set()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def consider(self, name: str, table: ChunkTable) -> None:
+        """Called after each sync: start merging once enough chunks wait."""
+        entry = self._storage.catalog().files.get(name)
+        if entry is None or table.next_seq - entry.merged_chunks < RUN_CHUNKS_MIN:
+            return
+        with self._cond:
+            if self._closing:
+                return
+            self._wanted.add(name)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="brook-s3-merge", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._wanted and not self._closing:
+                    self._cond.wait()
+                if self._closing:
+                    return
+                name = self._wanted.pop()
+            try:
+                while merge_next_run(self._storage, name):
+                    pass
+            except Fenced:
+                log.warning("stopped merging %s: another broker took the prefix over", name)
+                return
+            except StorageError as exc:
+                log.warning("merging %s failed, will try again later: %s", name, exc)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
