@@ -6,6 +6,7 @@ BROOK_DATA=/var/lib/brook).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import secrets
@@ -222,8 +223,14 @@ def serve(
     try:
         uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
     finally:
-        broker.close()
+        with contextlib.suppress(BrookError):  # a fenced broker cannot finish its writes
+            broker.close()
         brook.broker.log.info("stopped")
+    fenced = getattr(broker.storage, "fenced", None)
+    if fenced is not None and fenced.is_set():
+        raise click.ClickException(
+            "fenced: another broker took the storage over, so this one stopped"
+        )
 
 
 def _tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:

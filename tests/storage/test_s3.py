@@ -398,3 +398,21 @@ def test_a_put_that_lands_after_its_timeout_is_never_served(
         storage.bucket = late._inner  # type: ignore[assignment]
     with opened(moto, url, tmp_path / "other") as again:
         assert values(again, "t") == [b"one", b"two", b"three"]
+
+
+def test_a_served_broker_stops_once_another_takes_its_bucket_over(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    from tests.served import Served
+
+    url = moto.fresh_url()
+    server = Served(tmp_path / "unused", "--storage", url, "--endpoint-url", moto.endpoint)
+    try:
+        assert server.request("POST", "/v1/topics/t/records", b"before")[0] == 200
+        with opened(moto, url, tmp_path / "newer") as newer:
+            status, error = server.request("POST", "/v1/topics/t/records", b"after")
+            assert status == 409 and error["error"]["code"] == "fenced"
+            assert server.process.wait(timeout=30) == 1, "the fenced server exits non-zero"
+            assert values(newer, "t") == [b"before"]
+    finally:
+        server.close()

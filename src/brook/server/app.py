@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import ssl
+import threading
 
 from brook import limits
 from brook.broker import Broker
@@ -21,6 +22,8 @@ from brook.server.http import Connections, HttpProtocol
 
 log = logging.getLogger("brook.server")
 
+FENCED_CHECK_S = 0.2
+"""How often the server looks whether its storage was taken over."""
 STOP_WAIT_S = 30.0
 """How long a stop waits for requests in flight before closing their connections."""
 
@@ -87,6 +90,18 @@ async def serve(server: Server) -> None:
     keys_note = f"{keys} API keys" if keys else "no API keys (open)"
     shown = server.host if ":" not in server.host else f"[{server.host}]"
     log.info("listening on %s://%s:%d with %s; ready", scheme, shown, server.port, keys_note)
+    fenced = getattr(server.broker.storage, "fenced", None)
+    watch = asyncio.create_task(_stop_when_fenced(fenced, stop)) if fenced is not None else None
     await stop.wait()
+    if watch is not None:
+        watch.cancel()
     log.info("stopping: finishing requests in flight")
     await server.stop()
+
+
+async def _stop_when_fenced(fenced: threading.Event, stop: asyncio.Event) -> None:
+    """A broker that another has taken over can never write again: stop serving."""
+    while not fenced.is_set():
+        await asyncio.sleep(FENCED_CHECK_S)
+    log.error("another broker has taken the storage over; stopping")
+    stop.set()

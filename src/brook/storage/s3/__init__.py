@@ -27,7 +27,7 @@ from pathlib import Path
 import msgspec
 
 from brook import limits
-from brook.errors import StorageError
+from brook.errors import Fenced, StorageError
 from brook.storage import check_name
 from brook.storage.s3 import manifest as m
 from brook.storage.s3.cache import ObjectCache
@@ -64,6 +64,8 @@ class S3Storage:
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
         self.merger = Merger(self)
+        self.fenced = threading.Event()
+        """Set once another broker has taken the prefix over: this one can never write again."""
 
     # ------------------------------------------------------------ ownership
 
@@ -91,9 +93,12 @@ class S3Storage:
             f"{self.bucket.url}: could not take the prefix over; brokers keep racing"
         )
 
-    @property
-    def epoch(self) -> int:
-        return self.catalog().epoch
+    def lost(self, what: str) -> Fenced:
+        """The error for a write refused because another broker took over; remembers it."""
+        if not self.fenced.is_set():
+            log.error("%s: another broker has taken over %s", what, self.bucket.url)
+        self.fenced.set()
+        return fenced(what)
 
     def catalog(self) -> m.Manifest:
         assert self._manifest is not None, "lock() first"
@@ -137,7 +142,7 @@ class S3Storage:
             self._unsettled = None
             return True
         if found is not None and found[1] != self._etag:
-            raise fenced("changing the catalog")
+            raise self.lost("changing the catalog")
         if isinstance(failure, StorageError):
             raise failure
         raise StorageError(f"{self.bucket.url}: the manifest could not be written")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from brook.errors import StorageError
 from brook.storage.s3 import manifest as m
 from brook.storage.s3.merge import RECENT_BYTES_MAX, RUN_CHUNKS_MIN
-from brook.storage.s3.objects import Exists, fenced
+from brook.storage.s3.objects import Exists
 
 if TYPE_CHECKING:
     from brook.storage.s3 import S3Storage
@@ -178,7 +178,7 @@ class S3AppendFile:
                 # of a broker that took over; only our own bytes mean success.
                 found = bucket.get(key)
                 if found is None or found[0] != data:
-                    raise fenced(f"writing {self._name}") from None
+                    raise self._storage.lost(f"writing {self._name}") from None
         except StorageError:
             self._unsure = (seq, data)  # no answer we can trust: give the number up
             raise
