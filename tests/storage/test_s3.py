@@ -406,7 +406,10 @@ def test_a_served_broker_stops_once_another_takes_its_bucket_over(
     from tests.served import Served
 
     url = moto.fresh_url()
-    server = Served(tmp_path / "unused", "--storage", url, "--endpoint-url", moto.endpoint)
+    cache = str(tmp_path / "cache")
+    server = Served(
+        tmp_path / "unused", "--storage", url, "--endpoint-url", moto.endpoint, "--cache-dir", cache
+    )
     try:
         assert server.request("POST", "/v1/topics/t/records", b"before")[0] == 200
         with opened(moto, url, tmp_path / "newer") as newer:
