@@ -1,0 +1,79 @@
+"""Which ready record to lease next: round-robin across keys. Pure: no I/O, no clock.
+
+Each key has a lane of ready records in offset order. Lanes take turns, one
+record per turn, so a key with a million records waiting gets one lease in
+every turn of the others, never all of them: no key starves another. With
+ordering by key, a lane is held while one of its records is out (leased or
+waiting to retry), and that record goes back to the front of its lane, so a
+key's records are leased one at a time in offset order while other keys flow.
+Records without a key share one lane.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+
+
+class FairQueue(Generic[Item]):
+    def __init__(self, ordered: bool = False) -> None:
+        self.ordered = ordered
+        self._lanes: dict[Hashable, deque[Item]] = {}
+        self._turns: OrderedDict[Hashable, None] = OrderedDict()
+        """Keys whose lane has a record and is not held, in the order they get turns."""
+        self._held: set[Hashable] = set()
+        self._count = 0
+
+    def __len__(self) -> int:
+        """Records waiting, held lanes included."""
+        return self._count
+
+    def add(self, key: Hashable, item: Item) -> None:
+        """A record became ready: to the back of its key's lane."""
+        self._lanes.setdefault(key, deque()).append(item)
+        self._count += 1
+        if key not in self._held:
+            self._turns.setdefault(key, None)
+
+    def put_back(self, key: Hashable, item: Item) -> None:
+        """A record that was out is ready again: to the front of its lane if ordered
+        (it comes before later records of its key), else to the back."""
+        if not self.ordered:
+            self.add(key, item)
+            return
+        self._lanes.setdefault(key, deque()).appendleft(item)
+        self._count += 1
+        self._held.discard(key)
+        self._turns[key] = None
+
+    def pop(self) -> tuple[Hashable, Item] | None:
+        """The next record by turns, or None when every lane is empty or held.
+        With ordering, its lane is held until `release` or `put_back`."""
+        if not self._turns:
+            return None
+        key, _ = self._turns.popitem(last=False)
+        lane = self._lanes[key]
+        item = lane.popleft()
+        self._count -= 1
+        if self.ordered:
+            self._held.add(key)
+        elif lane:
+            self._turns[key] = None  # its next turn comes after every other key's
+        if not lane:
+            del self._lanes[key]
+        return key, item
+
+    def release(self, key: Hashable) -> None:
+        """The key's record that was out is finished (acked or dead): its lane flows again."""
+        self._held.discard(key)
+        if key in self._lanes:
+            self._turns[key] = None
+
+    def holding(self, key: Hashable) -> None:
+        """Hold a key's lane (a record of it is out, learned while rebuilding state)."""
+        if self.ordered:
+            self._held.add(key)
+            self._turns.pop(key, None)
