@@ -23,6 +23,8 @@ class OneRecord(RuleBasedStateMachine):
         super().__init__()
         self.now = 0
         self.job = lc.new_job(0)
+        self.replayed = lc.new_job(0)
+        """The job rebuilt from the transitions alone, as a restart would."""
         self.receipts: list[str] = []
         self.deliveries = 0
         self.trace: list[lc.Transition] = []
@@ -32,6 +34,7 @@ class OneRecord(RuleBasedStateMachine):
         if result is not None:
             self.job, transition = result
             self.trace.append(transition)
+            self.replayed = lc.replay(self.replayed, transition)
 
     @rule(ms=st.integers(0, 1500))
     def time_passes(self, ms: int) -> None:
@@ -92,6 +95,10 @@ class OneRecord(RuleBasedStateMachine):
             assert self.job.receipt == self.receipts[-1]
         else:
             assert self.job.receipt is None
+
+    @invariant()
+    def the_status_log_rebuilds_exactly_this_job(self) -> None:
+        assert self.replayed == self.job
 
     @invariant()
     def acked_is_final(self) -> None:

@@ -117,7 +117,7 @@ def expire(job: Job, settings: Settings, now_ms: int) -> tuple[Job, Transition] 
         ready = msgspec.structs.replace(job, state=State.READY, receipt=None, ready_at_ms=now_ms)
         return ready, Transition(now_ms, State.READY, job.attempt, "lease expired")
     if job.state is State.RETRYING and now_ms >= job.ready_at_ms:
-        ready = msgspec.structs.replace(job, state=State.READY)
+        ready = msgspec.structs.replace(job, state=State.READY, ready_at_ms=now_ms)
         return ready, Transition(now_ms, State.READY, job.attempt, "retry due")
     return None
 
@@ -192,6 +192,32 @@ def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
     assert job.state is State.DEAD, f"redriving a {job.state.value} record"
     ready = Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms)
     return ready, Transition(now_ms, State.READY, 0, "redriven")
+
+
+def replay(job: Job, transition: Transition) -> Job:
+    """The job after `transition`, as the status log tells it: rebuilding state on
+    start folds a record's transitions over `new_job(its timestamp)`, and arrives at
+    exactly the job the live calls made."""
+    at, state = transition.at_ms, transition.state
+    if state is State.LEASED:
+        return msgspec.structs.replace(
+            job,
+            state=state,
+            attempt=transition.attempt,
+            receipt=transition.receipt,
+            lease_until_ms=transition.until_ms,
+        )
+    if state is State.READY:
+        if transition.attempt == 0:  # redriven: a new life
+            return Job(State.READY, since_ms=at, ready_at_ms=at)
+        return msgspec.structs.replace(job, state=state, receipt=None, ready_at_ms=at)
+    if state is State.RETRYING:
+        return msgspec.structs.replace(
+            job, state=state, receipt=None, ready_at_ms=transition.until_ms, error=transition.reason
+        )
+    if state is State.ACKED:
+        return msgspec.structs.replace(job, state=state, receipt=None)
+    return msgspec.structs.replace(job, state=state, receipt=None, error=transition.reason)
 
 
 def _dead(job: Job, now_ms: int, reason: str) -> tuple[Job, Transition]:
