@@ -78,6 +78,25 @@ def _produce(
         seq += count
 
 
+def check_acknowledged(
+    b: brook.Broker, expected: dict[tuple[int, int], bytes], context: str, partitions: int = 3
+) -> None:
+    """Every acknowledged record of topic "crash" is there, byte for byte, at its
+    offset, and the offsets of every partition are dense."""
+    topic = b.topic("crash")
+    for partition in range(partitions):
+        stored = []
+        while batch := topic.read(partition, len(stored), 5000):
+            stored.extend(batch)
+        assert [r.offset for r in stored] == list(range(len(stored))), (
+            f"offsets not dense ({context})"
+        )
+        for (p, offset), value in expected.items():
+            if p == partition:
+                assert offset < len(stored), f"acknowledged {p}/{offset} lost ({context})"
+                assert stored[offset].value == value, f"{p}/{offset} changed ({context})"
+
+
 @pytest.mark.crash
 def test_records_answered_200_survive_sigkill_of_the_server(tmp_path: Path) -> None:
     seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
@@ -107,22 +126,7 @@ def test_records_answered_200_survive_sigkill_of_the_server(tmp_path: Path) -> N
         for thread, seq, partition, offset in acked:
             expected[(partition, offset)] = value_for(run, thread, seq)
         with brook.open(str(data)) as b:
-            topic = b.topic("crash")
-            for partition in range(3):
-                stored = []
-                while batch := topic.read(partition, len(stored), 5000):
-                    stored.extend(batch)
-                assert [r.offset for r in stored] == list(range(len(stored))), (
-                    f"seed {seed} run {run}"
-                )
-                for (p, offset), value in expected.items():
-                    if p == partition:
-                        assert offset < len(stored), (
-                            f"acknowledged {p}/{offset} lost (seed {seed}, run {run})"
-                        )
-                        assert stored[offset].value == value, (
-                            f"{p}/{offset} changed (seed {seed}, run {run})"
-                        )
+            check_acknowledged(b, expected, f"seed {seed}, run {run}")
     assert len(expected) > KILLS * 5, (
         f"too few acks to mean anything: {len(expected)} (seed {seed})"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import brook
-from tests.crash.test_kill9_server import PRODUCERS, produce, value_for
+from tests.crash.test_kill9_server import PRODUCERS, check_acknowledged, produce, value_for
 from tests.s3server import MotoServer
 from tests.served import Served
 
@@ -76,22 +76,7 @@ def test_a_dead_machine_loses_nothing_the_bucket_acknowledged(
         with brook.open(
             url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "fresh-machine")
         ) as b:
-            topic = b.topic("crash")
-            for partition in range(3):
-                stored = []
-                while batch := topic.read(partition, len(stored), 5000):
-                    stored.extend(batch)
-                assert [r.offset for r in stored] == list(range(len(stored))), (
-                    f"offsets not dense (seed {seed}, death {death})"
-                )
-                for (p, offset), value in expected.items():
-                    if p == partition:
-                        assert offset < len(stored), (
-                            f"acknowledged {p}/{offset} lost (seed {seed}, death {death})"
-                        )
-                        assert stored[offset].value == value, (
-                            f"{p}/{offset} changed (seed {seed}, death {death})"
-                        )
+            check_acknowledged(b, expected, f"seed {seed}, death {death}")
             assert b.consumer("crash", "billing").committed()[0] == committed["0"]
         shutil.rmtree(tmp_path / "fresh-machine")
     assert len(expected) > DEATHS * 5, (

@@ -277,25 +277,6 @@ def test_small_chunks_are_merged_and_a_restart_reads_few_objects(
         assert fresh.bucket.counts.requests["get"] - gets <= 40, "runs, not 100 chunks"
 
 
-class FailsAfter:
-    """A bucket that fails a chosen method once, after letting it happen: a crash mid-merge."""
-
-    def __init__(self, inner: Bucket, method: str) -> None:
-        self._inner = inner
-        self._method = method
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-        if name != self._method:
-            return method
-
-        def then_fail(*args: Any) -> Any:
-            method(*args)
-            raise StorageError("the broker died here")
-
-        return then_fail
-
-
 @pytest.mark.parametrize("dies_after", ["create", "replace", "delete"])
 def test_a_merge_stopped_at_any_step_loses_nothing(
     moto: MotoServer, tmp_path: Path, dies_after: str
@@ -308,7 +289,7 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         for i in range(40):
             t.append(b"r%d" % i)
         name = b.topic_state("t").logs[0].segments[-1].name
-        storage.bucket = FailsAfter(storage.bucket, dies_after)  # type: ignore[assignment]
+        storage.bucket = LandsThenFails(storage.bucket, dies_after)  # type: ignore[assignment]
         with contextlib.suppress(StorageError):
             merge_next_run(storage, name)
         storage.bucket = storage.bucket._inner  # type: ignore[attr-defined]
