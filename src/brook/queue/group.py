@@ -1,0 +1,212 @@
+"""One queue group's state, sans I/O: records come in, leases and settlements go
+through, and every change comes out as a transition for the status log.
+
+The shell around it (not here) reads records from the topic, appends the
+transitions durably, and only then answers the caller; on start it feeds the
+status log back through `restore`. Time is always passed in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Hashable
+
+from brook.errors import LeaseExpired
+from brook.queue import lifecycle as lc
+from brook.queue.fair import FairQueue
+from brook.queue.lifecycle import Job, Settings, State, Transition
+
+Position = tuple[int, int]
+"""(partition, offset) of a record."""
+Change = tuple[Position, Transition]
+
+
+class GroupCore:
+    def __init__(self, settings: Settings, rng: random.Random) -> None:
+        self.settings = settings
+        self.rng = rng
+        self.jobs: dict[Position, Job] = {}
+        """Every record offered and not yet acked (dead ones stay, for redrive)."""
+        self.keys: dict[Position, Hashable] = {}
+        self.acked = 0
+        self._ready = FairQueue[Position](ordered=settings.ordering == "key")
+        self._leases: list[tuple[int, Position, str]] = []
+        """Heap of (lease end, record, receipt); stale entries are skipped."""
+        self._retries: list[tuple[int, Position]] = []
+        """Heap of (due, record); stale entries are skipped."""
+        self._receipts: dict[str, Position] = {}
+        self._serial = 0
+
+    # ------------------------------------------------------------ records
+
+    def offer(self, position: Position, key: Hashable, timestamp_ms: int) -> None:
+        """A record of the topic, new to the group: ready."""
+        assert position not in self.jobs
+        self.jobs[position] = lc.new_job(timestamp_ms)
+        self.keys[position] = key
+        self._ready.add(key, position)
+
+    # ------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> list[Change]:
+        """Expired leases end their attempt; due retries become ready."""
+        changes: list[Change] = []
+        while self._leases and self._leases[0][0] <= now_ms:
+            _, position, receipt = heapq.heappop(self._leases)
+            job = self.jobs.get(position)
+            if job is not None and job.state is State.LEASED and job.receipt == receipt:
+                self._expire(position, job, now_ms, changes)
+        while self._retries and self._retries[0][0] <= now_ms:
+            _, position = heapq.heappop(self._retries)
+            job = self.jobs.get(position)
+            if job is not None and job.state is State.RETRYING and job.ready_at_ms <= now_ms:
+                self._expire(position, job, now_ms, changes)
+        return changes
+
+    def _expire(self, position: Position, job: Job, now_ms: int, changes: list[Change]) -> None:
+        result = lc.expire(job, self.settings, now_ms)
+        if result is None:
+            return
+        self._receipts.pop(job.receipt or "", None)
+        self._record(position, result, changes)
+
+    # ------------------------------------------------------------ calls
+
+    def lease(self, now_ms: int, count: int, visibility_ms: int | None = None) -> list[Change]:
+        """Up to `count` records, fairly across keys; their LEASED transitions."""
+        changes = self.tick(now_ms)
+        leased: list[Change] = []
+        while len(leased) < count:
+            popped = self._ready.pop()
+            if popped is None:
+                break
+            _, position = popped
+            job = self.jobs[position]
+            expired = lc.expire(job, self.settings, now_ms)  # expire_after_ms
+            if expired is not None:
+                self._record(position, expired, changes)
+                continue
+            self._serial += 1
+            receipt = f"{position[0]}.{position[1]}.{job.attempt + 1}.{self._serial}.{self.rng.getrandbits(32):08x}"
+            result = lc.lease(job, self.settings, now_ms, receipt, visibility_ms)
+            self._record(position, result, leased)
+        return changes + leased
+
+    def settle(
+        self,
+        now_ms: int,
+        receipt: str,
+        action: str,
+        reason: str = "",
+        delay_ms: int | None = None,
+        extend_ms: int = 0,
+    ) -> list[Change]:
+        """ack, nack, extend or discard the lease named by `receipt`. Raises LeaseExpired."""
+        changes = self.tick(now_ms)
+        position = self._receipts.get(receipt)
+        if position is None:
+            raise LeaseExpired("this receipt's lease is no longer live")
+        job = self.jobs[position]
+        if action == "ack":
+            result = lc.ack(job, receipt, now_ms)
+        elif action == "nack":
+            result = lc.nack(job, self.settings, receipt, now_ms, reason, delay_ms, self.rng)
+        elif action == "extend":
+            result = lc.extend(job, receipt, now_ms, extend_ms)
+        elif action == "discard":
+            result = lc.discard(job, receipt, now_ms, reason)
+        else:
+            raise ValueError(f"unknown action {action!r}")
+        self._record(position, result, changes)
+        return changes
+
+    def redrive(self, now_ms: int, limit: int | None = None) -> list[Change]:
+        """Dead records back to work, oldest first; attempts start again."""
+        changes: list[Change] = []
+        for position in sorted(p for p, job in self.jobs.items() if job.state is State.DEAD):
+            if limit is not None and len(changes) >= limit:
+                break
+            self._record(position, lc.redrive(self.jobs[position], now_ms), changes)
+        return changes
+
+    # ------------------------------------------------------------ state
+
+    def _record(
+        self, position: Position, result: tuple[Job, Transition], changes: list[Change]
+    ) -> None:
+        job, transition = result
+        self._enter(position, job)
+        changes.append((position, transition))
+
+    @classmethod
+    def rebuild(
+        cls,
+        settings: Settings,
+        rng: random.Random,
+        records: list[tuple[Position, Hashable, int]],
+        changes: list[Change],
+    ) -> GroupCore:
+        """The group as its status log tells it: `records` (position, key, timestamp)
+        offered, in offset order, and `changes` read back in log order."""
+        core = cls(settings, rng)
+        jobs = {position: lc.new_job(timestamp) for position, _, timestamp in records}
+        keys = {position: key for position, key, _ in records}
+        for position, transition in changes:
+            if position in jobs:
+                jobs[position] = lc.replay(jobs[position], transition)
+        core.keys = keys
+        for position, job in jobs.items():
+            if job.state is State.ACKED:
+                core.acked += 1
+                del core.keys[position]
+                continue
+            core.jobs[position] = job
+            key = keys[position]
+            if job.state is State.LEASED:
+                assert job.receipt is not None
+                core._receipts[job.receipt] = position
+                heapq.heappush(core._leases, (job.lease_until_ms, position, job.receipt))
+                core._ready.holding(key)
+            elif job.state is State.RETRYING:
+                heapq.heappush(core._retries, (job.ready_at_ms, position))
+                core._ready.holding(key)
+        for position, job in core.jobs.items():
+            if job.state is State.READY:
+                core._ready.add(keys[position], position)
+        return core
+
+    def _enter(self, position: Position, job: Job) -> None:
+        """Put a record's new state in place, and in the indexes that serve it."""
+        before = self.jobs[position]
+        key = self.keys[position]
+        if before.receipt is not None and before.receipt != job.receipt:
+            self._receipts.pop(before.receipt, None)
+        if job.state is State.ACKED:
+            del self.jobs[position]
+            del self.keys[position]
+            self.acked += 1
+            self._ready.release(key)
+            return
+        self.jobs[position] = job
+        if job.state is State.LEASED:
+            assert job.receipt is not None
+            self._receipts[job.receipt] = position
+            heapq.heappush(self._leases, (job.lease_until_ms, position, job.receipt))
+            if before.state is not State.LEASED:
+                self._ready.holding(key)
+        elif job.state is State.RETRYING:
+            heapq.heappush(self._retries, (job.ready_at_ms, position))
+        elif job.state is State.READY and before.state is State.DEAD:
+            self._ready.add(key, position)  # redriven: behind what its key has waiting
+        elif job.state is State.READY and before.state is not State.READY:
+            self._ready.put_back(key, position)
+        elif job.state is State.DEAD:
+            self._ready.release(key)
+
+    def stats(self) -> dict[str, int]:
+        counts = dict.fromkeys(("ready", "leased", "retrying", "dead"), 0)
+        for job in self.jobs.values():
+            counts[job.state.value] += 1
+        counts["acked"] = self.acked
+        return counts
