@@ -128,7 +128,7 @@ class S3AppendFile:
             self._pending_bytes += sum(map(len, parts))
 
     def reserve(self, size: int) -> None:
-        pass  # objects need no preallocation
+        """Nothing to do: objects need no preallocation."""
 
     def size(self) -> int:
         with self._lock:
