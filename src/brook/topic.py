@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from brook import limits, validate
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import BadRequest, PartitionNotFound
+from brook.errors import BadRequest, BrookError, PartitionNotFound
 from brook.partitioner import partition_for_key
 from brook.records import Ack, Record
 
@@ -42,6 +42,23 @@ def route(
     if len(by_partition) == 1:
         return [(p, indexes, columns) for p, indexes in by_partition.items()]
     return [(p, indexes, columns.select(indexes)) for p, indexes in by_partition.items()]
+
+
+def acks_in_order(count: int, answered: list[tuple[list[int], AppendRequest]]) -> list[Ack]:
+    """The acks of records routed to several partitions, back in input order, once
+    every request is answered; raises the first failure (other partitions' records
+    may have been appended)."""
+    acks: list[Ack] = [Ack(0, 0, 0)] * count
+    error: BaseException | None = None
+    for indexes, request in answered:
+        try:
+            for i, ack in zip(indexes, request.result(), strict=True):
+                acks[i] = ack
+        except BrookError as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return acks
 
 
 class Topic:
@@ -102,19 +119,10 @@ class Topic:
             request = AppendRequest(state.logs[p], part, Waiter())
             self._broker.committer.submit(request)
             requests.append((indexes, request))
-        acks: list[Ack] = [Ack(0, 0, 0)] * count
-        error = None
-        for indexes, request in requests:
+        for _, request in requests:
             assert isinstance(request.on_done, Waiter)
             request.on_done.wait()
-            try:
-                for i, ack in zip(indexes, request.result(), strict=True):
-                    acks[i] = ack
-            except Exception as exc:
-                error = error or exc
-        if error is not None:
-            raise error
-        return acks
+        return acks_in_order(count, requests)
 
     def _partition(self, state: TopicState, key: bytes | None) -> int:
         partitions = state.config.partitions

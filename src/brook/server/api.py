@@ -23,7 +23,6 @@ from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.router import Router
 from brook.server.wire import (
-    columns_for,
     json_encode,
     parse_json,
     record_to_json,
@@ -31,7 +30,7 @@ from brook.server.wire import (
     records_from_json,
     topic_to_json,
 )
-from brook.topic import route
+from brook.topic import acks_in_order, route
 
 log = logging.getLogger("brook.server")
 
@@ -182,18 +181,8 @@ class Api:
             (indexes, self._submit(state.logs[partition], part))
             for partition, indexes, part in routed
         ]
-        acks: list[Ack] = [Ack(0, 0, 0)] * len(columns)
-        error: BrookError | None = None
-        for indexes, future in futures:
-            request = await future
-            try:
-                for i, ack in zip(indexes, request.result(), strict=True):
-                    acks[i] = ack
-            except BrookError as exc:
-                error = error or exc
-        if error is not None:
-            raise error
-        return acks
+        answered = [(indexes, await future) for indexes, future in futures]
+        return acks_in_order(len(columns), answered)
 
     def _submit(
         self, log: PartitionLog, columns: Columns | ClientBatches
@@ -265,10 +254,9 @@ class Api:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         columns: Columns | ClientBatches
         if content_type == JSON_TYPE:
-            records, keys = records_from_json(parse_json(request.body))
-            if not records:
+            columns = records_from_json(parse_json(request.body))
+            if not len(columns):
                 return _json({"acks": []})
-            columns = columns_for(records, keys)
         elif content_type == BATCH_TYPE:
             columns = records_from_batches(request.body)
             if not len(columns):
