@@ -110,12 +110,11 @@ def records(items: Iterable[Any]) -> Columns:
     return columns
 
 
-def decoded(columns: Columns) -> Columns:
-    """Records decoded from a client's batch, checked like any append; sets their size.
+def sized(columns: Columns) -> Columns:
+    """Columns of records whose types are already sure (decoded from a batch, or
+    checked one by one from JSON), checked for size like any append; sets their size.
 
-    The batch format already guarantees the types (bytes values and keys, str
-    header names), so only sizes and idempotency keys are left to check.
-    Raises RecordTooLarge or BadRequest.
+    Raises RecordTooLarge or BadRequest (an idempotency key out of bounds).
     """
     sizes = list(map(len, columns.values))
     if columns.keys is not None:

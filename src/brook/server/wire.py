@@ -82,8 +82,9 @@ _RECORD_FIELDS = {
 }
 
 
-def records_from_json(document: Any) -> tuple[list[Record], list[bytes | None] | None]:
-    """`{"records": [...]}` as Records and their idempotency keys; BadRequest when malformed."""
+def records_from_json(document: Any) -> Columns:
+    """`{"records": [...]}` as Columns to append; BadRequest when malformed, RecordTooLarge
+    when a record or the whole is too large."""
     if not isinstance(document, dict) or not isinstance(document.get("records"), list):
         raise BadRequest('the body must be {"records": [...]}')
     records: list[Record] = []
@@ -100,7 +101,7 @@ def records_from_json(document: Any) -> tuple[list[Record], list[bytes | None] |
         record, _ = validate.record(value, _field(item, "key", index), _headers(item, index))
         records.append(record)
         keys.append(validate.idempotency_key(item.get("idempotency_key")))
-    return records, (keys if any(k is not None for k in keys) else None)
+    return validate.sized(Columns.from_records(records, keys))
 
 
 def _with_text(out: dict[str, Any], name: str, data: bytes) -> None:
@@ -153,12 +154,6 @@ def records_from_batches(body: bytes) -> Columns | ClientBatches:
         batches = read_client_batches(body)
         if batches.plain:
             return validate.client_batches(batches)
-        return validate.decoded(batches.columns())
+        return validate.sized(batches.columns())
     except CorruptData as exc:
         raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
-
-
-def columns_for(records: list[Record], keys: list[bytes | None] | None) -> Columns:
-    columns = Columns.from_records(records, keys)
-    columns.bytes = sum(len(r.value) + len(r.key or b"") for r in records)
-    return columns
