@@ -1,8 +1,9 @@
 """The storage port: everything Brook keeps goes through this interface.
 
 Names are '/'-separated paths relative to the storage root ("topics/orders/0/...").
-Backends: `local` (a directory), `memory` (tests and experiments), and the test-only
-`faulty` wrapper. Every backend passes tests/storage/test_conformance.py.
+Backends: `local` (a directory), `s3` (an S3-compatible bucket prefix), `memory` (tests and
+experiments), and the test-only `faulty` wrapper. Every backend passes
+tests/storage/test_conformance.py.
 
 Durability contract, the same for every backend:
 - `write_atomic`, `create_appendable`, `truncate`, `delete` are durable when they return.

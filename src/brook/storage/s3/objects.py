@@ -156,16 +156,6 @@ class Bucket:
         self.counts.add("get", received=len(data))
         return data, str(result.meta["e_tag"])
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of an object that must exist."""
-        try:
-            data = bytes(obstore.get_range(self._store, key, start=start, end=end))
-        except Exception as exc:
-            self.counts.add("get")
-            raise _failure("read", key, exc) from None
-        self.counts.add("get", received=len(data))
-        return data
-
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object under `prefix`, sorted by key."""
         self.counts.add("list")
