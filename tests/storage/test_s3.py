@@ -85,16 +85,26 @@ def test_the_newer_broker_fences_the_older_and_nothing_it_writes_is_seen(
     third.close()
 
 
-class LandsThenFails:
+class Wrapped:
+    """A bucket passed through, for wrappers that change one or two of its calls."""
+
+    def __init__(self, inner: Bucket) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class LandsThenFails(Wrapped):
     """A bucket whose next write is stored but answered with an error (a lost response)."""
 
     def __init__(self, inner: Bucket, method: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._method = method
         self.armed = True
 
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
+        method = getattr(self.inner, name)
         if name != self._method:
             return method
 
@@ -193,21 +203,18 @@ def test_serve_on_s3_reports_what_the_bucket_bills_for(moto: MotoServer, tmp_pat
         assert values(again, "t") == [b"record 0", b"record 1", b"record 2"]
 
 
-class Gated:
+class Gated(Wrapped):
     """A bucket whose creates wait at a gate: a PUT held in flight."""
 
     def __init__(self, inner: Bucket) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.entered = threading.Event()
         self.gate = threading.Event()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def create(self, key: str, data: bytes) -> str:
         self.entered.set()
         self.gate.wait(timeout=30)
-        return self._inner.create(key, data)
+        return self.inner.create(key, data)
 
 
 def test_bytes_in_flight_count_and_a_cut_cancels_them(moto: MotoServer, tmp_path: Path) -> None:
@@ -240,7 +247,7 @@ def test_bytes_in_flight_count_and_a_cut_cancels_them(moto: MotoServer, tmp_path
     file.sync()
     reader = storage.open_read("seg/a")
     assert reader.read(0, 100) == b"headagain", "the cancelled chunk never shows"
-    storage.bucket = gated._inner  # type: ignore[assignment]
+    storage.bucket = gated.inner  # type: ignore[assignment]
     again = S3Storage(storage.bucket.url, endpoint_url=moto.endpoint)
     again.lock()
     assert again.read_all("seg/a") == b"headagain"
@@ -292,25 +299,22 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         storage.bucket = LandsThenFails(storage.bucket, dies_after)  # type: ignore[assignment]
         with contextlib.suppress(StorageError):
             merge_next_run(storage, name)
-        storage.bucket = storage.bucket._inner  # type: ignore[attr-defined]
+        storage.bucket = storage.bucket.inner  # type: ignore[attr-defined]
     with opened(moto, url, tmp_path / "other") as again:
         assert values(again, "t") == [b"r%d" % i for i in range(40)]
         again.topic("t").append(b"more")
         assert values(again, "t")[-1] == b"more"
 
 
-class LandsThenGoesDark:
+class LandsThenGoesDark(Wrapped):
     """A manifest write lands but its answer is lost, and the read that would tell is lost too."""
 
     def __init__(self, inner: Bucket) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.armed = True
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
     def replace(self, key: str, data: bytes, etag: str) -> str:
-        result = self._inner.replace(key, data, etag)
+        result = self.inner.replace(key, data, etag)
         if self.armed:
             raise StorageError("S3 replace failed: connection reset")
         return result
@@ -319,7 +323,7 @@ class LandsThenGoesDark:
         if self.armed:
             self.armed = False
             raise StorageError("S3 read failed: connection reset")
-        return self._inner.get(key)
+        return self.inner.get(key)
 
 
 def test_a_catalog_change_whose_outcome_was_never_learned_is_adopted_not_fenced(
@@ -339,25 +343,22 @@ def test_a_catalog_change_whose_outcome_was_never_learned_is_adopted_not_fenced(
         assert values(again, "sure") == [b"x"]
 
 
-class AnswersLate:
+class AnswersLate(Wrapped):
     """A bucket whose next create gets no answer, and lands later, when the test says."""
 
     def __init__(self, inner: Bucket) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.held: tuple[str, bytes] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     def create(self, key: str, data: bytes) -> str:
         if self.held is None and key.startswith("chunks/"):
             self.held = (key, bytes(data))
             raise StorageError("S3 create failed: timed out")
-        return self._inner.create(key, data)
+        return self.inner.create(key, data)
 
     def land(self) -> None:
         assert self.held is not None
-        self._inner.create(*self.held)
+        self.inner.create(*self.held)
 
 
 def test_a_put_that_lands_after_its_timeout_is_never_served(
@@ -376,7 +377,7 @@ def test_a_put_that_lands_after_its_timeout_is_never_served(
         late.land()  # the store applies the old request after all
         t.append(b"three")
         assert values(b, "t") == [b"one", b"two", b"three"]
-        storage.bucket = late._inner  # type: ignore[assignment]
+        storage.bucket = late.inner  # type: ignore[assignment]
     with opened(moto, url, tmp_path / "other") as again:
         assert values(again, "t") == [b"one", b"two", b"three"]
 
