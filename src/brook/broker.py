@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import msgspec
 
@@ -21,6 +22,10 @@ from brook.groups.consumer import Consumer, GroupStore
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
 from brook.partitioner import RoundRobin
+from brook.queue import settings as queue_settings
+from brook.queue.handle import Queue
+from brook.queue.lifecycle import Backoff
+from brook.queue.store import QueueStore
 from brook.records import Ack, TopicConfig, TopicInfo
 from brook.storage import Storage
 from brook.topic import Topic
@@ -104,6 +109,7 @@ class Broker:
                 maintenance=self._maintenance,
                 on_round=self._wake_readers,
             )
+            self.queues = QueueStore(self)
         except BaseException:
             for state in self._topics.values():
                 for partition_log in state.logs:
@@ -114,6 +120,10 @@ class Broker:
     # ------------------------------------------------------------ recovery
 
     def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def now_ms(self) -> int:
+        """The broker's clock, in ms since the epoch."""
         return int(self.clock() * 1000)
 
     def _recover_topics(self) -> None:
@@ -217,8 +227,14 @@ class Broker:
         self.storage.delete(f"topics/{name}/{CONFIG_FILE}")
         self.storage.delete_prefix(f"topics/{name}/")
         self.storage.delete_prefix(f"groups/{name}/")
+        self.queues.forget_topic(name)
+        self.storage.delete_prefix(f"queues/{name}/")
+        self.storage.delete_prefix(f"topics/{queue_settings.status_log_name(name, '')}")
         self.idempotency.forget_topic(name)
         self.groups.forget_topic(name)
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
 
     def topic_state(self, name: str, create: bool = False) -> TopicState:
         """The topic's state; created with defaults when `create`, else TopicNotFound."""
@@ -241,6 +257,36 @@ class Broker:
         self._check_open()
         return self.groups.consumer(topic, group, start)
 
+    def queue(
+        self,
+        topic: str,
+        group: str,
+        visibility_timeout_ms: int | None = None,
+        max_attempts: int | None = None,
+        ordering: str | None = None,
+        dead_letter_topic: str | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+    ) -> Queue:
+        """Queue group `group` on `topic` (the topic is created with defaults if new).
+
+        Settings left as None keep the stored ones (the defaults of a new group).
+        Raises InvalidName, BadRequest for bad settings.
+        """
+        self._check_open()
+        return Queue(
+            self.queues.group(
+                topic,
+                group,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                ordering=ordering,
+                dead_letter_topic=dead_letter_topic,
+                backoff=backoff,
+                expire_after_ms=expire_after_ms,
+            )
+        )
+
     # ------------------------------------------------------------ running
 
     def _wake_readers(self) -> None:
@@ -252,6 +298,7 @@ class Broker:
     def _maintenance(self) -> None:
         now = self._now_ms()
         self.idempotency.expire(now)
+        self.queues.maintain()
         for state in list(self._topics.values()):
             config = state.config
             if config.compaction:
@@ -288,7 +335,9 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        self.queues.stop()
         self.committer.close()
+        self.queues.close()
         self._wake_readers()
         for state in self._topics.values():
             for partition_log in state.logs:

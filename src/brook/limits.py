@@ -62,3 +62,22 @@ idempotency_key_bytes_max = 256
 
 # Retention is checked at most this often.
 retention_check_ms = 10_000
+
+# Queue groups.
+visibility_timeout_ms_max = 12 * 60 * 60 * 1000
+"""Longest lease one call may take or extend to (as SQS: 12 hours)."""
+queue_attempts_max = 10_000
+queue_window_records_max = 200_000
+"""Most unfinished records (ready, leased, retrying) a queue group holds in memory;
+later records of the topic wait in the log until some are finished. Fairness
+across keys holds among the records in this window."""
+queue_cached_bytes_max = 32 * MIB
+"""Bytes of record values a queue group keeps from reading the topic ahead to
+when they are leased; beyond it, leases read their records again."""
+queue_snapshot_changes = 100_000
+"""A queue group writes a snapshot of its state after this many transitions, so
+a restart reads a bounded status log and older status segments can be deleted."""
+queue_lease_records_max = 1_000
+"""Most records one lease call hands out; larger counts are capped."""
+queue_reason_chars_max = 4096
+"""A nack or discard reason is cut to this many characters."""

@@ -48,3 +48,13 @@ class TopicInfo(msgspec.Struct, frozen=True):
     retention_bytes: int | None
     compaction: bool
     end_offsets: dict[int, int]
+
+
+class Job(msgspec.Struct, gc=False):
+    """A record leased from a queue group: settle it with its `receipt`."""
+
+    record: Record
+    attempt: int
+    """1 on the first delivery; counts every lease of the record so far."""
+    receipt: str
+    """Names this lease; valid only while the lease is live."""

@@ -186,5 +186,31 @@ def whole(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
     return value
 
 
-def optional_whole(value: Any, what: str, low: int = 0) -> int | None:
-    return None if value is None else whole(value, what, low)
+def optional_whole(value: Any, what: str, low: int = 0, high: int | None = None) -> int | None:
+    return None if value is None else whole(value, what, low, high)
+
+
+def seconds(value: Any, what: str) -> float:
+    """A wait in seconds: a number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise BadRequest(f"{what} must be a number of seconds >= 0, not {value!r}")
+    return float(value)
+
+
+def reason(text: Any) -> str:
+    """Why a record was nacked or discarded: a string, cut at queue_reason_chars_max."""
+    if not isinstance(text, str):
+        raise BadRequest(f"reason must be a string, not {text!r}")
+    return text[: limits.queue_reason_chars_max]
+
+
+def receipts(jobs: Any) -> list[str]:
+    """The receipts of a Job, a receipt string, or a list of either."""
+    items = jobs if isinstance(jobs, list | tuple) else [jobs]
+    out = []
+    for item in items:
+        receipt = getattr(item, "receipt", item)
+        if not isinstance(receipt, str) or not 0 < len(receipt) <= 200:
+            raise BadRequest(f"expected a Job or a receipt string, not {item!r}")
+        out.append(receipt)
+    return out

@@ -407,6 +407,17 @@ class PartitionLog:
             removed += 1
         return removed
 
+    def drop_before(self, offset: int) -> int:
+        """Delete sealed segments holding only offsets below `offset`; returns how many.
+        Writer role."""
+        removed = 0
+        while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
+            oldest = self.segments[0]
+            self.segments = self.segments[1:]
+            self.storage.delete(oldest.name)
+            removed += 1
+        return removed
+
     def compact(self) -> int:
         """Rewrite sealed segments holding records superseded by a newer one of the
         same key; returns how many records were dropped. Writer role, nothing in flight.

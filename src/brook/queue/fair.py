@@ -31,6 +31,10 @@ class FairQueue(Generic[Item]):
         """Records waiting, held lanes included."""
         return self._count
 
+    def available(self) -> bool:
+        """Whether `pop` would hand out a record."""
+        return bool(self._turns)
+
     def add(self, key: Hashable, item: Item) -> None:
         """A record became ready: to the back of its key's lane."""
         self._lanes.setdefault(key, deque()).append(item)

@@ -29,7 +29,8 @@ class GroupCore:
         self.jobs: dict[Position, Job] = {}
         """Every record offered and not yet acked (dead ones stay, for redrive)."""
         self.keys: dict[Position, Hashable] = {}
-        self.acked = 0
+        self.counts = dict.fromkeys(State, 0)
+        """Records by state; acked ones are counted, not kept."""
         self._ready = FairQueue[Position](ordered=settings.ordering == "key")
         self._leases: list[tuple[int, Position, str]] = []
         """Heap of (lease end, record, receipt); stale entries are skipped."""
@@ -45,6 +46,7 @@ class GroupCore:
         assert position not in self.jobs
         self.jobs[position] = lc.new_job(timestamp_ms)
         self.keys[position] = key
+        self.counts[State.READY] += 1
         self._ready.add(key, position)
 
     # ------------------------------------------------------------ time
@@ -146,19 +148,28 @@ class GroupCore:
         rng: random.Random,
         records: list[tuple[Position, Hashable, int]],
         changes: list[Change],
+        start: dict[Position, Job] | None = None,
+        acked: int = 0,
     ) -> GroupCore:
         """The group as its status log tells it: `records` (position, key, timestamp)
-        offered, in offset order, and `changes` read back in log order."""
+        offered, in offset order, and `changes` read back in log order. A snapshot
+        gives `start`, the jobs it kept (other records start ready), and the
+        count of records `acked` before it."""
         core = cls(settings, rng)
-        jobs = {position: lc.new_job(timestamp) for position, _, timestamp in records}
+        start = start or {}
+        jobs = {
+            position: start.get(position) or lc.new_job(timestamp)
+            for position, _, timestamp in records
+        }
+        core.counts[State.ACKED] = acked
         keys = {position: key for position, key, _ in records}
         for position, transition in changes:
             if position in jobs:
                 jobs[position] = lc.replay(jobs[position], transition)
         core.keys = keys
         for position, job in jobs.items():
+            core.counts[job.state] += 1
             if job.state is State.ACKED:
-                core.acked += 1
                 del core.keys[position]
                 continue
             core.jobs[position] = job
@@ -180,12 +191,13 @@ class GroupCore:
         """Put a record's new state in place, and in the indexes that serve it."""
         before = self.jobs[position]
         key = self.keys[position]
+        self.counts[before.state] -= 1
+        self.counts[job.state] += 1
         if before.receipt is not None and before.receipt != job.receipt:
             self._receipts.pop(before.receipt, None)
         if job.state is State.ACKED:
             del self.jobs[position]
             del self.keys[position]
-            self.acked += 1
             self._ready.release(key)
             return
         self.jobs[position] = job
@@ -204,9 +216,30 @@ class GroupCore:
         elif job.state is State.DEAD:
             self._ready.release(key)
 
+    @property
+    def acked(self) -> int:
+        return self.counts[State.ACKED]
+
+    @property
+    def live(self) -> int:
+        """Records still to be finished: ready, leased or retrying."""
+        counts = self.counts
+        return counts[State.READY] + counts[State.LEASED] + counts[State.RETRYING]
+
     def stats(self) -> dict[str, int]:
-        counts = dict.fromkeys(("ready", "leased", "retrying", "dead"), 0)
-        for job in self.jobs.values():
-            counts[job.state.value] += 1
-        counts["acked"] = self.acked
-        return counts
+        """Records by state: ready, leased, retrying, dead, and how many were acked."""
+        return {state.value: count for state, count in self.counts.items()}
+
+    def has_ready(self) -> bool:
+        """Whether a lease would find a ready record (before time moves on)."""
+        return self._ready.available()
+
+    def next_due_ms(self) -> int | None:
+        """When time alone next changes something (a lease ends, a retry is due), if ever."""
+        dues = [heap[0][0] for heap in (self._leases, self._retries) if heap]
+        return min(dues) if dues else None
+
+    def oldest_ready_ms(self) -> int | None:
+        """When the longest-waiting ready record became ready (None if none is)."""
+        times = [job.ready_at_ms for job in self.jobs.values() if job.state is State.READY]
+        return min(times) if times else None

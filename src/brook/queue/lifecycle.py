@@ -58,7 +58,7 @@ class Settings(msgspec.Struct, frozen=True):
     dead_letter_topic: str | None = None
 
 
-class Job(msgspec.Struct, frozen=True):
+class Job(msgspec.Struct, frozen=True, array_like=True):
     """Where one record stands. `since_ms` is when it was first seen by the group."""
 
     state: State

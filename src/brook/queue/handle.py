@@ -1,0 +1,81 @@
+"""`b.queue(topic, group)`: lease records, settle them, look at the group.
+
+Every call that changes the group returns once its transitions are durable in
+the status log. Settling calls take a Job, a receipt string, or a list of either.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brook import limits, validate
+from brook.queue import settings as queue_settings
+from brook.queue.lifecycle import Transition
+from brook.queue.shell import QueueGroup
+from brook.records import Job
+
+
+class Queue:
+    def __init__(self, group: QueueGroup) -> None:
+        self._group = group
+        self.topic = group.topic
+        self.group = group.group
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.topic} group={self.group}>"
+
+    def lease(
+        self,
+        max_records: int = 10,
+        timeout: float = 1.0,
+        visibility_timeout_ms: int | None = None,
+    ) -> list[Job]:
+        """Up to `max_records` records (capped at queue_lease_records_max), fairly
+        across keys, waiting up to `timeout` seconds for the first. Each stays
+        leased for the group's visibility timeout (or `visibility_timeout_ms`)."""
+        count = min(validate.whole(max_records, "max_records", 1), limits.queue_lease_records_max)
+        seconds = validate.seconds(timeout, "timeout")
+        visibility = validate.optional_whole(
+            visibility_timeout_ms, "visibility_timeout_ms", 1, limits.visibility_timeout_ms_max
+        )
+        return self._group.lease(count, seconds, visibility)
+
+    def ack(self, jobs: Any) -> None:
+        """The records are done. Raises LeaseExpired for receipts no longer live
+        (the others are acked)."""
+        self._group.settle(validate.receipts(jobs), "ack")
+
+    def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        """The attempts failed: retry after `delay_ms` (default: the group's
+        backoff), or dead after the last attempt. Raises LeaseExpired as ack does."""
+        delay = validate.optional_whole(delay_ms, "delay_ms", 0, limits.visibility_timeout_ms_max)
+        self._group.settle(validate.receipts(jobs), "nack", validate.reason(reason), delay)
+
+    def extend(self, jobs: Any, ms: int) -> None:
+        """Keep the leases for `ms` more from now. Raises LeaseExpired as ack does."""
+        extend_ms = validate.whole(ms, "ms", 1, limits.visibility_timeout_ms_max)
+        self._group.settle(validate.receipts(jobs), "extend", extend_ms=extend_ms)
+
+    def discard(self, jobs: Any, reason: str = "") -> None:
+        """Dead at once, copied to the dead-letter topic. Raises LeaseExpired as ack does."""
+        self._group.settle(validate.receipts(jobs), "discard", validate.reason(reason))
+
+    def stats(self) -> dict[str, int]:
+        """Records by state (ready, leased, retrying, dead; acked counts all ever
+        acked) and oldest_ready_age_ms."""
+        return self._group.stats()
+
+    def trace(self, partition: int, offset: int) -> list[Transition]:
+        """The record's transitions in the status log, oldest first ([] if none)."""
+        return self._group.trace(
+            validate.whole(partition, "partition"), validate.whole(offset, "offset")
+        )
+
+    def redrive(self, limit: int | None = None) -> int:
+        """Put up to `limit` dead records (all by default) back to work, attempts
+        counted afresh; returns how many. Idempotent."""
+        return self._group.redrive(validate.optional_whole(limit, "limit", 1))
+
+    def settings(self) -> dict[str, Any]:
+        """The group's stored settings, the dead-letter topic resolved."""
+        return queue_settings.as_json(self._group.settings, self.topic)

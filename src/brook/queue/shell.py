@@ -1,0 +1,520 @@
+"""One queue group at work: the I/O shell around `GroupCore`.
+
+It feeds the core the topic's durable records (a bounded window of them),
+turns calls into core transitions, and appends those to the group's status
+log through the committer *before* answering: a lease, ack or nack a caller
+hears of is durable, and the state after a crash is the fold of the log.
+
+Under the group's mutex the core changes and the status entry is submitted to
+the committer, so entries reach the log in the order the core made them and
+group commit batches the entries of concurrent callers into one sync. Callers
+wait for durability outside the mutex. If an entry fails to become durable,
+the in-memory state is no longer the log's: the group is rebuilt from the log
+before its next call.
+
+Records that die are copied to the dead-letter topic after their DEAD
+transition is durable, with an idempotency key naming the death, and an entry
+then marks them copied; a restart copies again whatever was not marked, and
+the key keeps that from appending twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from typing import TYPE_CHECKING
+
+from brook import limits
+from brook.codec.batch import Columns
+from brook.commit import AppendRequest, Waiter
+from brook.errors import BadRequest, LeaseExpired
+from brook.log.partition import PartitionLog
+from brook.queue import settings as queue_settings
+from brook.queue import status
+from brook.queue.group import Change, GroupCore, Position
+from brook.queue.lifecycle import Job, Settings, State, Transition
+from brook.records import Job as LeasedJob
+from brook.records import Record
+
+if TYPE_CHECKING:
+    from brook.broker import Broker
+
+log = logging.getLogger("brook.queue")
+
+ACTIONS = ("ack", "nack", "extend", "discard")
+
+
+class QueueGroup:
+    def __init__(
+        self, broker: Broker, topic: str, group: str, settings: Settings, status_log: PartitionLog
+    ) -> None:
+        self.broker = broker
+        self.topic = topic
+        self.group = group
+        self.settings = settings
+        self.status_log = status_log
+        self.mutex = threading.Lock()
+        self._letter_mutex = threading.Lock()
+        self._rng = random.Random()
+        self.core = GroupCore(settings, self._rng)
+        self.offered: dict[int, int] = {}
+        """Per partition, the next offset of the topic not yet given to the core."""
+        self._cached: dict[Position, Record] = {}
+        self._cached_bytes = 0
+        self._unlettered: dict[Position, int] = {}
+        """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
+        self._changes_since_snapshot = 0
+        self.snapshot_offset = 0
+        """Status-log offset of the newest durable snapshot: nothing before it is needed."""
+        self._broken = False
+        self._next_partition = 0
+        self._load()
+
+    def _now_ms(self) -> int:
+        return int(self.broker.clock() * 1000)
+
+    # ------------------------------------------------------------ rebuilding
+
+    def _load(self) -> None:
+        """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
+        snapshot: status.Snapshot | None = None
+        changes: list[Change] = []
+        unlettered: dict[Position, int] = {}
+        snapshot_offset = 0
+        for offset, entry in self._entries():
+            if entry.snapshot is not None:
+                snapshot, changes, snapshot_offset = entry.snapshot, [], offset
+                unlettered = {(p, o): at for p, o, at in snapshot.unlettered}
+            for p, o, transition in entry.changes:
+                changes.append(((p, o), transition))
+                if transition.state is State.DEAD:
+                    unlettered[(p, o)] = transition.at_ms
+                else:
+                    unlettered.pop((p, o), None)
+            for p, o, at in entry.lettered:
+                if unlettered.get((p, o)) == at:
+                    del unlettered[(p, o)]
+        logs = self.broker.topic_state(self.topic).logs
+        offered = {pl.partition: pl.start_offset for pl in logs}
+        start: dict[Position, Job] = {}
+        acked = 0
+        if snapshot is not None:
+            for p, offset in snapshot.offered.items():
+                offered[p] = max(offered.get(p, 0), offset)
+            start = {(p, o): job for p, o, job in snapshot.jobs}
+            acked = snapshot.acked
+        reach = dict(offered)
+        for (p, o), _ in changes:
+            if p in reach:
+                reach[p] = max(reach[p], o + 1)
+        kept = self._fetch(sorted(start))
+        records: list[tuple[Position, Hashable, int]] = [
+            ((r.partition, r.offset), r.key, r.timestamp) for r in kept
+        ]
+        lost = len(start) - len(kept)
+        for pl in logs:
+            p = pl.partition
+            records.extend(
+                ((p, r.offset), r.key, r.timestamp)
+                for r in self._read_range(pl, offered[p], reach[p])
+            )
+        if lost:
+            log.warning(
+                "queue %s/%s: %d unfinished records were removed by the topic's retention",
+                self.topic,
+                self.group,
+                lost,
+            )
+        self.core = GroupCore.rebuild(self.settings, self._rng, records, changes, start, acked)
+        self.offered = reach
+        self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.core.jobs}
+        self._cached.clear()
+        self._cached_bytes = 0
+        self._changes_since_snapshot = len(changes)
+        self.snapshot_offset = snapshot_offset
+        self._broken = False
+
+    def _entries(self) -> Iterable[tuple[int, status.Entry]]:
+        """(offset, entry) of the status log, oldest first."""
+        offset = self.status_log.start_offset
+        while True:
+            records = self.status_log.read(offset, limits.read_records_max)
+            if not records:
+                return
+            for record in records:
+                yield record.offset, status.decode(record.value)
+            offset = records[-1].offset + 1
+
+    @staticmethod
+    def _read_range(partition_log: PartitionLog, start: int, stop: int) -> list[Record]:
+        out: list[Record] = []
+        while start < stop:
+            got = partition_log.read(start, min(stop - start, limits.read_records_max))
+            got = [r for r in got if r.offset < stop]
+            if not got:
+                break
+            out.extend(got)
+            start = got[-1].offset + 1
+        return out
+
+    def _fetch(self, positions: list[Position]) -> list[Record]:
+        """The records at `positions` (sorted), read in runs; missing ones are left out."""
+        logs = self.broker.topic_state(self.topic).logs
+        found: list[Record] = []
+        i = 0
+        while i < len(positions):
+            p, first = positions[i]
+            j = i + 1
+            # A run: positions close together in one partition, read in one go.
+            while (
+                j < len(positions)
+                and positions[j][0] == p
+                and positions[j][1] - first < 4 * (j - i + 1) + 64
+            ):
+                j += 1
+            wanted = {o for _, o in positions[i:j]}
+            got = self._read_range(logs[p], first, positions[j - 1][1] + 1)
+            found.extend(r for r in got if r.offset in wanted)
+            i = j
+        return found
+
+    def _check_usable(self) -> None:
+        """Holding the mutex: rebuild first if an entry failed to become durable."""
+        self.broker._check_open()
+        if self._broken:
+            log.warning("queue %s/%s: rebuilding from its status log", self.topic, self.group)
+            self._load()
+
+    # ------------------------------------------------------------ the topic
+
+    def _offer(self) -> None:
+        """Give the core the topic's new durable records, while the window has room."""
+        room = limits.queue_window_records_max - self.core.live
+        logs = self.broker.topic_state(self.topic).logs
+        progressed = True
+        while room > 0 and progressed:
+            progressed = False
+            for step in range(len(logs)):
+                partition_log = logs[(self._next_partition + step) % len(logs)]
+                p = partition_log.partition
+                start = max(self.offered.get(p, 0), partition_log.start_offset)
+                if start >= partition_log.durable_offset or room <= 0:
+                    continue
+                share = max(1, min(room, limits.read_records_max) // len(logs))
+                records = partition_log.read(start, share)
+                if not records:
+                    continue
+                for record in records:
+                    position = (p, record.offset)
+                    self.core.offer(position, record.key, record.timestamp)
+                    size = len(record.value)
+                    if self._cached_bytes + size <= limits.queue_cached_bytes_max:
+                        self._cached[position] = record
+                        self._cached_bytes += size
+                self.offered[p] = records[-1].offset + 1
+                room -= len(records)
+                progressed = True
+            self._next_partition = (self._next_partition + 1) % len(logs)
+
+    def has_work(self) -> bool:
+        """Whether a lease now might hand something out (a cheap, racy hint)."""
+        if self.core.has_ready():
+            return True
+        if self.core.live >= limits.queue_window_records_max:
+            return False
+        logs = self.broker.topic_state(self.topic).logs
+        return any(pl.durable_offset > self.offered.get(pl.partition, 0) for pl in logs)
+
+    def _records_for(self, positions: list[Position]) -> dict[Position, Record]:
+        """Holding the mutex: the cached records of `positions`, taken out of the cache."""
+        out: dict[Position, Record] = {}
+        for position in positions:
+            record = self._cached.pop(position, None)
+            if record is not None:
+                self._cached_bytes -= len(record.value)
+                out[position] = record
+        return out
+
+    # ------------------------------------------------------------ the log
+
+    def _submit(
+        self,
+        changes: list[Change],
+        lettered: list[tuple[int, int, int]] | None = None,
+        snapshot: status.Snapshot | None = None,
+        on_done: Callable[[AppendRequest], None] | None = None,
+    ) -> AppendRequest:
+        """Holding the mutex: queue the entry for the status log; wait on it with
+        `_wait` (or have `on_done` called on the committer's thread)."""
+        for (p, o), transition in changes:
+            if transition.state is State.DEAD:
+                self._unlettered[(p, o)] = transition.at_ms
+            elif (p, o) in self._unlettered:
+                del self._unlettered[(p, o)]
+        entry = status.Entry([(p, o, t) for (p, o), t in changes], lettered or [], snapshot)
+        value = status.encode(entry)
+        request = AppendRequest(
+            self.status_log, Columns([value], size_bytes=len(value)), on_done or Waiter()
+        )
+        self.broker.committer.submit(request)
+        self._changes_since_snapshot += len(changes)
+        return request
+
+    def _wait(self, request: AppendRequest) -> int:
+        """Wait for an entry to be durable; its status-log offset. On failure the
+        group is rebuilt from the log before its next call, and the error raised."""
+        assert isinstance(request.on_done, Waiter)
+        request.on_done.wait()
+        try:
+            return request.result()[0].offset
+        except BaseException:
+            self._broken = True
+            raise
+
+    def _after(self, request: AppendRequest | None, changes: list[Change]) -> None:
+        """Wait for the entry, then copy new deaths to the dead-letter topic."""
+        if request is not None:
+            self._wait(request)
+        if any(t.state is State.DEAD for _, t in changes):
+            self.letter_dead()
+
+    # ------------------------------------------------------------ calls
+
+    def lease(self, count: int, timeout_s: float, visibility_ms: int | None) -> list[LeasedJob]:
+        """Up to `count` records, waiting up to `timeout_s` for one to be available."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            leased = self._lease_now(count, visibility_ms)
+            remaining = deadline - time.monotonic()
+            if leased or remaining <= 0 or self.broker._closed:
+                return leased
+            due = self.core.next_due_ms()
+            if due is not None:
+                remaining = min(remaining, max(0.001, (due - self._now_ms()) / 1000))
+            with self.broker.appended:
+                if not self.has_work():
+                    self.broker.appended.wait(remaining)
+
+    def _lease_now(self, count: int, visibility_ms: int | None) -> list[LeasedJob]:
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            changes = self.core.lease(self._now_ms(), count, visibility_ms)
+            if not changes:
+                return []
+            request = self._submit(changes)
+            leases = [(pos, t) for pos, t in changes if t.state is State.LEASED]
+            records = self._records_for([pos for pos, _ in leases])
+            self._maybe_snapshot()
+        self._after(request, changes)
+        missing = sorted(pos for pos, _ in leases if pos not in records)
+        if missing:
+            for record in self._fetch(missing):
+                records[(record.partition, record.offset)] = record
+        gone = [t.receipt for pos, t in leases if pos not in records]
+        if gone:
+            self._vanished([r for r in gone if r is not None])
+        out = []
+        for pos, t in leases:
+            found = records.get(pos)
+            if found is not None and t.receipt is not None:
+                out.append(LeasedJob(found, t.attempt, t.receipt))
+        return out
+
+    def _vanished(self, receipts: list[str]) -> None:
+        """Leased records the topic's retention removed meanwhile: dead, with why."""
+        log.warning(
+            "queue %s/%s: %d leased records were removed by the topic's retention",
+            self.topic,
+            self.group,
+            len(receipts),
+        )
+        # A lease that expired meanwhile is found gone again by the next lease.
+        with contextlib.suppress(LeaseExpired):
+            self.settle(receipts, "discard", reason="removed by the topic's retention")
+
+    def settle(
+        self,
+        receipts: list[str],
+        action: str,
+        reason: str = "",
+        delay_ms: int | None = None,
+        extend_ms: int = 0,
+    ) -> None:
+        """Apply `action` to every live receipt, durably; then raise LeaseExpired
+        naming the receipts that were not live (the others are settled)."""
+        assert action in ACTIONS
+        stale: list[str] = []
+        with self.mutex:
+            self._check_usable()
+            now = self._now_ms()
+            changes: list[Change] = []
+            for receipt in receipts:
+                try:
+                    changes.extend(
+                        self.core.settle(now, receipt, action, reason, delay_ms, extend_ms)
+                    )
+                except LeaseExpired:
+                    stale.append(receipt)
+            request = self._submit(changes) if changes else None
+            self._maybe_snapshot()
+        self._after(request, changes)
+        if stale:
+            shown = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+            settled = len(receipts) - len(stale)
+            rest = f"; the other {settled} were settled ({action})" if settled else ""
+            raise LeaseExpired(
+                f"{len(stale)} of {len(receipts)} receipts are no longer live (the lease expired, "
+                f"or the record was settled or leased again): {shown}{rest}"
+            )
+
+    def tick(self) -> None:
+        """Let time act: expired leases end their attempt, due retries become ready."""
+        with self.mutex:
+            self._check_usable()
+            changes = self.core.tick(self._now_ms())
+            request = self._submit(changes) if changes else None
+        self._after(request, changes)
+        if self._unlettered:
+            self.letter_dead()
+
+    def redrive(self, limit: int | None) -> int:
+        """Dead records back to work, oldest first; returns how many. Idempotent."""
+        with self.mutex:
+            self._check_usable()
+            changes = self.core.redrive(self._now_ms(), limit)
+            request = self._submit(changes) if changes else None
+        self._after(request, changes)
+        return len(changes)
+
+    def stats(self) -> dict[str, int]:
+        self.tick()
+        with self.mutex:
+            counts = self.core.stats()
+            oldest = self.core.oldest_ready_ms()
+            now = self._now_ms()
+        counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)
+        return counts
+
+    def trace(self, partition: int, offset: int) -> list[Transition]:
+        """The record's transitions kept in the status log, oldest first."""
+        with self.mutex:
+            self._check_usable()
+            end = self.status_log.durable_offset
+        found: list[Transition] = []
+        for at, entry in self._entries():
+            if at >= end:
+                break
+            if entry.snapshot is not None and not found:
+                job = next(
+                    (j for p, o, j in entry.snapshot.jobs if (p, o) == (partition, offset)), None
+                )
+                if job is not None:
+                    found.append(Transition(job.since_ms, State.READY, 0, "as of a snapshot"))
+            found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
+        return found
+
+    def change_settings(self, settings: Settings) -> None:
+        """Use new settings (already stored); a change of ordering rebuilds the lanes."""
+        with self.mutex:
+            reorder = settings.ordering != self.settings.ordering
+            self.settings = settings
+            self.core.settings = settings
+            if reorder:
+                self._load()
+
+    # ------------------------------------------------------------ dead letters
+
+    def has_unlettered(self) -> bool:
+        return bool(self._unlettered)
+
+    def letter_dead(self) -> None:
+        """Copy dead records not yet copied to the dead-letter topic, then mark them."""
+        with self._letter_mutex:
+            with self.mutex:
+                pending = sorted(self._unlettered.items())[: limits.read_records_max]
+                jobs = {pos: self.core.jobs.get(pos) for pos, _ in pending}
+                records = self._records_for([pos for pos, _ in pending])
+            if not pending:
+                return
+            missing = sorted(pos for pos, _ in pending if pos not in records)
+            for record in self._fetch(missing):
+                records[(record.partition, record.offset)] = record
+            copies: list[Record] = []
+            keys: list[bytes | str | None] = []
+            for pos, at in pending:
+                found, job = records.get(pos), jobs.get(pos)
+                if found is None or job is None:
+                    continue  # removed by retention, or redriven meanwhile
+                copies.append(self._dead_letter(found, job))
+                keys.append(self._letter_key(pos, at))
+            if copies:
+                target = queue_settings.dead_letter_topic(self.topic, self.settings)
+                self.broker.topic(target).append_many(copies, idempotency_keys=keys)
+            with self.mutex:
+                marked = []
+                for (p, o), at in pending:
+                    if self._unlettered.get((p, o)) == at:
+                        del self._unlettered[(p, o)]
+                        marked.append((p, o, at))
+                request = self._submit([], lettered=marked) if marked else None
+            if request is not None:
+                self._wait(request)
+
+    def _dead_letter(self, record: Record, job: Job) -> Record:
+        headers = dict(record.headers or {})
+        headers.update(
+            {
+                "brook.origin.topic": self.topic.encode(),
+                "brook.origin.partition": str(record.partition).encode(),
+                "brook.origin.offset": str(record.offset).encode(),
+                "brook.group": self.group.encode(),
+                "brook.attempts": str(job.attempt).encode(),
+                "brook.error": job.error.encode()[:4096],
+            }
+        )
+        return Record(value=record.value, key=record.key, headers=headers)
+
+    def _letter_key(self, position: Position, at_ms: int) -> str:
+        """Names one death of one record, so copying it again appends nothing."""
+        text = f"{self.topic}\0{self.group}\0{position[0]}\0{position[1]}\0{at_ms}"
+        return "brook.dlq." + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+    # ------------------------------------------------------------ snapshots
+
+    def _maybe_snapshot(self) -> None:
+        """Holding the mutex: after enough changes, append the whole state, so a
+        restart reads from there and older status segments can go."""
+        if self._changes_since_snapshot < limits.queue_snapshot_changes:
+            return
+        self.write_snapshot()
+
+    def write_snapshot(self) -> Waiter:
+        """Holding the mutex: queue a snapshot entry; `snapshot_offset` follows once durable."""
+        core = self.core
+        snapshot = status.Snapshot(
+            offered=dict(self.offered),
+            jobs=[(p, o, job) for (p, o), job in sorted(core.jobs.items())],
+            unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
+            acked=core.acked,
+        )
+        waiter = Waiter()
+
+        def durable(done: AppendRequest) -> None:
+            if done.error is None and done.acks:
+                self.snapshot_offset = max(self.snapshot_offset, done.acks[0].offset)
+            waiter(done)
+
+        self._submit([], snapshot=snapshot, on_done=durable)
+        self._changes_since_snapshot = 0
+        return waiter
+
+    def validate_receipts(self, receipts: list[str]) -> None:
+        for receipt in receipts:
+            if not isinstance(receipt, str) or not receipt:
+                raise BadRequest(f"a receipt must be a non-empty string, not {receipt!r}")
