@@ -14,18 +14,24 @@ from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
 from brook.errors import BadRequest
 from brook.groups.consumer import Consumer
-from brook.records import Ack, Record, TopicInfo
+from brook.queue.handle import Queue
+from brook.queue.lifecycle import Backoff, Transition
+from brook.records import Ack, Job, Record, TopicInfo
 from brook.topic import Topic
 
 __all__ = [
     "Ack",
     "AsyncBroker",
+    "Backoff",
     "Broker",
     "Consumer",
+    "Job",
+    "Queue",
     "Record",
     "RemoteBroker",
     "Topic",
     "TopicInfo",
+    "Transition",
     "connect",
     "connect_async",
     "errors",

@@ -13,10 +13,12 @@ from typing import Any
 
 import httpx
 
+from brook import validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
-from brook.records import Ack, Record, TopicInfo
+from brook.queue.lifecycle import Transition
+from brook.records import Ack, Job, Record, TopicInfo
 
 
 class AsyncBroker:
@@ -72,6 +74,31 @@ class AsyncBroker:
         consumer = AsyncConsumer(self, topic, group, protocol.check_start(start))
         await consumer.lag()
         return consumer
+
+    async def queue(
+        self,
+        topic: str,
+        group: str,
+        visibility_timeout_ms: int | None = None,
+        max_attempts: int | None = None,
+        ordering: str | None = None,
+        dead_letter_topic: str | None = None,
+        backoff: Any = None,
+        expire_after_ms: int | None = None,
+    ) -> AsyncQueue:
+        """Queue group `group` on `topic`, created if new; settings left as None keep
+        the stored ones."""
+        protocol.check_names(topic, group)
+        settings = {
+            "visibility_timeout_ms": visibility_timeout_ms,
+            "max_attempts": max_attempts,
+            "ordering": ordering,
+            "dead_letter_topic": dead_letter_topic,
+            "backoff": backoff,
+            "expire_after_ms": expire_after_ms,
+        }
+        await self._do(protocol.queue_settings(topic, group, settings))
+        return AsyncQueue(self, topic, group)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -165,3 +192,61 @@ class AsyncConsumer:
             protocol.group(self.topic, self.group, self._start)
         )
         return state
+
+
+class AsyncQueue:
+    """A queue group over HTTP, as coroutines; the same methods as `Queue`."""
+
+    def __init__(self, broker: AsyncBroker, topic: str, group: str) -> None:
+        self._broker = broker
+        self.topic = topic
+        self.group = group
+
+    async def lease(
+        self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
+    ) -> list[Job]:
+        jobs: list[Job] = await self._broker._do(
+            protocol.lease(self.topic, self.group, max_records, timeout, visibility_timeout_ms)
+        )
+        return jobs
+
+    async def _settle(self, action: str, jobs: Any, **fields: Any) -> None:
+        receipts = validate.receipts(jobs)
+        await self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
+
+    async def ack(self, jobs: Any) -> None:
+        await self._settle("ack", jobs)
+
+    async def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        await self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
+
+    async def extend(self, jobs: Any, ms: int) -> None:
+        await self._settle("extend", jobs, ms=validate.whole(ms, "ms", 1))
+
+    async def discard(self, jobs: Any, reason: str = "") -> None:
+        await self._settle("discard", jobs, reason=validate.reason(reason))
+
+    async def stats(self) -> dict[str, int]:
+        stats: dict[str, int] = await self._broker._do(
+            protocol.queue_state(self.topic, self.group, "stats")
+        )
+        return stats
+
+    async def settings(self) -> dict[str, Any]:
+        settings: dict[str, Any] = await self._broker._do(
+            protocol.queue_state(self.topic, self.group, "settings")
+        )
+        return settings
+
+    async def trace(self, partition: int, offset: int) -> list[Transition]:
+        transitions: list[Transition] = await self._broker._do(
+            protocol.trace(self.topic, self.group, partition, offset)
+        )
+        return transitions
+
+    async def redrive(self, limit: int | None = None) -> int:
+        count: int = await self._broker._do(protocol.redrive(self.topic, self.group, limit))
+        return count
+
+    def __repr__(self) -> str:
+        return f"<AsyncQueue {self.topic} group={self.group}>"

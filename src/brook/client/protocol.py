@@ -18,7 +18,8 @@ from brook import limits, validate
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.records import Ack, Record, TopicInfo
+from brook.queue.lifecycle import State, Transition
+from brook.records import Ack, Job, Record, TopicInfo
 
 BATCH_TYPE = "application/vnd.brook.batch"
 _json = msgspec.json.Decoder().decode
@@ -276,3 +277,99 @@ def check_names(topic: str, group_name: str | None = None) -> None:
     validate.topic_name(topic)
     if group_name is not None:
         validate.group_name(group_name)
+
+
+# ---------------------------------------------------------------- queue groups
+
+
+def _queue_path(topic: str, group_name: str, *rest: str) -> str:
+    return _path("topics", topic, "queues", group_name, *rest)
+
+
+def queue_settings(topic: str, group_name: str, settings: dict[str, Any]) -> Call:
+    """PUT the settings that are not None; the group is created if new. Returns its settings."""
+    given = {name: value for name, value in settings.items() if value is not None}
+    if isinstance(given.get("backoff"), msgspec.Struct):
+        given["backoff"] = msgspec.structs.asdict(given["backoff"])
+    body, headers = _json_body(given)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        settings: dict[str, Any] = _json(body)["settings"]
+        return settings
+
+    return Call("PUT", _queue_path(topic, group_name), {}, body, headers, parse, True)
+
+
+def queue_state(topic: str, group_name: str, part: str) -> Call:
+    """GET the group: its "settings" or its "stats"."""
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+        document: dict[str, Any] = _json(body)[part]
+        return document
+
+    return Call("GET", _queue_path(topic, group_name), {}, None, {}, parse, True)
+
+
+def lease(
+    topic: str, group_name: str, max_records: int, timeout: float, visibility: int | None
+) -> Call:
+    validate.whole(max_records, "max_records", 1)
+    seconds = validate.seconds(timeout, "timeout")
+    document: dict[str, Any] = {"max_records": max_records, "wait_ms": int(seconds * 1000)}
+    if visibility is not None:
+        document["visibility_timeout_ms"] = visibility
+    body, headers = _json_body(document)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Job]:
+        return [
+            Job(record_from_json(topic, item), item["attempt"], item["receipt"])
+            for item in _json(body)["jobs"]
+        ]
+
+    # Not resent: a lost answer would leave its records leased until they expire.
+    return Call("POST", _queue_path(topic, group_name, "lease"), {}, body, headers, parse, False)
+
+
+def settle(topic: str, group_name: str, action: str, receipts: list[str], **fields: Any) -> Call:
+    """ack, nack, extend or discard. Not resent: if the first try landed, a second
+    would find its receipts stale and report LeaseExpired for work that was done."""
+    document = {"receipts": receipts, **{k: v for k, v in fields.items() if v is not None}}
+    body, headers = _json_body(document)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
+        return None
+
+    return Call("POST", _queue_path(topic, group_name, action), {}, body, headers, parse, False)
+
+
+def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
+    params = {
+        "partition": validate.whole(partition, "partition"),
+        "offset": validate.whole(offset, "offset"),
+    }
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Transition]:
+        return [
+            Transition(
+                t["at_ms"],
+                State(t["state"]),
+                t["attempt"],
+                t["reason"],
+                t["receipt"],
+                t["until_ms"],
+            )
+            for t in _json(body)["transitions"]
+        ]
+
+    return Call("GET", _queue_path(topic, group_name, "trace"), params, None, {}, parse, True)
+
+
+def redrive(topic: str, group_name: str, limit: int | None) -> Call:
+    validate.optional_whole(limit, "limit", 1)
+    body, headers = _json_body({} if limit is None else {"limit": limit})
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
+        count: int = _json(body)["redriven"]
+        return count
+
+    return Call("POST", _queue_path(topic, group_name, "redrive"), {}, body, headers, parse, True)

@@ -14,10 +14,12 @@ from typing import Any
 
 import httpx
 
+from brook import validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
-from brook.records import Ack, Record, TopicInfo
+from brook.queue.lifecycle import Transition
+from brook.records import Ack, Job, Record, TopicInfo
 
 
 class RemoteBroker:
@@ -73,6 +75,31 @@ class RemoteBroker:
         consumer = RemoteConsumer(self, topic, group, protocol.check_start(start))
         consumer.lag()  # the group exists on the server from here on, as it does embedded
         return consumer
+
+    def queue(
+        self,
+        topic: str,
+        group: str,
+        visibility_timeout_ms: int | None = None,
+        max_attempts: int | None = None,
+        ordering: str | None = None,
+        dead_letter_topic: str | None = None,
+        backoff: Any = None,
+        expire_after_ms: int | None = None,
+    ) -> RemoteQueue:
+        """Queue group `group` on `topic`, created if new; settings left as None keep
+        the stored ones."""
+        protocol.check_names(topic, group)
+        settings = {
+            "visibility_timeout_ms": visibility_timeout_ms,
+            "max_attempts": max_attempts,
+            "ordering": ordering,
+            "dead_letter_topic": dead_letter_topic,
+            "backoff": backoff,
+            "expire_after_ms": expire_after_ms,
+        }
+        self._do(protocol.queue_settings(topic, group, settings))
+        return RemoteQueue(self, topic, group)
 
     def close(self) -> None:
         self._http.close()
@@ -173,3 +200,61 @@ class RemoteConsumer:
 
     def __repr__(self) -> str:
         return f"<RemoteConsumer {self.topic} group={self.group}>"
+
+
+class RemoteQueue:
+    """A queue group over HTTP; the same methods as the embedded `Queue`."""
+
+    def __init__(self, broker: RemoteBroker, topic: str, group: str) -> None:
+        self._broker = broker
+        self.topic = topic
+        self.group = group
+
+    def lease(
+        self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
+    ) -> list[Job]:
+        jobs: list[Job] = self._broker._do(
+            protocol.lease(self.topic, self.group, max_records, timeout, visibility_timeout_ms)
+        )
+        return jobs
+
+    def _settle(self, action: str, jobs: Any, **fields: Any) -> None:
+        receipts = validate.receipts(jobs)
+        self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
+
+    def ack(self, jobs: Any) -> None:
+        self._settle("ack", jobs)
+
+    def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
+
+    def extend(self, jobs: Any, ms: int) -> None:
+        self._settle("extend", jobs, ms=validate.whole(ms, "ms", 1))
+
+    def discard(self, jobs: Any, reason: str = "") -> None:
+        self._settle("discard", jobs, reason=validate.reason(reason))
+
+    def stats(self) -> dict[str, int]:
+        stats: dict[str, int] = self._broker._do(
+            protocol.queue_state(self.topic, self.group, "stats")
+        )
+        return stats
+
+    def settings(self) -> dict[str, Any]:
+        settings: dict[str, Any] = self._broker._do(
+            protocol.queue_state(self.topic, self.group, "settings")
+        )
+        return settings
+
+    def trace(self, partition: int, offset: int) -> list[Transition]:
+        transitions: list[Transition] = self._broker._do(
+            protocol.trace(self.topic, self.group, partition, offset)
+        )
+        return transitions
+
+    def redrive(self, limit: int | None = None) -> int:
+        count: int = self._broker._do(protocol.redrive(self.topic, self.group, limit))
+        return count
+
+    def __repr__(self) -> str:
+        return f"<RemoteQueue {self.topic} group={self.group}>"

@@ -21,6 +21,7 @@ from brook.server import openapi
 from brook.server.auth import Authenticator, may_use
 from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
+from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
 from brook.server.wire import (
     json_encode,
@@ -34,8 +35,6 @@ from brook.topic import acks_in_order, route
 
 log = logging.getLogger("brook.server")
 
-wait_ms_max = 30_000
-"""Longest long-poll a request may ask for; longer waits are capped."""
 JSON_TYPE = "application/json"
 BATCH_TYPE = "application/vnd.brook.batch"
 
@@ -130,6 +129,7 @@ class Api:
         r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit, "consume")
         r.add("POST", "/v1/topics/{topic}/groups/{group}/seek", self.seek, "consume")
         r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
+        self.queues = QueueEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
         r.add("GET", "/openapi.json", self.openapi, None)
         self.requests = RequestCounts()
@@ -282,7 +282,7 @@ class Api:
             raise PartitionNotFound(f"topic {topic} has no partition {partition}")
         offset = _int(query, "offset", 0)
         limit = min(_int(query, "limit", 1000), limits.read_records_max)
-        wait_ms = min(_int(query, "wait_ms", 0), wait_ms_max)
+        wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
         partition_log = state.logs[partition]
         if wait_ms and limit:
             await self._wait(
@@ -309,7 +309,7 @@ class Api:
         max_records = min(
             _int(query, "max_records", limits.poll_records_default, low=1), limits.read_records_max
         )
-        wait_ms = min(_int(query, "wait_ms", 0), wait_ms_max)
+        wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
         records = consumer.poll(max_records, timeout=0)
         if not records and wait_ms:
             await self._wait(time.monotonic() + wait_ms / 1000, consumer.has_new)

@@ -1,0 +1,198 @@
+"""The HTTP endpoints of queue groups (SPEC §4, docs/PROTOCOL.md).
+
+Calls that change a group wait for the status log to be durable, so they run
+on a pool of threads of their own, never on the event loop; a lease long-polls
+on the loop first and takes the pool only once there may be something to lease.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from brook import limits, validate
+from brook.errors import BadRequest
+from brook.queue.handle import Queue
+from brook.records import Job
+from brook.server.http import Request, Response
+from brook.server.wire import json_encode, parse_json, record_to_json
+
+if TYPE_CHECKING:
+    from brook.server.api import Api
+
+QUEUE_THREADS = 64
+"""Queue calls in progress at once; each waits mostly for a group commit."""
+SETTINGS_FIELDS = (
+    "visibility_timeout_ms",
+    "max_attempts",
+    "ordering",
+    "dead_letter_topic",
+    "backoff",
+    "expire_after_ms",
+)
+
+
+def _json(document: Any, status: int = 200) -> Response:
+    return Response(status, json_encode(document))
+
+
+def _body(request: Request, allowed: set[str]) -> dict[str, Any]:
+    if not request.body.strip():
+        return {}
+    document = parse_json(request.body)
+    if not isinstance(document, dict):
+        raise BadRequest("the body must be a JSON object")
+    unknown = set(document) - allowed
+    if unknown:
+        raise BadRequest(f"unknown fields: {', '.join(sorted(unknown))}")
+    return document
+
+
+def job_to_json(job: Job) -> dict[str, Any]:
+    out = record_to_json(job.record)
+    out["attempt"] = job.attempt
+    out["receipt"] = job.receipt
+    return out
+
+
+class QueueEndpoints:
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.pool = ThreadPoolExecutor(QUEUE_THREADS, thread_name_prefix="brook-queue")
+        r = api.router
+        base = "/v1/topics/{topic}/queues/{group}"
+        r.add("PUT", base, self.put, "consume")
+        r.add("GET", base, self.get, "consume")
+        r.add("POST", base + "/lease", self.lease, "consume")
+        for action in ("ack", "nack", "extend", "discard"):
+            r.add("POST", f"{base}/{action}", self._settler(action), "consume")
+        r.add("GET", base + "/trace", self.trace, "consume")
+        r.add("POST", base + "/redrive", self.redrive, "consume")
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+
+    async def _queue(self, topic: str, group: str, **settings: Any) -> Queue:
+        broker = self.api.broker
+        existing = broker.queues.find(topic, group)
+        if existing is not None and not any(v is not None for v in settings.values()):
+            return Queue(existing)
+        queue: Queue = await self._run(broker.queue, topic, group, **settings)
+        return queue
+
+    def _described(self, queue: Queue) -> dict[str, Any]:
+        return {
+            "topic": queue.topic,
+            "group": queue.group,
+            "settings": queue.settings(),
+            "stats": queue.stats(),
+        }
+
+    async def put(self, request: Request, topic: str, group: str) -> Response:
+        document = _body(request, set(SETTINGS_FIELDS))
+        queue = await self._queue(topic, group, **{k: document.get(k) for k in SETTINGS_FIELDS})
+        return _json(await self._run(self._described, queue))
+
+    async def get(self, request: Request, topic: str, group: str) -> Response:
+        queue = await self._queue(topic, group)
+        return _json(await self._run(self._described, queue))
+
+    async def lease(self, request: Request, topic: str, group: str) -> Response:
+        document = _body(request, {"max_records", "wait_ms", "visibility_timeout_ms"})
+        max_records = validate.whole(document.get("max_records", 10), "max_records", 1)
+        wait_ms = min(validate.whole(document.get("wait_ms", 0), "wait_ms"), limits.wait_ms_max)
+        visibility = validate.optional_whole(
+            document.get("visibility_timeout_ms"),
+            "visibility_timeout_ms",
+            1,
+            limits.visibility_timeout_ms_max,
+        )
+        queue = await self._queue(topic, group)
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            jobs = await self._run(queue.lease, max_records, 0, visibility)
+            if jobs or not await self._wait_for_work(queue, deadline):
+                break
+        return _json({"jobs": [job_to_json(job) for job in jobs]})
+
+    async def _wait_for_work(self, queue: Queue, deadline: float) -> bool:
+        """Wait on the loop until the group may have work or the deadline passes;
+        False once the time is up (or the server stops)."""
+        api = self.api
+        group = queue._group
+        api.new_records.waiting += 1
+        try:
+            while not group.has_work():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or api.stopping:
+                    return False
+                due = group.core.next_due_ms()
+                if due is not None:
+                    until_due = (due - api.broker.now_ms()) / 1000
+                    if until_due <= 0:
+                        return True
+                    remaining = min(remaining, until_due)
+                await api.new_records.wait(min(remaining, 1.0))
+            return True
+        finally:
+            api.new_records.waiting -= 1
+
+    def _settler(self, action: str) -> Callable[..., Any]:
+        fields = {"receipts", "reason"} | {"nack": {"delay_ms"}, "extend": {"ms"}}.get(
+            action, set()
+        )
+
+        async def settle(request: Request, topic: str, group: str) -> Response:
+            document = _body(request, fields)
+            receipts = document.get("receipts")
+            if not isinstance(receipts, list) or not receipts:
+                raise BadRequest('the body must hold "receipts": a list of receipt strings')
+            receipts = validate.receipts(receipts)
+            queue = await self._queue(topic, group)
+            reason = document.get("reason", "")
+            if action == "ack":
+                await self._run(queue.ack, receipts)
+            elif action == "nack":
+                await self._run(queue.nack, receipts, document.get("delay_ms"), reason)
+            elif action == "extend":
+                if "ms" not in document:
+                    raise BadRequest('extend needs "ms": how long to keep the leases from now')
+                await self._run(queue.extend, receipts, document["ms"])
+            else:
+                await self._run(queue.discard, receipts, reason)
+            return _json({"settled": len(receipts)})
+
+        return settle
+
+    async def trace(self, request: Request, topic: str, group: str) -> Response:
+        queue = await self._queue(topic, group)
+        partition = _query_int(request, "partition")
+        offset = _query_int(request, "offset")
+        transitions = await self._run(queue.trace, partition, offset)
+        return _json({"transitions": msgspec.to_builtins([_row(t) for t in transitions])})
+
+    async def redrive(self, request: Request, topic: str, group: str) -> Response:
+        document = _body(request, {"limit"})
+        queue = await self._queue(topic, group)
+        count = await self._run(queue.redrive, document.get("limit"))
+        return _json({"redriven": count})
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def _row(transition: Any) -> dict[str, Any]:
+    row: dict[str, Any] = msgspec.structs.asdict(transition)
+    row["state"] = transition.state.value
+    return row
+
+
+def _query_int(request: Request, name: str) -> int:
+    text = request.query.get(name)
+    if text is None or not text.lstrip("-").isdigit():
+        raise BadRequest(f"the query parameter {name} must be an integer")
+    return validate.whole(int(text), name)

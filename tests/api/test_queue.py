@@ -1,0 +1,277 @@
+"""Queue groups (SPEC §1, §3): embedded (disk, memory, S3) and remote (HTTP, the
+Python client) pass the same tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import brook
+from brook.errors import BadRequest, InvalidName, LeaseExpired
+from brook.records import Record
+
+
+def _fill(broker: Any, topic: str, values: list[bytes], key: bytes | None = None) -> None:
+    broker.topic(topic).append_many([Record(v, key=key) for v in values])
+
+
+def _lease_all(queue: Any, want: int, timeout: float = 5.0) -> list[brook.Job]:
+    jobs: list[brook.Job] = []
+    deadline = time.monotonic() + timeout
+    while len(jobs) < want and time.monotonic() < deadline:
+        jobs.extend(queue.lease(max_records=want - len(jobs), timeout=0.2))
+    return jobs
+
+
+def test_lease_hands_out_each_record_once_and_ack_finishes_it(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a", b"b", b"c"])
+    q = broker.queue("jobs", "workers")
+    jobs = q.lease(max_records=10, timeout=1.0)
+    assert [j.record.value for j in jobs] == [b"a", b"b", b"c"]
+    assert [j.attempt for j in jobs] == [1, 1, 1]
+    assert len({j.receipt for j in jobs}) == 3
+    assert q.lease(max_records=10, timeout=0) == []
+    q.ack(jobs)
+    stats = q.stats()
+    assert {k: stats[k] for k in ("ready", "leased", "retrying", "dead", "acked")} == {
+        "ready": 0,
+        "leased": 0,
+        "retrying": 0,
+        "dead": 0,
+        "acked": 3,
+    }
+    assert q.lease(max_records=10, timeout=0.1) == []
+
+
+def test_a_receipt_is_good_for_one_settlement(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a", b"b"])
+    q = broker.queue("jobs", "workers")
+    first, second = q.lease(max_records=2)
+    q.ack(first)
+    with pytest.raises(LeaseExpired):
+        q.ack(first)
+    with pytest.raises(LeaseExpired):
+        q.nack(first.receipt)
+    # A batch with one stale receipt settles the live ones and names the stale one.
+    with pytest.raises(LeaseExpired, match="1 of 2"):
+        q.ack([first, second])
+    assert q.stats()["acked"] == 2
+
+
+def test_an_expired_lease_comes_back_with_its_attempt_counted(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers", visibility_timeout_ms=200)
+    (job,) = q.lease(max_records=1)
+    (again,) = q.lease(max_records=1, timeout=3.0)
+    assert again.record.offset == job.record.offset and again.attempt == 2
+    with pytest.raises(LeaseExpired):
+        q.ack(job)
+    q.ack(again)
+
+
+def test_extend_keeps_a_lease_past_its_timeout(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers")
+    (job,) = q.lease(max_records=1, visibility_timeout_ms=300)
+    q.extend(job, 5_000)
+    time.sleep(0.5)
+    assert q.lease(max_records=1, timeout=0) == []
+    q.ack(job)
+
+
+def test_nack_retries_then_the_last_attempt_goes_to_the_dead_letter_topic(broker: Any) -> None:
+    broker.topic("jobs").append(b"payload", key=b"k", headers={"trace": b"t1"})
+    q = broker.queue("jobs", "workers", max_attempts=2)
+    (job,) = q.lease(max_records=1)
+    q.nack(job, delay_ms=0, reason="first failure")
+    (retry,) = q.lease(max_records=1, timeout=2.0)
+    assert retry.attempt == 2
+    q.nack(retry, delay_ms=0, reason="second failure")
+    assert q.stats()["dead"] == 1
+    assert q.lease(max_records=1, timeout=0.1) == []
+    (dead,) = broker.topic("jobs.dlq").read(0, 0, 10)
+    assert dead.value == b"payload" and dead.key == b"k"
+    assert dead.headers is not None
+    assert dead.headers["trace"] == b"t1"
+    assert dead.headers["brook.origin.topic"] == b"jobs"
+    assert dead.headers["brook.origin.partition"] == b"0"
+    assert dead.headers["brook.origin.offset"] == str(job.record.offset).encode()
+    assert dead.headers["brook.attempts"] == b"2"
+    assert dead.headers["brook.error"] == b"second failure"
+    states = [t.state.value for t in q.trace(0, job.record.offset)]
+    assert states == ["leased", "retrying", "ready", "leased", "dead"]
+
+
+def test_nack_without_a_delay_waits_for_the_backoff(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers", backoff={"min_ms": 600, "jitter": 0.0})
+    (job,) = q.lease(max_records=1)
+    started = time.monotonic()
+    q.nack(job)
+    assert q.stats()["retrying"] == 1
+    (retry,) = q.lease(max_records=1, timeout=5.0)
+    assert time.monotonic() - started >= 0.55
+    assert retry.attempt == 2
+
+
+def test_discard_is_dead_at_once_and_redrive_brings_it_back(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a", b"b"])
+    q = broker.queue("jobs", "workers", dead_letter_topic="graveyard")
+    jobs = q.lease(max_records=2)
+    q.discard(jobs, reason="poison")
+    assert q.stats()["dead"] == 2
+    assert [r.headers["brook.error"] for r in broker.topic("graveyard").read(0, 0, 10)] == [
+        b"poison",
+        b"poison",
+    ]
+    assert q.redrive(limit=1) == 1
+    assert q.redrive() == 1
+    assert q.redrive() == 0  # idempotent: nothing is dead any more
+    again = _lease_all(q, 2)
+    assert sorted(j.record.value for j in again) == [b"a", b"b"]
+    assert [j.attempt for j in again] == [1, 1]  # attempts count afresh
+    q.ack(again)
+    assert q.stats()["acked"] == 2
+
+
+def test_records_appended_while_waiting_are_leased(broker: Any) -> None:
+    q = broker.queue("jobs", "workers")
+    appender = threading.Timer(0.3, lambda: broker.topic("jobs").append(b"late"))
+    appender.start()
+    try:
+        jobs = q.lease(max_records=5, timeout=5.0)
+    finally:
+        appender.join()
+    assert [j.record.value for j in jobs] == [b"late"]
+
+
+def test_key_ordering_holds_back_only_the_retrying_key(broker: Any) -> None:
+    broker.topic("jobs").append_many(
+        [
+            Record(b"a1", key=b"a"),
+            Record(b"a2", key=b"a"),
+            Record(b"b1", key=b"b"),
+            Record(b"b2", key=b"b"),
+        ]
+    )
+    q = broker.queue("jobs", "workers", ordering="key")
+    first = q.lease(max_records=10)
+    assert sorted(j.record.value for j in first) == [b"a1", b"b1"]  # one per key
+    by_value = {j.record.value: j for j in first}
+    q.nack(by_value[b"a1"], delay_ms=300)
+    q.ack(by_value[b"b1"])
+    (b2,) = q.lease(max_records=10, timeout=1.0)
+    assert b2.record.value == b"b2"  # a1 retrying holds back a2, not b2
+    (a1,) = q.lease(max_records=10, timeout=3.0)
+    assert a1.record.value == b"a1" and a1.attempt == 2
+    q.ack([a1, b2])
+    (a2,) = q.lease(max_records=10, timeout=1.0)
+    assert a2.record.value == b"a2"
+
+
+def test_settings_are_stored_and_none_keeps_them(broker: Any) -> None:
+    q = broker.queue("jobs", "workers", max_attempts=3, visibility_timeout_ms=5_000)
+    assert q.settings()["max_attempts"] == 3
+    again = broker.queue("jobs", "workers", ordering="key")
+    settings = again.settings()
+    assert settings["max_attempts"] == 3
+    assert settings["visibility_timeout_ms"] == 5_000
+    assert settings["ordering"] == "key"
+    assert settings["dead_letter_topic"] == "jobs.dlq"
+
+
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"max_attempts": 0}, BadRequest),
+        ({"visibility_timeout_ms": -1}, BadRequest),
+        ({"ordering": "random"}, BadRequest),
+        ({"dead_letter_topic": "__internal"}, InvalidName),
+        ({"dead_letter_topic": "jobs"}, BadRequest),
+        ({"backoff": {"min_ms": 10, "factor": 0.5}}, BadRequest),
+    ],
+)
+def test_bad_settings_are_refused(broker: Any, settings: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        broker.queue("jobs", "workers", **settings)
+
+
+def test_bad_calls_are_refused(broker: Any) -> None:
+    q = broker.queue("jobs", "workers")
+    with pytest.raises(InvalidName):
+        broker.queue("jobs", "bad/name")
+    with pytest.raises(BadRequest):
+        q.lease(max_records=0)
+    with pytest.raises(BadRequest):
+        q.ack([3])
+    with pytest.raises(BadRequest):
+        q.extend("0.0.1.1.abc", 0)
+    with pytest.raises(LeaseExpired):
+        q.ack("0.0.1.1.abc")
+
+
+def test_fairness_a_hot_key_does_not_starve_the_others(broker: Any) -> None:
+    """One key with 100,000 ready records, 100 keys with 10 each: with 4 workers,
+    every other key has its first record leased within the first 1,000 leases."""
+    topic = broker.topic("jobs")
+    for start in range(0, 100_000, 10_000):
+        topic.append_many([Record(b"h", key=b"hot") for _ in range(start, start + 10_000)])
+    topic.append_many([Record(b"c", key=f"cold-{k}".encode()) for k in range(100) for _ in range(10)])
+    q = broker.queue("jobs", "workers")
+    leased: list[bytes] = []
+    mutex = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with mutex:
+                if len(leased) >= 1_000:
+                    return
+            jobs = q.lease(max_records=25, timeout=1.0)
+            with mutex:
+                leased.extend(j.record.key or b"" for j in jobs)
+            q.ack(jobs)
+
+    workers = [threading.Thread(target=worker) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    first = Counter(leased[:1_000])
+    assert {f"cold-{k}".encode() for k in range(100)} <= set(first)
+
+
+def test_many_workers_finish_every_record_exactly_once(broker: Any) -> None:
+    count = 600
+    _fill(broker, "jobs", [str(i).encode() for i in range(count)])
+    q = broker.queue("jobs", "workers", max_attempts=3, visibility_timeout_ms=2_000)
+    acked: list[int] = []
+    mutex = threading.Lock()
+
+    def worker(n: int) -> None:
+        idle = 0
+        while idle < 3:
+            jobs = q.lease(max_records=20, timeout=0.3)
+            if not jobs:
+                idle += 1
+                continue
+            idle = 0
+            fail = [j for j in jobs if (j.record.offset + n) % 7 == 0 and j.attempt == 1]
+            good = [j for j in jobs if j not in fail]
+            if fail:
+                q.nack(fail, delay_ms=0, reason="flaky")
+            q.ack(good)
+            with mutex:
+                acked.extend(j.record.offset for j in good)
+
+    workers = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(acked) == list(range(count))
+    stats = q.stats()
+    assert (stats["acked"], stats["ready"], stats["leased"], stats["retrying"]) == (count, 0, 0, 0)
