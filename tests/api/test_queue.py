@@ -220,7 +220,9 @@ def test_fairness_a_hot_key_does_not_starve_the_others(broker: Any) -> None:
     topic = broker.topic("jobs")
     for start in range(0, 100_000, 10_000):
         topic.append_many([Record(b"h", key=b"hot") for _ in range(start, start + 10_000)])
-    topic.append_many([Record(b"c", key=f"cold-{k}".encode()) for k in range(100) for _ in range(10)])
+    topic.append_many(
+        [Record(b"c", key=f"cold-{k}".encode()) for k in range(100) for _ in range(10)]
+    )
     q = broker.queue("jobs", "workers")
     leased: list[bytes] = []
     mutex = threading.Lock()

@@ -28,7 +28,6 @@ from pathlib import Path
 import pytest
 
 import brook
-from brook.queue import lifecycle, status
 from brook.queue.lifecycle import State
 from brook.queue.shell import QueueGroup
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
@@ -86,7 +85,7 @@ def check_group(b: brook.Broker, acked_at: dict[tuple[int, int], int], context: 
         kept = dict(group.core.jobs)
         core_acked = group.core.acked
         offered = dict(group.offered)
-    for (p, o) in acked_at:
+    for p, o in acked_at:
         assert (p, o) not in kept and o < offered[p], f"acked {p}/{o} is not acked ({context})"
     log_acked, log_states = fold_status_log(group)
     assert log_acked == core_acked, f"acked: log {log_acked}, group {core_acked} ({context})"
@@ -145,9 +144,11 @@ def test_queue_state_survives_sigkill(tmp_path: Path) -> None:
         stats = q.stats()
         assert stats["acked"] + stats["dead"] == total, f"{stats}, {total} records (seed {seed})"
         dead_letters = b.topic(f"{TOPIC}.dlq")
-        copies = [
-            r for p in range(1) for r in dead_letters.read(p, 0, 100_000)
-        ] if b.has_topic(f"{TOPIC}.dlq") else []
+        copies = (
+            [r for p in range(1) for r in dead_letters.read(p, 0, 100_000)]
+            if b.has_topic(f"{TOPIC}.dlq")
+            else []
+        )
         origins = [
             (int(r.headers["brook.origin.partition"]), int(r.headers["brook.origin.offset"]))
             for r in copies
