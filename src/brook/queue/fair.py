@@ -6,7 +6,7 @@ every turn of the others, never all of them: no key starves another. With
 ordering by key, a lane is held while one of its records is out (leased or
 waiting to retry), and that record goes back to the front of its lane, so a
 key's records are leased one at a time in offset order while other keys flow.
-Records without a key share one lane.
+Records without a key share one lane, which is never held: they have no order to keep.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class FairQueue(Generic[Item]):
     def put_back(self, key: Hashable, item: Item) -> None:
         """A record that was out is ready again: to the front of its lane if ordered
         (it comes before later records of its key), else to the back."""
-        if not self.ordered:
+        if not self.ordered or key is None:
             self.add(key, item)
             return
         self._lanes.setdefault(key, deque()).appendleft(item)
@@ -62,7 +62,7 @@ class FairQueue(Generic[Item]):
         lane = self._lanes[key]
         item = lane.popleft()
         self._count -= 1
-        if self.ordered:
+        if self.ordered and key is not None:
             self._held.add(key)
         elif lane:
             self._turns[key] = None  # its next turn comes after every other key's
@@ -78,6 +78,6 @@ class FairQueue(Generic[Item]):
 
     def holding(self, key: Hashable) -> None:
         """Hold a key's lane (a record of it is out, learned while rebuilding state)."""
-        if self.ordered:
+        if self.ordered and key is not None:
             self._held.add(key)
             self._turns.pop(key, None)

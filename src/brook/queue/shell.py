@@ -395,7 +395,14 @@ class QueueGroup:
     def stats(self) -> dict[str, int]:
         self.tick()
         with self.mutex:
+            self._offer()
             counts = self.core.stats()
+            # Records beyond the window are ready too, only not yet in memory.
+            for pl in self.broker.topic_state(self.topic).logs:
+                waiting = pl.durable_offset - max(
+                    self.offered.get(pl.partition, 0), pl.start_offset
+                )
+                counts["ready"] += max(0, waiting)
             oldest = self.core.oldest_ready_ms()
             now = self._now_ms()
         counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)

@@ -254,6 +254,165 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+BACKOFF = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "min_ms": COUNT,
+        "max_ms": COUNT,
+        "factor": {"type": "number", "minimum": 1, "maximum": 100},
+        "jitter": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+}
+QUEUE_SETTINGS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "visibility_timeout_ms": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": limits.visibility_timeout_ms_max,
+            "nullable": True,
+        },
+        "max_attempts": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": limits.queue_attempts_max,
+            "nullable": True,
+        },
+        "ordering": {"type": "string", "enum": ["none", "key"], "nullable": True},
+        "dead_letter_topic": {**NAME, "nullable": True},
+        "backoff": {**BACKOFF, "nullable": True},
+        "expire_after_ms": {"type": "integer", "minimum": 1, "nullable": True},
+    },
+}
+QUEUE = {
+    "type": "object",
+    "properties": {
+        "topic": {"type": "string"},
+        "group": {"type": "string"},
+        "settings": {"type": "object"},
+        "stats": {
+            "type": "object",
+            "properties": {
+                name: COUNT
+                for name in ("ready", "leased", "retrying", "dead", "acked", "oldest_ready_age_ms")
+            },
+        },
+    },
+}
+JOB_OUT = {
+    **RECORD_OUT,
+    "required": [*RECORD_OUT["required"], "attempt", "receipt"],
+    "properties": {
+        **RECORD_OUT["properties"],  # type: ignore[dict-item]
+        "attempt": {"type": "integer", "minimum": 1},
+        "receipt": {"type": "string"},
+    },
+}
+RECEIPTS = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}}
+REASON = {"type": "string", "maxLength": limits.queue_reason_chars_max}
+SETTLED = _ok({"type": "object", "properties": {"settled": COUNT}})
+
+
+def _settle(summary: str, extra: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "requestBody": _json_body(
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["receipts", *required],
+                "properties": {"receipts": RECEIPTS, "reason": REASON, **extra},
+            }
+        ),
+        "responses": {"200": SETTLED},
+    }
+
+
+QUEUE_PATH = "/v1/topics/{topic}/queues/{group}"
+OPERATIONS.update(
+    {
+        ("PUT", QUEUE_PATH): {
+            "summary": "Create a queue group or change its settings (null keeps a setting)",
+            "requestBody": _json_body(QUEUE_SETTINGS, required=False),
+            "responses": {"200": _ok(QUEUE)},
+        },
+        ("GET", QUEUE_PATH): {
+            "summary": "A queue group's settings and records by state",
+            "responses": {"200": _ok(QUEUE)},
+        },
+        ("POST", QUEUE_PATH + "/lease"): {
+            "summary": "Lease records (long-polls up to wait_ms); answered once durable",
+            "requestBody": _json_body(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "max_records": {"type": "integer", "minimum": 1},
+                        "wait_ms": COUNT,
+                        "visibility_timeout_ms": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": limits.visibility_timeout_ms_max,
+                        },
+                    },
+                },
+                required=False,
+            ),
+            "responses": {
+                "200": _ok(
+                    {"type": "object", "properties": {"jobs": {"type": "array", "items": JOB_OUT}}}
+                )
+            },
+        },
+        ("POST", QUEUE_PATH + "/ack"): _settle("The records are done", {}, []),
+        ("POST", QUEUE_PATH + "/nack"): _settle(
+            "The attempts failed: retry after delay_ms or the backoff",
+            {"delay_ms": {**COUNT, "maximum": limits.visibility_timeout_ms_max}},
+            [],
+        ),
+        ("POST", QUEUE_PATH + "/extend"): _settle(
+            "Keep the leases ms longer from now",
+            {"ms": {"type": "integer", "minimum": 1, "maximum": limits.visibility_timeout_ms_max}},
+            ["ms"],
+        ),
+        ("POST", QUEUE_PATH + "/discard"): _settle(
+            "Dead at once, copied to the dead-letter topic", {}, []
+        ),
+        ("GET", QUEUE_PATH + "/trace"): {
+            "summary": "A record's transitions in the status log",
+            "parameters": [
+                {"name": "partition", "in": "query", "required": True, "schema": COUNT},
+                {"name": "offset", "in": "query", "required": True, "schema": COUNT},
+            ],
+            "responses": {
+                "200": _ok(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "transitions": {"type": "array", "items": {"type": "object"}}
+                        },
+                    }
+                )
+            },
+        },
+        ("POST", QUEUE_PATH + "/redrive"): {
+            "summary": "Put dead records back to work (all, or up to limit); idempotent",
+            "requestBody": _json_body(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"limit": {"type": "integer", "minimum": 1}},
+                },
+                required=False,
+            ),
+            "responses": {"200": _ok({"type": "object", "properties": {"redriven": COUNT}})},
+        },
+    }
+)
+
+
 def document(router: Router, with_keys: bool) -> dict[str, Any]:
     """The OpenAPI 3.0 description of every route `router` serves."""
     paths: dict[str, dict[str, Any]] = {}

@@ -1,0 +1,152 @@
+"""A queue group's state lives in its status log: restarts, snapshots, failed writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import brook
+from brook import limits
+from brook.errors import LeaseExpired, StorageError
+from brook.queue.lifecycle import State
+from brook.records import Record
+from brook.storage.faulty import FaultyStorage
+from brook.storage.local import LocalStorage
+
+
+class Clock:
+    """Time that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _fill(b: brook.Broker, count: int, key: bytes | None = None) -> None:
+    b.topic("jobs").append_many([Record(str(i).encode(), key=key) for i in range(count)])
+
+
+def test_every_state_survives_a_restart(tmp_path: Path) -> None:
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        _fill(b, 6)
+        q = b.queue("jobs", "g", max_attempts=1, visibility_timeout_ms=60_000)
+        jobs = q.lease(max_records=4)
+        q.ack(jobs[0])
+        q.discard(jobs[1], reason="bad")
+        q.nack(jobs[2], delay_ms=5_000)  # max_attempts=1: dead
+        leased = jobs[3]
+        before = q.stats()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        q = b.queue("jobs", "g")
+        assert q.stats() == before
+        assert before["acked"] == 1 and before["dead"] == 2 and before["leased"] == 1
+        q.ack(leased)  # a live lease's receipt still works after the restart
+        with pytest.raises(LeaseExpired):
+            q.ack(jobs[0])
+        rest = q.lease(max_records=10)
+        assert [j.record.value for j in rest] == [b"4", b"5"]
+        assert len(b.topic("jobs.dlq").read(0, 0, 10)) == 2  # copied once, not again on start
+
+
+def test_a_lease_expires_on_the_injected_clock_even_across_a_restart(tmp_path: Path) -> None:
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        _fill(b, 1)
+        q = b.queue("jobs", "g", visibility_timeout_ms=10_000)
+        (job,) = q.lease(max_records=1)
+    clock.now += 9
+    with brook.open(str(tmp_path), clock=clock) as b:
+        q = b.queue("jobs", "g")
+        assert q.lease(max_records=1, timeout=0) == []
+        clock.now += 2
+        (again,) = q.lease(max_records=1, timeout=0)
+        assert again.attempt == 2 and again.record.offset == job.record.offset
+        trace = q.trace(0, 0)
+        assert [t.state for t in trace] == [State.LEASED, State.READY, State.LEASED]
+        assert trace[1].reason == "lease expired"
+
+
+def test_expire_after_ms_sends_old_records_to_the_dead_letters(tmp_path: Path) -> None:
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        _fill(b, 2)
+        q = b.queue("jobs", "g", expire_after_ms=1_000)
+        clock.now += 2
+        assert q.lease(max_records=10, timeout=0) == []
+        assert q.stats()["dead"] == 2
+        copies = b.topic("jobs.dlq").read(0, 0, 10)
+        assert [r.headers["brook.error"] for r in copies if r.headers] == [
+            b"expired: older than expire_after_ms"
+        ] * 2
+
+
+def test_snapshots_bound_the_status_log_and_restore_the_same_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "queue_snapshot_changes", 50)
+    with brook.Broker(LocalStorage(tmp_path), segment_bytes_max=2_000) as b:
+        _fill(b, 2_000, key=None)
+        q = b.queue("jobs", "g", max_attempts=2)
+        for _ in range(30):
+            jobs = q.lease(max_records=50)
+            q.ack(jobs[:40])
+            q.nack(jobs[40:45], delay_ms=0)
+            q.discard(jobs[45:], reason="poison")
+        b.run_maintenance()
+        group = b.queues.find("jobs", "g")
+        assert group is not None
+        assert group.snapshot_offset > 0
+        assert group.status_log.start_offset > 0, "status segments behind the snapshot are deleted"
+        before = q.stats()
+        leased = q.lease(max_records=3)
+    with brook.Broker(LocalStorage(tmp_path), segment_bytes_max=2_000) as b:
+        q = b.queue("jobs", "g")
+        after = q.stats()
+        assert {k: after[k] for k in ("acked", "dead", "retrying")} == {
+            k: before[k] for k in ("acked", "dead", "retrying")
+        }
+        assert after["leased"] == 3
+        q.ack(leased)
+        assert q.redrive() == before["dead"]
+
+
+def test_a_status_write_that_fails_is_not_acknowledged_and_the_group_recovers(
+    tmp_path: Path,
+) -> None:
+    faulty = FaultyStorage(LocalStorage(tmp_path))
+    with brook.Broker(faulty) as b:
+        _fill(b, 3)
+        q = b.queue("jobs", "g")
+        (first,) = q.lease(max_records=1)
+        faulty.faults.sync_failures = 1
+        with pytest.raises(StorageError):
+            q.ack(first)
+        # The ack was not made durable: the lease is still live, and acking again works.
+        q.ack(first)
+        faulty.faults.sync_failures = 1
+        with pytest.raises(StorageError):
+            q.lease(max_records=1)
+        # The failed lease was never handed out: its record is leased afresh at attempt 1.
+        jobs = q.lease(max_records=5)
+        assert [(j.record.offset, j.attempt) for j in jobs] == [(1, 1), (2, 1)]
+        q.ack(jobs)
+        assert q.stats()["acked"] == 3
+
+
+def test_deleting_the_topic_deletes_its_queue_groups(tmp_path: Path) -> None:
+    with brook.open(str(tmp_path)) as b:
+        _fill(b, 2)
+        q = b.queue("jobs", "g", max_attempts=9)
+        q.ack(q.lease(max_records=1))
+        b.delete_topic("jobs")
+        assert not [n for n in b.storage.list("queues/")]
+        assert not [n for n in b.storage.list("topics/__queues/")]
+        _fill(b, 1)
+        fresh = b.queue("jobs", "g")
+        assert fresh.settings()["max_attempts"] == 5
+        assert fresh.stats()["acked"] == 0
+        assert [j.record.offset for j in fresh.lease(max_records=5)] == [0]
