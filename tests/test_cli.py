@@ -50,6 +50,31 @@ def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert code == 1 and "invalid_name" in out
 
 
+def test_queue_commands(tmp_path: Path) -> None:
+    data = str(tmp_path / "d")
+    assert run("produce", "jobs", "--data", data, stdin="one\ntwo\nthree\n")[0] == 0
+    code, out = run("queue", "stats", "jobs", "workers", "--data", data)
+    assert code == 0 and "ready: 3" in out and "setting max_attempts: 5" in out
+    code, out = run("queue", "lease", "jobs", "workers", "-n", "1", "--ack", "--data", data)
+    first = out.splitlines()[0]
+    assert code == 0 and first.startswith("0\t0\tattempt=1\t") and first.endswith("\tone")
+    import brook
+
+    with brook.open(data) as b:
+        q = b.queue("jobs", "workers")
+        q.discard(q.lease(max_records=1), reason="bad input")
+    code, out = run("queue", "dead", "jobs", "workers", "--data", data)
+    assert code == 0 and out == "0/1\tattempts=1\terror='bad input'\ttwo\n"
+    code, out = run("queue", "stats", "jobs", "workers", "--data", data)
+    assert "acked: 1" in out and "dead: 1" in out and "ready: 1" in out
+    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven 1\n"
+    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven 0\n"
+    code, out = run("queue", "lease", "jobs", "workers", "-n", "5", "--data", data)
+    assert sorted(line.split("\t")[-1] for line in out.splitlines()) == ["three", "two"]
+    code, out = run("queue", "lease", "jobs", "bad/group", "--data", data)
+    assert code == 1 and "invalid_name" in out and "Traceback" not in out
+
+
 def test_serve_refuses_a_bad_option_in_one_line(tmp_path: Path) -> None:
     code, out = run("serve", "--data", str(tmp_path / "d"), "--linger-ms", "-1")
     assert code == 2 and "--linger-ms" in out and "Traceback" not in out
@@ -117,6 +142,12 @@ def test_the_commands_talk_to_a_running_server_with_url(tmp_path: Path) -> None:
             and "unauthorized" in denied.output
             and "Traceback" not in denied.output
         )
+        code, out = remote("queue", "lease", "jobs", "w", "-n", "5", "--ack")
+        assert code == 0 and len([line for line in out.splitlines() if "attempt=1" in line]) == 3
+        code, out = remote("queue", "stats", "jobs", "w")
+        assert code == 0 and "acked: 3" in out
+        assert remote("queue", "redrive", "jobs", "w")[1] == "redriven 0\n"
+        assert remote("queue", "dead", "jobs", "w")[0] == 0
         assert remote("topics", "delete", "jobs")[0] == 0
     finally:
         server.close()

@@ -33,7 +33,9 @@ def test_queue_lifecycle_over_http(served: Served) -> None:
     )
     status, error = served.request("POST", base() + "/ack", {"receipts": receipts[:1]})
     assert status == 409 and error["error"]["code"] == "lease_expired"
-    assert served.request("POST", base() + "/extend", {"receipts": receipts[1:], "ms": 5000})[0] == 200
+    assert (
+        served.request("POST", base() + "/extend", {"receipts": receipts[1:], "ms": 5000})[0] == 200
+    )
     assert (
         served.request("POST", base() + "/discard", {"receipts": receipts[1:], "reason": "no"})[0]
         == 200
@@ -48,7 +50,9 @@ def test_queue_lifecycle_over_http(served: Served) -> None:
     status, leased = served.request("POST", base() + "/lease", {"max_records": 5, "wait_ms": 100})
     assert [j["value"] for j in leased["jobs"]] == ["b"]
     receipt = leased["jobs"][0]["receipt"]
-    assert served.request("POST", base() + "/nack", {"receipts": [receipt], "delay_ms": 0})[0] == 200
+    assert (
+        served.request("POST", base() + "/nack", {"receipts": [receipt], "delay_ms": 0})[0] == 200
+    )
 
 
 def test_a_lease_long_polls_until_a_record_arrives(served: Served) -> None:
@@ -56,7 +60,8 @@ def test_a_lease_long_polls_until_a_record_arrives(served: Served) -> None:
     import threading
 
     later = threading.Timer(
-        0.3, lambda: served.request("POST", "/v1/topics/jobs/records", {"records": [{"value": "x"}]})
+        0.3,
+        lambda: served.request("POST", "/v1/topics/jobs/records", {"records": [{"value": "x"}]}),
     )
     later.start()
     try:
