@@ -127,3 +127,18 @@ def test_the_async_client_leases_and_settles(served: Served) -> None:
             assert (await q.stats())["retrying"] + (await q.stats())["ready"] == 1
 
     asyncio.run(work())
+
+
+def test_metrics_show_each_queue_group_by_state(served: Served) -> None:
+    served.request("POST", "/v1/topics/jobs/records", {"records": [{"value": "a"}, {"value": "b"}]})
+    served.request("PUT", base(), {})
+    served.request("POST", base() + "/lease", {"max_records": 1})
+    status, text = served.request("GET", "/metrics")
+    assert status == 200
+    lines = set(text.splitlines())
+    assert 'brook_queue_records{group="workers",state="leased",topic="jobs"} 1.0' in lines
+    assert 'brook_queue_records{group="workers",state="ready",topic="jobs"} 1.0' in lines
+    assert any(
+        line.startswith('brook_queue_oldest_ready_age_seconds{group="workers",topic="jobs"}')
+        for line in lines
+    )

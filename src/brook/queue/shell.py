@@ -393,7 +393,12 @@ class QueueGroup:
         return len(changes)
 
     def stats(self) -> dict[str, int]:
+        """Records by state once time has acted (expired leases, due retries)."""
         self.tick()
+        return self.counts()
+
+    def counts(self) -> dict[str, int]:
+        """Records by state as they stand, and the oldest ready record's age; writes nothing."""
         with self.mutex:
             self._offer()
             counts = self.core.stats()

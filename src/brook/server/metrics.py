@@ -81,7 +81,28 @@ class BrookCollector(Collector):
             for partition, records in consumer.lag().items():
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
+        yield from self._queues()
         yield from self._object_storage()
+
+    def _queues(self) -> Iterator[Metric]:
+        records = GaugeMetricFamily(
+            "brook_queue_records",
+            "Records of a queue group by state (acked: all ever acked)",
+            labels=["topic", "group", "state"],
+        )
+        oldest = GaugeMetricFamily(
+            "brook_queue_oldest_ready_age_seconds",
+            "How long the longest-waiting ready record of a queue group has waited",
+            labels=["topic", "group"],
+        )
+        for group in self.broker.queues.groups():
+            counts = group.counts()
+            age = counts.pop("oldest_ready_age_ms")
+            for state, count in counts.items():
+                records.add_metric([group.topic, group.group, state], count)
+            oldest.add_metric([group.topic, group.group], age / 1000)
+        yield records
+        yield oldest
 
     def _object_storage(self) -> Iterator[Metric]:
         """What the object store bills for: requests by kind and bytes moved (S3 only)."""
