@@ -376,6 +376,11 @@ def main() -> None:
         lines.append(f"| {title} | {med[key]:,.0f} | {runs(key)} | {target} | {ratio} |")
     report = "\n".join(lines) + "\n"
     print("\n" + report)
+    from benchmarks import queues
+
+    queue_report = queues.main()
+    print("\n" + queue_report)
+    report += "\n" + queue_report
     if shutil.which("wrk"):
         from benchmarks import server
 

@@ -73,9 +73,6 @@ queue_window_records_max = 200_000
 """Most unfinished records (ready, leased, retrying) a queue group holds in memory;
 later records of the topic wait in the log until some are finished. Fairness
 across keys holds among the records in this window."""
-queue_cached_bytes_max = 32 * MIB
-"""Bytes of record values a queue group keeps from reading the topic ahead to
-when they are leased; beyond it, leases read their records again."""
 queue_snapshot_changes = 100_000
 """A queue group writes a snapshot of its state after this many transitions, so
 a restart reads a bounded status log and older status segments can be deleted."""

@@ -66,7 +66,7 @@ def fold_status_log(group: QueueGroup) -> tuple[int, dict[tuple[int, int], State
     states: dict[tuple[int, int], State] = {}
     for _, entry in group._entries():
         if entry.snapshot is not None:
-            acked = entry.snapshot.acked
+            acked = entry.snapshot.acked_count
             states = {(p, o): job.state for p, o, job in entry.snapshot.jobs}
         for p, o, transition in entry.changes:
             if transition.state is State.ACKED:

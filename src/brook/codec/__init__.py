@@ -6,6 +6,7 @@ The byte layout is specified in docs/FORMAT.md; keep the two in step.
 from brook.codec.batch import (
     BATCH_HEADER_BYTES,
     BatchHeader,
+    decode_keys,
     decode_records,
     encode_batch,
     parse_header,
@@ -27,6 +28,7 @@ __all__ = [
     "TRAILER_BYTES",
     "BatchHeader",
     "IndexEntry",
+    "decode_keys",
     "decode_records",
     "decode_seal",
     "decode_segment_header",

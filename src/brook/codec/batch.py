@@ -301,6 +301,31 @@ def _layout(buf: bytes, pos: int, header: BatchHeader) -> _Layout:
     return _Layout(values, columns, presence, starts)
 
 
+def _values_window(
+    buf: bytes, pos: int, header: BatchHeader, first: int, stop: int
+) -> tuple[list[int], int]:
+    """For a verified batch of values alone: the value ends of records first..stop
+    (stop+1 - first entries, so record i spans ends[i-first]..ends[i-first+1]) and
+    where the values blob starts. Checks what it reads: increasing, inside the batch."""
+    count = header.record_count
+    column = pos + BATCH_HEADER_BYTES
+    v0 = column + 4 * (count + 1)
+    end = pos + header.length
+    if v0 > end:
+        raise CorruptData("batch column runs past the batch")
+    ends = array("I")
+    ends.frombytes(buf[column + 4 * first : column + 4 * (stop + 1)])
+    window = ends.tolist()
+    (total,) = struct.unpack_from("<I", buf, column + 4 * count)
+    if v0 + total != end:
+        raise CorruptData("batch blobs do not fill the batch exactly")
+    if (first == 0 and window[0] != 0) or any(map(int.__gt__, window, window[1:])):
+        raise CorruptData("batch column offsets are not increasing")
+    if window[-1] > total:
+        raise CorruptData("batch column runs past the values")
+    return window, v0
+
+
 def _slices(buf: bytes, start: int, ends: list[int]) -> list[bytes]:
     return [buf[start + a : start + b] for a, b in pairwise(ends)]
 
@@ -428,18 +453,34 @@ def decode_records(
     partition: int,
     start_offset: int = 0,
     want_idempotency: bool = False,
+    limit: int | None = None,
 ) -> tuple[list[Record], list[bytes | None] | None]:
-    """Decode the records of a verified batch whose offset is >= start_offset.
+    """Decode the records of a verified batch whose offset is >= start_offset
+    (at most `limit` of them).
 
     Returns the records and, when asked for, their idempotency keys (None where
     a record has none). Raises CorruptData when the body does not hold
     together; never returns bytes from outside the batch.
     """
     count, flags = header.record_count, header.flags
-    values, columns, presence, starts = _layout(buf, pos, header)
     skip = max(0, start_offset - header.base_offset)
-    offsets = range(header.base_offset + skip, header.base_offset + count)
-    v0, ts = starts[0], header.timestamp
+    stop = count if limit is None else min(count, skip + limit)
+    offsets = range(header.base_offset + skip, header.base_offset + stop)
+    ts = header.timestamp
+    if skip >= stop:
+        return [], [] if want_idempotency else None
+    if not flags and not want_idempotency:
+        # Values alone (the common case): read only the part of the column wanted.
+        ends, v0 = _values_window(buf, pos, header, skip, stop)
+        return [
+            Record(buf[v0 + a : v0 + b], None, None, topic, partition, offset, ts)
+            for offset, a, b in zip(offsets, ends, ends[1:], strict=False)
+        ], None
+    values, columns, presence, starts = _layout(buf, pos, header)
+    if stop < count:
+        count = stop  # the records after the limit are not decoded at all
+        values = values[: count + 1]
+    v0 = starts[0]
     records = [
         Record(buf[v0 + a : v0 + b], None, None, topic, partition, offset, ts)
         for offset, a, b in zip(offsets, values[skip:-1], values[skip + 1 :], strict=True)
@@ -466,3 +507,20 @@ def decode_records(
                 if idem[i + 1] > idem[i]:
                     idempotency[j] = buf[i0 + idem[i] : i0 + idem[i + 1]]
     return records, idempotency
+
+
+def decode_keys(
+    buf: bytes, pos: int, header: BatchHeader, start_offset: int = 0
+) -> tuple[range, list[bytes | None] | None]:
+    """The offsets (>= start_offset) and keys of a verified batch's records, without
+    decoding their values; keys is None when no record in it has one."""
+    count = header.record_count
+    skip = max(0, start_offset - header.base_offset)
+    offsets = range(header.base_offset + skip, header.base_offset + count)
+    if not header.flags & FLAG_KEYS:
+        return offsets, None
+    _, columns, presence, starts = _layout(buf, pos, header)
+    keys, k0 = columns[FLAG_KEYS], starts[FLAG_KEYS]
+    return offsets, [
+        buf[k0 + keys[i] : k0 + keys[i + 1]] if presence[i] else None for i in range(skip, count)
+    ]

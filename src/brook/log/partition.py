@@ -13,6 +13,7 @@ import logging
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 from brook import limits
@@ -20,6 +21,7 @@ from brook.codec import (
     SEGMENT_HEADER_BYTES,
     TRAILER_BYTES,
     IndexEntry,
+    decode_keys,
     decode_records,
     decode_seal,
     decode_segment_header,
@@ -163,13 +165,33 @@ class PartitionLog:
             while pos < len(raw) and len(records) < limit:
                 header = parse_header(raw, pos)
                 assert not isinstance(header, str), "_batches returns whole, verified batches"
-                got, _ = decode_records(raw, pos, header, self.topic, self.partition, offset)
-                records.extend(got[: limit - len(records)])  # limit counts records, not offsets
+                got, _ = decode_records(
+                    raw, pos, header, self.topic, self.partition, offset, limit=limit - len(records)
+                )
+                records.extend(got)
                 pos += header.length
             if next_offset <= offset:
                 break
             offset = next_offset
         return records
+
+    def read_keys(self, offset: int, limit: int) -> list[tuple[int, bytes | None, int]]:
+        """(offset, key, timestamp) of durable records at offsets >= `offset`, at most
+        about `limit` (whole batches), values left undecoded. Raises CorruptData."""
+        raw, _ = self.read_batches(offset, limit)
+        out: list[tuple[int, bytes | None, int]] = []
+        pos = 0
+        while pos < len(raw):
+            header = parse_header(raw, pos)
+            assert not isinstance(header, str), "read_batches returns whole, verified batches"
+            offsets, keys = decode_keys(raw, pos, header, offset)
+            ts = header.timestamp
+            if keys is None:
+                out.extend((o, None, ts) for o in offsets)
+            else:
+                out.extend(zip(offsets, keys, repeat(ts)))
+            pos += header.length
+        return out
 
     def read_batches(
         self, offset: int, limit: int, bytes_max: int = limits.read_bytes_max

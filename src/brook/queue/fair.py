@@ -37,10 +37,13 @@ class FairQueue(Generic[Item]):
 
     def add(self, key: Hashable, item: Item) -> None:
         """A record became ready: to the back of its key's lane."""
-        self._lanes.setdefault(key, deque()).append(item)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = deque()
+        lane.append(item)
         self._count += 1
-        if key not in self._held:
-            self._turns.setdefault(key, None)
+        if key not in self._turns and key not in self._held:
+            self._turns[key] = None
 
     def put_back(self, key: Hashable, item: Item) -> None:
         """A record that was out is ready again: to the front of its lane if ordered
@@ -56,9 +59,20 @@ class FairQueue(Generic[Item]):
     def pop(self) -> tuple[Hashable, Item] | None:
         """The next record by turns, or None when every lane is empty or held.
         With ordering, its lane is held until `release` or `put_back`."""
-        if not self._turns:
+        turns = self._turns
+        if not turns:
             return None
-        key, _ = self._turns.popitem(last=False)
+        if len(turns) == 1 and not self.ordered:
+            # One key has turns (often: no keys at all): it simply goes on.
+            key = next(iter(turns))
+            lane = self._lanes[key]
+            item = lane.popleft()
+            self._count -= 1
+            if not lane:
+                del self._lanes[key]
+                del turns[key]
+            return key, item
+        key, _ = turns.popitem(last=False)
         lane = self._lanes[key]
         item = lane.popleft()
         self._count -= 1

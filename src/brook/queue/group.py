@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 from brook.errors import LeaseExpired
 from brook.queue import lifecycle as lc
 from brook.queue.fair import FairQueue
 from brook.queue.lifecycle import Job, Settings, State, Transition
+
+_READY, _LEASED, _RETRYING, _ACKED, _DEAD = (
+    State.READY,
+    State.LEASED,
+    State.RETRYING,
+    State.ACKED,
+    State.DEAD,
+)
 
 Position = tuple[int, int]
 """(partition, offset) of a record."""
@@ -43,11 +51,20 @@ class GroupCore:
 
     def offer(self, position: Position, key: Hashable, timestamp_ms: int) -> None:
         """A record of the topic, new to the group: ready."""
-        assert position not in self.jobs
-        self.jobs[position] = lc.new_job(timestamp_ms)
-        self.keys[position] = key
-        self.counts[State.READY] += 1
-        self._ready.add(key, position)
+        self.offer_many(position[0], [(position[1], key, timestamp_ms)])
+
+    def offer_many(self, partition: int, records: Sequence[tuple[int, Hashable, int]]) -> None:
+        """Records (offset, key, timestamp) of one partition, new to the group, in
+        offset order: ready."""
+        jobs, keys, add = self.jobs, self.keys, self._ready.add
+        new_job = lc.new_job
+        for offset, key, timestamp in records:
+            position = (partition, offset)
+            assert position not in jobs
+            jobs[position] = new_job(timestamp)
+            keys[position] = key
+            add(key, position)
+        self.counts[_READY] += len(records)
 
     # ------------------------------------------------------------ time
 
@@ -79,20 +96,35 @@ class GroupCore:
         """Up to `count` records, fairly across keys; their LEASED transitions."""
         changes = self.tick(now_ms)
         leased: list[Change] = []
+        settings = self.settings
+        ages = settings.expire_after_ms is not None
+        jobs, receipts = self.jobs, self._receipts
+        # One random part per call: receipts stay unguessable, and unique by their serial.
+        token = f"{self.rng.getrandbits(32):08x}"
         while len(leased) < count:
             popped = self._ready.pop()
             if popped is None:
                 break
             _, position = popped
             job = self.jobs[position]
-            expired = lc.expire(job, self.settings, now_ms)  # expire_after_ms
-            if expired is not None:
-                self._record(position, expired, changes)
-                continue
+            if ages:
+                expired = lc.expire(job, settings, now_ms)  # past expire_after_ms
+                if expired is not None:
+                    self._record(position, expired, changes)
+                    continue
             self._serial += 1
-            receipt = f"{position[0]}.{position[1]}.{job.attempt + 1}.{self._serial}.{self.rng.getrandbits(32):08x}"
-            result = lc.lease(job, self.settings, now_ms, receipt, visibility_ms)
-            self._record(position, result, leased)
+            receipt = f"{position[0]}.{position[1]}.{job.attempt + 1}.{self._serial}.{token}"
+            job, transition = lc.lease(job, settings, now_ms, receipt, visibility_ms)
+            # The READY -> LEASED case of _enter, inline: this is the hot path.
+            jobs[position] = job
+            receipts[receipt] = position
+            heapq.heappush(self._leases, (job.lease_until_ms, position, receipt))
+            leased.append((position, transition))
+        counts = self.counts
+        counts[_READY] -= len(leased)
+        counts[_LEASED] += len(leased)
+        if len(self._leases) > 2 * counts[_LEASED] + 1024:
+            self._prune_leases()
         return changes + leased
 
     def settle(
@@ -106,13 +138,56 @@ class GroupCore:
     ) -> list[Change]:
         """ack, nack, extend or discard the lease named by `receipt`. Raises LeaseExpired."""
         changes = self.tick(now_ms)
+        self._settle(changes, now_ms, receipt, action, reason, delay_ms, extend_ms)
+        return changes
+
+    def settle_many(
+        self,
+        now_ms: int,
+        receipts: list[str],
+        action: str,
+        reason: str = "",
+        delay_ms: int | None = None,
+        extend_ms: int = 0,
+    ) -> tuple[list[Change], list[str]]:
+        """`settle` each receipt; returns the changes and the receipts that were not live."""
+        changes = self.tick(now_ms)
+        stale: list[str] = []
+        for receipt in receipts:
+            try:
+                self._settle(changes, now_ms, receipt, action, reason, delay_ms, extend_ms)
+            except LeaseExpired:
+                stale.append(receipt)
+        return changes, stale
+
+    def _settle(
+        self,
+        changes: list[Change],
+        now_ms: int,
+        receipt: str,
+        action: str,
+        reason: str,
+        delay_ms: int | None,
+        extend_ms: int,
+    ) -> None:
         position = self._receipts.get(receipt)
         if position is None:
             raise LeaseExpired("this receipt's lease is no longer live")
         job = self.jobs[position]
         if action == "ack":
-            result = lc.ack(job, receipt, now_ms)
-        elif action == "nack":
+            _, transition = lc.ack(job, receipt, now_ms)
+            # The LEASED -> ACKED case of _enter, inline: this is the hot path.
+            del self.jobs[position]
+            del self._receipts[receipt]
+            key = self.keys.pop(position)
+            if self._ready.ordered:
+                self._ready.release(key)
+            counts = self.counts
+            counts[_LEASED] -= 1
+            counts[_ACKED] += 1
+            changes.append((position, transition))
+            return
+        if action == "nack":
             result = lc.nack(job, self.settings, receipt, now_ms, reason, delay_ms, self.rng)
         elif action == "extend":
             result = lc.extend(job, receipt, now_ms, extend_ms)
@@ -121,7 +196,6 @@ class GroupCore:
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)
-        return changes
 
     def redrive(self, now_ms: int, limit: int | None = None) -> list[Change]:
         """Dead records back to work, oldest first; attempts start again."""
@@ -188,33 +262,59 @@ class GroupCore:
         return core
 
     def _enter(self, position: Position, job: Job) -> None:
-        """Put a record's new state in place, and in the indexes that serve it."""
-        before = self.jobs[position]
-        key = self.keys[position]
-        self.counts[before.state] -= 1
-        self.counts[job.state] += 1
+        """Put a record's new state in place, and in the indexes that serve it.
+        (On every transition: kept to plain dict and heap operations.)"""
+        jobs = self.jobs
+        before = jobs[position]
+        state, was = job.state, before.state
+        counts = self.counts
+        counts[was] -= 1
+        counts[state] += 1
         if before.receipt is not None and before.receipt != job.receipt:
             self._receipts.pop(before.receipt, None)
-        if job.state is State.ACKED:
-            del self.jobs[position]
-            del self.keys[position]
-            self._ready.release(key)
+        ordered = self._ready.ordered
+        if state is _ACKED:
+            del jobs[position]
+            key = self.keys.pop(position)
+            if ordered:
+                self._ready.release(key)
             return
-        self.jobs[position] = job
-        if job.state is State.LEASED:
+        jobs[position] = job
+        if state is _LEASED:
             assert job.receipt is not None
             self._receipts[job.receipt] = position
             heapq.heappush(self._leases, (job.lease_until_ms, position, job.receipt))
-            if before.state is not State.LEASED:
-                self._ready.holding(key)
-        elif job.state is State.RETRYING:
+            if len(self._leases) > 2 * counts[_LEASED] + 1024:
+                self._prune_leases()
+            if ordered and was is not _LEASED:
+                self._ready.holding(self.keys[position])
+        elif state is _RETRYING:
             heapq.heappush(self._retries, (job.ready_at_ms, position))
-        elif job.state is State.READY and before.state is State.DEAD:
-            self._ready.add(key, position)  # redriven: behind what its key has waiting
-        elif job.state is State.READY and before.state is not State.READY:
-            self._ready.put_back(key, position)
-        elif job.state is State.DEAD:
-            self._ready.release(key)
+            if len(self._retries) > 2 * counts[_RETRYING] + 1024:
+                self._prune_retries()
+        elif state is _READY and was is _DEAD:
+            self._ready.add(self.keys[position], position)  # redriven: behind its key's others
+        elif state is _READY and was is not _READY:
+            self._ready.put_back(self.keys[position], position)
+        elif state is _DEAD and ordered:
+            self._ready.release(self.keys[position])
+
+    def _prune_leases(self) -> None:
+        """Drop heap entries of leases since settled, so the heap holds about what
+        is live rather than every lease since the oldest expiry."""
+        receipts = self._receipts
+        self._leases = [e for e in self._leases if receipts.get(e[2]) == e[1]]
+        heapq.heapify(self._leases)
+
+    def _prune_retries(self) -> None:
+        jobs = self.jobs
+        live = []
+        for due, position in self._retries:
+            job = jobs.get(position)
+            if job is not None and job.state is _RETRYING and job.ready_at_ms == due:
+                live.append((due, position))
+        heapq.heapify(live)
+        self._retries = live
 
     @property
     def acked(self) -> int:

@@ -36,6 +36,10 @@ class State(enum.Enum):
     ACKED = "acked"
     DEAD = "dead"
 
+    # Members are singletons: hashing by identity is right, and much cheaper than
+    # Enum's hash of the name (states are dict keys on every transition).
+    __hash__ = object.__hash__
+
 
 class Backoff(msgspec.Struct, frozen=True):
     """Delay before attempt n+1 after attempt n failed: min_ms * factor**(n-1), at most
@@ -58,7 +62,7 @@ class Settings(msgspec.Struct, frozen=True):
     dead_letter_topic: str | None = None
 
 
-class Job(msgspec.Struct, frozen=True, array_like=True):
+class Job(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Where one record stands. `since_ms` is when it was first seen by the group."""
 
     state: State
@@ -68,9 +72,16 @@ class Job(msgspec.Struct, frozen=True, array_like=True):
     ready_at_ms: int = 0
     since_ms: int = 0
     error: str = ""
+    lives: int = 0
+    """How often the record was redriven."""
+
+    @property
+    def untouched(self) -> bool:
+        """Ready and never leased or redriven: all there is to it is in the topic."""
+        return self.state is State.READY and self.attempt == 0 and self.lives == 0
 
 
-class Transition(msgspec.Struct, frozen=True, array_like=True):
+class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One line of a record's trace, as appended to the status log."""
 
     at_ms: int
@@ -91,7 +102,7 @@ def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:
 
 
 def new_job(now_ms: int) -> Job:
-    return Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms)
+    return Job(State.READY, 0, None, 0, now_ms, now_ms)
 
 
 def is_available(job: Job, now_ms: int) -> bool:
@@ -190,7 +201,7 @@ def discard(job: Job, receipt: str, now_ms: int, reason: str) -> tuple[Job, Tran
 def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
     """Put a dead record back to work, its attempts counted afresh."""
     assert job.state is State.DEAD, f"redriving a {job.state.value} record"
-    ready = Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms)
+    ready = Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms, lives=job.lives + 1)
     return ready, Transition(now_ms, State.READY, 0, "redriven")
 
 
@@ -209,7 +220,7 @@ def replay(job: Job, transition: Transition) -> Job:
         )
     if state is State.READY:
         if transition.attempt == 0:  # redriven: a new life
-            return Job(State.READY, since_ms=at, ready_at_ms=at)
+            return Job(State.READY, since_ms=at, ready_at_ms=at, lives=job.lives + 1)
         return msgspec.structs.replace(job, state=state, receipt=None, ready_at_ms=at)
     if state is State.RETRYING:
         return msgspec.structs.replace(

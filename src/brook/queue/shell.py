@@ -20,6 +20,7 @@ the key keeps that from appending twice.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import logging
@@ -64,8 +65,6 @@ class QueueGroup:
         self.core = GroupCore(settings, self._rng)
         self.offered: dict[int, int] = {}
         """Per partition, the next offset of the topic not yet given to the core."""
-        self._cached: dict[Position, Record] = {}
-        self._cached_bytes = 0
         self._unlettered: dict[Position, int] = {}
         """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
         self._changes_since_snapshot = 0
@@ -100,29 +99,33 @@ class QueueGroup:
                 if unlettered.get((p, o)) == at:
                     del unlettered[(p, o)]
         logs = self.broker.topic_state(self.topic).logs
-        offered = {pl.partition: pl.start_offset for pl in logs}
+        floor = {pl.partition: pl.start_offset for pl in logs}
+        offered = dict(floor)
         start: dict[Position, Job] = {}
+        acked_runs: dict[int, list[tuple[int, int]]] = {}
         acked = 0
         if snapshot is not None:
-            for p, offset in snapshot.offered.items():
-                offered[p] = max(offered.get(p, 0), offset)
+            for p in floor:
+                floor[p] = max(floor[p], snapshot.floor.get(p, 0))
+                offered[p] = max(floor[p], snapshot.offered.get(p, 0))
+            for p, first, stop in snapshot.acked:
+                acked_runs.setdefault(p, []).append((first, stop))
             start = {(p, o): job for p, o, job in snapshot.jobs}
-            acked = snapshot.acked
+            acked = snapshot.acked_count
         reach = dict(offered)
         for (p, o), _ in changes:
             if p in reach:
                 reach[p] = max(reach[p], o + 1)
-        kept = self._fetch(sorted(start))
-        records: list[tuple[Position, Hashable, int]] = [
-            ((r.partition, r.offset), r.key, r.timestamp) for r in kept
-        ]
-        lost = len(start) - len(kept)
+        records: list[tuple[Position, Hashable, int]] = []
         for pl in logs:
             p = pl.partition
-            records.extend(
-                ((p, r.offset), r.key, r.timestamp)
-                for r in self._read_range(pl, offered[p], reach[p])
-            )
+            runs = acked_runs.get(p, [])
+            for o, key, timestamp in self._keys_range(pl, floor[p], reach[p]):
+                if runs and o < offered[p] and _within(runs, o):
+                    continue
+                records.append(((p, o), key, timestamp))
+        found = {position for position, _, _ in records}
+        lost = sum(1 for position in start if position not in found)
         if lost:
             log.warning(
                 "queue %s/%s: %d unfinished records were removed by the topic's retention",
@@ -133,8 +136,6 @@ class QueueGroup:
         self.core = GroupCore.rebuild(self.settings, self._rng, records, changes, start, acked)
         self.offered = reach
         self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.core.jobs}
-        self._cached.clear()
-        self._cached_bytes = 0
         self._changes_since_snapshot = len(changes)
         self.snapshot_offset = snapshot_offset
         self._broken = False
@@ -149,6 +150,21 @@ class QueueGroup:
             for record in records:
                 yield record.offset, status.decode(record.value)
             offset = records[-1].offset + 1
+
+    @staticmethod
+    def _keys_range(
+        partition_log: PartitionLog, start: int, stop: int
+    ) -> list[tuple[int, bytes | None, int]]:
+        """(offset, key, timestamp) of the records from `start` to before `stop`."""
+        out: list[tuple[int, bytes | None, int]] = []
+        while start < stop:
+            got = partition_log.read_keys(start, min(stop - start, limits.read_records_max))
+            got = [item for item in got if item[0] < stop]
+            if not got:
+                break
+            out.extend(got)
+            start = got[-1][0] + 1
+        return out
 
     @staticmethod
     def _read_range(partition_log: PartitionLog, start: int, stop: int) -> list[Record]:
@@ -206,18 +222,12 @@ class QueueGroup:
                 if start >= partition_log.durable_offset or room <= 0:
                     continue
                 share = max(1, min(room, limits.read_records_max) // len(logs))
-                records = partition_log.read(start, share)
-                if not records:
+                found = partition_log.read_keys(start, share)
+                if not found:
                     continue
-                for record in records:
-                    position = (p, record.offset)
-                    self.core.offer(position, record.key, record.timestamp)
-                    size = len(record.value)
-                    if self._cached_bytes + size <= limits.queue_cached_bytes_max:
-                        self._cached[position] = record
-                        self._cached_bytes += size
-                self.offered[p] = records[-1].offset + 1
-                room -= len(records)
+                self.core.offer_many(p, found)
+                self.offered[p] = found[-1][0] + 1
+                room -= len(found)
                 progressed = True
             self._next_partition = (self._next_partition + 1) % len(logs)
 
@@ -230,16 +240,6 @@ class QueueGroup:
         logs = self.broker.topic_state(self.topic).logs
         return any(pl.durable_offset > self.offered.get(pl.partition, 0) for pl in logs)
 
-    def _records_for(self, positions: list[Position]) -> dict[Position, Record]:
-        """Holding the mutex: the cached records of `positions`, taken out of the cache."""
-        out: dict[Position, Record] = {}
-        for position in positions:
-            record = self._cached.pop(position, None)
-            if record is not None:
-                self._cached_bytes -= len(record.value)
-                out[position] = record
-        return out
-
     # ------------------------------------------------------------ the log
 
     def _submit(
@@ -251,12 +251,16 @@ class QueueGroup:
     ) -> AppendRequest:
         """Holding the mutex: queue the entry for the status log; wait on it with
         `_wait` (or have `on_done` called on the committer's thread)."""
+        unlettered = self._unlettered
+        dead = State.DEAD
+        rows = []
         for (p, o), transition in changes:
-            if transition.state is State.DEAD:
-                self._unlettered[(p, o)] = transition.at_ms
-            elif (p, o) in self._unlettered:
-                del self._unlettered[(p, o)]
-        entry = status.Entry([(p, o, t) for (p, o), t in changes], lettered or [], snapshot)
+            rows.append((p, o, transition))
+            if transition.state is dead:
+                unlettered[(p, o)] = transition.at_ms
+            elif unlettered and (p, o) in unlettered:
+                del unlettered[(p, o)]
+        entry = status.Entry(rows, lettered or [], snapshot)
         value = status.encode(entry)
         request = AppendRequest(
             self.status_log, Columns([value], size_bytes=len(value)), on_done or Waiter()
@@ -280,7 +284,7 @@ class QueueGroup:
         """Wait for the entry, then copy new deaths to the dead-letter topic."""
         if request is not None:
             self._wait(request)
-        if any(t.state is State.DEAD for _, t in changes):
+        if self._unlettered:
             self.letter_dead()
 
     # ------------------------------------------------------------ calls
@@ -309,13 +313,11 @@ class QueueGroup:
                 return []
             request = self._submit(changes)
             leases = [(pos, t) for pos, t in changes if t.state is State.LEASED]
-            records = self._records_for([pos for pos, _ in leases])
             self._maybe_snapshot()
         self._after(request, changes)
-        missing = sorted(pos for pos, _ in leases if pos not in records)
-        if missing:
-            for record in self._fetch(missing):
-                records[(record.partition, record.offset)] = record
+        records = {
+            (r.partition, r.offset): r for r in self._fetch(sorted(pos for pos, _ in leases))
+        }
         gone = [t.receipt for pos, t in leases if pos not in records]
         if gone:
             self._vanished([r for r in gone if r is not None])
@@ -349,18 +351,12 @@ class QueueGroup:
         """Apply `action` to every live receipt, durably; then raise LeaseExpired
         naming the receipts that were not live (the others are settled)."""
         assert action in ACTIONS
-        stale: list[str] = []
         with self.mutex:
             self._check_usable()
             now = self._now_ms()
-            changes: list[Change] = []
-            for receipt in receipts:
-                try:
-                    changes.extend(
-                        self.core.settle(now, receipt, action, reason, delay_ms, extend_ms)
-                    )
-                except LeaseExpired:
-                    stale.append(receipt)
+            changes, stale = self.core.settle_many(
+                now, receipts, action, reason, delay_ms, extend_ms
+            )
             request = self._submit(changes) if changes else None
             self._maybe_snapshot()
         self._after(request, changes)
@@ -451,12 +447,9 @@ class QueueGroup:
             with self.mutex:
                 pending = sorted(self._unlettered.items())[: limits.read_records_max]
                 jobs = {pos: self.core.jobs.get(pos) for pos, _ in pending}
-                records = self._records_for([pos for pos, _ in pending])
             if not pending:
                 return
-            missing = sorted(pos for pos, _ in pending if pos not in records)
-            for record in self._fetch(missing):
-                records[(record.partition, record.offset)] = record
+            records = {(r.partition, r.offset): r for r in self._fetch([pos for pos, _ in pending])}
             copies: list[Record] = []
             keys: list[bytes | str | None] = []
             for pos, at in pending:
@@ -509,11 +502,26 @@ class QueueGroup:
     def write_snapshot(self) -> Waiter:
         """Holding the mutex: queue a snapshot entry; `snapshot_offset` follows once durable."""
         core = self.core
+        kept: dict[int, list[int]] = {p: [] for p in self.offered}
+        for p, o in core.jobs:
+            kept.setdefault(p, []).append(o)
+        floor: dict[int, int] = {}
+        acked: list[tuple[int, int, int]] = []
+        for p, offsets in kept.items():
+            offsets.sort()
+            end = self.offered.get(p, 0)
+            floor[p] = offsets[0] if offsets else end
+            # The gaps between records still kept are acked.
+            for before, after in zip(offsets, [*offsets[1:], end], strict=False):
+                if after > before + 1:
+                    acked.append((p, before + 1, after))
         snapshot = status.Snapshot(
             offered=dict(self.offered),
-            jobs=[(p, o, job) for (p, o), job in sorted(core.jobs.items())],
+            floor=floor,
+            acked=acked,
+            jobs=[(p, o, job) for (p, o), job in core.jobs.items() if not job.untouched],
             unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
-            acked=core.acked,
+            acked_count=core.acked,
         )
         waiter = Waiter()
 
@@ -530,3 +538,9 @@ class QueueGroup:
         for receipt in receipts:
             if not isinstance(receipt, str) or not receipt:
                 raise BadRequest(f"a receipt must be a non-empty string, not {receipt!r}")
+
+
+def _within(runs: list[tuple[int, int]], offset: int) -> bool:
+    """Whether `offset` falls in one of `runs` ((first, after last), sorted, apart)."""
+    i = bisect.bisect_right(runs, (offset, float("inf"))) - 1
+    return i >= 0 and runs[i][0] <= offset < runs[i][1]

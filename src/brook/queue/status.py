@@ -27,17 +27,22 @@ Position = tuple[int, int]
 class Snapshot(msgspec.Struct, array_like=True, frozen=True):
     """The group at one moment, enough to restart from without anything older.
 
-    For each partition, every record below `offered[p]` that is not in `jobs`
-    was acked (or removed by the topic's retention); records from `offered[p]`
-    on are new to the group.
+    Per partition, every record below `floor[p]` is finished (acked); from
+    `floor[p]` to `offered[p]`, the records in `acked` runs are acked, those in
+    `jobs` are as given, and the rest are ready and untouched (rebuilt from the
+    topic). Records from `offered[p]` on are new to the group. So a snapshot's
+    size follows the records that were touched, not the backlog.
     """
 
     offered: dict[int, int]
+    floor: dict[int, int]
+    acked: list[tuple[int, int, int]]
+    """(partition, first offset, offset after the last) of acked records."""
     jobs: list[tuple[int, int, Job]]
-    """The records still kept: ready, leased, retrying or dead."""
+    """Records leased at least once, or redriven: leased, retrying, ready again, or dead."""
     unlettered: list[tuple[int, int, int]]
     """Dead records whose dead-letter copy was not yet known durable."""
-    acked: int
+    acked_count: int
 
 
 class Entry(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
