@@ -321,12 +321,29 @@ def lease(
     body, headers = _json_body(document)
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Job]:
+        if headers.get("content-type") != BATCH_TYPE:
+            return [
+                Job(record_from_json(topic, item), item["attempt"], item["receipt"])
+                for item in _json(body)["jobs"]
+            ]
+        meta = _json(headers.get("brook-jobs", "[]"))
+        records: list[Record] = []
+        for item in scan_batches(body, 0, None):
+            if isinstance(item, str):
+                raise CorruptData(f"the server sent a damaged batch: {item}")
+            position, header = item
+            partition = meta[len(records)][0]
+            got, _ = decode_records(body, position, header, topic, partition)
+            records.extend(got)
+        if len(records) != len(meta):
+            raise CorruptData("the server's leased records and their receipts do not match")
         return [
-            Job(record_from_json(topic, item), item["attempt"], item["receipt"])
-            for item in _json(body)["jobs"]
+            Job(record, attempt, receipt)
+            for record, (_, attempt, receipt) in zip(records, meta, strict=True)
         ]
 
     # Not resent: a lost answer would leave its records leased until they expire.
+    headers["accept"] = BATCH_TYPE
     return Call("POST", _queue_path(topic, group_name, "lease"), {}, body, headers, parse, False)
 
 

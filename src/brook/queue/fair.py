@@ -45,6 +45,16 @@ class FairQueue(Generic[Item]):
         if key not in self._turns and key not in self._held:
             self._turns[key] = None
 
+    def add_many(self, key: Hashable, items: list[Item]) -> None:
+        """Records of one key became ready, in order: to the back of its lane."""
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = deque()
+        lane.extend(items)
+        self._count += len(items)
+        if key not in self._turns and key not in self._held:
+            self._turns[key] = None
+
     def put_back(self, key: Hashable, item: Item) -> None:
         """A record that was out is ready again: to the front of its lane if ordered
         (it comes before later records of its key), else to the back."""

@@ -37,6 +37,7 @@ class GroupCore:
         self.jobs: dict[Position, Job] = {}
         """Every record offered and not yet acked (dead ones stay, for redrive)."""
         self.keys: dict[Position, Hashable] = {}
+        """The key of each record kept that has one (most records have none)."""
         self.counts = dict.fromkeys(State, 0)
         """Records by state; acked ones are counted, not kept."""
         self._ready = FairQueue[Position](ordered=settings.ordering == "key")
@@ -56,14 +57,25 @@ class GroupCore:
     def offer_many(self, partition: int, records: Sequence[tuple[int, Hashable, int]]) -> None:
         """Records (offset, key, timestamp) of one partition, new to the group, in
         offset order: ready."""
-        jobs, keys, add = self.jobs, self.keys, self._ready.add
-        new_job = lc.new_job
+        jobs, keys, add_many = self.jobs, self.keys, self._ready.add_many
+        job = lc.new_job(-1)
+        run: list[Position] = []
+        run_key: Hashable = None
         for offset, key, timestamp in records:
             position = (partition, offset)
             assert position not in jobs
-            jobs[position] = new_job(timestamp)
-            keys[position] = key
-            add(key, position)
+            if job.since_ms != timestamp:  # the records of one batch share a timestamp
+                job = lc.new_job(timestamp)
+            jobs[position] = job  # frozen, so records may share one
+            if key is not None:
+                keys[position] = key
+            if key != run_key and run:
+                add_many(run_key, run)
+                run = []
+            run_key = key
+            run.append(position)
+        if run:
+            add_many(run_key, run)
         self.counts[_READY] += len(records)
 
     # ------------------------------------------------------------ time
@@ -179,7 +191,7 @@ class GroupCore:
             # The LEASED -> ACKED case of _enter, inline: this is the hot path.
             del self.jobs[position]
             del self._receipts[receipt]
-            key = self.keys.pop(position)
+            key = self.keys.pop(position, None)
             if self._ready.ordered:
                 self._ready.release(key)
             counts = self.counts
@@ -236,7 +248,7 @@ class GroupCore:
             for position, _, timestamp in records
         }
         core.counts[State.ACKED] = acked
-        keys = {position: key for position, key, _ in records}
+        keys = {position: key for position, key, _ in records if key is not None}
         for position, transition in changes:
             if position in jobs:
                 jobs[position] = lc.replay(jobs[position], transition)
@@ -244,10 +256,10 @@ class GroupCore:
         for position, job in jobs.items():
             core.counts[job.state] += 1
             if job.state is State.ACKED:
-                del core.keys[position]
+                keys.pop(position, None)
                 continue
             core.jobs[position] = job
-            key = keys[position]
+            key = keys.get(position)
             if job.state is State.LEASED:
                 assert job.receipt is not None
                 core._receipts[job.receipt] = position
@@ -258,7 +270,7 @@ class GroupCore:
                 core._ready.holding(key)
         for position, job in core.jobs.items():
             if job.state is State.READY:
-                core._ready.add(keys[position], position)
+                core._ready.add(keys.get(position), position)
         return core
 
     def _enter(self, position: Position, job: Job) -> None:
@@ -275,7 +287,7 @@ class GroupCore:
         ordered = self._ready.ordered
         if state is _ACKED:
             del jobs[position]
-            key = self.keys.pop(position)
+            key = self.keys.pop(position, None)
             if ordered:
                 self._ready.release(key)
             return
@@ -287,17 +299,17 @@ class GroupCore:
             if len(self._leases) > 2 * counts[_LEASED] + 1024:
                 self._prune_leases()
             if ordered and was is not _LEASED:
-                self._ready.holding(self.keys[position])
+                self._ready.holding(self.keys.get(position))
         elif state is _RETRYING:
             heapq.heappush(self._retries, (job.ready_at_ms, position))
             if len(self._retries) > 2 * counts[_RETRYING] + 1024:
                 self._prune_retries()
         elif state is _READY and was is _DEAD:
-            self._ready.add(self.keys[position], position)  # redriven: behind its key's others
+            self._ready.add(self.keys.get(position), position)  # redriven: behind its key's others
         elif state is _READY and was is not _READY:
-            self._ready.put_back(self.keys[position], position)
+            self._ready.put_back(self.keys.get(position), position)
         elif state is _DEAD and ordered:
-            self._ready.release(self.keys[position])
+            self._ready.release(self.keys.get(position))
 
     def _prune_leases(self) -> None:
         """Drop heap entries of leases since settled, so the heap holds about what

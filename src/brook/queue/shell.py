@@ -495,7 +495,10 @@ class QueueGroup:
     def _maybe_snapshot(self) -> None:
         """Holding the mutex: after enough changes, append the whole state, so a
         restart reads from there and older status segments can go."""
-        if self._changes_since_snapshot < limits.queue_snapshot_changes:
+        # A snapshot costs about as much as the records kept: spacing them by at
+        # least twice that keeps their cost per change constant.
+        due = max(limits.queue_snapshot_changes, 2 * len(self.core.jobs))
+        if self._changes_since_snapshot < due:
             return
         self.write_snapshot()
 

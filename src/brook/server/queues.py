@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import limits, validate
+from brook.codec import encode_batch
 from brook.errors import BadRequest
 from brook.queue.handle import Queue
-from brook.records import Job
+from brook.records import Job, Record
 from brook.server.http import Request, Response
 from brook.server.wire import json_encode, parse_json, record_to_json
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
+BATCH_TYPE = "application/vnd.brook.batch"
 QUEUE_THREADS = 64
 """Queue calls in progress at once; each waits mostly for a group commit."""
 SETTINGS_FIELDS = (
@@ -50,6 +52,28 @@ def _body(request: Request, allowed: set[str]) -> dict[str, Any]:
     if unknown:
         raise BadRequest(f"unknown fields: {', '.join(sorted(unknown))}")
     return document
+
+
+def jobs_to_batches(jobs: list[Job]) -> tuple[bytes, str]:
+    """Leased records as binary batches (docs/PROTOCOL.md), one per run of records
+    with consecutive offsets of one partition and one timestamp; and the
+    `brook-jobs` header: JSON [[partition, attempt, receipt], ...] in the same order."""
+    parts: list[bytes] = []
+    run: list[Record] = []
+    for job in jobs:
+        record = job.record
+        if run and not (
+            record.partition == run[-1].partition
+            and record.offset == run[-1].offset + 1
+            and record.timestamp == run[0].timestamp
+        ):
+            parts.extend(encode_batch(run[0].offset, run[0].timestamp, run))
+            run = []
+        run.append(record)
+    if run:
+        parts.extend(encode_batch(run[0].offset, run[0].timestamp, run))
+    meta = json_encode([[j.record.partition, j.attempt, j.receipt] for j in jobs]).decode()
+    return b"".join(parts), meta
 
 
 def job_to_json(job: Job) -> dict[str, Any]:
@@ -117,6 +141,9 @@ class QueueEndpoints:
             jobs = await self._run(queue.lease, max_records, 0, visibility)
             if jobs or not await self._wait_for_work(queue, deadline):
                 break
+        if BATCH_TYPE in request.headers.get("accept", ""):
+            body, meta = jobs_to_batches(jobs)
+            return Response(200, body, BATCH_TYPE, [("brook-jobs", meta)])
         return _json({"jobs": [job_to_json(job) for job in jobs]})
 
     async def _wait_for_work(self, queue: Queue, deadline: float) -> bool:
