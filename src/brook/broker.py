@@ -314,8 +314,9 @@ class Broker:
             if config.retention_ms is None and config.retention_bytes is None:
                 continue
             for partition_log in state.logs:
+                needed = self.queues.needed_by(state.name, partition_log.partition)
                 removed = partition_log.enforce_retention(
-                    config.retention_ms, config.retention_bytes, now
+                    config.retention_ms, config.retention_bytes, now, needed
                 )
                 if removed:
                     log.info(

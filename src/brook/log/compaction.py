@@ -1,4 +1,5 @@
-"""Compaction: keep only the latest record of each key, without changing offsets.
+"""Compaction: keep only some records of a segment (the latest of each key, or those
+queue groups still need), without changing offsets.
 
 Pure planning here; PartitionLog.compact does the reading and the rewrite.
 A compacted segment keeps every surviving record at its offset and with its
@@ -10,6 +11,7 @@ any other (Brook has no tombstones).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from brook.records import Record
@@ -31,12 +33,23 @@ def survivors(
 
     Returns the runs to write and how many records were dropped.
     """
+    return keeping(
+        batches,
+        lambda record: record.key is None or latest.get(record.key, record.offset) == record.offset,
+    )
+
+
+def keeping(
+    batches: list[tuple[int, list[Record], list[bytes | None]]], keep: Callable[[Record], bool]
+) -> tuple[list[Run], int]:
+    """Plan a segment's rewrite that keeps only the records `keep` says, at their
+    offsets: the runs to write and how many records were dropped."""
     runs: list[Run] = []
     dropped = 0
     for timestamp, records, idem in batches:
         current: Run | None = None
         for record, key in zip(records, idem, strict=True):
-            if record.key is not None and latest.get(record.key, record.offset) != record.offset:
+            if not keep(record):
                 dropped += 1
                 current = None
                 continue

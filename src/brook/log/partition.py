@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
@@ -34,7 +34,7 @@ from brook.codec import (
 from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, verify
 from brook.codec.segment import seal_position
 from brook.errors import CorruptData, StorageError, TopicNotFound
-from brook.log.compaction import Run, survivors
+from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment, segment_name
 from brook.records import Record
@@ -411,23 +411,78 @@ class PartitionLog:
         self.segments = [*self.segments, fresh]
 
     def enforce_retention(
-        self, retention_ms: int | None, retention_bytes: int | None, now_ms: int
+        self,
+        retention_ms: int | None,
+        retention_bytes: int | None,
+        now_ms: int,
+        needed: Callable[[int, int], set[int]] | None = None,
     ) -> int:
-        """Delete the oldest sealed segments past the limits; returns how many."""
+        """Delete the oldest sealed segments past the limits; returns how many.
+
+        `needed(base, next)` names the offsets in a segment that someone (queue
+        groups) still needs: such a segment is not deleted, and once at least half
+        of its records are no longer needed it is rewritten with only those, at
+        their offsets. Writer role.
+        """
         removed = 0
-        while len(self.segments) > 1:
-            oldest = self.segments[0]
+        index = 0
+        while index < len(self.segments) - 1:
+            segment = self.segments[index]
             total = sum(s.durable_bytes for s in self.segments)
-            expired = retention_ms is not None and oldest.max_timestamp < now_ms - retention_ms
+            expired = retention_ms is not None and segment.max_timestamp < now_ms - retention_ms
             oversize = (
-                retention_bytes is not None and total - oldest.durable_bytes >= retention_bytes
+                retention_bytes is not None and total - segment.durable_bytes >= retention_bytes
             )
             if not (expired or oversize):
                 break
-            self.segments = self.segments[1:]
-            self.storage.delete(oldest.name)
-            removed += 1
+            wanted = needed(segment.base_offset, segment.next_offset) if needed else set()
+            if not wanted and index == 0:
+                self.segments = self.segments[1:]
+                self.storage.delete(segment.name)
+                removed += 1
+                continue
+            if wanted:
+                self._keep_only(index, wanted)
+            index += 1
         return removed
+
+    def _keep_only(self, index: int, wanted: set[int]) -> None:
+        """Rewrite sealed segment `index` with only the `wanted` records, once at least
+        half of what it holds is not wanted (so rewrites cost little overall)."""
+        segment = self.segments[index]
+        if 2 * len(wanted) > segment.next_offset - segment.base_offset:
+            return  # cannot be half garbage yet, whatever it holds
+        batches = self._decoded_batches(segment)
+        held = sum(len(records) for _, records, _ in batches)
+        if 2 * len(wanted) > held:
+            return
+        runs, dropped = keeping(batches, lambda record: record.offset in wanted)
+        self._rewrite(index, runs)
+        log.info(
+            "%s: kept %d records still needed by queue groups, dropped %d",
+            segment.name,
+            held - dropped,
+            dropped,
+        )
+
+    def _rewrite(self, index: int, runs: list[Run]) -> None:
+        """Replace sealed segment `index` by one holding `runs`, atomically; readers
+        that hold the old segment keep reading the old file until they let go."""
+        segment = self.segments[index]
+        data, entries, data_end = _encode_segment(self.partition, segment, runs)
+        segment.read(0, 0)  # hold the old file open for readers of the old segment
+        self.storage.write_atomic(segment.name, data)
+        fresh = Segment(
+            self.storage,
+            segment.name,
+            segment.base_offset,
+            segment.created_ms,
+            entries,
+            data_end,
+            segment.next_offset,
+            sealed=True,
+        )
+        self.segments = [*self.segments[:index], fresh, *self.segments[index + 1 :]]
 
     def drop_before(self, offset: int) -> int:
         """Delete sealed segments holding only offsets below `offset`; returns how many.
@@ -461,20 +516,7 @@ class PartitionLog:
             runs, dropped = survivors(self._decoded_batches(segment), latest)
             if not dropped:
                 continue
-            data, entries, data_end = _encode_segment(self.partition, segment, runs)
-            segment.read(0, 0)  # hold the old file open for readers of the old segment
-            self.storage.write_atomic(segment.name, data)
-            fresh = Segment(
-                self.storage,
-                segment.name,
-                segment.base_offset,
-                segment.created_ms,
-                entries,
-                data_end,
-                segment.next_offset,
-                sealed=True,
-            )
-            self.segments = [*self.segments[:index], fresh, *self.segments[index + 1 :]]
+            self._rewrite(index, runs)
             dropped_total += dropped
         self._compacted_through = len(sealed)
         return dropped_total

@@ -252,6 +252,8 @@ class GroupCore:
         for position, transition in changes:
             if position in jobs:
                 jobs[position] = lc.replay(jobs[position], transition)
+            elif transition.state is _ACKED:
+                core.counts[_ACKED] += 1  # its record is gone (retention): still counted
         core.keys = keys
         for position, job in jobs.items():
             core.counts[job.state] += 1

@@ -427,6 +427,15 @@ class QueueGroup:
             found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
         return found
 
+    def needed(self, partition: int, base: int, next_offset: int) -> set[int]:
+        """Offsets from `base` to before `next_offset` of `partition` this group has
+        not finished with: kept records (dead ones too), and all not yet offered."""
+        with self.mutex:
+            wanted = {o for p, o in self.core.jobs if p == partition and base <= o < next_offset}
+            offered = self.offered.get(partition, 0)
+        wanted.update(range(max(base, offered), next_offset))
+        return wanted
+
     def change_settings(self, settings: Settings) -> None:
         """Use new settings (already stored); a change of ordering rebuilds the lanes."""
         with self.mutex:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
@@ -31,6 +32,7 @@ class QueueStore:
         self.broker = broker
         self._groups: dict[tuple[str, str], QueueGroup] = {}
         self._mutex = threading.Lock()
+        self._create_mutex = threading.Lock()
         self._stop = threading.Event()
         self.log_settings = LogSettings(
             min(broker.settings.segment_bytes_max, STATUS_SEGMENT_BYTES_MAX),
@@ -68,8 +70,11 @@ class QueueStore:
         self.broker.topic_state(topic, create=True)
         storage = self.broker.storage
         name = queue_settings.stored_name(topic, group)
-        with self._mutex:
-            existing = self._groups.get((topic, group))
+        # Creating a group waits for the committer (opening its log), and the committer's
+        # maintenance takes self._mutex: so creations are serialized by a lock of their own,
+        # and self._mutex is only ever held briefly.
+        with self._create_mutex:
+            existing = self.find(topic, group)
             if existing is not None:
                 merged = queue_settings.merge(topic, existing.settings, **given)
                 if merged != existing.settings:
@@ -84,7 +89,8 @@ class QueueStore:
             # The writer role opens the log (it may create a segment); reading it back is ours.
             status_log = self.broker.committer.call(lambda: self._open_log(topic, group))
             opened = QueueGroup(self.broker, topic, group, merged, status_log)
-            self._groups[(topic, group)] = opened
+            with self._mutex:
+                self._groups[(topic, group)] = opened
             return opened
 
     def groups(self) -> list[QueueGroup]:
@@ -100,6 +106,22 @@ class QueueStore:
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 self._groups.pop(key).status_log.close()
+
+    def needed_by(self, topic: str, partition: int) -> Callable[[int, int], set[int]] | None:
+        """For retention: which offsets of a range of `partition` the topic's queue
+        groups still need (records not yet finished, dead ones included, since they
+        may be redriven); None when the topic has no queue group."""
+        groups = [g for g in self.groups() if g.topic == topic]
+        if not groups:
+            return None
+
+        def needed(base: int, next_offset: int) -> set[int]:
+            wanted: set[int] = set()
+            for group in groups:
+                wanted |= group.needed(partition, base, next_offset)
+            return wanted
+
+        return needed
 
     def maintain(self) -> None:
         """Writer role: delete status-log segments wholly behind each group's snapshot."""
