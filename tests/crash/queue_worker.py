@@ -1,7 +1,10 @@
 """The process the queue crash test kills: workers lease, ack, nack and drop
 records of a queue group while a producer appends more.
 
-Usage: python queue_worker.py DATA_DIR RUN SEED THREADS
+Usage: python queue_worker.py DATA_DIR|URL RUN SEED THREADS
+
+With a URL the workers and the producer go through a running `brook serve`
+(which the parent kills) with the Python client.
 
 Reports, each only after the call returned (so the parent knows it happened):
 "L partition offset attempt" for a lease, "A partition offset attempt" for an
@@ -16,10 +19,11 @@ import random
 import sys
 import threading
 import time
+from typing import Any
 
 import brook
 from brook import limits
-from brook.errors import LeaseExpired
+from brook.errors import BrookError, LeaseExpired
 from brook.records import Record
 
 TOPIC = "work"
@@ -38,7 +42,7 @@ def report(line: str) -> None:
         os.write(1, (line + "\n").encode())
 
 
-def work(queue: brook.Queue, seed: int) -> None:
+def work(queue: Any, seed: int) -> None:
     rng = random.Random(seed)
     while True:
         jobs = queue.lease(max_records=rng.randint(1, 40), timeout=0.2)
@@ -62,7 +66,7 @@ def work(queue: brook.Queue, seed: int) -> None:
                 report(f"{tag} {job.record.partition} {job.record.offset} {job.attempt}")
 
 
-def produce(broker: brook.Broker, run: int) -> None:
+def produce(broker: Any, run: int) -> None:
     topic = broker.topic(TOPIC)
     for seq in range(1_000_000):
         topic.append_many(
@@ -71,10 +75,18 @@ def produce(broker: brook.Broker, run: int) -> None:
         time.sleep(0.01)  # about as fast as the workers finish them, so no backlog piles up
 
 
+def until_the_broker_dies(fn: Any, *args: Any) -> None:
+    """Run `fn` until the broker it talks to is killed (then it gets Unavailable)."""
+    try:
+        fn(*args)
+    except BrookError:
+        return
+
+
 def main() -> None:
-    data, run, seed, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    where, run, seed, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     limits.queue_snapshot_changes = SNAPSHOT_CHANGES
-    broker = brook.open(data)
+    broker: Any = brook.connect(where) if where.startswith("http") else brook.open(where)
     broker.create_topic(TOPIC, partitions=PARTITIONS)
     queue = broker.queue(
         TOPIC,
@@ -85,12 +97,15 @@ def main() -> None:
     )
     report("READY")
     workers = [
-        threading.Thread(target=work, args=(queue, seed * 100 + n), daemon=True)
+        threading.Thread(
+            target=until_the_broker_dies, args=(work, queue, seed * 100 + n), daemon=True
+        )
         for n in range(threads)
     ]
     for worker in workers:
         worker.start()
-    produce(broker, run)
+    until_the_broker_dies(produce, broker, run)
+    time.sleep(60)  # the parent kills us
 
 
 if __name__ == "__main__":
