@@ -39,6 +39,7 @@ from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
 from brook.queue.lifecycle import Job, Settings, State, Transition
+from brook.queue.reader import RecordReader
 from brook.records import Job as LeasedJob
 from brook.records import Record
 
@@ -60,6 +61,7 @@ class QueueGroup:
         self.settings = settings
         self.status_log = status_log
         self.mutex = threading.Lock()
+        self._reader = RecordReader(topic, lambda: broker.topic_state(topic).logs)
         self._letter_mutex = threading.Lock()
         self._rng = random.Random()
         self.core = GroupCore(settings, self._rng)
@@ -166,38 +168,9 @@ class QueueGroup:
             start = got[-1][0] + 1
         return out
 
-    @staticmethod
-    def _read_range(partition_log: PartitionLog, start: int, stop: int) -> list[Record]:
-        out: list[Record] = []
-        while start < stop:
-            got = partition_log.read(start, min(stop - start, limits.read_records_max))
-            got = [r for r in got if r.offset < stop]
-            if not got:
-                break
-            out.extend(got)
-            start = got[-1].offset + 1
-        return out
-
     def _fetch(self, positions: list[Position]) -> list[Record]:
-        """The records at `positions` (sorted), read in runs; missing ones are left out."""
-        logs = self.broker.topic_state(self.topic).logs
-        found: list[Record] = []
-        i = 0
-        while i < len(positions):
-            p, first = positions[i]
-            j = i + 1
-            # A run: positions close together in one partition, read in one go.
-            while (
-                j < len(positions)
-                and positions[j][0] == p
-                and positions[j][1] - first < 4 * (j - i + 1) + 64
-            ):
-                j += 1
-            wanted = {o for _, o in positions[i:j]}
-            got = self._read_range(logs[p], first, positions[j - 1][1] + 1)
-            found.extend(r for r in got if r.offset in wanted)
-            i = j
-        return found
+        """The records at `positions` (sorted); missing ones are left out."""
+        return self._reader.records(positions)
 
     def _check_usable(self) -> None:
         """Holding the mutex: rebuild first if an entry failed to become durable."""
