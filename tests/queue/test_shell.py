@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from brook.queue.lifecycle import State
 from brook.records import Record
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
+from tests.s3server import MotoServer
 
 
 class Clock:
@@ -181,3 +183,38 @@ def test_retention_keeps_what_queue_groups_still_need_and_compacts_the_rest(
         assert b.topic("jobs").start_offsets()[0] > 150, "nothing needed: deleted"
     with brook.Broker(LocalStorage(tmp_path), clock=clock, segment_bytes_max=4_000) as b:
         assert b.queue("jobs", "g").stats()["acked"] == 300
+
+
+def test_a_fresh_machine_rebuilds_the_queue_from_the_bucket(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    first = brook.open(url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "dead-disk"))
+    try:
+        _fill(first, 20)
+        q = first.queue("jobs", "g", max_attempts=3)
+        jobs = q.lease(max_records=10)
+        q.ack(jobs[:5])
+        q.nack(jobs[5:7], delay_ms=60_000, reason="later")
+        q.discard(jobs[7], reason="poison")
+        leased = jobs[8:]
+        before = q.stats()
+        # The machine dies here: no close. A new one with an empty disk takes over.
+        with brook.open(
+            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "new-disk")
+        ) as second:
+            again = second.queue("jobs", "g")
+            after = again.stats()
+            assert {k: after[k] for k in ("ready", "leased", "retrying", "acked", "dead")} == {
+                k: before[k] for k in ("ready", "leased", "retrying", "acked", "dead")
+            }
+            again.ack(leased)  # live leases keep their receipts
+            assert [
+                r.headers["brook.error"]
+                for r in second.topic("jobs.dlq").read(0, 0, 5)
+                if r.headers
+            ] == [b"poison"]
+            assert again.settings()["max_attempts"] == 3
+    finally:
+        with contextlib.suppress(brook.errors.BrookError):
+            first.close()
