@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from brook import limits
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import BadRequest, LeaseExpired
+from brook.errors import LeaseExpired
 from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
@@ -518,11 +518,6 @@ class QueueGroup:
         self._submit([], snapshot=snapshot, on_done=durable)
         self._changes_since_snapshot = 0
         return waiter
-
-    def validate_receipts(self, receipts: list[str]) -> None:
-        for receipt in receipts:
-            if not isinstance(receipt, str) or not receipt:
-                raise BadRequest(f"a receipt must be a non-empty string, not {receipt!r}")
 
 
 def _within(runs: list[tuple[int, int]], offset: int) -> bool:
