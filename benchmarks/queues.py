@@ -61,13 +61,18 @@ def _work(queue: object, count: int, workers: int, fail_first: bool = False) -> 
             with mutex:
                 done[0] += len(good)
 
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    return count / _seconds_of(worker, workers)
+
+
+def _seconds_of(worker: Callable[[], None], threads: int) -> float:
+    """How long `threads` threads running `worker` take to finish."""
+    running = [threading.Thread(target=worker) for _ in range(threads)]
     started = time.perf_counter()
-    for t in threads:
+    for t in running:
         t.start()
-    for t in threads:
+    for t in running:
         t.join()
-    return count / (time.perf_counter() - started)
+    return time.perf_counter() - started
 
 
 def embedded(fail_first: bool = False) -> tuple[float, float]:
@@ -153,13 +158,7 @@ def sqlite_job_queue() -> float:
                     done[0] += len(ids)
             db.close()
 
-        threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        return SQLITE_JOBS / (time.perf_counter() - started)
+        return SQLITE_JOBS / _seconds_of(worker, WORKERS)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import crc32c
 import pytest
 
 import brook
+from tests.crash import child
 from tests.crash.producer import PARTITIONS, TOPIC, value_for
 
 KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "30"))
@@ -28,28 +25,7 @@ PRODUCER = Path(__file__).with_name("producer.py")
 
 
 def run_and_kill(data: Path, run: int, seed: int, delay_s: float, threads: int) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
-    child = subprocess.Popen(
-        [sys.executable, str(PRODUCER), str(data), str(run), str(seed), str(threads)],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        assert child.stdout is not None
-        first = child.stdout.readline()
-        assert first == b"READY\n", f"producer did not start: {first!r}"
-        time.sleep(delay_s)
-        child.send_signal(signal.SIGKILL)
-        out = child.stdout.read()
-    finally:
-        child.kill()
-        child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
-    # A line cut by the kill was never fully reported, so it is not counted.
-    text = out.decode()
-    lines = text.split("\n")
-    return lines[:-1] if not text.endswith("\n") else lines
+    return child.run_and_kill(PRODUCER, [str(data), str(run), str(seed), str(threads)], delay_s)
 
 
 def read_partition(b: brook.Broker, partition: int) -> list[brook.Record]:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -31,6 +29,7 @@ import pytest
 import brook
 from brook.queue.lifecycle import State
 from brook.queue.shell import QueueGroup
+from tests.crash import child
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
 from tests.served import Served
 
@@ -43,34 +42,20 @@ def run_and_kill(
 ) -> list[str]:
     """Run the workers and kill -9 the broker: the worker process itself when it is
     embedded, else the `brook serve` it talks to (and then the workers)."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     server = Served(data) if served else None
     where = f"http://127.0.0.1:{server.port}" if server is not None else str(data)
-    child = subprocess.Popen(
-        [sys.executable, str(WORKER), where, str(run), str(seed), str(threads)],
-        stdout=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        assert child.stdout is not None
-        first = child.stdout.readline()
-        assert first == b"READY\n", f"worker did not start: {first!r}"
-        time.sleep(delay_s)
+
+    def kill_server() -> None:
         if server is not None:
             server.process.send_signal(signal.SIGKILL)
             server.process.wait()
-        child.send_signal(signal.SIGKILL)
-        out = child.stdout.read()
+
+    try:
+        args = [where, str(run), str(seed), str(threads)]
+        return child.run_and_kill(WORKER, args, delay_s, before=kill_server)
     finally:
-        child.kill()
-        child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
         if server is not None:
             server.close()
-    text = out.decode()
-    lines = text.split("\n")[:-1]  # the last is empty, or cut by the kill: never reported
-    return lines
 
 
 def fold_status_log(group: QueueGroup) -> tuple[int, dict[tuple[int, int], State]]:
