@@ -17,6 +17,8 @@ from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
 from brook.records import Ack, Job, Record, TopicInfo
+from brook.timers.checks import TimerSpec
+from brook.timers.model import TimerInfo
 from brook.topic import Topic
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "Queue",
     "Record",
     "RemoteBroker",
+    "TimerInfo",
+    "TimerSpec",
     "Topic",
     "TopicInfo",
     "Transition",

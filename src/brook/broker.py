@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +28,11 @@ from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import Ack, TopicConfig, TopicInfo
 from brook.storage import Storage
+from brook.timers import checks as timer_checks
+from brook.timers.checks import TimerSpec
+from brook.timers.model import TimerInfo
+from brook.timers.service import TimerService
+from brook.timers.service import new_id as new_timer_id
 from brook.topic import Topic
 
 log = logging.getLogger("brook")
@@ -110,6 +115,7 @@ class Broker:
                 on_round=self._wake_readers,
             )
             self.queues = QueueStore(self)
+            self.timers = TimerService(self)
         except BaseException:
             for state in self._topics.values():
                 for partition_log in state.logs:
@@ -287,6 +293,49 @@ class Broker:
             )
         )
 
+    # ------------------------------------------------------------ timers
+
+    def schedule(
+        self,
+        topic: str,
+        value: bytes,
+        at: int | None = None,
+        delay_ms: int | None = None,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        timer_id: str | None = None,
+    ) -> str:
+        """Append a record to `topic` at `at` (ms since the epoch) or after `delay_ms`
+        (now when neither is given); returns the timer's id once it is durable.
+
+        With a `timer_id` already known (pending, or fired or cancelled within
+        timer_history_ms), nothing changes and that id is returned.
+        Raises BadRequest, InvalidName, RecordTooLarge, StorageError.
+        """
+        return self.schedule_many([TimerSpec(topic, value, at, delay_ms, key, headers, timer_id)])[
+            0
+        ]
+
+    def schedule_many(self, specs: Sequence[TimerSpec]) -> list[str]:
+        """Schedule many timers in one durable write; their ids, in order."""
+        self._check_open()
+        if len(specs) > limits.schedule_timers_max:
+            raise BadRequest(f"at most {limits.schedule_timers_max} timers per call")
+        now = self._now_ms()
+        timers = [timer_checks.timer(spec, now, new_timer_id) for spec in specs]
+        self.timers.schedule(timers)
+        return [t.id for t in timers]
+
+    def cancel_timer(self, timer_id: str) -> bool:
+        """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
+        self._check_open()
+        return self.timers.cancel(timer_checks.timer_id(timer_id))
+
+    def timer(self, timer_id: str) -> TimerInfo | None:
+        """A timer's state: pending, fired (where), cancelled; None if unknown."""
+        self._check_open()
+        return self.timers.info(timer_checks.timer_id(timer_id))
+
     # ------------------------------------------------------------ running
 
     def _wake_readers(self) -> None:
@@ -299,6 +348,7 @@ class Broker:
         now = self._now_ms()
         self.idempotency.expire(now)
         self.queues.maintain()
+        self.timers.maintain()
         for state in list(self._topics.values()):
             config = state.config
             if config.compaction:
@@ -337,8 +387,10 @@ class Broker:
             return
         self._closed = True
         self.queues.stop()
+        self.timers.stop()
         self.committer.close()
         self.queues.close()
+        self.timers.close()
         self._wake_readers()
         for state in self._topics.values():
             for partition_log in state.logs:

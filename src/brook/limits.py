@@ -80,3 +80,20 @@ queue_lease_records_max = 1_000
 """Most records one lease call hands out; larger counts are capped."""
 queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
+
+# Timers.
+timer_bucket_ms = 60 * 60 * 1000
+"""Pending timers are stored in buckets of due time this wide (files per bucket)."""
+timer_lookahead_ms = 60 * 1000
+"""A bucket is loaded into memory this long before its first timer can be due."""
+timer_flush_ms = 10_000
+"""What happened to timers is written to their buckets at least this often..."""
+timer_flush_timers = 100_000
+"""...or once this many timers were scheduled, fired or cancelled since the last time."""
+timer_history_ms = 24 * 60 * 60 * 1000
+"""Fired and cancelled timers are remembered (by `timer(id)`, and against a second
+schedule of the same id) this long, at most timer_history_max of them."""
+timer_history_max = 100_000
+timer_id_chars_max = 200
+schedule_timers_max = 100_000
+"""Most timers one schedule_many call (or request) may carry."""

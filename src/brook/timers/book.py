@@ -1,0 +1,223 @@
+"""Every timer of a broker, sans I/O: which are pending, which are due, which
+time buckets to load from storage, what to write to them. Time is passed in.
+
+Timers are grouped by due time into buckets `bucket_ms` wide. Only timers due
+before `loaded_until_ms` (the buckets within the look-ahead) are held whole in
+memory, in a heap by due time; later ones are kept only as their id and due
+time (so duplicates and cancels are known) until their bucket comes within the
+look-ahead and the shell loads it. Timers scheduled, cancelled or fired since
+the last flush are held until the shell writes them to their buckets.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from brook.timers.model import Timer, TimerInfo
+
+
+def bucket_of(due_ms: int, bucket_ms: int) -> int:
+    """The start of the bucket holding timers due at `due_ms`."""
+    return due_ms - due_ms % bucket_ms
+
+
+class Unflushed:
+    """What happened to one bucket's timers since the last flush."""
+
+    __slots__ = ("ended", "timers")
+
+    def __init__(self) -> None:
+        self.timers: list[Timer] = []
+        self.ended: list[TimerInfo] = []
+        """Timers of the bucket fired or cancelled."""
+
+
+class TimerBook:
+    def __init__(
+        self, bucket_ms: int, lookahead_ms: int, history_ms: int, history_max: int, now_ms: int
+    ) -> None:
+        assert bucket_ms > 0 and lookahead_ms >= 0
+        self.bucket_ms = bucket_ms
+        self.lookahead_ms = lookahead_ms
+        self.history_ms = history_ms
+        self.history_max = history_max
+        self.pending: dict[str, tuple[int, str]] = {}
+        """Every pending timer's id, due time and topic (one str per topic, shared)."""
+        self._topics: dict[str, str] = {}
+        self.near: dict[str, Timer] = {}
+        """Pending timers due before loaded_until_ms, whole."""
+        self._heap: list[tuple[int, str]] = []
+        """(due, id) of near timers; entries of fired or cancelled ones are skipped."""
+        self.loaded_until_ms = bucket_of(now_ms, bucket_ms)
+        """Buckets starting before this are in memory; the shell loads the rest in turn."""
+        self.history: OrderedDict[str, TimerInfo] = OrderedDict()
+        """Fired and cancelled timers, oldest first, kept for history_ms (at most history_max)."""
+        self.unflushed: dict[int, Unflushed] = {}
+
+    # ------------------------------------------------------------ calls
+
+    def schedule(self, timers: Iterable[Timer]) -> list[Timer]:
+        """Take new timers; returns those accepted. A timer whose id is pending or
+        in the history is a duplicate: the first one stands, nothing changes."""
+        accepted: list[Timer] = []
+        for timer in timers:
+            if timer.id in self.pending or timer.id in self.history:
+                continue
+            self._index(timer)
+            if timer.due_ms < self.loaded_until_ms:
+                self._hold(timer)
+            self._unflushed(timer.due_ms).timers.append(timer)
+            accepted.append(timer)
+        return accepted
+
+    def knows(self, timer_id: str) -> bool:
+        return timer_id in self.pending or timer_id in self.history
+
+    def cancel(self, timer_id: str, now_ms: int) -> TimerInfo | None:
+        """Cancel a pending timer: its new state, or None if it is not pending
+        (fired, cancelled or unknown)."""
+        pending = self.pending.get(timer_id)
+        if pending is None:
+            return None
+        due, topic = pending
+        info = TimerInfo(timer_id, "cancelled", topic, due, at_ms=now_ms)
+        self.ended(info)
+        return info
+
+    def due(self, now_ms: int, limit: int) -> list[Timer]:
+        """Up to `limit` timers due at `now_ms` or before, earliest first. They stay
+        pending until `fired`."""
+        out: list[Timer] = []
+        heap = self._heap
+        while heap and heap[0][0] <= now_ms and len(out) < limit:
+            _, timer_id = heapq.heappop(heap)
+            timer = self.near.get(timer_id)
+            if timer is not None:
+                out.append(timer)
+        return out
+
+    def put_back(self, timers: Iterable[Timer]) -> None:
+        """Timers taken by `due` that could not be fired: due again."""
+        for timer in timers:
+            if timer.id in self.near:
+                heapq.heappush(self._heap, (timer.due_ms, timer.id))
+
+    def fired(self, timer: Timer, partition: int, offset: int, now_ms: int) -> TimerInfo:
+        """The timer's record is durable in its topic at (partition, offset)."""
+        info = TimerInfo(timer.id, "fired", timer.topic, timer.due_ms, partition, offset, now_ms)
+        self.ended(info)
+        return info
+
+    def ended(self, info: TimerInfo) -> None:
+        """A pending timer fired or was cancelled (`info` says which), now or as the
+        timer log tells it on start. Nothing happens if it was not pending."""
+        if self.pending.pop(info.timer_id, None) is None:
+            return
+        self.near.pop(info.timer_id, None)
+        self._remember(info)
+        self._unflushed(info.due_ms).ended.append(info)
+
+    def info(self, timer_id: str) -> TimerInfo | None:
+        """A timer's state, if it is pending or in the history."""
+        remembered = self.history.get(timer_id)
+        if remembered is not None:
+            return remembered
+        pending = self.pending.get(timer_id)
+        if pending is None:
+            return None
+        return TimerInfo(timer_id, "pending", pending[1], pending[0])
+
+    # ------------------------------------------------------------ time and buckets
+
+    def buckets_to_load(self, now_ms: int) -> list[int]:
+        """Starts of the buckets that came within the look-ahead, in order."""
+        horizon = now_ms + self.lookahead_ms
+        starts = []
+        start = self.loaded_until_ms
+        while start <= horizon:
+            starts.append(start)
+            start += self.bucket_ms
+        return starts
+
+    def load(self, start: int, timers: Iterable[Timer]) -> None:
+        """Bucket `start` was read from storage: hold its timers that are still
+        pending, and those scheduled into it since the last flush."""
+        part = self.unflushed.get(start)
+        for timer in (*timers, *(part.timers if part else ())):
+            pending = self.pending.get(timer.id)
+            if pending is not None and pending[0] == timer.due_ms and timer.id not in self.near:
+                self._hold(timer)
+        self.loaded_until_ms = max(self.loaded_until_ms, start + self.bucket_ms)
+
+    def next_due_ms(self) -> int | None:
+        """When the earliest timer held is due (None if none is)."""
+        heap = self._heap
+        while heap and heap[0][1] not in self.near:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def forget_old(self, now_ms: int) -> None:
+        """Drop history older than history_ms, and beyond history_max."""
+        history = self.history
+        while history:
+            oldest = next(iter(history.values()))
+            if len(history) <= self.history_max and (oldest.at_ms or 0) >= now_ms - self.history_ms:
+                break
+            history.popitem(last=False)
+
+    def take_unflushed(self) -> dict[int, Unflushed]:
+        """What to write to each bucket since the last flush; the far timers among
+        it are dropped from memory (their ids stay pending)."""
+        taken, self.unflushed = self.unflushed, {}
+        return taken
+
+    def restore_unflushed(self, taken: dict[int, Unflushed]) -> None:
+        """A flush failed: keep what it was to write, for the next one."""
+        for start, part in taken.items():
+            mine = self._unflushed(start)
+            mine.timers[:0] = part.timers
+            mine.ended[:0] = part.ended
+
+    def pending_in(self, start: int) -> bool:
+        """Whether bucket `start` still has a pending timer (slow: for clean-up only)."""
+        end = start + self.bucket_ms
+        return any(start <= due < end for due, _ in self.pending.values())
+
+    def restore(self, timers: Iterable[Timer], ended: Iterable[TimerInfo], now_ms: int) -> None:
+        """A bucket as its files tell it on start: its timers that did not end are
+        pending (held whole if the bucket is loaded), and recent ended ones are
+        remembered. Buckets are restored oldest first."""
+        gone = set()
+        for info in ended:
+            gone.add(info.timer_id)
+            if (info.at_ms or 0) >= now_ms - self.history_ms:
+                self._remember(info)
+        for timer in timers:
+            if timer.id in gone or timer.id in self.pending:
+                continue
+            self._index(timer)
+            if timer.due_ms < self.loaded_until_ms:
+                self._hold(timer)
+
+    # ------------------------------------------------------------ inside
+
+    def _index(self, timer: Timer) -> None:
+        topic = self._topics.setdefault(timer.topic, timer.topic)
+        self.pending[timer.id] = (timer.due_ms, topic)
+
+    def _hold(self, timer: Timer) -> None:
+        self.near[timer.id] = timer
+        heapq.heappush(self._heap, (timer.due_ms, timer.id))
+
+    def _remember(self, info: TimerInfo) -> None:
+        self.history[info.timer_id] = info
+        self.history.move_to_end(info.timer_id)
+
+    def _unflushed(self, due_ms: int) -> Unflushed:
+        start = bucket_of(due_ms, self.bucket_ms)
+        part = self.unflushed.get(start)
+        if part is None:
+            part = self.unflushed[start] = Unflushed()
+        return part

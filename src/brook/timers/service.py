@@ -1,0 +1,384 @@
+"""The timer service of a broker: the I/O shell around `TimerBook`.
+
+Scheduling and cancelling append a `LogEntry` to the timer log through the
+committer and return once it is durable (group commit batches concurrent
+calls). One thread does everything time does, in order:
+
+- loads each bucket from storage as it comes within the look-ahead;
+- fires due timers, earliest first: their records are appended to their
+  topics through the normal write path, with the timer id as idempotency key
+  (so a crash between the append and the log entry that marks them fired does
+  not append them twice), then the log entry is appended;
+- flushes what happened since the last flush into the buckets' run files, then
+  the checkpoint, after which the log before it can be deleted;
+- deletes the files of past buckets where nothing is pending.
+
+A failed write leaves the book ahead of storage; the service then rebuilds from
+storage before its next call, as a queue group does.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from brook import limits
+from brook.codec.batch import Columns
+from brook.commit import AppendRequest, Waiter
+from brook.errors import BrookError, Closed, StorageError
+from brook.log.partition import LogSettings, PartitionLog
+from brook.records import Record
+from brook.stats import BATCH_SECONDS_BUCKETS
+from brook.timers import files
+from brook.timers.book import TimerBook, Unflushed, bucket_of
+from brook.timers.model import Timer, TimerInfo
+
+if TYPE_CHECKING:
+    from brook.broker import Broker
+
+log = logging.getLogger("brook.timers")
+
+LOG_NAME = "__timers"
+TIMER_HEADER = "brook.timer.id"
+FIRE_BATCH = 2_000
+"""Most timers fired in one round of appends."""
+RETRY_S = 1.0
+"""How long the thread waits after a failed fire or flush before it tries again."""
+
+
+def new_id() -> str:
+    return secrets.token_hex(12)
+
+
+class FireStats:
+    """Counters for /metrics: timers fired, and how late (fired minus due)."""
+
+    def __init__(self) -> None:
+        self.fired = 0
+        self.lag_counts = [0] * (len(BATCH_SECONDS_BUCKETS) + 1)
+        self.lag_sum_s = 0.0
+
+    def observe(self, lag_s: float) -> None:
+        self.fired += 1
+        self.lag_counts[bisect_left(BATCH_SECONDS_BUCKETS, lag_s)] += 1
+        self.lag_sum_s += lag_s
+
+
+class TimerService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.mutex = threading.Lock()
+        self._wake = threading.Condition(self.mutex)
+        self._flush_mutex = threading.Lock()
+        self._stop = False
+        self._broken = False
+        self.stats = FireStats()
+        settings = LogSettings(
+            min(broker.settings.segment_bytes_max, 8 * limits.MIB), broker.settings.segment_ms_max
+        )
+        self.log = PartitionLog.open(broker.storage, LOG_NAME, 0, settings, broker.now_ms())
+        self.book = self._restore()
+        self._last_flush = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="brook-timers", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ restoring
+
+    def _restore(self) -> TimerBook:
+        """The book as storage tells it: bucket runs up to the checkpoint, then the log."""
+        storage = self.broker.storage
+        now = self.broker.now_ms()
+        book = TimerBook(
+            limits.timer_bucket_ms,
+            limits.timer_lookahead_ms,
+            limits.timer_history_ms,
+            limits.timer_history_max,
+            now,
+        )
+        book.loaded_until_ms = bucket_of(now + book.lookahead_ms, book.bucket_ms) + book.bucket_ms
+        raw = storage.read_all(files.CHECKPOINT)
+        checkpoint = files.Checkpoint() if raw is None else files.decode_checkpoint(raw)
+        self.checkpoint = checkpoint
+        runs: dict[int, list[tuple[int, str]]] = {}
+        for name in storage.list(files.BUCKETS):
+            parsed = files.parse_run_name(name)
+            if parsed is None:
+                continue
+            bucket, flush = parsed
+            if flush > checkpoint.flush:
+                continue  # left by a flush cut short: the log still holds it
+            runs.setdefault(bucket, []).append((flush, name))
+        for bucket in sorted(runs):
+            timers: list[Timer] = []
+            ended: list[TimerInfo] = []
+            for _, name in sorted(runs[bucket]):
+                data = storage.read_all(name)
+                if data is None:
+                    continue
+                run = files.decode_run(data)
+                timers.extend(run.timers)
+                ended.extend(run.ended)
+            book.restore(timers, ended, now)
+        offset = max(checkpoint.log_offset, self.log.start_offset)
+        while True:
+            records = self.log.read(offset, limits.read_records_max)
+            if not records:
+                break
+            for record in records:
+                entry = files.decode_entry(record.value)
+                book.schedule(entry.scheduled)
+                for info in entry.ended:
+                    book.ended(info)
+            offset = records[-1].offset + 1
+        log.info(
+            "timers: %d pending, %d due within the look-ahead", len(book.pending), len(book.near)
+        )
+        self._broken = False
+        return book
+
+    def _check_usable(self) -> None:
+        """Holding the mutex: rebuild first if a write failed since the last call."""
+        self.broker._check_open()
+        if self._broken:
+            log.warning("timers: rebuilding from storage after a failed write")
+            self.book = self._restore()
+
+    # ------------------------------------------------------------ the log
+
+    def _submit(self, entry: files.LogEntry) -> AppendRequest:
+        """Holding the mutex: queue an entry for the timer log."""
+        value = files.encode(entry)
+        request = AppendRequest(self.log, Columns([value], size_bytes=len(value)), Waiter())
+        self.broker.committer.submit(request)
+        return request
+
+    def _wait(self, request: AppendRequest) -> None:
+        assert isinstance(request.on_done, Waiter)
+        request.on_done.wait()
+        try:
+            request.result()
+        except BaseException:
+            self._broken = True
+            raise
+
+    # ------------------------------------------------------------ calls
+
+    def schedule(self, timers: Sequence[Timer]) -> None:
+        """Take timers (checked by the caller); returns once they are durable.
+        A timer whose id is known already is left as it is (the first stands)."""
+        with self.mutex:
+            self._check_usable()
+            accepted = self.book.schedule(timers)
+            if not accepted:
+                return
+            request = self._submit(files.LogEntry(scheduled=accepted))
+            earliest = min(t.due_ms for t in accepted)
+            if earliest < self.book.loaded_until_ms:
+                self._wake.notify()
+        self._wait(request)
+
+    def cancel(self, timer_id: str) -> bool:
+        """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
+        with self.mutex:
+            self._check_usable()
+            info = self.book.cancel(timer_id, self.broker.now_ms())
+            if info is None:
+                return False
+            request = self._submit(files.LogEntry(ended=[info]))
+        self._wait(request)
+        return True
+
+    def info(self, timer_id: str) -> TimerInfo | None:
+        with self.mutex:
+            self._check_usable()
+            return self.book.info(timer_id)
+
+    def poke(self) -> None:
+        """Have the thread look at the clock now (for an injected clock that jumped)."""
+        with self.mutex:
+            self._wake.notify()
+
+    def pending(self) -> int:
+        return len(self.book.pending)
+
+    # ------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        while True:
+            with self.mutex:
+                if self._stop:
+                    return
+            try:
+                self._load_buckets()
+                fired = self._fire_due()
+                if time.monotonic() - self._last_flush >= limits.timer_flush_ms / 1000 or (
+                    self._unflushed_count() >= limits.timer_flush_timers
+                ):
+                    self.flush()
+            except Closed:
+                return
+            except BrookError as exc:
+                log.warning("timers: %s; trying again", exc)
+                with self.mutex:
+                    self._broken = True
+                    self._wake.wait(RETRY_S)
+                continue
+            if fired:
+                continue  # more may be due
+            with self.mutex:
+                if not self._stop:
+                    self._wake.wait(self._pause())
+
+    def _pause(self) -> float:
+        """Holding the mutex: seconds until something is due, a bucket comes within
+        the look-ahead, or a flush is due (at most a second)."""
+        now = self.broker.now_ms()
+        wait = 1.0
+        due = self.book.next_due_ms()
+        if due is not None:
+            wait = min(wait, (due - now) / 1000)
+        load_at = self.book.loaded_until_ms - self.book.lookahead_ms
+        wait = min(wait, (load_at - now) / 1000)
+        return max(0.001, wait)
+
+    def _unflushed_count(self) -> int:
+        with self.mutex:
+            return sum(len(p.timers) + len(p.ended) for p in self.book.unflushed.values())
+
+    def _load_buckets(self) -> None:
+        with self.mutex:
+            self._check_usable()
+            starts = self.book.buckets_to_load(self.broker.now_ms())
+        for start in starts:
+            timers = self._read_bucket(start)
+            with self.mutex:
+                self.book.load(start, timers)
+                self._wake.notify()
+
+    def _read_bucket(self, start: int) -> list[Timer]:
+        storage = self.broker.storage
+        timers: list[Timer] = []
+        prefix = files.run_name(start, 0).rsplit("/", 1)[0] + "/"
+        for name in sorted(storage.list(prefix)):
+            parsed = files.parse_run_name(name)
+            if parsed is None or parsed[1] > self.checkpoint.flush:
+                continue
+            data = storage.read_all(name)
+            if data is not None:
+                timers.extend(files.decode_run(data).timers)
+        return timers
+
+    def _fire_due(self) -> int:
+        """Fire what is due now; returns how many fired."""
+        with self.mutex:
+            self._check_usable()
+            now = self.broker.now_ms()
+            due = self.book.due(now, FIRE_BATCH)
+        if not due:
+            return 0
+        try:
+            placed = self._append(due)
+        except BaseException:
+            with self.mutex:
+                self.book.put_back(due)
+            raise
+        with self.mutex:
+            now = self.broker.now_ms()
+            infos = [self.book.fired(t, p, o, now) for t, (p, o) in zip(due, placed, strict=True)]
+            request = self._submit(files.LogEntry(ended=infos))
+        self._wait(request)
+        for timer in due:
+            self.stats.observe(max(0, now - timer.due_ms) / 1000)
+        return len(due)
+
+    def _append(self, due: list[Timer]) -> list[tuple[int, int]]:
+        """Append the timers' records to their topics; (partition, offset) of each."""
+        by_topic: dict[str, list[int]] = {}
+        for i, timer in enumerate(due):
+            by_topic.setdefault(timer.topic, []).append(i)
+        placed: list[tuple[int, int]] = [(0, 0)] * len(due)
+        for topic, indexes in by_topic.items():
+            records = []
+            for i in indexes:
+                timer = due[i]
+                headers = dict(timer.headers or {})
+                headers[TIMER_HEADER] = timer.id.encode()
+                records.append(Record(timer.value, timer.key, headers))
+            keys: list[bytes | str | None] = [f"brook.timer:{due[i].id}" for i in indexes]
+            acks = self.broker.topic(topic).append_many(records, idempotency_keys=keys)
+            for i, ack in zip(indexes, acks, strict=True):
+                placed[i] = (ack.partition, ack.offset)
+        return placed
+
+    def flush(self) -> None:
+        """Write what happened since the last flush to the buckets, then the checkpoint."""
+        with self._flush_mutex:
+            self._flush_now()
+
+    def _flush_now(self) -> None:
+        storage = self.broker.storage
+
+        def take() -> tuple[dict[int, Unflushed], int]:
+            # With the writer role nothing is in flight: every entry submitted before
+            # is durable below durable_offset, and what the book took covers them.
+            with self.mutex:
+                return self.book.take_unflushed(), self.log.durable_offset
+
+        taken, cut = self.broker.committer.call(take)
+        self._last_flush = time.monotonic()
+        if not taken:
+            return
+        flush = self.checkpoint.flush + 1
+        try:
+            for start, part in taken.items():
+                run = files.Run(part.timers, part.ended)
+                storage.write_atomic(files.run_name(start, flush), files.encode(run))
+            checkpoint = files.Checkpoint(flush, cut)
+            storage.write_atomic(files.CHECKPOINT, msgspec.json.encode(checkpoint))
+        except StorageError:
+            with self.mutex:
+                self.book.restore_unflushed(taken)
+            raise
+        self.checkpoint = checkpoint
+        self._forget_past_buckets()
+
+    def _forget_past_buckets(self) -> None:
+        """Delete the files of buckets that ended before now with nothing pending."""
+        storage = self.broker.storage
+        now = self.broker.now_ms()
+        with self.mutex:
+            self.book.forget_old(now)
+            starts = {
+                parsed[0]
+                for name in storage.list(files.BUCKETS)
+                if (parsed := files.parse_run_name(name)) is not None
+            }
+            past = [
+                s
+                for s in sorted(starts)
+                if s + self.book.bucket_ms <= now and not self.book.pending_in(s)
+            ]
+        for start in past:
+            storage.delete_prefix(files.run_name(start, 0).rsplit("/", 1)[0] + "/")
+
+    def maintain(self) -> None:
+        """Writer role: delete timer-log segments wholly behind the checkpoint."""
+        self.log.drop_before(self.checkpoint.log_offset)
+
+    def stop(self) -> None:
+        """Stop the thread (before the committer closes)."""
+        with self.mutex:
+            self._stop = True
+            self._wake.notify_all()
+        self._thread.join()
+
+    def close(self) -> None:
+        """Close the timer log (after the committer closed)."""
+        self.log.close()
