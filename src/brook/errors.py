@@ -7,7 +7,8 @@
     ├── Forbidden                   403
     ├── NotFound                    404
     │   ├── TopicNotFound           404
-    │   └── PartitionNotFound       404
+    │   ├── PartitionNotFound       404
+    │   └── TimerNotFound           404  no pending timer by that id (DELETE), or none known
     ├── Conflict                    409
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
@@ -67,6 +68,10 @@ class TopicNotFound(NotFound):
 
 class PartitionNotFound(NotFound):
     code = "partition_not_found"
+
+
+class TimerNotFound(NotFound):
+    code = "timer_not_found"
 
 
 class Conflict(BrookError):

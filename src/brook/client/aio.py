@@ -13,12 +13,16 @@ from typing import Any
 
 import httpx
 
-from brook import validate
+from brook import limits, validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
+from brook.errors import BadRequest, TimerNotFound
 from brook.queue.lifecycle import Transition
 from brook.records import Ack, Job, Record, TopicInfo
+from brook.timers import checks as timer_checks
+from brook.timers.checks import TimerSpec
+from brook.timers.model import TimerInfo
 
 
 class AsyncBroker:
@@ -99,6 +103,45 @@ class AsyncBroker:
         }
         await self._do(protocol.queue_settings(topic, group, settings))
         return AsyncQueue(self, topic, group)
+
+    async def schedule(
+        self,
+        topic: str,
+        value: bytes,
+        at: int | None = None,
+        delay_ms: int | None = None,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        timer_id: str | None = None,
+    ) -> str:
+        """Schedule a record for `topic` at `at` or after `delay_ms`; its timer id."""
+        ids = await self.schedule_many(
+            [TimerSpec(topic, value, at, delay_ms, key, headers, timer_id)]
+        )
+        return ids[0]
+
+    async def schedule_many(self, specs: Sequence[TimerSpec]) -> list[str]:
+        """Schedule many timers in one request; their ids, in order."""
+        if len(specs) > limits.schedule_timers_max:
+            raise BadRequest(f"at most {limits.schedule_timers_max} timers per call")
+        ids: list[str] = await self._do(protocol.schedule_many(specs))
+        return ids
+
+    async def cancel_timer(self, timer_id: str) -> bool:
+        """Cancel a pending timer; False if it fired, was cancelled or is unknown."""
+        try:
+            await self._do(protocol.cancel_timer(timer_checks.timer_id(timer_id)))
+        except TimerNotFound:
+            return False
+        return True
+
+    async def timer(self, timer_id: str) -> TimerInfo | None:
+        """A timer's state; None if unknown."""
+        try:
+            info: TimerInfo = await self._do(protocol.timer(timer_checks.timer_id(timer_id)))
+        except TimerNotFound:
+            return None
+        return info
 
     async def close(self) -> None:
         await self._http.aclose()

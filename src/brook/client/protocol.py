@@ -20,6 +20,8 @@ from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.queue.lifecycle import State, Transition
 from brook.records import Ack, Job, Record, TopicInfo
+from brook.timers.checks import TimerSpec
+from brook.timers.model import TimerInfo
 
 BATCH_TYPE = "application/vnd.brook.batch"
 _json = msgspec.json.Decoder().decode
@@ -390,3 +392,61 @@ def redrive(topic: str, group_name: str, limit: int | None) -> Call:
         return count
 
     return Call("POST", _queue_path(topic, group_name, "redrive"), {}, body, headers, parse, True)
+
+
+# ---------------------------------------------------------------- timers
+
+
+def _timer_json(spec: TimerSpec) -> dict[str, Any]:
+    validate.topic_name(spec.topic)
+    record, _ = validate.record(spec.value, spec.key, spec.headers)
+    item: dict[str, Any] = {
+        "topic": spec.topic,
+        "value_b64": base64.b64encode(record.value).decode(),
+    }
+    if record.key is not None:
+        item["key_b64"] = base64.b64encode(record.key).decode()
+    if record.headers:
+        item["headers_b64"] = {
+            name: base64.b64encode(v).decode() for name, v in record.headers.items()
+        }
+    for name in ("at", "delay_ms", "timer_id"):
+        if getattr(spec, name) is not None:
+            item[name] = getattr(spec, name)
+    return item
+
+
+def schedule_many(specs: Sequence[TimerSpec]) -> Call:
+    body, headers = _json_body({"timers": [_timer_json(spec) for spec in specs]})
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[str]:
+        ids: list[str] = _json(body)["timer_ids"]
+        return ids
+
+    # Resent only when every timer is named: the first one stands, so nothing doubles.
+    named = all(spec.timer_id is not None for spec in specs)
+    return Call("POST", "/v1/timers", {}, body, headers, parse, named)
+
+
+def timer(timer_id: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> TimerInfo:
+        document = _json(body)
+        state = document["state"]
+        return TimerInfo(
+            document["timer_id"],
+            state,
+            document["topic"],
+            document["due_ms"],
+            document.get("partition"),
+            document.get("offset"),
+            document.get("fired_at_ms" if state == "fired" else "cancelled_at_ms"),
+        )
+
+    return Call("GET", _path("timers", timer_id), {}, None, {}, parse, True)
+
+
+def cancel_timer(timer_id: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
+        return True
+
+    return Call("DELETE", _path("timers", timer_id), {}, None, {}, parse, False)

@@ -23,6 +23,7 @@ from brook.server.http import Request, Response, error_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
+from brook.server.timers import TimerEndpoints
 from brook.server.wire import (
     json_encode,
     parse_json,
@@ -130,6 +131,7 @@ class Api:
         r.add("POST", "/v1/topics/{topic}/groups/{group}/seek", self.seek, "consume")
         r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
         self.queues = QueueEndpoints(self)
+        self.timers = TimerEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
         r.add("GET", "/openapi.json", self.openapi, None)
         self.requests = RequestCounts()

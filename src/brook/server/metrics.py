@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from brook.broker import Broker
 from brook.stats import BATCH_SECONDS_BUCKETS
+from brook.timers.service import FIRE_LAG_BUCKETS
 
 
 class RequestCounts:
@@ -82,7 +83,26 @@ class BrookCollector(Collector):
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
         yield from self._queues()
+        yield from self._timers()
         yield from self._object_storage()
+
+    def _timers(self) -> Iterator[Metric]:
+        timers = self.broker.timers
+        yield GaugeMetricFamily(
+            "brook_timers_pending", "Timers scheduled and not yet fired", value=timers.pending()
+        )
+        stats = timers.stats
+        yield CounterMetricFamily("brook_timers_fired", "Timers fired", value=stats.fired)
+        buckets, total = [], 0
+        for bound, count in zip((*FIRE_LAG_BUCKETS, float("inf")), stats.lag_counts, strict=True):
+            total += count
+            buckets.append(("+Inf" if bound == float("inf") else str(bound), total))
+        yield HistogramMetricFamily(
+            "brook_timer_fire_lag_seconds",
+            "How late timers fired: when their record was durable minus when they were due",
+            buckets=buckets,
+            sum_value=stats.lag_sum_s,
+        )
 
     def _queues(self) -> Iterator[Metric]:
         records = GaugeMetricFamily(

@@ -13,6 +13,7 @@ from brook import limits
 from brook.server.router import Router
 
 NAME = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"}
+TIMER_ID = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"}
 COUNT = {"type": "integer", "minimum": 0}
 BYTES_FIELD = {"type": "string"}
 ERROR = {
@@ -412,6 +413,85 @@ OPERATIONS.update(
     }
 )
 
+TIMER_IN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["topic"],
+    "properties": {
+        "topic": NAME,
+        "value": BYTES_FIELD,
+        "value_b64": {"type": "string", "format": "byte"},
+        "key": BYTES_FIELD,
+        "key_b64": {"type": "string", "format": "byte"},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "headers_b64": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "format": "byte"},
+        },
+        "at": {"type": "integer", "minimum": 0, "description": "Due time, ms since the epoch"},
+        "delay_ms": {"type": "integer", "minimum": 0},
+        "timer_id": TIMER_ID,
+    },
+}
+TIMER_OUT = {
+    "type": "object",
+    "properties": {
+        "timer_id": {"type": "string"},
+        "state": {"type": "string", "enum": ["pending", "fired", "cancelled"]},
+        "topic": {"type": "string"},
+        "due_ms": {"type": "integer"},
+        "partition": COUNT,
+        "offset": COUNT,
+        "fired_at_ms": {"type": "integer"},
+        "cancelled_at_ms": {"type": "integer"},
+    },
+}
+OPERATIONS.update(
+    {
+        ("POST", "/v1/timers"): {
+            "summary": 'Schedule a timer, or many ({"timers": [...]}); answered once durable',
+            "requestBody": _json_body(
+                {
+                    "oneOf": [
+                        TIMER_IN,
+                        {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["timers"],
+                            "properties": {
+                                "timers": {
+                                    "type": "array",
+                                    "items": TIMER_IN,
+                                    "maxItems": limits.schedule_timers_max,
+                                }
+                            },
+                        },
+                    ]
+                }
+            ),
+            "responses": {
+                "200": _ok(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "timer_id": {"type": "string"},
+                            "timer_ids": {"type": "array", "items": {"type": "string"}},
+                        },
+                    }
+                )
+            },
+        },
+        ("GET", "/v1/timers/{timer}"): {
+            "summary": "A timer's state: pending, fired (where) or cancelled",
+            "responses": {"200": _ok(TIMER_OUT)},
+        },
+        ("DELETE", "/v1/timers/{timer}"): {
+            "summary": "Cancel a pending timer (404 if it fired, was cancelled or is unknown)",
+            "responses": {"200": _ok({"type": "object"})},
+        },
+    }
+)
+
 
 def document(router: Router, with_keys: bool) -> dict[str, Any]:
     """The OpenAPI 3.0 description of every route `router` serves."""
@@ -419,8 +499,13 @@ def document(router: Router, with_keys: bool) -> dict[str, Any]:
     for method, template, route in router.routes():
         operation = dict(OPERATIONS[(method, template)])
         parameters = [
-            {"name": name, "in": "path", "required": True, "schema": NAME}
-            for name in ("topic", "group")
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "schema": TIMER_ID if name == "timer" else NAME,
+            }
+            for name in ("topic", "group", "timer")
             if "{" + name + "}" in template
         ]
         operation["parameters"] = parameters + operation.get("parameters", [])

@@ -95,13 +95,18 @@ def records_from_json(document: Any) -> Columns:
         unknown = set(item) - _RECORD_FIELDS
         if unknown:
             raise BadRequest(f"record {index}: unknown fields {sorted(unknown)}")
-        value = _field(item, "value", index)
-        if value is None:
-            raise BadRequest(f"record {index} has no value or value_b64")
-        record, _ = validate.record(value, _field(item, "key", index), _headers(item, index))
-        records.append(record)
+        records.append(one_record_from_json(item, index))
         keys.append(validate.idempotency_key(item.get("idempotency_key")))
     return validate.sized(Columns.from_records(records, keys))
+
+
+def one_record_from_json(item: dict[str, Any], index: int) -> Record:
+    """The value, key and headers of one JSON item (text or _b64 forms), checked."""
+    value = _field(item, "value", index)
+    if value is None:
+        raise BadRequest(f"record {index} has no value or value_b64")
+    record, _ = validate.record(value, _field(item, "key", index), _headers(item, index))
+    return record
 
 
 def _with_text(out: dict[str, Any], name: str, data: bytes) -> None:

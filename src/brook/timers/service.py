@@ -35,7 +35,6 @@ from brook.commit import AppendRequest, Waiter
 from brook.errors import BrookError, Closed, StorageError
 from brook.log.partition import LogSettings, PartitionLog
 from brook.records import Record
-from brook.stats import BATCH_SECONDS_BUCKETS
 from brook.timers import files
 from brook.timers.book import TimerBook, Unflushed, bucket_of
 from brook.timers.model import Timer, TimerInfo
@@ -57,17 +56,20 @@ def new_id() -> str:
     return secrets.token_hex(12)
 
 
+FIRE_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
+
+
 class FireStats:
     """Counters for /metrics: timers fired, and how late (fired minus due)."""
 
     def __init__(self) -> None:
         self.fired = 0
-        self.lag_counts = [0] * (len(BATCH_SECONDS_BUCKETS) + 1)
+        self.lag_counts = [0] * (len(FIRE_LAG_BUCKETS) + 1)
         self.lag_sum_s = 0.0
 
     def observe(self, lag_s: float) -> None:
         self.fired += 1
-        self.lag_counts[bisect_left(BATCH_SECONDS_BUCKETS, lag_s)] += 1
+        self.lag_counts[bisect_left(FIRE_LAG_BUCKETS, lag_s)] += 1
         self.lag_sum_s += lag_s
 
 
