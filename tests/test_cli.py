@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,46 @@ def test_queue_commands(tmp_path: Path) -> None:
     assert sorted(line.split("\t")[-1] for line in out.splitlines()) == ["three", "two"]
     code, out = run("queue", "lease", "jobs", "bad/group", "--data", data)
     assert code == 1 and "invalid_name" in out and "Traceback" not in out
+
+
+def test_timer_commands(tmp_path: Path) -> None:
+    data = str(tmp_path / "d")
+    code, out = run(
+        "timers",
+        "schedule",
+        "reminders",
+        "hello",
+        "--delay-ms",
+        "3600000",
+        "--id",
+        "t1",
+        "--data",
+        data,
+    )
+    assert (code, out) == (0, "t1\n")
+    code, out = run("timers", "show", "t1", "--data", data)
+    assert code == 0 and "state: pending" in out and "topic: reminders" in out
+    assert run("timers", "cancel", "t1", "--data", data) == (0, "cancelled t1\n")
+    code, out = run("timers", "cancel", "t1", "--data", data)
+    assert code == 1 and "not pending" in out and "Traceback" not in out
+    code, out = run(
+        "timers", "schedule", "reminders", "past", "--at", "2020-01-01T00:00:00Z", "--data", data
+    )
+    assert code == 0
+    timer_id = out.strip()
+    import brook
+
+    with brook.open(data) as b:
+        deadline = time.monotonic() + 10
+        while b.timer(timer_id).state != "fired":  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    code, out = run("timers", "show", timer_id, "--data", data)
+    assert "state: fired" in out and "offset: 0" in out and "due: 2020-01-01T00:00:00+00:00" in out
+    code, out = run("timers", "schedule", "reminders", "x", "--at", "next tuesday", "--data", data)
+    assert code == 2 and "--at" in out
+    code, out = run("timers", "show", "nope", "--data", data)
+    assert code == 1 and "not known" in out
 
 
 def test_serve_refuses_a_bad_option_in_one_line(tmp_path: Path) -> None:

@@ -107,3 +107,12 @@ def test_every_timer_comes_due_once_in_order_unless_cancelled(
         clock += 600_000
     assert sorted(t.id for t in fired) == sorted(set(wanted) - cancelled)
     assert [t.due_ms for t in fired] == sorted(t.due_ms for t in fired)
+
+
+def test_a_timer_being_fired_can_no_longer_be_cancelled() -> None:
+    b = book()
+    b.schedule([timer("a", NOW)])
+    (due,) = b.due(NOW, 10)
+    assert b.cancel("a", NOW) is None, "its record may already be in the topic"
+    b.put_back([due])
+    assert b.cancel("a", NOW) is not None, "put back: pending again, cancellable"

@@ -112,9 +112,10 @@ class TimerEndpoints:
 
     async def cancel(self, request: Request, timer: str) -> Response:
         info = self._known(request, timer)
+        # A pending timer may be firing right now: then it cannot be cancelled either.
         cancelled = info.state == "pending" and await self.api.queues._run(
             self.api.broker.cancel_timer, timer
         )
         if not cancelled:
-            raise TimerNotFound(f"timer {timer} is not pending (it is {info.state})")
+            raise TimerNotFound(f"timer {timer} can no longer be cancelled: it is {info.state}")
         return _json({"cancelled": timer})

@@ -55,6 +55,8 @@ class TimerBook:
         self.history: OrderedDict[str, TimerInfo] = OrderedDict()
         """Fired and cancelled timers, oldest first, kept for history_ms (at most history_max)."""
         self.unflushed: dict[int, Unflushed] = {}
+        self.firing: set[str] = set()
+        """Timers handed out by `due` and not yet fired or put back: too late to cancel."""
 
     # ------------------------------------------------------------ calls
 
@@ -77,9 +79,9 @@ class TimerBook:
 
     def cancel(self, timer_id: str, now_ms: int) -> TimerInfo | None:
         """Cancel a pending timer: its new state, or None if it is not pending
-        (fired, cancelled or unknown)."""
+        (fired, cancelled or unknown) or is being fired."""
         pending = self.pending.get(timer_id)
-        if pending is None:
+        if pending is None or timer_id in self.firing:
             return None
         due, topic = pending
         info = TimerInfo(timer_id, "cancelled", topic, due, at_ms=now_ms)
@@ -96,11 +98,13 @@ class TimerBook:
             timer = self.near.get(timer_id)
             if timer is not None:
                 out.append(timer)
+                self.firing.add(timer_id)
         return out
 
     def put_back(self, timers: Iterable[Timer]) -> None:
         """Timers taken by `due` that could not be fired: due again."""
         for timer in timers:
+            self.firing.discard(timer.id)
             if timer.id in self.near:
                 heapq.heappush(self._heap, (timer.due_ms, timer.id))
 
@@ -113,6 +117,7 @@ class TimerBook:
     def ended(self, info: TimerInfo) -> None:
         """A pending timer fired or was cancelled (`info` says which), now or as the
         timer log tells it on start. Nothing happens if it was not pending."""
+        self.firing.discard(info.timer_id)
         if self.pending.pop(info.timer_id, None) is None:
             return
         self.near.pop(info.timer_id, None)

@@ -11,7 +11,7 @@ calls). One thread does everything time does, in order:
   not append them twice), then the log entry is appended;
 - flushes what happened since the last flush into the buckets' run files, then
   the checkpoint, after which the log before it can be deleted;
-- deletes the files of past buckets where nothing is pending.
+- deletes the files of buckets long past (timer_history_ms) where nothing is pending.
 
 A failed write leaves the book ahead of storage; the service then rebuilds from
 storage before its next call, as a queue group does.
@@ -352,7 +352,8 @@ class TimerService:
         self._forget_past_buckets()
 
     def _forget_past_buckets(self) -> None:
-        """Delete the files of buckets that ended before now with nothing pending."""
+        """Delete the files of buckets past for longer than the history is kept, with
+        nothing pending: until then they tell restarts what fired and was cancelled."""
         storage = self.broker.storage
         now = self.broker.now_ms()
         with self.mutex:
@@ -365,7 +366,8 @@ class TimerService:
             past = [
                 s
                 for s in sorted(starts)
-                if s + self.book.bucket_ms <= now and not self.book.pending_in(s)
+                if s + self.book.bucket_ms + self.book.history_ms <= now
+                and not self.book.pending_in(s)
             ]
         for start in past:
             storage.delete_prefix(files.run_name(start, 0).rsplit("/", 1)[0] + "/")
