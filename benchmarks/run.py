@@ -381,6 +381,11 @@ def main() -> None:
     queue_report = queues.main()
     print("\n" + queue_report)
     report += "\n" + queue_report
+    from benchmarks import timers
+
+    timer_report = timers.main()
+    print("\n" + timer_report)
+    report += "\n" + timer_report
     if shutil.which("wrk"):
         from benchmarks import server
 

@@ -17,6 +17,10 @@ from collections.abc import Iterable
 
 from brook.timers.model import Timer, TimerInfo
 
+_TOPIC_BITS = 24
+"""Low bits of a packed pending entry that number its topic (16M topics)."""
+_TOPIC_MASK = (1 << _TOPIC_BITS) - 1
+
 
 def bucket_of(due_ms: int, bucket_ms: int) -> int:
     """The start of the bucket holding timers due at `due_ms`."""
@@ -43,9 +47,11 @@ class TimerBook:
         self.lookahead_ms = lookahead_ms
         self.history_ms = history_ms
         self.history_max = history_max
-        self.pending: dict[str, tuple[int, str]] = {}
-        """Every pending timer's id, due time and topic (one str per topic, shared)."""
-        self._topics: dict[str, str] = {}
+        self.pending: dict[str, int] = {}
+        """Every pending timer's id, and its due time and topic packed in one int
+        (`_pack`): a million pending timers must fit in little memory."""
+        self._topics: dict[str, int] = {}
+        self._topic_names: list[str] = []
         self.near: dict[str, Timer] = {}
         """Pending timers due before loaded_until_ms, whole."""
         self._heap: list[tuple[int, str]] = []
@@ -55,6 +61,8 @@ class TimerBook:
         self.history: OrderedDict[str, TimerInfo] = OrderedDict()
         """Fired and cancelled timers, oldest first, kept for history_ms (at most history_max)."""
         self.unflushed: dict[int, Unflushed] = {}
+        self.unflushed_count = 0
+        """Timers scheduled and ended since the last flush."""
         self.firing: set[str] = set()
         """Timers handed out by `due` and not yet fired or put back: too late to cancel."""
 
@@ -72,6 +80,7 @@ class TimerBook:
                 self._hold(timer)
             self._unflushed(timer.due_ms).timers.append(timer)
             accepted.append(timer)
+        self.unflushed_count += len(accepted)
         return accepted
 
     def knows(self, timer_id: str) -> bool:
@@ -83,7 +92,7 @@ class TimerBook:
         pending = self.pending.get(timer_id)
         if pending is None or timer_id in self.firing:
             return None
-        due, topic = pending
+        due, topic = self._unpack(pending)
         info = TimerInfo(timer_id, "cancelled", topic, due, at_ms=now_ms)
         self.ended(info)
         return info
@@ -123,6 +132,7 @@ class TimerBook:
         self.near.pop(info.timer_id, None)
         self._remember(info)
         self._unflushed(info.due_ms).ended.append(info)
+        self.unflushed_count += 1
 
     def info(self, timer_id: str) -> TimerInfo | None:
         """A timer's state, if it is pending or in the history."""
@@ -132,7 +142,8 @@ class TimerBook:
         pending = self.pending.get(timer_id)
         if pending is None:
             return None
-        return TimerInfo(timer_id, "pending", pending[1], pending[0])
+        due, topic = self._unpack(pending)
+        return TimerInfo(timer_id, "pending", topic, due)
 
     # ------------------------------------------------------------ time and buckets
 
@@ -152,7 +163,11 @@ class TimerBook:
         part = self.unflushed.get(start)
         for timer in (*timers, *(part.timers if part else ())):
             pending = self.pending.get(timer.id)
-            if pending is not None and pending[0] == timer.due_ms and timer.id not in self.near:
+            if (
+                pending is not None
+                and pending >> _TOPIC_BITS == timer.due_ms
+                and timer.id not in self.near
+            ):
                 self._hold(timer)
         self.loaded_until_ms = max(self.loaded_until_ms, start + self.bucket_ms)
 
@@ -176,6 +191,7 @@ class TimerBook:
         """What to write to each bucket since the last flush; the far timers among
         it are dropped from memory (their ids stay pending)."""
         taken, self.unflushed = self.unflushed, {}
+        self.unflushed_count = 0
         return taken
 
     def restore_unflushed(self, taken: dict[int, Unflushed]) -> None:
@@ -184,11 +200,13 @@ class TimerBook:
             mine = self._unflushed(start)
             mine.timers[:0] = part.timers
             mine.ended[:0] = part.ended
+            self.unflushed_count += len(part.timers) + len(part.ended)
 
     def pending_in(self, start: int) -> bool:
         """Whether bucket `start` still has a pending timer (slow: for clean-up only)."""
         end = start + self.bucket_ms
-        return any(start <= due < end for due, _ in self.pending.values())
+        low, high = start << _TOPIC_BITS, end << _TOPIC_BITS
+        return any(low <= packed < high for packed in self.pending.values())
 
     def restore(self, timers: Iterable[Timer], ended: Iterable[TimerInfo], now_ms: int) -> None:
         """A bucket as its files tell it on start: its timers that did not end are
@@ -209,8 +227,14 @@ class TimerBook:
     # ------------------------------------------------------------ inside
 
     def _index(self, timer: Timer) -> None:
-        topic = self._topics.setdefault(timer.topic, timer.topic)
-        self.pending[timer.id] = (timer.due_ms, topic)
+        number = self._topics.get(timer.topic)
+        if number is None:
+            number = self._topics[timer.topic] = len(self._topic_names)
+            self._topic_names.append(timer.topic)
+        self.pending[timer.id] = timer.due_ms << _TOPIC_BITS | number
+
+    def _unpack(self, packed: int) -> tuple[int, str]:
+        return packed >> _TOPIC_BITS, self._topic_names[packed & _TOPIC_MASK]
 
     def _hold(self, timer: Timer) -> None:
         self.near[timer.id] = timer

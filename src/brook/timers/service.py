@@ -182,7 +182,10 @@ class TimerService:
                 return
             request = self._submit(files.LogEntry(scheduled=accepted))
             earliest = min(t.due_ms for t in accepted)
-            if earliest < self.book.loaded_until_ms:
+            if (
+                earliest < self.book.loaded_until_ms
+                or self.book.unflushed_count >= limits.timer_flush_timers
+            ):
                 self._wake.notify()
         self._wait(request)
 
@@ -251,8 +254,7 @@ class TimerService:
         return max(0.001, wait)
 
     def _unflushed_count(self) -> int:
-        with self.mutex:
-            return sum(len(p.timers) + len(p.ended) for p in self.book.unflushed.values())
+        return self.book.unflushed_count
 
     def _load_buckets(self) -> None:
         with self.mutex:
