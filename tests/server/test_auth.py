@@ -36,6 +36,7 @@ topics = ["events.*"]
 """
 
 RECORDS = {"records": [{"value": "x"}]}
+TIMER = {"topic": "events.a", "value": "x", "delay_ms": 60_000, "timer_id": "tm1"}
 # (method, path, body, the key that may, a key that may not) in an order that works end to end.
 ROUTES = [
     ("PUT", "/v1/topics/events.a", {}, "admin", "producer"),
@@ -46,6 +47,12 @@ ROUTES = [
     ("GET", "/v1/topics/events.a/groups/g/poll", None, "consumer", "producer"),
     ("POST", "/v1/topics/events.a/groups/g/commit", None, "consumer", "producer"),
     ("GET", "/v1/topics/events.a/groups/g", None, "consumer", "admin"),
+    ("PUT", "/v1/topics/events.a/queues/q", {}, "consumer", "producer"),
+    ("POST", "/v1/topics/events.a/queues/q/lease", {}, "consumer", "producer"),
+    ("GET", "/v1/topics/events.a/queues/q", None, "consumer", "admin"),
+    ("POST", "/v1/timers", TIMER, "producer", "consumer"),
+    ("GET", "/v1/timers/tm1", None, "producer", "consumer"),
+    ("DELETE", "/v1/timers/tm1", None, "producer", "consumer"),
     ("GET", "/metrics", None, "admin", "consumer"),
     ("DELETE", "/v1/topics/events.a", None, "admin", "consumer"),
 ]
@@ -90,6 +97,9 @@ def test_topic_patterns_limit_keys(secured: Served) -> None:
         for t in secured.request("GET", "/v1/topics", None, bearer("consumer"))[1]["topics"]
     ]
     assert names == ["events.b"], "a key sees only the topics it may use"
+    timer = {"topic": "other", "value": "x", "timer_id": "tm2", "delay_ms": 60_000}
+    status, error = secured.request("POST", "/v1/timers", timer, bearer("producer"))
+    assert status == 403 and "other" in error["error"]["message"]
 
 
 def test_health_is_open_and_401_says_how_to_authenticate(secured: Served) -> None:
