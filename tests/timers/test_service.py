@@ -192,3 +192,25 @@ def test_a_batch_over_the_limit_is_refused(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(limits, "schedule_timers_max", 2)
     with brook.open(str(tmp_path)) as b, pytest.raises(BadRequest):
         b.schedule_many([brook.TimerSpec("t", b"v")] * 3)
+
+
+def test_a_buckets_runs_are_merged_and_say_the_same(tmp_path: Path) -> None:
+    clock = Clock()
+    far = int(5 * HOUR_S * 1000)
+    kept, cancelled = [], []
+    with brook.open(str(tmp_path), clock=clock) as b:
+        for flush in range(20):
+            ids = b.schedule_many(
+                [brook.TimerSpec("reminders", b"v", delay_ms=far + i) for i in range(10)]
+            )
+            assert b.cancel_timer(ids[0])
+            cancelled.append(ids[0])
+            kept.extend(ids[1:])
+            b.timers.flush()
+        runs = b.storage.list("timers/buckets/")
+        assert 1 <= len(runs) < 8, runs
+    with brook.open(str(tmp_path), clock=clock) as b:
+        assert b.timers.pending() == len(kept)
+        assert all(b.timer(t).state == "cancelled" for t in cancelled)  # type: ignore[union-attr]
+        move(b, clock, 6 * HOUR_S)
+        wait_for(lambda: len(values(b)) == len(kept))

@@ -15,10 +15,12 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from brook.timers.index import IdIndex
 from brook.timers.model import Timer, TimerInfo
 
-_TOPIC_BITS = 24
-"""Low bits of a packed pending entry that number its topic (16M topics)."""
+_TOPIC_BITS = 20
+"""Low bits of a packed pending entry that number its topic (a million topics; due
+times up to the year 2500 fit in the 44 bits above)."""
 _TOPIC_MASK = (1 << _TOPIC_BITS) - 1
 
 
@@ -47,9 +49,11 @@ class TimerBook:
         self.lookahead_ms = lookahead_ms
         self.history_ms = history_ms
         self.history_max = history_max
-        self.pending: dict[str, int] = {}
-        """Every pending timer's id, and its due time and topic packed in one int
-        (`_pack`): a million pending timers must fit in little memory."""
+        self.pending = IdIndex()
+        """Every pending timer's id, and its due time and topic packed in one int:
+        a million pending timers must fit in little memory."""
+        self._per_bucket: dict[int, int] = {}
+        """How many timers are pending in each bucket."""
         self._topics: dict[str, int] = {}
         self._topic_names: list[str] = []
         self.near: dict[str, Timer] = {}
@@ -73,9 +77,8 @@ class TimerBook:
         in the history is a duplicate: the first one stands, nothing changes."""
         accepted: list[Timer] = []
         for timer in timers:
-            if timer.id in self.pending or timer.id in self.history:
+            if timer.id in self.history or not self._index(timer):
                 continue
-            self._index(timer)
             if timer.due_ms < self.loaded_until_ms:
                 self._hold(timer)
             self._unflushed(timer.due_ms).timers.append(timer)
@@ -127,8 +130,10 @@ class TimerBook:
         """A pending timer fired or was cancelled (`info` says which), now or as the
         timer log tells it on start. Nothing happens if it was not pending."""
         self.firing.discard(info.timer_id)
-        if self.pending.pop(info.timer_id, None) is None:
+        packed = self.pending.pop(info.timer_id)
+        if packed is None:
             return
+        self._count_out(packed >> _TOPIC_BITS)
         self.near.pop(info.timer_id, None)
         self._remember(info)
         self._unflushed(info.due_ms).ended.append(info)
@@ -203,10 +208,8 @@ class TimerBook:
             self.unflushed_count += len(part.timers) + len(part.ended)
 
     def pending_in(self, start: int) -> bool:
-        """Whether bucket `start` still has a pending timer (slow: for clean-up only)."""
-        end = start + self.bucket_ms
-        low, high = start << _TOPIC_BITS, end << _TOPIC_BITS
-        return any(low <= packed < high for packed in self.pending.values())
+        """Whether bucket `start` still has a pending timer."""
+        return self._per_bucket.get(start, 0) > 0
 
     def restore(self, timers: Iterable[Timer], ended: Iterable[TimerInfo], now_ms: int) -> None:
         """A bucket as its files tell it on start: its timers that did not end are
@@ -218,20 +221,33 @@ class TimerBook:
             if (info.at_ms or 0) >= now_ms - self.history_ms:
                 self._remember(info)
         for timer in timers:
-            if timer.id in gone or timer.id in self.pending:
+            if timer.id in gone or not self._index(timer):
                 continue
-            self._index(timer)
             if timer.due_ms < self.loaded_until_ms:
                 self._hold(timer)
 
     # ------------------------------------------------------------ inside
 
-    def _index(self, timer: Timer) -> None:
+    def _index(self, timer: Timer) -> bool:
+        """Add a timer to the pending index; False if its id is pending already."""
         number = self._topics.get(timer.topic)
         if number is None:
             number = self._topics[timer.topic] = len(self._topic_names)
+            assert number <= _TOPIC_MASK, "more topics with timers than a packed entry numbers"
             self._topic_names.append(timer.topic)
-        self.pending[timer.id] = timer.due_ms << _TOPIC_BITS | number
+        if not self.pending.add(timer.id, timer.due_ms << _TOPIC_BITS | number):
+            return False
+        start = bucket_of(timer.due_ms, self.bucket_ms)
+        self._per_bucket[start] = self._per_bucket.get(start, 0) + 1
+        return True
+
+    def _count_out(self, due_ms: int) -> None:
+        start = bucket_of(due_ms, self.bucket_ms)
+        left = self._per_bucket[start] - 1
+        if left:
+            self._per_bucket[start] = left
+        else:
+            del self._per_bucket[start]
 
     def _unpack(self, packed: int) -> tuple[int, str]:
         return packed >> _TOPIC_BITS, self._topic_names[packed & _TOPIC_MASK]

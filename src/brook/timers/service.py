@@ -48,6 +48,8 @@ LOG_NAME = "__timers"
 TIMER_HEADER = "brook.timer.id"
 FIRE_BATCH = 2_000
 """Most timers fired in one round of appends."""
+RUNS_MERGE = 8
+"""A bucket's runs are merged into one when a flush would make this many."""
 RETRY_S = 1.0
 """How long the thread waits after a failed fire or flush before it tries again."""
 
@@ -117,6 +119,8 @@ class TimerService:
             if flush > checkpoint.flush:
                 continue  # left by a flush cut short: the log still holds it
             runs.setdefault(bucket, []).append((flush, name))
+        self._runs_of = {bucket: sorted(f for f, _ in found) for bucket, found in runs.items()}
+        """The flushes with a run in each bucket (up to the checkpoint's)."""
         for bucket in sorted(runs):
             timers: list[Timer] = []
             ended: list[TimerInfo] = []
@@ -340,9 +344,14 @@ class TimerService:
         if not taken:
             return
         flush = self.checkpoint.flush + 1
+        merged: dict[int, list[int]] = {}
         try:
             for start, part in taken.items():
                 run = files.Run(part.timers, part.ended)
+                older = list(self._runs_of.get(start, []))
+                if len(older) + 1 >= RUNS_MERGE:
+                    run = self._merged(start, older, run)
+                    merged[start] = older
                 storage.write_atomic(files.run_name(start, flush), files.encode(run))
             checkpoint = files.Checkpoint(flush, cut)
             storage.write_atomic(files.CHECKPOINT, msgspec.json.encode(checkpoint))
@@ -351,7 +360,36 @@ class TimerService:
                 self.book.restore_unflushed(taken)
             raise
         self.checkpoint = checkpoint
+        for start in taken:
+            self._runs_of.setdefault(start, []).append(flush)
+        # The merged runs hold what the older ones did: those can go (a crash before
+        # they do leaves both, and restoring a timer twice keeps one).
+        for start, older in merged.items():
+            for old in older:
+                storage.delete(files.run_name(start, old))
+            self._runs_of[start] = [flush]
         self._forget_past_buckets()
+
+    def _merged(self, start: int, older: list[int], newest: files.Run) -> files.Run:
+        """One run holding bucket `start`'s older runs and `newest`: timers that ended
+        are dropped, and so is the history older than timer_history_ms."""
+        storage = self.broker.storage
+        timers: list[Timer] = []
+        ended: list[TimerInfo] = []
+        for flush in older:
+            data = storage.read_all(files.run_name(start, flush))
+            if data is not None:
+                run = files.decode_run(data)
+                timers.extend(run.timers)
+                ended.extend(run.ended)
+        timers.extend(newest.timers)
+        ended.extend(newest.ended)
+        gone = {info.timer_id for info in ended}
+        since = self.broker.now_ms() - self.book.history_ms
+        return files.Run(
+            [t for t in timers if t.id not in gone],
+            [info for info in ended if (info.at_ms or 0) >= since],
+        )
 
     def _forget_past_buckets(self) -> None:
         """Delete the files of buckets past for longer than the history is kept, with
@@ -372,6 +410,7 @@ class TimerService:
                 and not self.book.pending_in(s)
             ]
         for start in past:
+            self._runs_of.pop(start, None)
             storage.delete_prefix(files.run_name(start, 0).rsplit("/", 1)[0] + "/")
 
     def maintain(self) -> None:
