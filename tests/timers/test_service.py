@@ -199,7 +199,7 @@ def test_a_buckets_runs_are_merged_and_say_the_same(tmp_path: Path) -> None:
     far = int(5 * HOUR_S * 1000)
     kept, cancelled = [], []
     with brook.open(str(tmp_path), clock=clock) as b:
-        for flush in range(20):
+        for _ in range(20):
             ids = b.schedule_many(
                 [brook.TimerSpec("reminders", b"v", delay_ms=far + i) for i in range(10)]
             )
