@@ -32,7 +32,7 @@ from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 from brook.timers.service import TimerService
-from brook.timers.service import new_id as new_timer_id
+from brook.timers.service import new_ids as new_timer_ids
 from brook.topic import Topic
 
 log = logging.getLogger("brook")
@@ -322,7 +322,8 @@ class Broker:
         if len(specs) > limits.schedule_timers_max:
             raise BadRequest(f"at most {limits.schedule_timers_max} timers per call")
         now = self._now_ms()
-        timers = [timer_checks.timer(spec, now, new_timer_id) for spec in specs]
+        ids = new_timer_ids(len(specs))
+        timers = timer_checks.timers(specs, now, ids)
         self.timers.schedule(timers)
         return [t.id for t in timers]
 

@@ -76,12 +76,18 @@ class TimerBook:
         """Take new timers; returns those accepted. A timer whose id is pending or
         in the history is a duplicate: the first one stands, nothing changes."""
         accepted: list[Timer] = []
+        history, index, loaded_until = self.history, self._index, self.loaded_until_ms
+        bucket_ms, unflushed = self.bucket_ms, self.unflushed
         for timer in timers:
-            if timer.id in self.history or not self._index(timer):
+            if (history and timer.id in history) or not index(timer):
                 continue
-            if timer.due_ms < self.loaded_until_ms:
+            due = timer.due_ms
+            if due < loaded_until:
                 self._hold(timer)
-            self._unflushed(timer.due_ms).timers.append(timer)
+            part = unflushed.get(due - due % bucket_ms)
+            if part is None:
+                part = self._unflushed(due)
+            part.timers.append(timer)
             accepted.append(timer)
         self.unflushed_count += len(accepted)
         return accepted

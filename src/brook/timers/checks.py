@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -53,15 +54,38 @@ def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:
     return due
 
 
-def timer(spec: TimerSpec, now_ms: int, new_id: Any) -> Timer:
-    """A checked Timer from a spec; `new_id()` names it when the spec does not."""
-    validate.topic_name(spec.topic)
-    record, _ = validate.record(spec.value, spec.key, spec.headers)
-    return Timer(
-        new_id() if spec.timer_id is None else timer_id(spec.timer_id),
-        spec.topic,
-        due_ms(spec.at, spec.delay_ms, now_ms),
-        record.value,
-        record.key,
-        record.headers,
-    )
+def timers(specs: Sequence[TimerSpec], now_ms: int, new_ids: Iterator[str]) -> list[Timer]:
+    """Checked Timers from specs; those without an id are named by `new_ids` in turn.
+    Each topic is checked once; a plain bytes value needs no more than a type check."""
+    for topic in {spec.topic for spec in specs}:
+        validate.topic_name(topic)
+    out = []
+    latest = now_ms + HORIZON_MS_MAX
+    for spec in specs:
+        at, value = spec.at, spec.value
+        if (
+            type(at) is int  # exactly int: a bool is refused, as validate.whole does
+            and spec.delay_ms is None
+            and 0 <= at <= latest
+            and type(value) is bytes
+            and len(value) <= limits.record_bytes_max
+            and spec.key is None
+            and spec.headers is None
+        ):
+            due = at
+        else:
+            record, _ = validate.record(value, spec.key, spec.headers)
+            value = record.value
+            due = due_ms(at, spec.delay_ms, now_ms)
+            spec = msgspec.structs.replace(spec, key=record.key, headers=record.headers)
+        out.append(
+            Timer(
+                next(new_ids) if spec.timer_id is None else timer_id(spec.timer_id),
+                spec.topic,
+                due,
+                value,
+                spec.key,
+                spec.headers,
+            )
+        )
+    return out

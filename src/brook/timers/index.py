@@ -19,12 +19,13 @@ _EMPTY = 0
 _GONE = 1
 """Markers in the `high` word; a digest whose high word is 0 or 1 is nudged to 2."""
 _MIN_SLOTS = 1024
+_LOW_MASK = (1 << 64) - 1
 
 
 def _digest(timer_id: str) -> tuple[int, int]:
-    raw = blake2b(timer_id.encode(), digest_size=16).digest()
-    high, low = int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:], "little")
-    return max(high, 2), low
+    whole = int.from_bytes(blake2b(timer_id.encode(), digest_size=16).digest(), "little")
+    high = whole >> 64
+    return (high if high > _GONE else 2), whole & _LOW_MASK
 
 
 class IdIndex:
