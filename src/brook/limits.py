@@ -90,6 +90,8 @@ timer_flush_ms = 10_000
 """What happened to timers is written to their buckets at least this often..."""
 timer_flush_timers = 100_000
 """...or once this many timers were scheduled, fired or cancelled since the last time."""
+timer_unflushed_max = 200_000
+"""Scheduling waits while this many timers are not yet written to their buckets."""
 timer_history_ms = 24 * 60 * 60 * 1000
 """Fired and cancelled timers are remembered (by `timer(id)`, and against a second
 schedule of the same id) this long, at most timer_history_max of them."""

@@ -83,6 +83,8 @@ class TimerService:
         self.mutex = threading.Lock()
         self._wake = threading.Condition(self.mutex)
         self._flush_mutex = threading.Lock()
+        self._flushed = threading.Condition(self.mutex)
+        """Notified when a flush takes what piled up (schedulers may wait for it)."""
         self._stop = False
         self._broken = False
         self.stats = FireStats()
@@ -183,6 +185,11 @@ class TimerService:
         A timer whose id is known already is left as it is (the first stands)."""
         with self.mutex:
             self._check_usable()
+            # Back-pressure: timers wait in memory only until flushed, so a burst of
+            # scheduling waits for the flush rather than filling memory.
+            while self.book.unflushed_count >= limits.timer_unflushed_max and not self._stop:
+                self._wake.notify()
+                self._flushed.wait(1.0)
             accepted = self.book.schedule(timers)
             if not accepted:
                 return
@@ -339,6 +346,7 @@ class TimerService:
             # With the writer role nothing is in flight: every entry submitted before
             # is durable below durable_offset, and what the book took covers them.
             with self.mutex:
+                self._flushed.notify_all()
                 return self.book.take_unflushed(), self.log.durable_offset
 
         taken, cut = self.broker.committer.call(take)
