@@ -3,6 +3,7 @@ exactly once across restarts, cancels, duplicates, buckets on storage."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import brook
 from brook import limits
 from brook.errors import BadRequest, InvalidName
+from tests.s3server import MotoServer
 
 HOUR_S = 3600.0
 
@@ -214,3 +216,31 @@ def test_a_buckets_runs_are_merged_and_say_the_same(tmp_path: Path) -> None:
         assert all(b.timer(t).state == "cancelled" for t in cancelled)  # type: ignore[union-attr]
         move(b, clock, 6 * HOUR_S)
         wait_for(lambda: len(values(b)) == len(kept))
+
+
+def test_a_fresh_machine_has_every_timer_from_the_bucket(moto: MotoServer, tmp_path: Path) -> None:
+    clock = Clock()
+    url = moto.fresh_url()
+    first = brook.open(
+        url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "dead-disk"), clock=clock
+    )
+    try:
+        soon = first.schedule("reminders", b"soon", delay_ms=60_000)
+        far = first.schedule("reminders", b"far", delay_ms=int(48 * HOUR_S * 1000))
+        gone = first.schedule("reminders", b"cancelled", delay_ms=120_000)
+        assert first.cancel_timer(gone)
+        first.timers.flush()
+        late = first.schedule("reminders", b"after the flush", delay_ms=90_000)
+        # The machine dies here: no close. A new one with an empty disk takes over.
+        with brook.open(
+            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "new-disk"), clock=clock
+        ) as second:
+            assert second.timer(gone).state == "cancelled"  # type: ignore[union-attr]
+            assert second.timers.pending() == 3
+            move(second, clock, 49 * HOUR_S)
+            wait_for(lambda: values(second) == [b"soon", b"after the flush", b"far"])
+            assert second.timer(far).state == "fired"  # type: ignore[union-attr]
+            assert {soon, late} <= set(second.timers.book.history)
+    finally:
+        with contextlib.suppress(brook.errors.BrookError):
+            first.close()
