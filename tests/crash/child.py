@@ -39,3 +39,26 @@ def run_and_kill(
         if child.stdout is not None:
             child.stdout.close()
     return out.decode().split("\n")[:-1]
+
+
+def run_and_kill_broker(
+    script: Path, data: Path, args: list[str], delay_s: float, served: bool
+) -> list[str]:
+    """Run `script DATA_OR_URL *args` and kill -9 the broker it uses: the script itself
+    when it opens `data` (embedded), else a `brook serve` on `data` that it reaches by
+    URL (killed first, then the script). Returns the lines the script reported."""
+    from tests.served import Served
+
+    server = Served(data) if served else None
+    where = f"http://127.0.0.1:{server.port}" if server is not None else str(data)
+
+    def kill_server() -> None:
+        if server is not None:
+            server.process.send_signal(signal.SIGKILL)
+            server.process.wait()
+
+    try:
+        return run_and_kill(script, [where, *args], delay_s, before=kill_server)
+    finally:
+        if server is not None:
+            server.close()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -31,7 +30,6 @@ from brook.queue.lifecycle import State
 from brook.queue.shell import QueueGroup
 from tests.crash import child
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
-from tests.served import Served
 
 KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "20"))
 WORKER = Path(__file__).with_name("queue_worker.py")
@@ -40,22 +38,8 @@ WORKER = Path(__file__).with_name("queue_worker.py")
 def run_and_kill(
     data: Path, run: int, seed: int, delay_s: float, threads: int, served: bool
 ) -> list[str]:
-    """Run the workers and kill -9 the broker: the worker process itself when it is
-    embedded, else the `brook serve` it talks to (and then the workers)."""
-    server = Served(data) if served else None
-    where = f"http://127.0.0.1:{server.port}" if server is not None else str(data)
-
-    def kill_server() -> None:
-        if server is not None:
-            server.process.send_signal(signal.SIGKILL)
-            server.process.wait()
-
-    try:
-        args = [where, str(run), str(seed), str(threads)]
-        return child.run_and_kill(WORKER, args, delay_s, before=kill_server)
-    finally:
-        if server is not None:
-            server.close()
+    args = [str(run), str(seed), str(threads)]
+    return child.run_and_kill_broker(WORKER, data, args, delay_s, served)
 
 
 def fold_status_log(group: QueueGroup) -> tuple[int, dict[tuple[int, int], State]]:

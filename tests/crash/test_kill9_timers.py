@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,7 +27,6 @@ import brook
 from brook import limits
 from tests.crash import child
 from tests.crash.timer_worker import DUE_WITHIN_MS, SMALL, TOPIC
-from tests.served import Served
 
 KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "20"))
 WORKER = Path(__file__).with_name("timer_worker.py")
@@ -37,20 +35,8 @@ WORKER = Path(__file__).with_name("timer_worker.py")
 def run_and_kill(
     data: Path, run: int, seed: int, delay_s: float, threads: int, served: bool
 ) -> list[str]:
-    server = Served(data) if served else None
-    where = f"http://127.0.0.1:{server.port}" if server is not None else str(data)
-
-    def kill_server() -> None:
-        if server is not None:
-            server.process.send_signal(signal.SIGKILL)
-            server.process.wait()
-
-    try:
-        args = [where, str(run), str(seed), str(threads)]
-        return child.run_and_kill(WORKER, args, delay_s, before=kill_server)
-    finally:
-        if server is not None:
-            server.close()
+    args = [str(run), str(seed), str(threads)]
+    return child.run_and_kill_broker(WORKER, data, args, delay_s, served)
 
 
 def fired_records(b: brook.Broker) -> list[brook.Record]:
