@@ -19,13 +19,12 @@ from brook.log.partition import PartitionLog
 from brook.records import Ack
 from brook.server import openapi
 from brook.server.auth import Authenticator, may_use
-from brook.server.http import Request, Response, error_response
+from brook.server.http import Request, Response, error_response, json_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
 from brook.server.timers import TimerEndpoints
 from brook.server.wire import (
-    json_encode,
     parse_json,
     record_to_json,
     records_from_batches,
@@ -38,10 +37,6 @@ log = logging.getLogger("brook.server")
 
 JSON_TYPE = "application/json"
 BATCH_TYPE = "application/vnd.brook.batch"
-
-
-def _json(document: Any, status: int = 200) -> Response:
-    return Response(status, json_encode(document))
 
 
 def _int(query: dict[str, str], name: str, default: int | None = None, low: int = 0) -> int:
@@ -211,10 +206,10 @@ class Api:
     # ------------------------------------------------------------ endpoints
 
     async def health(self, request: Request) -> Response:
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     async def openapi(self, request: Request) -> Response:
-        return _json(openapi.document(self.router, self.auth.enabled))
+        return json_response(openapi.document(self.router, self.auth.enabled))
 
     async def metrics(self, request: Request) -> Response:
         return Response(200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")
@@ -223,7 +218,7 @@ class Api:
         topics = self.broker.topics()
         if request.key is not None:
             topics = [t for t in topics if may_use(request.key, t.name)]
-        return _json({"topics": [topic_to_json(t) for t in topics]})
+        return json_response({"topics": [topic_to_json(t) for t in topics]})
 
     async def put_topic(self, request: Request, topic: str) -> Response:
         settings = parse_json(request.body) if request.body.strip() else {}
@@ -236,17 +231,17 @@ class Api:
         if "compaction" in settings and not isinstance(settings["compaction"], bool):
             raise BadRequest("compaction must be true or false")
         info = await self._blocking(lambda: self.broker.create_topic(topic, **settings))
-        return _json(topic_to_json(info))
+        return json_response(topic_to_json(info))
 
     async def get_topic(self, request: Request, topic: str) -> Response:
         state = self._state(topic)
         document = topic_to_json(state.info())
         document["start_offsets"] = {str(p.partition): p.start_offset for p in state.logs}
-        return _json(document)
+        return json_response(document)
 
     async def delete_topic(self, request: Request, topic: str) -> Response:
         await self._blocking(self.broker.delete_topic, topic)
-        return _json({"deleted": topic})
+        return json_response({"deleted": topic})
 
     async def post_records(self, request: Request, topic: str) -> Response:
         try:
@@ -258,11 +253,11 @@ class Api:
         if content_type == JSON_TYPE:
             columns = records_from_json(parse_json(request.body))
             if not len(columns):
-                return _json({"acks": []})
+                return json_response({"acks": []})
         elif content_type == BATCH_TYPE:
             columns = records_from_batches(request.body)
             if not len(columns):
-                return _json({"acks": []})
+                return json_response({"acks": []})
         else:
             key = request.query.get("key")
             columns = validate.one(
@@ -274,7 +269,9 @@ class Api:
         if state is None:
             state = await self._state_or_create(topic)
         acks = await self._append(state, columns)
-        return _json({"acks": acks})  # an Ack encodes as {"partition", "offset", "timestamp"}
+        return json_response(
+            {"acks": acks}
+        )  # an Ack encodes as {"partition", "offset", "timestamp"}
 
     async def get_records(self, request: Request, topic: str) -> Response:
         state = self._state(topic)
@@ -298,7 +295,9 @@ class Api:
             return Response(200, body, BATCH_TYPE, [("brook-next-offset", str(next_offset))])
         records = partition_log.read(offset, limit) if limit else []
         next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
-        return _json({"records": [record_to_json(r) for r in records], "next_offset": next_offset})
+        return json_response(
+            {"records": [record_to_json(r) for r in records], "next_offset": next_offset}
+        )
 
     def _consumer(self, request: Request, topic: str, group: str) -> Any:
         """The group's consumer; `?start=latest` places a group new to the broker at the end."""
@@ -316,7 +315,7 @@ class Api:
         if not records and wait_ms:
             await self._wait(time.monotonic() + wait_ms / 1000, consumer.has_new)
             records = consumer.poll(max_records, timeout=0)
-        return _json({"records": [record_to_json(r) for r in records]})
+        return json_response({"records": [record_to_json(r) for r in records]})
 
     async def seek(self, request: Request, topic: str, group: str) -> Response:
         document = parse_json(request.body)
@@ -324,7 +323,7 @@ class Api:
             raise BadRequest('the body must be {"partition": <p>, "offset": <o>}')
         consumer = self._consumer(request, topic, group)
         consumer.seek(document["partition"], document["offset"])
-        return _json(self._group_json(consumer))
+        return json_response(self._group_json(consumer))
 
     async def commit(self, request: Request, topic: str, group: str) -> Response:
         consumer = self._consumer(request, topic, group)
@@ -340,10 +339,10 @@ class Api:
                     raise BadRequest(f"partition {partition!r} must be a number in a string")
                 offsets[int(partition)] = validate.whole(offset, f"offset of partition {partition}")
         await self._blocking(consumer.commit, offsets)
-        return _json(self._group_json(consumer))
+        return json_response(self._group_json(consumer))
 
     async def get_group(self, request: Request, topic: str, group: str) -> Response:
-        return _json(self._group_json(self._consumer(request, topic, group)))
+        return json_response(self._group_json(self._consumer(request, topic, group)))
 
     @staticmethod
     def _group_json(consumer: Any) -> dict[str, Any]:

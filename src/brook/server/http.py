@@ -14,14 +14,14 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
-from typing import cast
+from typing import Any, cast
 from urllib.parse import parse_qsl, unquote
 
 import httptools
 
 from brook.config import ApiKey
 from brook.errors import BadRequest, BrookError, RecordTooLarge
-from brook.server.wire import error_to_json
+from brook.server.wire import error_to_json, json_encode
 
 log = logging.getLogger("brook.server")
 
@@ -59,6 +59,10 @@ class Response:
         self.body = body
         self.content_type = content_type
         self.headers = headers or []
+
+
+def json_response(document: Any, status: int = 200) -> Response:
+    return Response(status, json_encode(document))
 
 
 def error_response(error: BrookError) -> Response:

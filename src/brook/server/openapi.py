@@ -419,14 +419,10 @@ TIMER_IN = {
     "required": ["topic"],
     "properties": {
         "topic": NAME,
-        "value": BYTES_FIELD,
-        "value_b64": {"type": "string", "format": "byte"},
-        "key": BYTES_FIELD,
-        "key_b64": {"type": "string", "format": "byte"},
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-        "headers_b64": {
-            "type": "object",
-            "additionalProperties": {"type": "string", "format": "byte"},
+        **{
+            name: schema
+            for name, schema in RECORD_IN["properties"].items()  # type: ignore[attr-defined]
+            if name != "idempotency_key"
         },
         "at": {"type": "integer", "minimum": 0, "description": "Due time, ms since the epoch"},
         "delay_ms": {"type": "integer", "minimum": 0},

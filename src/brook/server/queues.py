@@ -19,7 +19,7 @@ from brook.codec import encode_batch
 from brook.errors import BadRequest
 from brook.queue.handle import Queue
 from brook.records import Job, Record
-from brook.server.http import Request, Response
+from brook.server.http import Request, Response, json_response
 from brook.server.wire import json_encode, parse_json, record_to_json
 
 if TYPE_CHECKING:
@@ -36,10 +36,6 @@ SETTINGS_FIELDS = (
     "backoff",
     "expire_after_ms",
 )
-
-
-def _json(document: Any, status: int = 200) -> Response:
-    return Response(status, json_encode(document))
 
 
 def _body(request: Request, allowed: set[str]) -> dict[str, Any]:
@@ -119,11 +115,11 @@ class QueueEndpoints:
     async def put(self, request: Request, topic: str, group: str) -> Response:
         document = _body(request, set(SETTINGS_FIELDS))
         queue = await self._queue(topic, group, **{k: document.get(k) for k in SETTINGS_FIELDS})
-        return _json(await self._run(self._described, queue))
+        return json_response(await self._run(self._described, queue))
 
     async def get(self, request: Request, topic: str, group: str) -> Response:
         queue = await self._queue(topic, group)
-        return _json(await self._run(self._described, queue))
+        return json_response(await self._run(self._described, queue))
 
     async def lease(self, request: Request, topic: str, group: str) -> Response:
         document = _body(request, {"max_records", "wait_ms", "visibility_timeout_ms"})
@@ -144,7 +140,7 @@ class QueueEndpoints:
         if BATCH_TYPE in request.headers.get("accept", ""):
             body, meta = jobs_to_batches(jobs)
             return Response(200, body, BATCH_TYPE, [("brook-jobs", meta)])
-        return _json({"jobs": [job_to_json(job) for job in jobs]})
+        return json_response({"jobs": [job_to_json(job) for job in jobs]})
 
     async def _wait_for_work(self, queue: Queue, deadline: float) -> bool:
         """Wait on the loop until the group may have work or the deadline passes;
@@ -191,7 +187,7 @@ class QueueEndpoints:
                 await self._run(queue.extend, receipts, document["ms"])
             else:
                 await self._run(queue.discard, receipts, reason)
-            return _json({"settled": len(receipts)})
+            return json_response({"settled": len(receipts)})
 
         return settle
 
@@ -200,13 +196,13 @@ class QueueEndpoints:
         partition = _query_int(request, "partition")
         offset = _query_int(request, "offset")
         transitions = await self._run(queue.trace, partition, offset)
-        return _json({"transitions": msgspec.to_builtins([_row(t) for t in transitions])})
+        return json_response({"transitions": msgspec.to_builtins([_row(t) for t in transitions])})
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
         document = _body(request, {"limit"})
         queue = await self._queue(topic, group)
         count = await self._run(queue.redrive, document.get("limit"))
-        return _json({"redriven": count})
+        return json_response({"redriven": count})
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

@@ -11,30 +11,15 @@ from typing import TYPE_CHECKING, Any
 from brook import limits
 from brook.errors import BadRequest, Forbidden, TimerNotFound
 from brook.server.auth import may_use
-from brook.server.http import Request, Response
-from brook.server.wire import json_encode, one_record_from_json, parse_json
+from brook.server.http import Request, Response, json_response
+from brook.server.wire import RECORD_BODY_FIELDS, one_record_from_json, parse_json
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
-TIMER_FIELDS = {
-    "topic",
-    "value",
-    "value_b64",
-    "key",
-    "key_b64",
-    "headers",
-    "headers_b64",
-    "at",
-    "delay_ms",
-    "timer_id",
-}
-
-
-def _json(document: Any, status: int = 200) -> Response:
-    return Response(status, json_encode(document))
+TIMER_FIELDS = RECORD_BODY_FIELDS | {"topic", "at", "delay_ms", "timer_id"}
 
 
 def timer_to_json(info: TimerInfo) -> dict[str, Any]:
@@ -99,7 +84,7 @@ class TimerEndpoints:
                 if not may_use(request.key, spec.topic):
                     raise Forbidden(f"this key may not use topic {spec.topic}")
         ids: list[str] = await self.api.queues._run(self.api.broker.schedule_many, specs)
-        return _json({"timer_ids": ids} if many else {"timer_id": ids[0]})
+        return json_response({"timer_ids": ids} if many else {"timer_id": ids[0]})
 
     def _known(self, request: Request, timer: str) -> TimerInfo:
         info = self.api.broker.timer(timer)
@@ -108,7 +93,7 @@ class TimerEndpoints:
         return info
 
     async def get(self, request: Request, timer: str) -> Response:
-        return _json(timer_to_json(self._known(request, timer)))
+        return json_response(timer_to_json(self._known(request, timer)))
 
     async def cancel(self, request: Request, timer: str) -> Response:
         info = self._known(request, timer)
@@ -118,4 +103,4 @@ class TimerEndpoints:
         )
         if not cancelled:
             raise TimerNotFound(f"timer {timer} can no longer be cancelled: it is {info.state}")
-        return _json({"cancelled": timer})
+        return json_response({"cancelled": timer})

@@ -71,15 +71,9 @@ def _headers(item: dict[str, Any], index: int) -> dict[str, bytes] | None:
     return out or None
 
 
-_RECORD_FIELDS = {
-    "value",
-    "value_b64",
-    "key",
-    "key_b64",
-    "headers",
-    "headers_b64",
-    "idempotency_key",
-}
+RECORD_BODY_FIELDS = frozenset({"value", "value_b64", "key", "key_b64", "headers", "headers_b64"})
+"""A record's value, key and headers as JSON (text or base64 forms)."""
+_RECORD_FIELDS = RECORD_BODY_FIELDS | {"idempotency_key"}
 
 
 def records_from_json(document: Any) -> Columns:
