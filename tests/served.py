@@ -6,11 +6,10 @@ import http.client
 import json
 import os
 import re
-import select
 import ssl
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +52,31 @@ class Served:
         )
         assert self.process.stderr is not None
         self.log: list[str] = []
-        deadline = time.monotonic() + READY_S
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select(
-                [self.process.stderr], [], [], max(0.0, deadline - time.monotonic())
-            )
-            if not ready:
-                break
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.log.append(line)
-            found = re.search(r"listening on https?://127\.0\.0\.1:(\d+) .*; ready", line)
-            if found:
-                self.port = int(found.group(1))
-                return
+        """What the server logged so far (read all along, so its pipe never fills)."""
+        self._ready = threading.Event()
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+        # Waits on the reader's event, not on the pipe: a read may take several lines
+        # at once, and a select on the pipe would not see the ones already buffered.
+        self._ready.wait(READY_S)
+        if self._ready.is_set() and hasattr(self, "port"):
+            return
         self.close()
         raise AssertionError("brook serve did not start:\n" + "".join(self.log))
+
+    def _read_log(self) -> None:
+        assert self.process.stderr is not None
+        try:
+            for line in self.process.stderr:
+                self.log.append(line)
+                found = re.search(r"listening on https?://127\.0\.0\.1:(\d+) .*; ready", line)
+                if found and not self._ready.is_set():
+                    self.port = int(found.group(1))
+                    self._ready.set()
+        except (ValueError, OSError):
+            pass  # the pipe was closed under us
+        finally:
+            self._ready.set()  # the server exited (or its log ended): stop waiting
 
     def request(
         self,
@@ -114,5 +121,6 @@ class Served:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self._reader.join(timeout=10)  # the log ends with the process
         if self.process.stderr is not None:
             self.process.stderr.close()
