@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==26.3
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -13,6 +13,7 @@
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
     │   └── Fenced                  409  a newer writer took over this storage location
+    ├── DataLoss                    410  records a reader asked for are no longer stored (retention)
     ├── RecordTooLarge              413
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
     │   ├── CorruptData             503  stored bytes failed their checksum; never served as data
@@ -89,6 +90,11 @@ class Locked(Conflict):
 
 class Fenced(Conflict):
     code = "fenced"
+
+
+class DataLoss(BrookError):
+    status = 410
+    code = "data_loss"
 
 
 class RecordTooLarge(BrookError):

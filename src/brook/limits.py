@@ -49,6 +49,8 @@ read_records_max = 10_000
 read_bytes_max = 8 * MIB
 """A read fetches at most about this many bytes of batches from storage."""
 poll_records_default = 500
+read_task_bytes_max_default = 64 * MIB
+"""An outside reader (a Spark task) reads at most about this much of one segment."""
 wait_ms_max = 30_000
 """Longest long-poll (read, poll, lease) a request may ask for; longer waits are capped."""
 

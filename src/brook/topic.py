@@ -17,15 +17,21 @@ if TYPE_CHECKING:
 
 
 def route(
-    state: TopicState, columns: Columns | ClientBatches
+    state: TopicState, columns: Columns | ClientBatches, partition: int | None = None
 ) -> list[tuple[int, list[int], Columns | ClientBatches]]:
     """Split records by partition: (partition, their indexes in `columns`, their records).
 
-    Keyed records go to their key's partition; unkeyed ones all go to one
-    partition chosen round-robin per call, so they stay one batch. A client's
-    batches stay as they are unless their keys send them to several partitions.
+    With a `partition`, all of them go there (PartitionNotFound if the topic has
+    no such partition). Otherwise keyed records go to their key's partition;
+    unkeyed ones all go to one partition chosen round-robin per call, so they
+    stay one batch. A client's batches stay as they are unless their keys send
+    them to several partitions.
     """
     partitions = state.config.partitions
+    if partition is not None:
+        if partition >= partitions:
+            raise PartitionNotFound(f"topic {state.name} has no partition {partition}")
+        return [(partition, list(range(len(columns))), columns)]
     unkeyed = state.spread.next(partitions)
     if isinstance(columns, ClientBatches):
         if partitions == 1 or not columns.keyed:
@@ -93,14 +99,18 @@ class Topic:
         self,
         records: Iterable[Record],
         idempotency_keys: Sequence[bytes | str | None] | None = None,
+        partition: int | None = None,
     ) -> list[Ack]:
         """Append records as one durable batch per partition; acks in input order.
 
-        Keyed records go to their key's partition; unkeyed ones all go to one
-        partition chosen round-robin per call. Returns once every record is
-        durable. If any partition's batch fails, raises its error (batches of
-        other partitions may have been appended).
+        With a `partition`, every record goes there (raises PartitionNotFound if
+        the topic has none such). Otherwise keyed records go to their key's
+        partition; unkeyed ones all go to one partition chosen round-robin per
+        call. Returns once every record is durable. If any partition's batch
+        fails, raises its error (batches of other partitions may have been appended).
         """
+        if partition is not None:
+            validate.whole(partition, "partition")
         columns = validate.records(records)
         count = len(columns)
         if not count:
@@ -111,7 +121,7 @@ class Topic:
             keys = [validate.idempotency_key(k) for k in idempotency_keys]
             columns.idempotency = None if keys.count(None) == count else keys
         state = self._broker.topic_state(self.name, create=True)
-        routes = route(state, columns)
+        routes = route(state, columns, partition)
         if len(routes) == 1:
             return self._broker.committer.append(AppendRequest(state.logs[routes[0][0]], columns))
         requests = []

@@ -128,6 +128,19 @@ def test_append_many_across_partitions_returns_acks_in_input_order(broker: brook
         assert stored.value == record.value
 
 
+def test_append_many_to_a_chosen_partition(broker: brook.Broker) -> None:
+    broker.create_topic("chosen", partitions=3)
+    t = broker.topic("chosen")
+    acks = t.append_many([Record(b"a", key=b"k"), Record(b"b")], partition=2)
+    assert [(a.partition, a.offset) for a in acks] == [(2, 0), (2, 1)]
+    assert [r.value for r in t.read(partition=2)] == [b"a", b"b"]
+    with pytest.raises(PartitionNotFound):
+        t.append_many([Record(b"c")], partition=3)
+    with pytest.raises(BadRequest):
+        t.append_many([Record(b"c")], partition=-1)
+    assert t.end_offsets() == {0: 0, 1: 0, 2: 2}
+
+
 def test_idempotency_keys_append_once(broker: brook.Broker) -> None:
     t = broker.topic("t")
     first = t.append(b"charge", idempotency_key="order-1")

@@ -176,12 +176,13 @@ class AsyncTopic:
         self,
         records: Iterable[Record],
         idempotency_keys: Sequence[bytes | str | None] | None = None,
+        partition: int | None = None,
     ) -> list[Ack]:
         items = list(records)
         if not items:
             return []
         acks: list[Ack] = await self._broker._do(
-            protocol.append_many(self.name, items, idempotency_keys)
+            protocol.append_many(self.name, items, idempotency_keys, partition)
         )
         return acks
 

@@ -146,16 +146,21 @@ def start_offsets(topic: str) -> Call:
 
 
 def append_many(
-    topic: str, records: Sequence[Record], idempotency_keys: Sequence[bytes | str | None] | None
+    topic: str,
+    records: Sequence[Record],
+    idempotency_keys: Sequence[bytes | str | None] | None,
+    partition: int | None = None,
 ) -> Call:
     """Records as one binary batch; checked here first, so bad input never leaves the client."""
+    if partition is not None:
+        validate.whole(partition, "partition")
     columns = validate.records(list(records))
     if idempotency_keys is not None:
         if len(idempotency_keys) != len(columns):
             raise BadRequest("idempotency_keys must have one entry per record")
         keys = [validate.idempotency_key(k) for k in idempotency_keys]
         columns.idempotency = None if keys.count(None) == len(keys) else keys
-    return _append(topic, columns)
+    return _append(topic, columns, partition)
 
 
 def append(
@@ -168,13 +173,13 @@ def append(
     return _append(topic, validate.one(value, key, headers, idempotency_key))
 
 
-def _append(topic: str, columns: Columns) -> Call:
+def _append(topic: str, columns: Columns, partition: int | None = None) -> Call:
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
     safe = columns.idempotency is not None and None not in columns.idempotency
     return Call(
         "POST",
         _path("topics", topic, "records"),
-        {},
+        {} if partition is None else {"partition": str(partition)},
         body,
         {"content-type": BATCH_TYPE},
         _acks,

@@ -178,11 +178,14 @@ class RemoteTopic:
         self,
         records: Iterable[Record],
         idempotency_keys: Sequence[bytes | str | None] | None = None,
+        partition: int | None = None,
     ) -> list[Ack]:
         items = list(records)
         if not items:
             return []
-        acks: list[Ack] = self._broker._do(protocol.append_many(self.name, items, idempotency_keys))
+        acks: list[Ack] = self._broker._do(
+            protocol.append_many(self.name, items, idempotency_keys, partition)
+        )
         return acks
 
     def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:

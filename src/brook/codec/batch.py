@@ -189,11 +189,12 @@ def encode_batch(
     return [head, *body]
 
 
-def parse_header(buf: bytes | memoryview, pos: int) -> BatchHeader | str:
+def parse_header(buf: bytes | memoryview, pos: int, whole: bool = True) -> BatchHeader | str:
     """Read and sanity-check the batch header at `pos`.
 
     Returns the header, or a string saying why these bytes are not a whole batch
-    header (too short, wrong kind, impossible length). Does not check the CRC.
+    header (too short, wrong kind, impossible length) or, when `whole`, not a
+    whole batch. Does not check the CRC.
     """
     if len(buf) - pos < BATCH_HEADER_BYTES:
         return "incomplete batch header"
@@ -208,7 +209,7 @@ def parse_header(buf: bytes | memoryview, pos: int) -> BatchHeader | str:
         return f"impossible record count {count}"
     if not BATCH_HEADER_BYTES + 4 * (count + 1) <= length <= limits.batch_bytes_format_max:
         return f"impossible batch length {length}"
-    if len(buf) - pos < length:
+    if whole and len(buf) - pos < length:
         return "incomplete batch"
     return BatchHeader(length, crc, flags, base, count, ts)
 

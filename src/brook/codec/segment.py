@@ -119,3 +119,35 @@ def decode_seal(tail: bytes, file_bytes: int) -> tuple[list[IndexEntry], int, in
         for i in range(count)
     ]
     return entries, next_offset, index_position
+
+
+# kind, version, reserved, segment base_offset, durable bytes, next_offset, crc
+_DURABLE_MARK = struct.Struct("<4sHHQQQI")
+DURABLE_MARK_KIND = b"DURB"
+DURABLE_MARK_BYTES = _DURABLE_MARK.size  # 36
+
+
+class DurableMark(NamedTuple):
+    """How much of a partition's active segment is durable, for readers outside the broker."""
+
+    segment_base: int
+    """Base offset of the segment it describes (the active one when written)."""
+    durable_bytes: int
+    """Bytes of whole, acknowledged batches from the start of that segment's file."""
+    next_offset: int
+    """The offset after the last acknowledged record."""
+
+
+def encode_durable_mark(mark: DurableMark) -> bytes:
+    head = _DURABLE_MARK.pack(DURABLE_MARK_KIND, 1, 0, *mark, 0)
+    return head[:-4] + struct.pack("<I", crc32c.crc32c(head[:-4]))
+
+
+def decode_durable_mark(buf: bytes) -> DurableMark | None:
+    """The mark in `buf`, or None when it is not one (torn by a concurrent write, or damaged)."""
+    if len(buf) != DURABLE_MARK_BYTES:
+        return None
+    kind, version, _, base, durable, next_offset, crc = _DURABLE_MARK.unpack(buf)
+    if kind != DURABLE_MARK_KIND or version != 1 or crc32c.crc32c(buf[:-4]) != crc:
+        return None
+    return DurableMark(base, durable, next_offset)

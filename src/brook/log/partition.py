@@ -32,7 +32,7 @@ from brook.codec import (
     scan_batches,
 )
 from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, verify
-from brook.codec.segment import seal_position
+from brook.codec.segment import DurableMark, encode_durable_mark, seal_position
 from brook.errors import CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
@@ -41,6 +41,9 @@ from brook.records import Record
 from brook.storage import Storage
 
 log = logging.getLogger("brook.log")
+
+DURABLE_MARK_FILE = "durable.mark"
+"""Per partition, beside its segments: the acknowledged end of the active segment."""
 
 
 class Written(NamedTuple):
@@ -128,6 +131,7 @@ class PartitionLog:
         opened = cls(storage, topic, partition, settings, segments)
         if opened.segments[-1].sealed:
             opened._roll(now_ms)
+        opened._mark_durable()
         return opened
 
     # ---------------------------------------------------------------- reads
@@ -344,6 +348,7 @@ class PartitionLog:
                     [e for w in done for e in w.entries], done[-1].end_bytes, done[-1].next_offset
                 )
                 self.durable_offset = done[-1].next_offset
+                self._mark_durable()
             return True
 
     def fail(self, generation: int | None = None) -> None:
@@ -409,6 +414,17 @@ class PartitionLog:
             self.storage, self.prefix, self.partition, active.next_offset, now_ms
         )
         self.segments = [*self.segments, fresh]
+        self._mark_durable()
+
+    def _mark_durable(self) -> None:
+        """Tell readers outside the broker how much of the active segment is acknowledged.
+
+        Written after the sync that made it so, and never moved back, so it can
+        lag the truth but never lead it (docs/FORMAT.md, "Durable mark").
+        """
+        active = self.segments[-1]
+        mark = DurableMark(active.base_offset, active.durable_bytes, active.next_offset)
+        self.storage.write_hint(self.prefix + DURABLE_MARK_FILE, encode_durable_mark(mark))
 
     def enforce_retention(
         self,

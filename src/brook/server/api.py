@@ -168,9 +168,11 @@ class Api:
             )
             return state
 
-    async def _append(self, state: TopicState, columns: Columns | ClientBatches) -> list[Ack]:
+    async def _append(
+        self, state: TopicState, columns: Columns | ClientBatches, partition: int | None = None
+    ) -> list[Ack]:
         """Append through the committer without blocking the loop; acks in input order."""
-        routed = route(state, columns)
+        routed = route(state, columns, partition)
         if len(routed) == 1:  # one partition: its acks are already in input order
             partition, _, part = routed[0]
             return (await self._submit(state.logs[partition], part)).result()
@@ -249,6 +251,7 @@ class Api:
         except TopicNotFound:
             state = None  # created below, once the body has proved sound
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        partition = None if "partition" not in request.query else _int(request.query, "partition")
         columns: Columns | ClientBatches
         if content_type == JSON_TYPE:
             columns = records_from_json(parse_json(request.body))
@@ -268,7 +271,7 @@ class Api:
             )
         if state is None:
             state = await self._state_or_create(topic)
-        acks = await self._append(state, columns)
+        acks = await self._append(state, columns, partition)
         return json_response(
             {"acks": acks}
         )  # an Ack encodes as {"partition", "offset", "timestamp"}

@@ -154,7 +154,10 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("POST", "/v1/topics/{topic}/records"): {
         "summary": "Append records; answered once they are durable",
-        "parameters": [_query("key", {"type": "string"}, "Key of a raw-body record")],
+        "parameters": [
+            _query("key", {"type": "string"}, "Key of a raw-body record"),
+            _query("partition", COUNT, "Append every record to this partition (default: by key)"),
+        ],
         "requestBody": {
             "required": True,
             "content": {

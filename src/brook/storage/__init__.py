@@ -88,6 +88,17 @@ class Storage(Protocol):
         """Names of all files under `prefix` (a folder path ending in '/'), sorted."""
         ...
 
+    def write_hint(self, name: str, data: bytes) -> None:
+        """Replace the small file `name` with `data` for readers outside this broker,
+        without making it durable, and without raising: a hint may be lost or stale.
+
+        The log writes one per partition after each sync, saying how much of the
+        active segment is acknowledged (docs/FORMAT.md, "Durable mark"), so a reader
+        in another process (Spark) never reads a batch that may still be cut back.
+        A backend whose outside readers can see only synced data anyway may ignore it.
+        """
+        ...
+
     def delete(self, name: str) -> None:
         """Durably remove `name`; removing a missing file is not an error."""
         ...

@@ -98,6 +98,9 @@ class FaultyStorage:
         self._check_space(name)
         self.inner.write_atomic(name, data)
 
+    def write_hint(self, name: str, data: bytes) -> None:
+        self.inner.write_hint(name, data)
+
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
 

@@ -97,6 +97,10 @@ class MemoryStorage:
         with self._mutex:
             self._files[check_name(name)] = _File(data, len(data))
 
+    def write_hint(self, name: str, data: bytes) -> None:
+        with self._mutex:
+            self._files[check_name(name)] = _File(data, 0)  # not durable: a crash drops it
+
     def list(self, prefix: str) -> list[str]:
         with self._mutex:
             return sorted(n for n in self._files if n.startswith(prefix))

@@ -66,6 +66,8 @@ class S3Storage:
         self.merger = Merger(self)
         self.fenced = threading.Event()
         """Set once another broker has taken the prefix over: this one can never write again."""
+        self.read_only = False
+        """Attached as an outside reader (`attach`): never writes, never takes the prefix over."""
 
     # ------------------------------------------------------------ ownership
 
@@ -93,6 +95,27 @@ class S3Storage:
             f"{self.bucket.url}: could not take the prefix over; brokers keep racing"
         )
 
+    def attach(self) -> None:
+        """Read the prefix as an outside reader, beside the broker that owns it (Spark):
+        load the catalog without taking the prefix over. Raises StorageError."""
+        self.read_only = True
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Load the catalog again, as a reader attached with `attach` (chunks merged
+        meanwhile are found in their runs). Raises StorageError."""
+        assert self.read_only, "the owner's catalog is always current"
+        found = self.bucket.get(m.MANIFEST_KEY)
+        if found is None:
+            raise StorageError(f"{self.bucket.url}: no Brook data here (no {m.MANIFEST_KEY})")
+        try:
+            manifest = m.decode(found[0])
+        except ValueError as exc:
+            raise StorageError(f"{self.bucket.url}: {exc}") from None
+        with self._mutex:
+            self._manifest = manifest
+            self._tables.clear()
+
     def lost(self, what: str) -> Fenced:
         """The error for a write refused because another broker took over; remembers it."""
         if not self.fenced.is_set():
@@ -110,6 +133,7 @@ class S3Storage:
     def change(self, edit: Callable[[dict[str, m.Entry]], None]) -> None:
         """Apply `edit` to the catalog and write the manifest (If-Match); raises Fenced
         if another broker has taken over, StorageError if the write failed."""
+        assert not self.read_only, "an attached reader never writes"
         with self._mutex:
             for _ in range(2):
                 changed = m.copy(self.catalog())
@@ -303,6 +327,10 @@ class S3Storage:
         self.entry(name)
         return S3ReadFile(self, name)
 
+    def write_hint(self, name: str, data: bytes) -> None:
+        """Nothing to write: a sync is a chunk PUT, so readers see only synced bytes anyway
+        (a PUT per sync for a hint would double the requests)."""
+
     def list(self, prefix: str) -> list[str]:
         return sorted(n for n in self.catalog().files if n.startswith(prefix))
 
@@ -348,7 +376,11 @@ class S3ReadFile:
             try:
                 return self._read(self._now(), position, length)
             except MissingObject:
-                continue  # chunks merged into a run meanwhile: look again
+                # Chunks merged into a run meanwhile: look again (an outside reader
+                # learns of the run from the manifest).
+                if self._storage.read_only:
+                    self._storage.refresh()
+                continue
         return self._read(self._now(), position, length)
 
     def _read(self, entry: m.Entry, position: int, length: int) -> bytes:

@@ -1,0 +1,376 @@
+"""A read-only view of a topic's stored log, for readers outside the broker (Spark).
+
+It reads the storage directly, beside a broker that may be writing, and never
+through it: no lock is taken, no recovery is run, nothing is written. What it
+may read (docs/GUARANTEES.md, "Outside readers"):
+- sealed segments whole, from their seal's index;
+- the active segment only up to its durable mark (docs/FORMAT.md), which the
+  broker writes after each sync, so a batch that could still be cut back is
+  never read. On object storage, where there is no mark, up to the synced
+  chunks, which hold only whole batches.
+
+Planning (`TopicView`) runs where the reader is planned (Spark's driver) and
+remembers what it learned, so polling a growing segment reads only its new
+bytes. Reading (`read_slice`) runs anywhere and verifies every batch's CRC32C.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import msgspec
+
+from brook import limits
+from brook.codec import (
+    BATCH_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+    TRAILER_BYTES,
+    BatchHeader,
+    parse_header,
+)
+from brook.codec.batch import verify
+from brook.codec.segment import (
+    DURABLE_MARK_BYTES,
+    DurableMark,
+    decode_durable_mark,
+    decode_seal,
+    decode_segment_header,
+    seal_position,
+)
+from brook.errors import BadRequest, CorruptData, StorageError, TopicNotFound
+from brook.log.partition import DURABLE_MARK_FILE
+from brook.records import TopicConfig
+from brook.storage import ReadFile, Storage
+
+WINDOW_BYTES = 16 * 1024 * 1024
+"""How much of a segment is read at a time when walking or reading it."""
+MARK_READ_ATTEMPTS = 5
+"""A mark read while the broker rewrites it fails its checksum: read it again."""
+
+_decode_config = msgspec.json.Decoder(TopicConfig).decode
+
+
+def open_storage(location: str, options: dict[str, Any] | None = None) -> Storage:
+    """The storage at `location` ("DIR", "file://DIR" or "s3://bucket/prefix"), attached
+    as an outside reader. S3 options: endpoint_url, region, request_timeout_s.
+    Raises BadRequest for a location that cannot be read this way, StorageError."""
+    options = dict(options or {})
+    if location.startswith("s3://"):
+        from brook.storage.s3 import S3Storage
+
+        known = {"endpoint_url", "region", "request_timeout_s"}
+        unknown = set(options) - known
+        if unknown:
+            raise BadRequest(f"unknown S3 options {sorted(unknown)}; known: {sorted(known)}")
+        s3 = S3Storage(location, **options)
+        s3.attach()
+        return s3
+    if location.startswith("memory://"):
+        raise BadRequest(
+            "memory:// storage lives inside one process: it cannot be read from outside"
+        )
+    if "://" in location and not location.startswith("file://"):
+        raise BadRequest(f"unsupported storage {location!r}: use a directory or s3://bucket/prefix")
+    path = Path(location.removeprefix("file://"))
+    if not path.is_dir():
+        raise BadRequest(f"{path} is not a directory holding Brook data")
+    from brook.storage.local import LocalStorage
+
+    return LocalStorage(path)
+
+
+class Extent(NamedTuple):
+    """What an outside reader may read of one segment."""
+
+    name: str
+    base_offset: int
+    next_offset: int
+    """The offset after the last readable record."""
+    end_bytes: int
+    """Where its readable batches end."""
+    bases: list[int]
+    """First offset of each readable batch, in order."""
+    positions: list[int]
+    """Byte position of each readable batch."""
+
+
+class SegmentSlice(NamedTuple):
+    """One unit of reading: offsets [start_offset, end_offset) of one segment, found in
+    bytes [byte_start, byte_end). Plain values, so it pickles to a Spark task."""
+
+    topic: str
+    partition: int
+    name: str
+    start_offset: int
+    end_offset: int
+    byte_start: int
+    byte_end: int
+
+
+class _Growing:
+    """What was learned of an active segment so far: its batches up to `end_bytes`."""
+
+    def __init__(self, base: int) -> None:
+        self.end_bytes = SEGMENT_HEADER_BYTES
+        self.next_offset = base
+        self.bases: list[int] = []
+        self.positions: list[int] = []
+
+
+class TopicView:
+    """Plans reads of one topic: offsets per partition and the slices that hold them."""
+
+    def __init__(self, storage: Storage, topic: str) -> None:
+        self.storage = storage
+        self.topic = topic
+        raw = storage.read_all(f"topics/{topic}/topic.json")
+        if raw is None:
+            raise TopicNotFound(f"topic {topic} does not exist in this storage")
+        self.partitions = _decode_config(raw).partitions
+        self._sealed: dict[tuple[str, int], Extent] = {}
+        self._growing: dict[str, _Growing] = {}
+
+    def refresh(self) -> None:
+        """Look again at object storage's catalog (a local directory is always current)."""
+        refresh = getattr(self.storage, "refresh", None)
+        if refresh is not None:
+            refresh()
+
+    def extents(self, partition: int) -> list[Extent]:
+        """The readable segments of `partition`, oldest first. Raises CorruptData, StorageError."""
+        prefix = f"topics/{self.topic}/{partition}/"
+        names = [n for n in self.storage.list(prefix) if n.endswith(".seg")]
+        out = []
+        for i, name in enumerate(names):
+            extent = self._extent(prefix, name, last=i == len(names) - 1)
+            if extent is not None:
+                out.append(extent)
+        live = set(names)
+        for name in [n for n in self._growing if n.startswith(prefix) and n not in live]:
+            del self._growing[name]
+        return out
+
+    def bounds(self) -> dict[int, tuple[int, int]]:
+        """Per partition: the oldest retained offset and the offset after the last readable one."""
+        out = {}
+        for p in range(self.partitions):
+            extents = self.extents(p)
+            if not extents:
+                out[p] = (0, 0)
+            else:
+                out[p] = (extents[0].base_offset, extents[-1].next_offset)
+        return out
+
+    def slices(
+        self,
+        start: dict[int, int],
+        end: dict[int, int],
+        bytes_max: int = limits.read_task_bytes_max_default,
+    ) -> list[SegmentSlice]:
+        """Slices covering offsets [start[p], end[p]) of each partition, each within one
+        segment and holding about `bytes_max` bytes at most (at least one batch)."""
+        out: list[SegmentSlice] = []
+        for p in sorted(start):
+            if end.get(p, 0) <= start[p]:
+                continue
+            for extent in self.extents(p):
+                lo, hi = max(start[p], extent.base_offset), min(end[p], extent.next_offset)
+                if lo < hi:
+                    out.extend(_cut(self.topic, p, extent, lo, hi, bytes_max))
+        return out
+
+    # ------------------------------------------------------------ segments
+
+    def _extent(self, prefix: str, name: str, last: bool) -> Extent | None:
+        base = int(name.rsplit("/", 1)[1].split(".")[0])
+        try:
+            reader = self.storage.open_read(name)
+        except StorageError:
+            return None  # deleted by retention since it was listed
+        try:
+            size = reader.size()
+            known = self._sealed.get((name, size))
+            if known is not None:
+                return known
+            sealed = _read_seal(reader, name, base, size)
+            if sealed is not None:
+                self._sealed[(name, size)] = sealed
+                self._growing.pop(name, None)
+                return sealed
+            if not last:
+                raise CorruptData(f"{name}: an older segment carries no valid seal")
+            return self._active(prefix, name, base, reader, size)
+        finally:
+            reader.close()
+
+    def _active(self, prefix: str, name: str, base: int, reader: ReadFile, size: int) -> Extent:
+        """The acknowledged part of the active segment: up to its durable mark; without
+        one (object storage), its whole batches up to the synced size."""
+        end_bytes, end_offset = size, None
+        mark = self._mark(prefix)
+        if mark is not None and mark.segment_base >= base:
+            if mark.segment_base == base:
+                end_bytes, end_offset = min(mark.durable_bytes, size), mark.next_offset
+            else:
+                # The broker rolled past this segment after it was listed: it is sealed now.
+                end_bytes = SEGMENT_HEADER_BYTES
+        elif mark is not None:
+            end_bytes = SEGMENT_HEADER_BYTES  # a new segment with no acknowledged batch yet
+        growing = self._growing.setdefault(name, _Growing(base))
+        if growing.end_bytes < end_bytes:
+            _walk(reader, name, growing, end_bytes)
+        if end_offset is not None and growing.next_offset < end_offset:
+            raise CorruptData(
+                f"{name}: batches end at offset {growing.next_offset} before "
+                f"the durable mark's {end_offset}"
+            )
+        return Extent(
+            name,
+            base,
+            growing.next_offset,
+            growing.end_bytes,
+            list(growing.bases),
+            list(growing.positions),
+        )
+
+    def _mark(self, prefix: str) -> DurableMark | None:
+        for _ in range(MARK_READ_ATTEMPTS):
+            raw = self.storage.read_all(prefix + DURABLE_MARK_FILE)
+            if raw is None:
+                return None
+            mark = decode_durable_mark(raw[:DURABLE_MARK_BYTES])
+            if mark is not None:
+                return mark
+        raise CorruptData(f"{prefix}{DURABLE_MARK_FILE} does not hold a valid mark")
+
+
+def _read_seal(reader: ReadFile, name: str, base: int, size: int) -> Extent | None:
+    head = decode_segment_header(reader.read(0, SEGMENT_HEADER_BYTES))
+    if isinstance(head, str) or head.base_offset != base:
+        raise CorruptData(f"{name}: {head if isinstance(head, str) else 'base offset mismatch'}")
+    if size < SEGMENT_HEADER_BYTES + TRAILER_BYTES:
+        return None
+    start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
+    if start is None:
+        return None
+    sealed = decode_seal(reader.read(start, size - start), size)
+    if sealed is None:
+        return None
+    entries, next_offset, index_position = sealed
+    return Extent(
+        name,
+        base,
+        next_offset,
+        index_position,
+        [e.base_offset for e in entries],
+        [e.position for e in entries],
+    )
+
+
+def _walk(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> None:
+    """Learn the batches of a growing segment from `growing.end_bytes` up to `end_bytes`
+    from their headers alone (their checksums are checked when they are read)."""
+    pos = growing.end_bytes
+    while pos < end_bytes:
+        window = reader.read(pos, min(WINDOW_BYTES, end_bytes - pos))
+        at = 0
+        while len(window) - at >= BATCH_HEADER_BYTES:
+            header = parse_header(window, at, whole=False)
+            if isinstance(header, str):
+                if not any(window[at : at + BATCH_HEADER_BYTES]):
+                    return  # zeros: space reserved ahead of the data
+                raise CorruptData(f"{name} at byte {pos + at}: {header}")
+            if pos + at + header.length > end_bytes:
+                return  # a batch not wholly synced yet
+            growing.bases.append(header.base_offset)
+            growing.positions.append(pos + at)
+            growing.next_offset = header.next_offset
+            at += header.length
+            growing.end_bytes = pos + at
+        if at == 0:
+            return  # a part of a header: not synced yet
+        pos += at
+
+
+def _cut(
+    topic: str, partition: int, extent: Extent, lo: int, hi: int, bytes_max: int
+) -> Iterator[SegmentSlice]:
+    """Slices of one segment holding offsets [lo, hi), cut at batch boundaries."""
+    bases, positions = extent.bases, extent.positions
+    first = max(0, bisect_right(bases, lo) - 1)
+    stop = bisect_right(bases, hi - 1)  # batches [first, stop) hold the offsets
+    i = first
+    while i < stop:
+        j = i + 1
+        while j < stop and positions[j] - positions[i] < bytes_max:
+            j += 1
+        byte_end = positions[j] if j < len(positions) else extent.end_bytes
+        slice_lo = max(lo, bases[i])
+        slice_hi = min(hi, bases[j]) if j < len(bases) else hi
+        yield SegmentSlice(
+            topic, partition, extent.name, slice_lo, slice_hi, positions[i], byte_end
+        )
+        i = j
+
+
+def read_slice(
+    storage: Storage, piece: SegmentSlice, window_bytes: int = WINDOW_BYTES
+) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
+    """The batches of `piece`, verified: per window read, (its bytes, [(position, header)])
+    of the whole batches in it that hold offsets below `piece.end_offset`.
+
+    Raises CorruptData for a batch that fails its checksum or does not hold
+    together, StorageError if the segment is gone (deleted by retention).
+    """
+    reader = storage.open_read(piece.name)
+    try:
+        pos = piece.byte_start
+        while pos < piece.byte_end:
+            window = reader.read(pos, min(window_bytes, piece.byte_end - pos))
+            batches, used, done = _whole_batches(window, pos, piece)
+            if not batches and not done:
+                # One batch larger than the window: read exactly it.
+                header = parse_header(window, 0, whole=False)
+                assert not isinstance(header, str), "_whole_batches checked it"
+                window = reader.read(pos, header.length)
+                batches, used, done = _whole_batches(window, pos, piece)
+                if not batches and not done:
+                    raise CorruptData(f"{piece.name} at byte {pos}: incomplete batch")
+            if batches:
+                yield window, batches
+            if done:
+                return
+            pos += used
+    finally:
+        reader.close()
+
+
+def _whole_batches(
+    window: bytes, pos: int, piece: SegmentSlice
+) -> tuple[list[tuple[int, BatchHeader]], int, bool]:
+    """The verified whole batches at the start of `window` (read at byte `pos`), the
+    bytes they take, and whether the slice's last offset was reached."""
+    batches: list[tuple[int, BatchHeader]] = []
+    at = 0
+    while at < len(window):
+        header = parse_header(window, at, whole=False)
+        if isinstance(header, str):
+            if len(window) - at < BATCH_HEADER_BYTES and pos + len(window) < piece.byte_end:
+                break  # the window cut a header: the next window starts with it
+            raise CorruptData(f"{piece.name} at byte {pos + at}: {header}")
+        if header.base_offset >= piece.end_offset:
+            return batches, at, True
+        if at + header.length > len(window):
+            if pos + len(window) >= piece.byte_end:
+                raise CorruptData(f"{piece.name} at byte {pos + at}: incomplete batch")
+            break
+        if not verify(window, at, header):
+            raise CorruptData(
+                f"{piece.name} at byte {pos + at}: checksum mismatch (offset {header.base_offset})"
+            )
+        batches.append((at, header))
+        at += header.length
+    return batches, at, pos + at >= piece.byte_end

@@ -1,0 +1,191 @@
+"""The `brook` data source's options, checked: pure, so they are tested without Spark.
+
+Spark hands options over as strings, with their names lower-cased when they
+are copied, so every name is matched without case and without underscores:
+`startingOffsets`, `startingoffsets` and `starting_offsets` are one option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import msgspec
+
+from brook import limits, validate
+from brook.errors import BadRequest
+
+EARLIEST = -2
+LATEST = -1
+"""In an offsets JSON, as in Spark's Kafka source: the partition's earliest or latest offset."""
+
+Offsets = str | dict[int, int]
+""""earliest", "latest", or an offset per partition (EARLIEST / LATEST allowed)."""
+
+_S3_OPTIONS = {"endpointurl": "endpoint_url", "region": "region"}
+_READ_OPTIONS = {
+    "path",
+    "url",
+    "topic",
+    "startingoffsets",
+    "endingoffsets",
+    "maxrecordspertrigger",
+    "failondataloss",
+    "maxbytespertask",
+    *_S3_OPTIONS,
+}
+_WRITE_OPTIONS = {"path", "url", "topic", "apikey", "checkpointlocation"}
+
+
+def normalise(options: Mapping[str, str]) -> dict[str, str]:
+    return {name.lower().replace("_", ""): str(value) for name, value in options.items()}
+
+
+class ReadOptions(NamedTuple):
+    location: str
+    storage_options: dict[str, str]
+    topic: str
+    starting: Offsets
+    ending: Offsets
+    max_records_per_trigger: int | None
+    fail_on_data_loss: bool
+    task_bytes_max: int
+
+
+def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
+    """Check a reader's options; raises BadRequest naming the option at fault."""
+    given = normalise(options)
+    unknown = sorted(set(given) - _READ_OPTIONS - {"checkpointlocation"})
+    if unknown:
+        raise BadRequest(f"unknown option(s) {unknown} for reading from brook")
+    location = _location(given, reading=True)
+    topic = validate.topic_name(given.get("topic", ""))
+    starting = parse_offsets(given.get("startingoffsets", "latest" if streaming else "earliest"))
+    if starting == "latest" and not streaming:
+        raise BadRequest('startingOffsets "latest" reads nothing in a batch query')
+    if "endingoffsets" in given and streaming:
+        raise BadRequest("endingOffsets is for batch queries; a stream reads on")
+    ending = parse_offsets(given.get("endingoffsets", "latest"))
+    if ending == "earliest":
+        raise BadRequest('endingOffsets "earliest" reads nothing')
+    per_trigger = given.get("maxrecordspertrigger")
+    return ReadOptions(
+        location,
+        {_S3_OPTIONS[k]: v for k, v in given.items() if k in _S3_OPTIONS},
+        topic,
+        starting,
+        ending,
+        None if per_trigger is None else _positive(per_trigger, "maxRecordsPerTrigger"),
+        _flag(given.get("failondataloss", "true"), "failOnDataLoss"),
+        _positive(
+            given.get("maxbytespertask", str(limits.read_task_bytes_max_default)),
+            "maxBytesPerTask",
+        ),
+    )
+
+
+class WriteOptions(NamedTuple):
+    url: str | None
+    """A running broker's address (http:// or https://)."""
+    path: str | None
+    """A directory for an embedded broker."""
+    topic: str
+    api_key: str | None
+
+
+def write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Check a writer's options; raises BadRequest naming the option at fault."""
+    given = normalise(options)
+    unknown = sorted(set(given) - _WRITE_OPTIONS)
+    if unknown:
+        raise BadRequest(f"unknown option(s) {unknown} for writing to brook")
+    location = _location(given, reading=False)
+    topic = validate.topic_name(given.get("topic", ""))
+    url = location if location.startswith(("http://", "https://")) else None
+    return WriteOptions(url, None if url else location, topic, given.get("apikey"))
+
+
+def _location(given: dict[str, str], reading: bool) -> str:
+    if ("path" in given) == ("url" in given):
+        raise BadRequest('give exactly one of the options "path" (a directory) or "url"')
+    if "path" in given:
+        path = given["path"]
+        if "://" in path and not path.startswith("file://"):
+            raise BadRequest(f'"path" is a directory; give {path!r} as "url"')
+        return path.removeprefix("file://")
+    url = given["url"]
+    if reading and not url.startswith("s3://"):
+        raise BadRequest(
+            'reading goes straight to storage: give "path" (a directory) or "url" '
+            f"(s3://bucket/prefix), not {url!r}"
+        )
+    if not reading and not url.startswith(("http://", "https://")):
+        raise BadRequest(
+            'writing goes through the broker that owns the storage: give "url" '
+            f'(http://host:port) or "path" (a directory for an embedded broker), not {url!r}'
+        )
+    return url
+
+
+def parse_offsets(text: str) -> Offsets:
+    """ "earliest", "latest", or JSON {"<partition>": offset} (-2 earliest, -1 latest)."""
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        given = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        given = None
+    if not isinstance(given, dict) or not given:
+        raise BadRequest(
+            f'offsets must be "earliest", "latest" or JSON like {{"0": 12}}, not {text!r}'
+        )
+    out: dict[int, int] = {}
+    for partition, offset in given.items():
+        if not partition.isdigit():
+            raise BadRequest(f"partition {partition!r} in offsets must be a number in a string")
+        if type(offset) is not int or offset < EARLIEST:
+            raise BadRequest(
+                f"offset of partition {partition} must be an offset, -2 (earliest) or "
+                f"-1 (latest), not {offset!r}"
+            )
+        out[int(partition)] = offset
+    return out
+
+
+def resolve(
+    spec: Offsets, bounds: dict[int, tuple[int, int]], missing: str, what: str
+) -> dict[int, int]:
+    """Offsets per partition from `spec` and each partition's (earliest, latest);
+    partitions left out of a JSON spec take `missing`. Raises BadRequest for a
+    partition the topic does not have."""
+    given: dict[int, int] = {}
+    edge = missing
+    if isinstance(spec, str):
+        edge = spec
+    else:
+        given = spec
+        extra = sorted(set(given) - set(bounds))
+        if extra:
+            raise BadRequest(f"{what} names partition(s) {extra} the topic does not have")
+    out = {}
+    for p, (earliest, latest) in bounds.items():
+        offset = given.get(p, EARLIEST if edge == "earliest" else LATEST)
+        out[p] = earliest if offset == EARLIEST else latest if offset == LATEST else offset
+    return out
+
+
+def _positive(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, not {text!r}") from None
+    if value <= 0:
+        raise BadRequest(f"{name} must be positive, not {value}")
+    return value
+
+
+def _flag(text: str, name: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise BadRequest(f'{name} must be "true" or "false", not {text!r}')
+    return lowered == "true"

@@ -1,0 +1,31 @@
+"""One local SparkSession for the whole test run (starting one takes seconds).
+
+It starts after moto's server, so its Python workers inherit the S3
+credentials, and with the repository on PYTHONPATH, so they can unpickle test
+classes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.s3server import MotoServer
+
+ROOT = str(Path(__file__).parents[2])
+
+
+@pytest.fixture(scope="session")
+def spark(moto: MotoServer) -> Iterator[Any]:
+    from brook.spark.session import local_session
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (ROOT, str(Path(ROOT) / "src"), os.environ.get("PYTHONPATH")) if p
+    )
+    session = local_session("brook-tests", **{"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
