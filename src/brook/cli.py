@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import ipaddress
 import os
+import re
 import secrets
 import ssl
 import sys
@@ -20,7 +21,7 @@ import click
 import uvloop
 
 import brook
-from brook import config, limits, logs
+from brook import config, errors, limits, logs
 from brook.errors import BrookError, Locked
 from brook.server import app
 
@@ -674,6 +675,115 @@ def bench(
             if count
         )
         click.echo(f"object store requests per 1,000 records: {per_thousand}")
+
+
+@main.group()
+def spark() -> None:
+    """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
+
+
+@spark.command("export")
+@click.argument("topic")
+@click.argument("output")
+@click.option(
+    "--data",
+    default="./brook-data",
+    show_default=True,
+    envvar="BROOK_DATA",
+    help="The broker's directory or s3://bucket/prefix, read directly (a broker may be running).",
+)
+@click.option("--endpoint-url", default=None, envvar="BROOK_ENDPOINT_URL", help="For s3://.")
+@click.option("--region", default=None, envvar="BROOK_REGION", help="For s3://.")
+@click.option(
+    "--from",
+    "starting",
+    default="earliest",
+    show_default=True,
+    help='First offsets: earliest, or JSON like {"0": 120}.',
+)
+@click.option(
+    "--to",
+    "ending",
+    default="latest",
+    show_default=True,
+    help='Offsets to stop before: latest, or JSON like {"0": 500}.',
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["errorifexists", "append", "overwrite"]),
+    default="errorifexists",
+    show_default=True,
+    help="What to do when OUTPUT exists.",
+)
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@_friendly
+def spark_export(
+    topic: str,
+    output: str,
+    data: str,
+    endpoint_url: str | None,
+    region: str | None,
+    starting: str,
+    ending: str,
+    mode: str,
+    master: str,
+) -> None:
+    """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
+    try:
+        from rich.progress import Progress
+
+        from brook.spark import jobs
+        from brook.spark.options import parse_offsets
+        from brook.spark.session import local_session
+    except ImportError as exc:
+        raise click.ClickException(
+            f"Spark is not installed ({exc.name}): pip install 'brook[spark]'"
+        ) from None
+    parse_offsets(starting)  # bad input fails here, before Spark starts
+    parse_offsets(ending)
+    storage_options = {
+        name: value
+        for name, value in (("endpoint_url", endpoint_url), ("region", region))
+        if value is not None
+    }
+    from pyspark.errors import PySparkException
+
+    session = local_session("brook-export", master=master)
+    try:
+        with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task(f"exporting {topic}", total=None)
+            result = jobs.export(
+                session,
+                data,
+                topic,
+                output,
+                starting,
+                ending,
+                mode,
+                storage_options,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    except PySparkException as exc:
+        raise click.ClickException(spark_error_message(exc)) from None
+    finally:
+        session.stop()
+    click.echo(
+        f"exported {result.rows} records of {topic} to {output} "
+        f"({len(result.dates)} day(s): {', '.join(result.dates) or 'none'})"
+    )
+
+
+def spark_error_message(exc: Exception) -> str:
+    """One line for a failed Spark job: Brook's own error when it raised one inside
+    Spark (its message is buried in a Python traceback), else Spark's first line."""
+    text = str(exc)
+    found = re.findall(r"brook\.errors\.(\w+): ([^\n]*)", text)
+    if found:
+        name, message = found[-1]
+        error = getattr(errors, name, None)
+        code = error.code if isinstance(error, type) and issubclass(error, BrookError) else name
+        return f"{code}: {message}"
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -1,0 +1,104 @@
+"""Pipeline jobs over topics, as functions (and as `brook spark ...` commands).
+
+- `export`: a range of a topic to Parquet, partitioned by date, for the data
+  lake and for archiving; it reads straight from storage like any `brook` read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from brook.errors import BadRequest
+
+Progress = Callable[[int, int], None]
+"""Told (tasks done, tasks in all) as a Spark job runs."""
+
+
+class ExportResult(NamedTuple):
+    rows: int
+    dates: list[str]
+    """The date partitions written (yyyy-MM-dd, UTC)."""
+
+
+def read_topic(
+    spark: Any,
+    location: str,
+    topic: str,
+    starting: str = "earliest",
+    ending: str = "latest",
+    storage_options: dict[str, str] | None = None,
+) -> Any:
+    """The topic's records from `starting` to `ending` as a DataFrame (a `brook` batch read)."""
+    reader = (
+        spark.read.format("brook")
+        .option("url" if location.startswith("s3://") else "path", location)
+        .option("topic", topic)
+        .option("startingOffsets", starting)
+        .option("endingOffsets", ending)
+    )
+    for name, value in (storage_options or {}).items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def export(
+    spark: Any,
+    location: str,
+    topic: str,
+    output: str,
+    starting: str = "earliest",
+    ending: str = "latest",
+    mode: str = "errorifexists",
+    storage_options: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Write offsets [starting, ending) of `topic` as Parquet under `output`, one
+    folder per day (`date=yyyy-MM-dd`, the records' UTC dates), with every column
+    of the record. `mode` is Spark's: "errorifexists" (the default: an archive is
+    never written twice by mistake), "append" or "overwrite". Returns what was written."""
+    if mode not in ("errorifexists", "error", "append", "overwrite"):
+        raise BadRequest(f'mode must be "errorifexists", "append" or "overwrite", not {mode!r}')
+    from pyspark.sql import functions as F
+
+    df = read_topic(spark, location, topic, starting, ending, storage_options)
+    dated = df.withColumn("date", F.date_format(F.col("timestamp"), "yyyy-MM-dd"))
+    with _reporting(spark, progress):
+        dated.write.mode(mode).partitionBy("date").parquet(output)
+    written = spark.read.parquet(output)
+    if mode == "append":
+        written = written.where(F.col("topic") == topic)
+    counts = written.groupBy("date").count().collect()
+    return ExportResult(sum(r["count"] for r in counts), sorted(str(r["date"]) for r in counts))
+
+
+class _reporting:
+    """While a Spark job runs, tell `progress` how many of its tasks are done."""
+
+    def __init__(self, spark: Any, progress: Progress | None) -> None:
+        self.spark = spark
+        self.progress = progress
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="brook-spark-progress", daemon=True)
+
+    def __enter__(self) -> None:
+        if self.progress is not None:
+            self.thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def _run(self) -> None:
+        assert self.progress is not None
+        tracker = self.spark.sparkContext.statusTracker()
+        seen: dict[int, tuple[int, int]] = {}
+        while not self.stopped.wait(0.2):
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    seen[stage_id] = (info.numCompletedTasks, info.numTasks)
+            if seen:
+                self.progress(sum(d for d, _ in seen.values()), sum(n for _, n in seen.values()))

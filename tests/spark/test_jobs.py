@@ -1,0 +1,116 @@
+"""Pipeline jobs: export to Parquet (as a function and as `brook spark export`)."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import brook
+from brook.records import Record
+from brook.spark import jobs
+
+pytestmark = pytest.mark.slow
+
+DAY_S = 86_400
+
+
+def _records_over_three_days(data: Path) -> list[tuple[Any, Record]]:
+    """Records appended under a clock that moves a day at a time: (ack, record) each."""
+    now = [1_767_225_600.0]  # 2026-01-01T00:00Z, in seconds
+    written = []
+    with brook.open(str(data), clock=lambda: now[0]) as b:
+        b.create_topic("events", partitions=2)
+        for day in range(3):
+            records = [
+                Record(f"d{day}-{i}".encode(), key=f"k{i % 4}".encode(), headers={"d": b"%d" % day})
+                for i in range(40)
+            ]
+            written += zip(b.topic("events").append_many(records), records, strict=True)
+            now[0] += DAY_S
+    return written
+
+
+def test_export_writes_parquet_by_date_that_reads_back_as_the_topic(
+    spark: Any, tmp_path: Path
+) -> None:
+    data, out = tmp_path / "data", tmp_path / "lake"
+    written = _records_over_three_days(data)
+    reports: list[tuple[int, int]] = []
+    result = jobs.export(
+        spark, str(data), "events", str(out), progress=lambda d, t: reports.append((d, t))
+    )
+    assert result.rows == 120
+    assert result.dates == ["2026-01-01", "2026-01-02", "2026-01-03"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        f"date={d}" for d in result.dates
+    ]
+    rows = {(r.partition, r.offset): r for r in spark.read.parquet(str(out)).collect()}
+    assert len(rows) == 120
+    for ack, record in written:
+        row = rows[(ack.partition, ack.offset)]
+        assert (row.topic, bytes(row.value), bytes(row.key)) == ("events", record.value, record.key)
+        assert {k: bytes(v) for k, v in row.headers.items()} == record.headers
+        stamp = datetime.datetime.fromtimestamp(ack.timestamp / 1000, datetime.UTC)
+        assert row.timestamp.replace(tzinfo=datetime.UTC) == stamp
+        assert str(row.date) == stamp.strftime("%Y-%m-%d")
+    # An archive is never written twice by mistake.
+    with pytest.raises(Exception, match="already exists"):
+        jobs.export(spark, str(data), "events", str(out))
+
+
+def test_export_a_range(spark: Any, tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "lake"
+    _records_over_three_days(data)
+    result = jobs.export(
+        spark, str(data), "events", str(out), starting='{"0": 10, "1": 0}', ending='{"1": 5}'
+    )
+    offsets = sorted((r.partition, r.offset) for r in spark.read.parquet(str(out)).collect())
+    ends = {p: max(o for q, o in offsets if q == p) + 1 for p in (0,)}
+    assert [o for p, o in offsets if p == 1] == [0, 1, 2, 3, 4]
+    assert [o for p, o in offsets if p == 0] == list(range(10, ends[0]))
+    assert result.rows == len(offsets)
+
+
+def test_brook_spark_export_on_the_command_line(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "lake"
+    _records_over_three_days(data)
+    run = [sys.executable, "-m", "brook.cli", "spark", "export", "events", str(out)]
+    done = subprocess.run(
+        [*run, "--data", str(data), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "exported 120 records of events" in done.stdout
+    assert "2026-01-01, 2026-01-02, 2026-01-03" in done.stdout
+    again = subprocess.run(
+        [*run, "--data", str(data), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 1
+    assert "Traceback" not in again.stderr and "already exists" in again.stderr
+    elsewhere = [*run[:-1], str(tmp_path / "elsewhere"), "--data", str(data)]
+    bad = subprocess.run([*elsewhere, "--from", "soon"], capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines() == [
+        'Error: bad_request: offsets must be "earliest", "latest" or JSON like '
+        "{\"0\": 12}, not 'soon'"
+    ]
+    gone = subprocess.run(
+        [*elsewhere, "--from", '{"9": 0}', "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert gone.returncode == 1
+    assert gone.stderr.strip().splitlines()[-1] == (
+        "Error: bad_request: startingOffsets names partition(s) [9] the topic does not have"
+    )
