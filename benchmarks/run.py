@@ -399,6 +399,11 @@ def main() -> None:
         report += "\n" + s3_report
     else:
         print("wrk is not installed: the server benchmarks were skipped (make bench installs it)")
+    from benchmarks import spark
+
+    spark_report = spark.main()
+    print("\n" + spark_report)
+    report += "\n" + spark_report
     out = Path(__file__).with_name("RESULTS.md")
     if not out.exists():
         out.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n\n")
