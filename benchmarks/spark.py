@@ -180,7 +180,7 @@ def sink_rate(spark: Any, folder: Path) -> float:
 
     server = Served(folder / f"served-{time.monotonic_ns()}")
     try:
-        df = spark.range(SINK_ROWS).selectExpr("cast(id as binary) as value").cache()
+        df = spark.range(SINK_ROWS).selectExpr("cast(id as string) as value").cache()
         df.count()
         elapsed = _timed(
             lambda: (
