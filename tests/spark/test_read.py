@@ -194,3 +194,17 @@ def test_a_batch_read_from_s3_on_motos_server(spark: Any, moto: MotoServer, tmp_
         rows = {(r.partition, r.offset): bytes(r.value) for r in df.collect()}
     expected = _records(300) + _records(20) * 5
     assert rows == {(a.partition, a.offset): r.value for a, r in zip(acks, expected, strict=True)}
+
+
+def test_a_damaged_batch_fails_the_read_even_without_fail_on_data_loss(
+    spark: Any, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    with brook.open(str(data)) as b:
+        b.topic("t").append_many([Record(b"value-%d" % i) for i in range(5)])
+    segment = data / "topics/t/0/00000000000000000000.seg"
+    raw = bytearray(segment.read_bytes())
+    raw[raw.index(b"value-3")] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    with pytest.raises(Exception, match="checksum mismatch"):
+        _load(spark, str(data), "t", failOnDataLoss="false").collect()

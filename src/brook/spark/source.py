@@ -29,10 +29,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from brook.errors import BadRequest, DataLoss, StorageError
+from brook.errors import BadRequest, CorruptData, DataLoss, StorageError
 from brook.log.view import SegmentSlice, TopicView, open_storage, read_slice
 from brook.spark.arrow import SPARK_SCHEMA, to_arrow
 from brook.spark.options import ReadOptions, read_options, resolve
+from brook.storage import Storage
 
 log = logging.getLogger("brook.spark")
 
@@ -55,11 +56,22 @@ def read_input(part: SliceInput) -> Iterator[pa.RecordBatch]:
             yield to_arrow(
                 window, batches, piece.topic, piece.partition, piece.start_offset, piece.end_offset
             )
+    except CorruptData:
+        raise  # damage is never skipped, whatever failOnDataLoss says
     except StorageError as exc:
-        # The segment was deleted (retention) after the slice was planned.
+        if not _deleted(storage, piece.name):
+            raise  # the storage failed (it may be back on Spark's retry of the task)
         _lost(options, piece.partition, piece.start_offset, piece.end_offset, str(exc))
     finally:
         storage.close()
+
+
+def _deleted(storage: Storage, name: str) -> bool:
+    """Whether a segment is gone from storage (deleted by retention after it was planned)."""
+    refresh = getattr(storage, "refresh", None)
+    if refresh is not None:
+        refresh()  # an attached S3 reader: look at the catalog as it is now
+    return name not in storage.list(name.rsplit("/", 1)[0] + "/")
 
 
 def _lost(options: ReadOptions, partition: int, start: int, end: int, why: str) -> None:
