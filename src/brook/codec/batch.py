@@ -264,7 +264,7 @@ def _column(buf: bytes, at: int, end: int, count: int) -> tuple[list[int], int]:
     return column, stop
 
 
-_FLAG_ORDER = (FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY)
+COLUMN_FLAGS = (FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY)
 """The optional columns, in the order they are laid out."""
 
 
@@ -284,7 +284,7 @@ def _layout(buf: bytes, pos: int, header: BatchHeader) -> _Layout:
     at = pos + BATCH_HEADER_BYTES
     values, at = _column(buf, at, end, count)
     columns: dict[int, list[int]] = {}
-    for flag in _FLAG_ORDER:
+    for flag in COLUMN_FLAGS:
         if flags & flag:
             columns[flag], at = _column(buf, at, end, count)
     presence = b""

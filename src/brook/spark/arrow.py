@@ -12,13 +12,14 @@ Needs pyarrow and numpy (the `spark` extra); the core never imports this.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
 import pyarrow as pa
 
 from brook.codec import BATCH_HEADER_BYTES, BatchHeader
-from brook.codec.batch import FLAG_HEADERS, FLAG_IDEMPOTENCY, FLAG_KEYS
+from brook.codec.batch import COLUMN_FLAGS, FLAG_HEADERS, FLAG_KEYS
 from brook.errors import CorruptData
 
 HEADERS_TYPE = pa.map_(pa.string(), pa.binary())
@@ -48,15 +49,17 @@ class _Column:
     """A binary column being gathered from the batches of a window."""
 
     def __init__(self) -> None:
-        self.blobs: list[bytes] = []
+        self.blobs: list[memoryview] = []
         self.offsets: list[np.ndarray] = []
         self.valid: list[np.ndarray] = []
         self.size = 0
 
-    def add(self, window: bytes, blob_at: int, ends: np.ndarray, valid: np.ndarray | None) -> None:
+    def add(
+        self, window: memoryview, blob_at: int, ends: np.ndarray, valid: np.ndarray | None
+    ) -> None:
         """Items whose ends (relative to the blob at `blob_at`) are `ends` (n+1 entries)."""
         first, last = int(ends[0]), int(ends[-1])
-        self.blobs.append(window[blob_at + first : blob_at + last])
+        self.blobs.append(window[blob_at + first : blob_at + last])  # a view: copied once, below
         self.offsets.append(ends[:-1].astype(np.int64) + (self.size - first))
         self.size += last - first
         self.valid.append(np.ones(len(ends) - 1, np.bool_) if valid is None else valid)
@@ -81,13 +84,49 @@ class _Column:
         )
 
 
-def _ends(window: bytes, at: int, count: int, stop: int) -> np.ndarray:
-    """An offsets column of `count` items at byte `at`, checked: from 0, never decreasing,
-    with its blob inside the batch (which ends at `stop`)."""
+def _ends(window: bytes, at: int, count: int) -> np.ndarray:
+    """An offsets column of `count` items at byte `at`, checked: from 0, never decreasing."""
     ends = np.frombuffer(window, _U32, count + 1, at)
     if ends[0] != 0 or np.any(ends[1:] < ends[:-1]):
         raise CorruptData("batch column offsets are not increasing")
     return ends
+
+
+class _Layout(NamedTuple):
+    """Where the columns of one stored batch lie in the window (docs/FORMAT.md)."""
+
+    value_ends: np.ndarray
+    column_ends: dict[int, np.ndarray]
+    """Offsets of each optional column present, by its flag."""
+    presence: np.ndarray | None
+    """Which records have a key, when the batch has keys."""
+    blob_at: dict[int, int]
+    """Where each column's blob starts: 0 for values, else the column's flag."""
+
+
+def _layout(window: bytes, pos: int, header: BatchHeader) -> _Layout:
+    """The columns of a verified batch, checked to fill it exactly. Raises CorruptData."""
+    count = header.record_count
+    at = pos + BATCH_HEADER_BYTES
+    value_ends = _ends(window, at, count)
+    at += 4 * (count + 1)
+    column_ends = {}
+    for flag in COLUMN_FLAGS:
+        if header.flags & flag:
+            column_ends[flag] = _ends(window, at, count)
+            at += 4 * (count + 1)
+    presence = None
+    if header.flags & FLAG_KEYS:
+        presence = np.frombuffer(window, np.uint8, count, at) != 0
+        at += count
+    blob_at = {0: at}
+    at += int(value_ends[-1])
+    for flag, ends in column_ends.items():
+        blob_at[flag] = at
+        at += int(ends[-1])
+    if at != pos + header.length:
+        raise CorruptData(f"batch at offset {header.base_offset}: blobs do not fill it")
+    return _Layout(value_ends, column_ends, presence, blob_at)
 
 
 def to_arrow(
@@ -100,6 +139,7 @@ def to_arrow(
 ) -> pa.RecordBatch:
     """One Arrow batch (SCHEMA) of the records with offsets in [start_offset, end_offset)
     in `batches` (verified batches at their positions in `window`). Raises CorruptData."""
+    view = memoryview(window)
     values, keys = _Column(), _Column()
     offsets: list[np.ndarray] = []
     stamps: list[np.ndarray] = []
@@ -107,49 +147,23 @@ def to_arrow(
     """Per batch: each record's header items, or how many records it has (with none)."""
     any_headers = False
     for pos, header in batches:
-        count, flags = header.record_count, header.flags
         skip = max(0, start_offset - header.base_offset)
-        stop = min(count, end_offset - header.base_offset)
+        stop = min(header.record_count, end_offset - header.base_offset)
         if skip >= stop:
             continue
-        end = pos + header.length
-        columns = [FLAG_KEYS, FLAG_HEADERS, FLAG_IDEMPOTENCY]
-        present = [flag for flag in columns if flags & flag]
-        at = pos + BATCH_HEADER_BYTES
-        value_ends = _ends(window, at, count, end)
-        at += 4 * (count + 1)
-        column_ends = {}
-        for flag in present:
-            column_ends[flag] = _ends(window, at, count, end)
-            at += 4 * (count + 1)
-        presence = None
-        if flags & FLAG_KEYS:
-            presence = np.frombuffer(window, np.uint8, count, at).astype(np.bool_)
-            at += count
-        blob_at = {0: at}
-        at += int(value_ends[-1])
-        for flag in present:
-            blob_at[flag] = at
-            at += int(column_ends[flag][-1])
-        if at != end:
-            raise CorruptData(f"batch at offset {header.base_offset}: blobs do not fill it")
-        values.add(window, blob_at[0], value_ends[skip : stop + 1], None)
-        if presence is not None:
-            keys.add(
-                window,
-                blob_at[FLAG_KEYS],
-                column_ends[FLAG_KEYS][skip : stop + 1],
-                presence[skip:stop],
-            )
+        layout = _layout(window, pos, header)
+        values.add(view, layout.blob_at[0], layout.value_ends[skip : stop + 1], None)
+        if layout.presence is not None:
+            key_ends = layout.column_ends[FLAG_KEYS][skip : stop + 1]
+            keys.add(view, layout.blob_at[FLAG_KEYS], key_ends, layout.presence[skip:stop])
         else:
             keys.add_missing(stop - skip)
-        offsets.append(
-            np.arange(header.base_offset + skip, header.base_offset + stop, dtype=np.int64)
-        )
+        base = header.base_offset
+        offsets.append(np.arange(base + skip, base + stop, dtype=np.int64))
         stamps.append(np.full(stop - skip, header.timestamp * 1000, np.int64))
-        if flags & FLAG_HEADERS:
+        if header.flags & FLAG_HEADERS:
             any_headers = True
-            ends, h0 = column_ends[FLAG_HEADERS], blob_at[FLAG_HEADERS]
+            ends, h0 = layout.column_ends[FLAG_HEADERS], layout.blob_at[FLAG_HEADERS]
             header_maps.append(
                 [_header_items(window[h0 + ends[i] : h0 + ends[i + 1]]) for i in range(skip, stop)]
             )
@@ -158,7 +172,7 @@ def to_arrow(
     count = sum(len(o) for o in offsets)
     return pa.RecordBatch.from_arrays(
         [
-            pa.repeat(topic, count).cast(pa.string()),
+            _repeated(topic, count),
             pa.array(np.full(count, partition, np.int32)),
             pa.array(np.concatenate(offsets) if offsets else np.zeros(0, np.int64)),
             pa.array(np.concatenate(stamps) if stamps else np.zeros(0, np.int64), pa.int64()).view(
@@ -169,6 +183,15 @@ def to_arrow(
             _headers_array(header_maps, count, any_headers),
         ],
         schema=SCHEMA,
+    )
+
+
+def _repeated(text: str, count: int) -> pa.Array:
+    """A string column of `count` copies of `text`, built from its buffers."""
+    encoded = text.encode()
+    ends = np.arange(count + 1, dtype=np.int32) * len(encoded)
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(ends), pa.py_buffer(encoded * count)]
     )
 
 
