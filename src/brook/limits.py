@@ -82,6 +82,8 @@ queue_lease_records_max = 1_000
 """Most records one lease call hands out; larger counts are capped."""
 queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
+redrive_records_max = 100_000
+"""Most records one redrive call may name (a selection is sent in parts of this)."""
 
 # Timers.
 timer_bucket_ms = 60 * 60 * 1000

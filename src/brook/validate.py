@@ -214,3 +214,21 @@ def receipts(jobs: Any) -> list[str]:
             raise BadRequest(f"expected a Job or a receipt string, not {item!r}")
         out.append(receipt)
     return out
+
+
+def positions(records: Any) -> list[tuple[int, int]] | None:
+    """(partition, offset) pairs, at most redrive_records_max of them; None stays None."""
+    if records is None:
+        return None
+    if isinstance(records, str | bytes | dict) or not isinstance(records, Iterable):
+        raise BadRequest("records must be a list of [partition, offset] pairs")
+    out = []
+    for item in records:
+        if isinstance(item, dict):
+            item = (item.get("partition"), item.get("offset"))
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise BadRequest(f"each record is a [partition, offset] pair, not {item!r}")
+        out.append((whole(item[0], "partition"), whole(item[1], "offset")))
+        if len(out) > limits.redrive_records_max:
+            raise BadRequest(f"at most {limits.redrive_records_max} records per call")
+    return out

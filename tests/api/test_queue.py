@@ -138,6 +138,24 @@ def test_discard_is_dead_at_once_and_redrive_brings_it_back(broker: Any) -> None
     assert q.stats()["acked"] == 2
 
 
+def test_redrive_of_chosen_records_touches_only_the_dead_among_them(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a", b"b", b"c", b"d"])
+    q = broker.queue("jobs", "workers", visibility_timeout_ms=60_000)
+    jobs = sorted(_lease_all(q, 4), key=lambda j: j.record.offset)
+    q.discard(jobs[:3], reason="poison")
+    # Offset 1 is dead, offset 3 is leased, offset 9 does not exist: only 1 comes back.
+    assert q.redrive(records=[(0, 1), (0, 3), (0, 9)]) == 1
+    assert q.redrive(records=[(0, 1)]) == 0  # idempotent
+    assert q.stats()["dead"] == 2 and q.stats()["ready"] == 1
+    (again,) = q.lease(max_records=5, timeout=0)
+    assert (again.record.offset, again.attempt) == (1, 1)
+    assert q.redrive(records=[]) == 0
+    with pytest.raises(BadRequest):
+        q.redrive(records=[(0, -1)])
+    with pytest.raises(BadRequest):
+        q.redrive(records="0:1")
+
+
 def test_records_appended_while_waiting_are_leased(broker: Any) -> None:
     q = broker.queue("jobs", "workers")
     appender = threading.Timer(0.3, lambda: broker.topic("jobs").append(b"late"))

@@ -88,6 +88,8 @@ def test_a_lease_long_polls_until_a_record_arrives(served: Served) -> None:
         ("POST", base() + "/ack", {"receipts": ["0.0.1.1.a"]}, "lease_expired"),
         ("GET", base() + "/trace?partition=x&offset=0", None, "bad_request"),
         ("POST", base() + "/redrive", {"limit": 0}, "bad_request"),
+        ("POST", base() + "/redrive", {"records": [{"partition": 0}]}, "bad_request"),
+        ("POST", base() + "/redrive", {"records": {"partition": 0, "offset": 1}}, "bad_request"),
     ],
 )
 def test_bad_queue_requests_get_clear_errors(

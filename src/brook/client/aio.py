@@ -288,8 +288,12 @@ class AsyncQueue:
         )
         return transitions
 
-    async def redrive(self, limit: int | None = None) -> int:
-        count: int = await self._broker._do(protocol.redrive(self.topic, self.group, limit))
+    async def redrive(
+        self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
+    ) -> int:
+        count: int = await self._broker._do(
+            protocol.redrive(self.topic, self.group, limit, records)
+        )
         return count
 
     def __repr__(self) -> str:

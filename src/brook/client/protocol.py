@@ -8,7 +8,7 @@ HTTP. Appends and reads use the binary batch format (docs/PROTOCOL.md).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
@@ -388,9 +388,16 @@ def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
     return Call("GET", _queue_path(topic, group_name, "trace"), params, None, {}, parse, True)
 
 
-def redrive(topic: str, group_name: str, limit: int | None) -> Call:
-    validate.optional_whole(limit, "limit", 1)
-    body, headers = _json_body({} if limit is None else {"limit": limit})
+def redrive(
+    topic: str, group_name: str, limit: int | None, records: Iterable[tuple[int, int]] | None
+) -> Call:
+    document: dict[str, Any] = {}
+    if validate.optional_whole(limit, "limit", 1) is not None:
+        document["limit"] = limit
+    chosen = validate.positions(records)
+    if chosen is not None:
+        document["records"] = [{"partition": p, "offset": o} for p, o in chosen]
+    body, headers = _json_body(document)
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> int:
         count: int = _json(body)["redriven"]

@@ -296,8 +296,10 @@ class RemoteQueue:
         )
         return transitions
 
-    def redrive(self, limit: int | None = None) -> int:
-        count: int = self._broker._do(protocol.redrive(self.topic, self.group, limit))
+    def redrive(
+        self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
+    ) -> int:
+        count: int = self._broker._do(protocol.redrive(self.topic, self.group, limit, records))
         return count
 
     def __repr__(self) -> str:

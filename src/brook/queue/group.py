@@ -209,10 +209,17 @@ class GroupCore:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)
 
-    def redrive(self, now_ms: int, limit: int | None = None) -> list[Change]:
-        """Dead records back to work, oldest first; attempts start again."""
+    def redrive(
+        self, now_ms: int, limit: int | None = None, positions: Sequence[Position] | None = None
+    ) -> list[Change]:
+        """Dead records back to work, oldest first; attempts start again. With
+        `positions`, only those of them that are dead (others are left as they are)."""
+        if positions is None:
+            chosen = sorted(p for p, job in self.jobs.items() if job.state is State.DEAD)
+        else:
+            chosen = sorted({p for p in positions if _is_dead(self.jobs.get(p))})
         changes: list[Change] = []
-        for position in sorted(p for p, job in self.jobs.items() if job.state is State.DEAD):
+        for position in chosen:
             if limit is not None and len(changes) >= limit:
                 break
             self._record(position, lc.redrive(self.jobs[position], now_ms), changes)
@@ -357,3 +364,7 @@ class GroupCore:
         """When the longest-waiting ready record became ready (None if none is)."""
         times = [job.ready_at_ms for job in self.jobs.values() if job.state is State.READY]
         return min(times) if times else None
+
+
+def _is_dead(job: Job | None) -> bool:
+    return job is not None and job.state is State.DEAD

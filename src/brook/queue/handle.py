@@ -6,6 +6,7 @@ the status log. Settling calls take a Job, a receipt string, or a list of either
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from brook import limits, validate
@@ -71,10 +72,15 @@ class Queue:
             validate.whole(partition, "partition"), validate.whole(offset, "offset")
         )
 
-    def redrive(self, limit: int | None = None) -> int:
-        """Put up to `limit` dead records (all by default) back to work, attempts
-        counted afresh; returns how many. Idempotent."""
-        return self._group.redrive(validate.optional_whole(limit, "limit", 1))
+    def redrive(
+        self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
+    ) -> int:
+        """Put up to `limit` dead records (all by default, or those of `records`, as
+        (partition, offset) pairs) back to work, attempts counted afresh; returns how
+        many. Records that are not dead are left as they are. Idempotent."""
+        return self._group.redrive(
+            validate.optional_whole(limit, "limit", 1), validate.positions(records)
+        )
 
     def settings(self) -> dict[str, Any]:
         """The group's stored settings, the dead-letter topic resolved."""

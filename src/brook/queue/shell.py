@@ -83,23 +83,7 @@ class QueueGroup:
 
     def _load(self) -> None:
         """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
-        snapshot: status.Snapshot | None = None
-        changes: list[Change] = []
-        unlettered: dict[Position, int] = {}
-        snapshot_offset = 0
-        for offset, entry in self._entries():
-            if entry.snapshot is not None:
-                snapshot, changes, snapshot_offset = entry.snapshot, [], offset
-                unlettered = {(p, o): at for p, o, at in snapshot.unlettered}
-            for p, o, transition in entry.changes:
-                changes.append(((p, o), transition))
-                if transition.state is State.DEAD:
-                    unlettered[(p, o)] = transition.at_ms
-                else:
-                    unlettered.pop((p, o), None)
-            for p, o, at in entry.lettered:
-                if unlettered.get((p, o)) == at:
-                    del unlettered[(p, o)]
+        snapshot, snapshot_offset, changes, unlettered = status.fold(self._entries())
         logs = self.broker.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
         offered = dict(floor)
@@ -352,11 +336,12 @@ class QueueGroup:
         if self._unlettered:
             self.letter_dead()
 
-    def redrive(self, limit: int | None) -> int:
-        """Dead records back to work, oldest first; returns how many. Idempotent."""
+    def redrive(self, limit: int | None, positions: list[Position] | None = None) -> int:
+        """Dead records (all, or those at `positions`) back to work, oldest first;
+        returns how many. Idempotent."""
         with self.mutex:
             self._check_usable()
-            changes = self.core.redrive(self._now_ms(), limit)
+            changes = self.core.redrive(self._now_ms(), limit, positions)
             request = self._submit(changes) if changes else None
         self._after(request, changes)
         return len(changes)

@@ -402,12 +402,30 @@ OPERATIONS.update(
             },
         },
         ("POST", QUEUE_PATH + "/redrive"): {
-            "summary": "Put dead records back to work (all, or up to limit); idempotent",
+            "summary": (
+                "Put dead records back to work (all, those named in records, or up to limit); "
+                "records that are not dead are left as they are; idempotent"
+            ),
             "requestBody": _json_body(
                 {
                     "type": "object",
                     "additionalProperties": False,
-                    "properties": {"limit": {"type": "integer", "minimum": 1}},
+                    "properties": {
+                        "limit": {"type": "integer", "minimum": 1},
+                        "records": {
+                            "type": "array",
+                            "maxItems": limits.redrive_records_max,
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["partition", "offset"],
+                                "properties": {
+                                    "partition": {"type": "integer", "minimum": 0},
+                                    "offset": {"type": "integer", "minimum": 0},
+                                },
+                            },
+                        },
+                    },
                 },
                 required=False,
             ),

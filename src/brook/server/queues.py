@@ -199,9 +199,9 @@ class QueueEndpoints:
         return json_response({"transitions": msgspec.to_builtins([_row(t) for t in transitions])})
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
-        document = _body(request, {"limit"})
+        document = _body(request, {"limit", "records"})
         queue = await self._queue(topic, group)
-        count = await self._run(queue.redrive, document.get("limit"))
+        count = await self._run(queue.redrive, document.get("limit"), document.get("records"))
         return json_response({"redriven": count})
 
     def close(self) -> None:
