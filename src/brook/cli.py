@@ -10,7 +10,6 @@ import contextlib
 import datetime
 import ipaddress
 import os
-import re
 import secrets
 import ssl
 import sys
@@ -21,7 +20,9 @@ import click
 import uvloop
 
 import brook
-from brook import config, errors, limits, logs
+from brook import config, limits, logs
+from brook.cli_errors import friendly
+from brook.cli_spark import spark
 from brook.errors import BrookError, Locked
 from brook.server import app
 
@@ -67,20 +68,6 @@ def _open(data: str, **options: Any) -> brook.Broker:
         return brook.open(data, **options)
     except Locked as exc:
         raise click.ClickException(f"{exc.message}; stop that broker or use its API") from None
-
-
-def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn Brook's errors into one clear line and a non-zero exit, never a traceback."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except BrookError as exc:
-            raise click.ClickException(f"{exc.code}: {exc.message}") from None
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
 
 
 def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +171,7 @@ def _is_loopback(host: str) -> bool:
 )
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
 @click.pass_obj
-@_friendly
+@friendly
 def serve(
     settings: config.Config | None,
     data: str,
@@ -282,7 +269,7 @@ def topics() -> None:
 
 @topics.command("list")
 @broker_options
-@_friendly
+@friendly
 def topics_list(data: str, url: str | None, api_key: str | None) -> None:
     with _connect(data, url, api_key) as b:
         for info in b.topics():
@@ -296,7 +283,7 @@ def topics_list(data: str, url: str | None, api_key: str | None) -> None:
 @click.option("--retention-ms", type=int, default=None)
 @click.option("--retention-bytes", type=int, default=None)
 @broker_options
-@_friendly
+@friendly
 def topics_create(
     name: str,
     partitions: int,
@@ -316,7 +303,7 @@ def topics_create(
 @topics.command("describe")
 @click.argument("name")
 @broker_options
-@_friendly
+@friendly
 def topics_describe(name: str, data: str, url: str | None, api_key: str | None) -> None:
     with _connect(data, url, api_key) as b:
         for info in b.topics():
@@ -336,7 +323,7 @@ def topics_describe(name: str, data: str, url: str | None, api_key: str | None) 
 @topics.command("delete")
 @click.argument("name")
 @broker_options
-@_friendly
+@friendly
 def topics_delete(name: str, data: str, url: str | None, api_key: str | None) -> None:
     with _connect(data, url, api_key) as b:
         b.delete_topic(name)
@@ -371,7 +358,7 @@ def _at_ms(text: str) -> int:
 @click.option("--key", default=None, help="The record's key (UTF-8).")
 @click.option("--id", "timer_id", default=None, help="The timer's id (default: a new one).")
 @broker_options
-@_friendly
+@friendly
 def timers_schedule(
     topic: str,
     value: str,
@@ -401,7 +388,7 @@ def timers_schedule(
 @timers.command("cancel")
 @click.argument("timer_id")
 @broker_options
-@_friendly
+@friendly
 def timers_cancel(timer_id: str, data: str, url: str | None, api_key: str | None) -> None:
     """Cancel a pending timer (exit status 1 if it is not pending)."""
     with _connect(data, url, api_key) as b:
@@ -415,7 +402,7 @@ def timers_cancel(timer_id: str, data: str, url: str | None, api_key: str | None
 @timers.command("show")
 @click.argument("timer_id")
 @broker_options
-@_friendly
+@friendly
 def timers_show(timer_id: str, data: str, url: str | None, api_key: str | None) -> None:
     """Print a timer's state: pending, fired (where) or cancelled."""
     with _connect(data, url, api_key) as b:
@@ -437,7 +424,7 @@ def queue() -> None:
 @click.argument("topic")
 @click.argument("group")
 @broker_options
-@_friendly
+@friendly
 def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str | None) -> None:
     """Print the group's settings and its records by state."""
     with _connect(data, url, api_key) as b:
@@ -457,7 +444,7 @@ def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str
     "--ack", "then_ack", is_flag=True, help="Ack what was leased (take it off the queue)."
 )
 @broker_options
-@_friendly
+@friendly
 def queue_lease(
     topic: str,
     group: str,
@@ -489,7 +476,7 @@ def queue_lease(
 @click.argument("group")
 @click.option("-n", "count", type=int, default=None, help="Stop after N records.")
 @broker_options
-@_friendly
+@friendly
 def queue_dead(
     topic: str, group: str, count: int | None, data: str, url: str | None, api_key: str | None
 ) -> None:
@@ -527,7 +514,7 @@ def queue_dead(
 @click.argument("group")
 @click.option("--limit", type=int, default=None, help="Most records (default: all dead).")
 @broker_options
-@_friendly
+@friendly
 def queue_redrive(
     topic: str, group: str, limit: int | None, data: str, url: str | None, api_key: str | None
 ) -> None:
@@ -541,7 +528,7 @@ def queue_redrive(
 @click.argument("value", required=False)
 @click.option("--key", default=None, help="Key for every record (UTF-8).")
 @broker_options
-@_friendly
+@friendly
 def produce(
     topic: str, value: str | None, key: str | None, data: str, url: str | None, api_key: str | None
 ) -> None:
@@ -567,7 +554,7 @@ def produce(
 )
 @click.option("-n", "count", type=int, default=None, help="Stop after N records.")
 @broker_options
-@_friendly
+@friendly
 def consume(
     topic: str,
     group: str | None,
@@ -632,7 +619,7 @@ def _read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
     "--producers", default=8, show_default=True, type=click.IntRange(1, 1024), help="Threads."
 )
 @broker_options
-@_friendly
+@friendly
 def bench(
     topic: str,
     count: int,
@@ -677,113 +664,7 @@ def bench(
         click.echo(f"object store requests per 1,000 records: {per_thousand}")
 
 
-@main.group()
-def spark() -> None:
-    """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
-
-
-@spark.command("export")
-@click.argument("topic")
-@click.argument("output")
-@click.option(
-    "--data",
-    default="./brook-data",
-    show_default=True,
-    envvar="BROOK_DATA",
-    help="The broker's directory or s3://bucket/prefix, read directly (a broker may be running).",
-)
-@click.option("--endpoint-url", default=None, envvar="BROOK_ENDPOINT_URL", help="For s3://.")
-@click.option("--region", default=None, envvar="BROOK_REGION", help="For s3://.")
-@click.option(
-    "--from",
-    "starting",
-    default="earliest",
-    show_default=True,
-    help='First offsets: earliest, or JSON like {"0": 120}.',
-)
-@click.option(
-    "--to",
-    "ending",
-    default="latest",
-    show_default=True,
-    help='Offsets to stop before: latest, or JSON like {"0": 500}.',
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["errorifexists", "append", "overwrite"]),
-    default="errorifexists",
-    show_default=True,
-    help="What to do when OUTPUT exists.",
-)
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@_friendly
-def spark_export(
-    topic: str,
-    output: str,
-    data: str,
-    endpoint_url: str | None,
-    region: str | None,
-    starting: str,
-    ending: str,
-    mode: str,
-    master: str,
-) -> None:
-    """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
-    try:
-        from rich.progress import Progress
-
-        from brook.spark import jobs
-        from brook.spark.options import parse_offsets
-        from brook.spark.session import local_session
-    except ImportError as exc:
-        raise click.ClickException(
-            f"Spark is not installed ({exc.name}): pip install 'brook[spark]'"
-        ) from None
-    parse_offsets(starting)  # bad input fails here, before Spark starts
-    parse_offsets(ending)
-    storage_options = {
-        name: value
-        for name, value in (("endpoint_url", endpoint_url), ("region", region))
-        if value is not None
-    }
-    from pyspark.errors import PySparkException
-
-    session = local_session("brook-export", master=master)
-    try:
-        with Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
-            task = bar.add_task(f"exporting {topic}", total=None)
-            result = jobs.export(
-                session,
-                data,
-                topic,
-                output,
-                starting,
-                ending,
-                mode,
-                storage_options,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
-    except PySparkException as exc:
-        raise click.ClickException(spark_error_message(exc)) from None
-    finally:
-        session.stop()
-    click.echo(
-        f"exported {result.rows} records of {topic} to {output} "
-        f"({len(result.dates)} day(s): {', '.join(result.dates) or 'none'})"
-    )
-
-
-def spark_error_message(exc: Exception) -> str:
-    """One line for a failed Spark job: Brook's own error when it raised one inside
-    Spark (its message is buried in a Python traceback), else Spark's first line."""
-    text = str(exc)
-    found = re.findall(r"brook\.errors\.(\w+): ([^\n]*)", text)
-    if found:
-        name, message = found[-1]
-        error = getattr(errors, name, None)
-        code = error.code if isinstance(error, type) and issubclass(error, BrookError) else name
-        return f"{code}: {message}"
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+main.add_command(spark)
 
 
 if __name__ == "__main__":

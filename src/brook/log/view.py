@@ -31,7 +31,7 @@ from brook.codec import (
     BatchHeader,
     parse_header,
 )
-from brook.codec.batch import verify
+from brook.codec.batch import decode_records, verify
 from brook.codec.segment import (
     DURABLE_MARK_BYTES,
     DurableMark,
@@ -42,11 +42,13 @@ from brook.codec.segment import (
 )
 from brook.errors import BadRequest, CorruptData, StorageError, TopicNotFound
 from brook.log.partition import DURABLE_MARK_FILE
-from brook.records import TopicConfig
+from brook.records import Record, TopicConfig
 from brook.storage import ReadFile, Storage
 
-WINDOW_BYTES = 16 * 1024 * 1024
-"""How much of a segment is read at a time when walking or reading it."""
+WINDOW_BYTES = 8 * 1024 * 1024
+"""How much of a segment is read at a time when walking or reading it. A window
+becomes one Arrow batch in Spark: about 75,000 records of 100 bytes, near the
+size of Spark's own Arrow batches, and little memory per task."""
 MARK_READ_ATTEMPTS = 5
 """A mark read while the broker rewrites it fails its checksum: read it again."""
 
@@ -123,13 +125,16 @@ class _Growing:
 class TopicView:
     """Plans reads of one topic: offsets per partition and the slices that hold them."""
 
-    def __init__(self, storage: Storage, topic: str) -> None:
+    def __init__(self, storage: Storage, topic: str, partitions: int | None = None) -> None:
+        """A view of `topic`; an internal log (no topic.json) is named with its `partitions`."""
         self.storage = storage
         self.topic = topic
-        raw = storage.read_all(f"topics/{topic}/topic.json")
-        if raw is None:
-            raise TopicNotFound(f"topic {topic} does not exist in this storage")
-        self.partitions = _decode_config(raw).partitions
+        if partitions is None:
+            raw = storage.read_all(f"topics/{topic}/topic.json")
+            if raw is None:
+                raise TopicNotFound(f"topic {topic} does not exist in this storage")
+            partitions = _decode_config(raw).partitions
+        self.partitions = partitions
         self._sealed: dict[tuple[str, int], Extent] = {}
         self._growing: dict[str, _Growing] = {}
 
@@ -227,13 +232,10 @@ class TopicView:
                 f"{name}: batches end at offset {growing.next_offset} before "
                 f"the durable mark's {end_offset}"
             )
+        # The lists are shared, not copied (a stream asks on every trigger): they only
+        # grow, by batches past this extent's end, which its slicing never reaches.
         return Extent(
-            name,
-            base,
-            growing.next_offset,
-            growing.end_bytes,
-            list(growing.bases),
-            list(growing.positions),
+            name, base, growing.next_offset, growing.end_bytes, growing.bases, growing.positions
         )
 
     def _mark(self, prefix: str) -> DurableMark | None:
@@ -374,3 +376,16 @@ def _whole_batches(
         batches.append((at, header))
         at += header.length
     return batches, at, pos + at >= piece.byte_end
+
+
+def read_records(storage: Storage, piece: SegmentSlice) -> Iterator[Record]:
+    """The records of `piece`, one by one (for small logs; Spark reads columns)."""
+    for window, batches in read_slice(storage, piece):
+        for pos, header in batches:
+            records, _ = decode_records(
+                window, pos, header, piece.topic, piece.partition, piece.start_offset
+            )
+            for record in records:
+                if record.offset >= piece.end_offset:
+                    return
+                yield record

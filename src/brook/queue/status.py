@@ -17,9 +17,12 @@ The log is never updated in place; the state is the fold of its entries
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple
+
 import msgspec
 
-from brook.queue.lifecycle import Job, Transition
+from brook.queue.lifecycle import Job, State, Transition
 
 Position = tuple[int, int]
 
@@ -62,3 +65,37 @@ def encode(entry: Entry) -> bytes:
 def decode(raw: bytes) -> Entry:
     """An entry from its bytes; raises msgspec.DecodeError when they are not one."""
     return _decode(raw)
+
+
+class Folded(NamedTuple):
+    """What a restart needs of the status log: its newest snapshot and what came after."""
+
+    snapshot: Snapshot | None
+    snapshot_offset: int
+    """The status-log offset of that snapshot (0 without one)."""
+    changes: list[tuple[Position, Transition]]
+    """The transitions after the snapshot, in log order."""
+    unlettered: dict[Position, int]
+    """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
+
+
+def fold(entries: Iterable[tuple[int, Entry]]) -> Folded:
+    """Fold (status-log offset, entry) pairs, oldest first."""
+    snapshot: Snapshot | None = None
+    snapshot_offset = 0
+    changes: list[tuple[Position, Transition]] = []
+    unlettered: dict[Position, int] = {}
+    for offset, entry in entries:
+        if entry.snapshot is not None:
+            snapshot, changes, snapshot_offset = entry.snapshot, [], offset
+            unlettered = {(p, o): at for p, o, at in snapshot.unlettered}
+        for p, o, transition in entry.changes:
+            changes.append(((p, o), transition))
+            if transition.state is State.DEAD:
+                unlettered[(p, o)] = transition.at_ms
+            else:
+                unlettered.pop((p, o), None)
+        for p, o, at in entry.lettered:
+            if unlettered.get((p, o)) == at:
+                del unlettered[(p, o)]
+    return Folded(snapshot, snapshot_offset, changes, unlettered)

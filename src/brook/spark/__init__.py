@@ -14,10 +14,13 @@ from typing import Any
 
 
 def register(spark: Any) -> None:
-    """Register the data source `brook` with a SparkSession (idempotent)."""
+    """Register the data sources `brook` (topics) and `brook_queue` (a queue group's
+    records and their state) with a SparkSession (idempotent)."""
+    from brook.spark.queue import QueueDataSource
     from brook.spark.source import BrookDataSource
 
     spark.dataSource.register(BrookDataSource)
+    spark.dataSource.register(QueueDataSource)
 
 
 __all__ = ["register"]

@@ -2,6 +2,9 @@
 
 - `export`: a range of a topic to Parquet, partitioned by date, for the data
   lake and for archiving; it reads straight from storage like any `brook` read.
+- `queue_table` and `redrive`: a queue group's records with their state, to ask
+  in SQL what is dead and why, and the dead ones of a selection put back to work
+  (through the broker: only it changes a group).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import brook
+from brook import limits
 from brook.errors import BadRequest
 
 Progress = Callable[[int, int], None]
@@ -31,16 +36,65 @@ def read_topic(
     storage_options: dict[str, str] | None = None,
 ) -> Any:
     """The topic's records from `starting` to `ending` as a DataFrame (a `brook` batch read)."""
-    reader = (
-        spark.read.format("brook")
-        .option("url" if location.startswith("s3://") else "path", location)
-        .option("topic", topic)
-        .option("startingOffsets", starting)
-        .option("endingOffsets", ending)
+    reader = _reader(spark, "brook", location, storage_options).option("topic", topic)
+    return reader.option("startingOffsets", starting).option("endingOffsets", ending).load()
+
+
+def _reader(spark: Any, source: str, location: str, storage_options: dict[str, str] | None) -> Any:
+    reader = spark.read.format(source).option(
+        "url" if location.startswith("s3://") else "path", location
     )
     for name, value in (storage_options or {}).items():
         reader = reader.option(name, value)
-    return reader.load()
+    return reader
+
+
+def queue_table(
+    spark: Any,
+    location: str,
+    topic: str,
+    group: str,
+    storage_options: dict[str, str] | None = None,
+    view: str | None = None,
+) -> Any:
+    """Every record `topic` retains with its state in queue group `group` (a
+    `brook_queue` read, see brook.spark.queue for the columns), registered as
+    the temporary view `view` when one is named."""
+    df = _reader(spark, "brook_queue", location, storage_options)
+    df = df.option("topic", topic).option("group", group).load()
+    if view is not None:
+        df.createOrReplaceTempView(view)
+    return df
+
+
+def redrive(
+    selection: Any,
+    topic: str,
+    group: str,
+    url: str | None = None,
+    path: str | None = None,
+    api_key: str | None = None,
+) -> int:
+    """Put the dead records among `selection` (a DataFrame with columns partition
+    and offset, such as a filtered `queue_table`) back to work, through the broker
+    at `url` (`brook serve`) or an embedded one on `path` (which no broker may hold
+    open). Records not dead are left as they are. Returns how many were redriven.
+    Idempotent: a record redriven once is no longer dead."""
+    if (url is None) == (path is None):
+        raise BadRequest("give exactly one of url (a running broker) or path (a directory)")
+    broker: Any = brook.connect(url, api_key=api_key) if url else brook.open(str(path))
+    redriven = 0
+    with broker:
+        queue = broker.queue(topic, group)
+        chosen: list[tuple[int, int]] = []
+        for row in selection.select("partition", "offset").distinct().toLocalIterator():
+            chosen.append((row["partition"], row["offset"]))
+            if len(chosen) == limits.redrive_records_max:
+                redriven += queue.redrive(records=chosen)
+                chosen = []
+        if chosen:
+            redriven += queue.redrive(records=chosen)
+    return redriven
 
 
 def export(

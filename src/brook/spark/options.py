@@ -84,6 +84,23 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     )
 
 
+_NOT_FOR_QUEUES = {"startingoffsets", "endingoffsets", "maxrecordspertrigger", "failondataloss"}
+
+
+def queue_options(options: Mapping[str, str]) -> tuple[ReadOptions, str]:
+    """Check the options of a queue group's table (`brook_queue`): a reader's, with
+    `group` and without offsets. Returns them and the group name; raises BadRequest."""
+    given = normalise(options)
+    refused = sorted(set(given) & _NOT_FOR_QUEUES)
+    if refused:
+        raise BadRequest(
+            f"option(s) {refused} do not apply to a queue group's table: it holds every "
+            "record the topic retains"
+        )
+    group = validate.group_name(given.pop("group", ""))
+    return read_options(given, streaming=False), group
+
+
 class WriteOptions(NamedTuple):
     url: str | None
     """A running broker's address (http:// or https://)."""

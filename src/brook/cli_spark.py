@@ -1,0 +1,206 @@
+"""`brook spark ...`: the pipeline jobs of brook.spark.jobs on the command line.
+
+Spark is imported only when a command runs, so the rest of the CLI works
+without the `spark` extra; without it these commands say how to install it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from brook.cli_errors import friendly, spark_error_message
+
+
+def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--data (read directly: a broker may be running) and the S3 options."""
+    fn = click.option("--region", default=None, envvar="BROOK_REGION", help="For s3://.")(fn)
+    fn = click.option(
+        "--endpoint-url", default=None, envvar="BROOK_ENDPOINT_URL", help="For s3://."
+    )(fn)
+    return click.option(
+        "--data",
+        default="./brook-data",
+        show_default=True,
+        envvar="BROOK_DATA",
+        help="The broker's directory or s3://bucket/prefix, read directly (a broker may be "
+        "running).",
+    )(fn)
+
+
+def master_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--master", default="local[*]", show_default=True, help="Spark master.")(fn)
+
+
+def _options(endpoint_url: str | None, region: str | None) -> dict[str, str]:
+    given = (("endpoint_url", endpoint_url), ("region", region))
+    return {name: value for name, value in given if value is not None}
+
+
+@contextlib.contextmanager
+def _session(app: str, master: str) -> Iterator[Any]:
+    """A local SparkSession for one command; Spark's failures become one line."""
+    try:
+        from pyspark.errors import PySparkException
+
+        from brook.spark.session import local_session
+    except ImportError as exc:
+        raise click.ClickException(
+            f"Spark is not installed ({exc.name}): pip install 'brook[spark]'"
+        ) from None
+    session = local_session(app, master=master)
+    try:
+        yield session
+    except PySparkException as exc:
+        raise click.ClickException(spark_error_message(exc)) from None
+    finally:
+        session.stop()
+
+
+@click.group()
+def spark() -> None:
+    """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
+
+
+@spark.command("export")
+@click.argument("topic")
+@click.argument("output")
+@storage_options
+@click.option(
+    "--from",
+    "starting",
+    default="earliest",
+    show_default=True,
+    help='First offsets: earliest, or JSON like {"0": 120}.',
+)
+@click.option(
+    "--to",
+    "ending",
+    default="latest",
+    show_default=True,
+    help='Offsets to stop before: latest, or JSON like {"0": 500}.',
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["errorifexists", "append", "overwrite"]),
+    default="errorifexists",
+    show_default=True,
+    help="What to do when OUTPUT exists.",
+)
+@master_option
+@friendly
+def spark_export(
+    topic: str,
+    output: str,
+    data: str,
+    endpoint_url: str | None,
+    region: str | None,
+    starting: str,
+    ending: str,
+    mode: str,
+    master: str,
+) -> None:
+    """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
+    from brook.spark.options import parse_offsets
+
+    parse_offsets(starting)  # bad input fails here, before Spark starts
+    parse_offsets(ending)
+    from rich.progress import Progress
+
+    from brook.spark import jobs
+
+    with (
+        _session("brook-export", master) as session,
+        Progress(transient=True, disable=not sys.stderr.isatty()) as bar,
+    ):
+        task = bar.add_task(f"exporting {topic}", total=None)
+        result = jobs.export(
+            session,
+            data,
+            topic,
+            output,
+            starting,
+            ending,
+            mode,
+            _options(endpoint_url, region),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    click.echo(
+        f"exported {result.rows} records of {topic} to {output} "
+        f"({len(result.dates)} day(s): {', '.join(result.dates) or 'none'})"
+    )
+
+
+@spark.command("queue")
+@click.argument("topic")
+@click.argument("group")
+@storage_options
+@click.option(
+    "--where",
+    default="state = 'dead'",
+    show_default=True,
+    help="Which records: a SQL condition over the columns (state, attempts, error, "
+    "changed_at, key, value, ...); see docs/SPARK.md.",
+)
+@click.option("--show", type=int, default=20, show_default=True, help="Most records listed.")
+@click.option(
+    "--redrive",
+    is_flag=True,
+    help="Put the dead records among those chosen back to work (through --url, or "
+    "embedded on --data when no broker runs there).",
+)
+@click.option("--url", default=None, envvar="BROOK_URL", help="A running brook serve, to redrive.")
+@click.option("--api-key", default=None, envvar="BROOK_API_KEY", help="API key for --url.")
+@master_option
+@friendly
+def spark_queue(
+    topic: str,
+    group: str,
+    data: str,
+    endpoint_url: str | None,
+    region: str | None,
+    where: str,
+    show: int,
+    redrive: bool,
+    url: str | None,
+    api_key: str | None,
+    master: str,
+) -> None:
+    """Look into queue GROUP of TOPIC with SQL: records by state, the chosen ones
+    listed with why they stand where they do, and optionally redriven."""
+    from brook.spark import jobs
+
+    with _session("brook-queue", master) as session:
+        from pyspark.sql import functions as F
+
+        table = jobs.queue_table(session, data, topic, group, _options(endpoint_url, region))
+        table = table.cache()
+        counts = {r["state"]: r["count"] for r in table.groupBy("state").count().collect()}
+        click.echo(
+            "  ".join(
+                f"{state}={counts.get(state, 0)}"
+                for state in ("ready", "leased", "retrying", "acked", "dead")
+            )
+        )
+        chosen = table.where(where)
+        found = chosen.count()
+        click.echo(f"{found} record(s) where {where}")
+        columns = ["partition", "offset", "state", "attempts", "error", "changed_at", "value"]
+        shown = chosen.orderBy("partition", "offset").select(*columns).limit(show)
+        for row in shown.withColumn("value", F.col("value").cast("string")).collect():
+            changed = "-" if row["changed_at"] is None else row["changed_at"].isoformat()
+            click.echo(
+                f"{row['partition']}/{row['offset']}\t{row['state']}\t"
+                f"attempts={row['attempts']}\tchanged={changed}\terror={row['error']!r}\t"
+                f"{row['value'][:80] if row['value'] is not None else ''}"
+            )
+        if redrive:
+            if url:
+                count = jobs.redrive(chosen, topic, group, url=url, api_key=api_key)
+            else:
+                count = jobs.redrive(chosen, topic, group, path=data)
+            click.echo(f"redriven {count}")

@@ -1,0 +1,210 @@
+"""`brook_queue`: a queue group's records with where each one stands, as a table.
+
+    spark.read.format("brook_queue").option("path", DIR).option("topic", "orders")
+        .option("group", "billing").load()
+
+Every record the topic retains, with the columns of a `brook` read and six more:
+`state` (ready, leased, retrying, acked, dead), `attempts` (deliveries so far;
+null for a record acked before the group's newest snapshot, whose count is no
+longer kept), `redrives`, `error` (the last reason given by a nack, a discard or
+the death), `due_at` (when a lease ends, or a retry is due) and `changed_at` (its
+latest transition, while the status log still holds it).
+
+Planning folds the group's status log once (brook.queue.inspect), straight from
+storage like any read, and hands each task the state of the records its slice
+covers; the task reads its records like a `brook` read and adds the state
+columns with numpy. So the table scales like a topic read and needs no join.
+It shows the group as its status log stood when the query was planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from brook.errors import CorruptData, NotFound
+from brook.log.view import SegmentSlice, TopicView, open_storage, read_records
+from brook.queue import status
+from brook.queue.inspect import GroupState, group_state
+from brook.queue.lifecycle import Job, State
+from brook.queue.settings import status_log_name, stored_name
+from brook.spark.arrow import SCHEMA, SPARK_SCHEMA
+from brook.spark.options import ReadOptions, queue_options
+from brook.spark.source import SliceInput, read_input
+from brook.storage import Storage
+
+_TIME = pa.timestamp("us", tz="UTC")
+STATE_SCHEMA = pa.schema(
+    [
+        ("state", pa.string()),
+        ("attempts", pa.int32()),
+        ("redrives", pa.int32()),
+        ("error", pa.string()),
+        ("due_at", _TIME),
+        ("changed_at", _TIME),
+    ]
+)
+QUEUE_SCHEMA = pa.schema([*SCHEMA, *STATE_SCHEMA])
+QUEUE_SPARK_SCHEMA = (
+    f"{SPARK_SCHEMA}, state string, attempts int, redrives int, error string, "
+    "due_at timestamp, changed_at timestamp"
+)
+_Row = list[str | int | None]
+_READY_ROW: _Row = [State.READY.value, 0, 0, None, None, None]
+_ACKED_ROW: _Row = [State.ACKED.value, None, None, None, None, None]
+
+
+class Standings(NamedTuple):
+    """The state of the records of one slice (plain values and Arrow: it pickles)."""
+
+    floor: int
+    """Records below are acked."""
+    run_firsts: np.ndarray
+    run_stops: np.ndarray
+    """Runs [first, stop) of acked records above the floor, in order."""
+    offsets: np.ndarray
+    """The sorted offsets of the records the status log names."""
+    rows: pa.RecordBatch
+    """STATE_SCHEMA: a row per offset in `offsets`, then a ready row and an acked row."""
+
+
+def standings(state: GroupState, partition: int, start: int, end: int) -> Standings:
+    """What `state` says of offsets [start, end) of `partition`."""
+    touched = sorted(
+        (o, found) for (p, o), found in state.touched.items() if p == partition and start <= o < end
+    )
+    rows: list[_Row] = [
+        [
+            found.job.state.value,
+            found.job.attempt,
+            found.job.lives,
+            found.job.error or None,
+            _due_us(found.job),
+            None if found.changed is None else found.changed.at_ms * 1000,
+        ]
+        for _, found in touched
+    ]
+    rows += [_READY_ROW, _ACKED_ROW]
+    runs = [(a, b) for a, b in state.acked.get(partition, []) if a < end and b > start]
+    columns = list(zip(*rows, strict=True))
+    return Standings(
+        state.floor.get(partition, 0),
+        np.array([a for a, _ in runs], np.int64),
+        np.array([b for _, b in runs], np.int64),
+        np.array([o for o, _ in touched], np.int64),
+        pa.RecordBatch.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, STATE_SCHEMA, strict=True)],
+            schema=STATE_SCHEMA,
+        ),
+    )
+
+
+def _due_us(job: Job) -> int | None:
+    """When a lease ends, or a retry is due (µs), for the states that wait on time."""
+    if job.state is State.LEASED:
+        return job.lease_until_ms * 1000
+    if job.state is State.RETRYING:
+        return job.ready_at_ms * 1000
+    return None
+
+
+def with_state(batch: pa.RecordBatch, known: Standings) -> pa.RecordBatch:
+    """`batch` (SCHEMA) with the state columns of its records (QUEUE_SCHEMA)."""
+    offsets = batch.column("offset").to_numpy()
+    count = len(known.offsets)
+    at = np.searchsorted(known.offsets, offsets)
+    named = at < count
+    named[named] = known.offsets[at[named]] == offsets[named]
+    acked = offsets < known.floor
+    if len(known.run_firsts):
+        run = np.searchsorted(known.run_firsts, offsets, side="right") - 1
+        acked |= (run >= 0) & (offsets < known.run_stops[np.maximum(run, 0)])
+    rows = np.where(named, at, np.where(acked, count + 1, count))
+    state = known.rows.take(pa.array(rows))
+    return pa.RecordBatch.from_arrays([*batch.columns, *state.columns], schema=QUEUE_SCHEMA)
+
+
+def read_group_state(storage: Storage, topic: str, group: str) -> GroupState:
+    """The group's state from its status log in `storage`. Raises NotFound for a
+    group that does not exist, CorruptData, StorageError."""
+    if storage.read_all(stored_name(topic, group)) is None:
+        raise NotFound(f"topic {topic} has no queue group {group!r}")
+    view = TopicView(storage, status_log_name(topic, group), partitions=1)
+    first, end = view.bounds()[0]
+    pieces = view.slices({0: first}, {0: end})
+    return group_state(_entries(storage, pieces))
+
+
+def _entries(storage: Storage, pieces: list[SegmentSlice]) -> Iterator[tuple[int, status.Entry]]:
+    for piece in pieces:
+        for record in read_records(storage, piece):
+            try:
+                yield record.offset, status.decode(record.value)
+            except msgspec.DecodeError as exc:
+                raise CorruptData(
+                    f"{piece.name}: status entry at offset {record.offset} does not decode: {exc}"
+                ) from None
+
+
+class QueueInput(SliceInput):
+    """One task: a slice of the topic and the state of its records."""
+
+    def __init__(self, piece: SegmentSlice, options: ReadOptions, known: Standings) -> None:
+        super().__init__(piece, options)
+        self.known = known
+
+
+class QueueReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, group: str) -> None:
+        self.options = options
+        self.group = group
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self.options
+        storage = open_storage(options.location, options.storage_options)
+        try:
+            state = read_group_state(storage, options.topic, self.group)
+            view = TopicView(storage, options.topic)
+            bounds = view.bounds()
+            pieces = view.slices(
+                {p: lo for p, (lo, _) in bounds.items()},
+                {p: hi for p, (_, hi) in bounds.items()},
+                options.task_bytes_max,
+            )
+        finally:
+            storage.close()
+        return [
+            QueueInput(
+                piece,
+                options,
+                standings(state, piece.partition, piece.start_offset, piece.end_offset),
+            )
+            for piece in pieces
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueInput)
+        for batch in read_input(partition):
+            yield with_state(batch, partition.known)
+
+
+class QueueDataSource(DataSource):
+    """`spark.read.format("brook_queue")`: options path or url (and S3 options),
+    topic, group."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "brook_queue"
+
+    def schema(self) -> str:
+        return QUEUE_SPARK_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options, group = queue_options(self.options)
+        return QueueReader(options, group)
