@@ -52,7 +52,7 @@ def _session(app: str, master: str) -> Iterator[Any]:
         raise click.ClickException(
             f"Spark is not installed ({exc.name}): pip install 'brook[spark]'"
         ) from None
-    session = local_session(app, master=master)
+    session = local_session(app, master=master, **{"spark.ui.showConsoleProgress": "false"})
     try:
         yield session
     except PySparkException as exc:
@@ -189,14 +189,27 @@ def spark_queue(
         chosen = table.where(where)
         found = chosen.count()
         click.echo(f"{found} record(s) where {where}")
-        columns = ["partition", "offset", "state", "attempts", "error", "changed_at", "value"]
-        shown = chosen.orderBy("partition", "offset").select(*columns).limit(show)
-        for row in shown.withColumn("value", F.col("value").cast("string")).collect():
-            changed = "-" if row["changed_at"] is None else row["changed_at"].isoformat()
+        utc = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"  # the session's time zone is UTC (local_session)
+        shown = (
+            chosen.orderBy("partition", "offset")
+            .limit(show)
+            .select(
+                "partition",
+                "offset",
+                "state",
+                "attempts",
+                "error",
+                F.date_format("changed_at", utc).alias("changed"),
+                F.date_format("due_at", utc).alias("due"),
+                F.col("value").cast("string").alias("value"),
+            )
+        )
+        for row in shown.collect():
+            due = f"\tdue={row['due']}" if row["due"] else ""
             click.echo(
                 f"{row['partition']}/{row['offset']}\t{row['state']}\t"
-                f"attempts={row['attempts']}\tchanged={changed}\terror={row['error']!r}\t"
-                f"{row['value'][:80] if row['value'] is not None else ''}"
+                f"attempts={row['attempts']}\tchanged={row['changed'] or '-'}{due}\t"
+                f"error={row['error']!r}\t{(row['value'] or '')[:80]}"
             )
         if redrive:
             if url:
