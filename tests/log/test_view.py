@@ -16,6 +16,7 @@ from brook.log.partition import LogSettings, PartitionLog
 from brook.log.view import TopicView, open_storage, read_slice
 from brook.records import Record
 from brook.storage.local import LocalStorage
+from tests.damage import flip_byte_of
 
 
 def _offsets(view: TopicView, start: int = 0) -> list[int]:
@@ -68,10 +69,7 @@ def test_a_segment_without_a_durable_mark_reads_its_whole_batches(tmp_path: Path
 def test_a_damaged_batch_is_reported_never_served(tmp_path: Path) -> None:
     with brook.open(str(tmp_path)) as b:
         b.topic("t").append_many([Record(b"value-%d" % i) for i in range(5)])
-    segment = tmp_path / "topics/t/0/00000000000000000000.seg"
-    raw = bytearray(segment.read_bytes())
-    raw[raw.index(b"value-3")] ^= 0xFF
-    segment.write_bytes(bytes(raw))
+    flip_byte_of(tmp_path / "topics/t/0/00000000000000000000.seg", b"value-3")
     view = TopicView(open_storage(str(tmp_path)), "t")
     with pytest.raises(CorruptData, match="checksum mismatch"):
         _offsets(view)

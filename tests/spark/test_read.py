@@ -14,6 +14,7 @@ import pytest
 
 import brook
 from brook.records import Record
+from tests.damage import flip_byte_of
 from tests.s3server import MotoServer
 
 pytestmark = pytest.mark.slow
@@ -202,9 +203,6 @@ def test_a_damaged_batch_fails_the_read_even_without_fail_on_data_loss(
     data = tmp_path / "data"
     with brook.open(str(data)) as b:
         b.topic("t").append_many([Record(b"value-%d" % i) for i in range(5)])
-    segment = data / "topics/t/0/00000000000000000000.seg"
-    raw = bytearray(segment.read_bytes())
-    raw[raw.index(b"value-3")] ^= 0xFF
-    segment.write_bytes(bytes(raw))
+    flip_byte_of(data / "topics/t/0/00000000000000000000.seg", b"value-3")
     with pytest.raises(Exception, match="checksum mismatch"):
         _load(spark, str(data), "t", failOnDataLoss="false").collect()

@@ -163,10 +163,10 @@ def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch], row_id:
         target.close()
 
 
-def _task_partition() -> int:
+def _task() -> TaskContext:
     context = TaskContext.get()
     assert context is not None, "write() runs in a Spark task"
-    return int(context.partitionId())
+    return context
 
 
 class BrookWriter(DataSourceArrowWriter):
@@ -180,7 +180,7 @@ class BrookWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        return write_rows(self.options, iterator, f"{self.write_id}:{_task_partition()}")
+        return write_rows(self.options, iterator, f"{self.write_id}:{_task().partitionId()}")
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: each row was durable before its task ended."""
@@ -197,8 +197,7 @@ class BrookStreamWriter(DataSourceStreamArrowWriter):
         self.options = write_options(options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        context = TaskContext.get()
-        assert context is not None, "write() runs in a Spark task"
+        context = _task()
         query = context.getLocalProperty("sql.streaming.queryId")
         batch = context.getLocalProperty("streaming.sql.batchId")
         if query is None or batch is None:
