@@ -206,3 +206,22 @@ def test_a_damaged_batch_fails_the_read_even_without_fail_on_data_loss(
     flip_byte_of(data / "topics/t/0/00000000000000000000.seg", b"value-3")
     with pytest.raises(Exception, match="checksum mismatch"):
         _load(spark, str(data), "t", failOnDataLoss="false").collect()
+
+
+def test_a_compacted_topic_reads_with_its_gaps(spark: Any, tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    with brook.open(data, segment_bytes_max=400) as b:
+        b.create_topic("c", compaction=True)
+        for i in range(120):
+            b.topic("c").append(b"v%d" % i, key=b"k%d" % (i % 5))
+        b.run_maintenance()
+        kept = []
+        while got := b.topic("c").read(0, kept[-1].offset + 1 if kept else 0, 1000):
+            kept.extend(got)
+    assert len(kept) < 120  # compaction left gaps
+    rows = _load(spark, data, "c").orderBy("offset").collect()
+    assert [(r.offset, r.value, r.key) for r in rows] == [(r.offset, r.value, r.key) for r in kept]
+    stored = {r.offset for r in kept}
+    gap = max(set(range(kept[-1].offset)) - stored)  # an offset compaction removed
+    ranged = _load(spark, data, "c", startingOffsets=f'{{"0": {gap}}}').collect()
+    assert sorted(r.offset for r in ranged) == [r.offset for r in kept if r.offset >= gap]
