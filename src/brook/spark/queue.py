@@ -19,6 +19,7 @@ It shows the group as its status log stood when the query was planned.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from pyspark.sql.types import StructType
 from brook.errors import CorruptData, NotFound
 from brook.log.view import SegmentSlice, TopicView, open_storage, read_records
 from brook.queue import status
-from brook.queue.inspect import GroupState, group_state
+from brook.queue.inspect import GroupState, Touched, group_state
 from brook.queue.lifecycle import Job, State
 from brook.queue.settings import status_log_name, stored_name
 from brook.spark.arrow import SCHEMA, SPARK_SCHEMA
@@ -74,11 +75,30 @@ class Standings(NamedTuple):
     """STATE_SCHEMA: a row per offset in `offsets`, then a ready row and an acked row."""
 
 
-def standings(state: GroupState, partition: int, start: int, end: int) -> Standings:
-    """What `state` says of offsets [start, end) of `partition`."""
-    touched = sorted(
-        (o, found) for (p, o), found in state.touched.items() if p == partition and start <= o < end
-    )
+def standings(state: GroupState, pieces: Sequence[SegmentSlice]) -> list[Standings]:
+    """What `state` says of the records of each of `pieces` (each found by bisection,
+    so planning stays linear in the records touched however many tasks there are)."""
+    touched: dict[int, list[tuple[int, Touched]]] = {}
+    for (p, o), found in state.touched.items():
+        touched.setdefault(p, []).append((o, found))
+    for items in touched.values():
+        items.sort(key=lambda item: item[0])
+    offsets = {p: [o for o, _ in items] for p, items in touched.items()}
+    out = []
+    for piece in pieces:
+        p, start, end = piece.partition, piece.start_offset, piece.end_offset
+        known = offsets.get(p, [])
+        inside = touched.get(p, [])[bisect_left(known, start) : bisect_left(known, end)]
+        runs = state.acked.get(p, [])
+        first_run = max(0, bisect_right(runs, (start, start)) - 1)
+        runs = [(a, b) for a, b in runs[first_run : bisect_left(runs, (end, end))] if b > start]
+        out.append(_standings(state.floor.get(p, 0), runs, inside))
+    return out
+
+
+def _standings(
+    floor: int, runs: list[tuple[int, int]], inside: list[tuple[int, Touched]]
+) -> Standings:
     rows: list[_Row] = [
         [
             found.job.state.value,
@@ -88,16 +108,15 @@ def standings(state: GroupState, partition: int, start: int, end: int) -> Standi
             _due_us(found.job),
             None if found.changed is None else found.changed.at_ms * 1000,
         ]
-        for _, found in touched
+        for _, found in inside
     ]
     rows += [_READY_ROW, _ACKED_ROW]
-    runs = [(a, b) for a, b in state.acked.get(partition, []) if a < end and b > start]
     columns = list(zip(*rows, strict=True))
     return Standings(
-        state.floor.get(partition, 0),
+        floor,
         np.array([a for a, _ in runs], np.int64),
         np.array([b for _, b in runs], np.int64),
-        np.array([o for o, _ in touched], np.int64),
+        np.array([o for o, _ in inside], np.int64),
         pa.RecordBatch.from_arrays(
             [pa.array(c, f.type) for c, f in zip(columns, STATE_SCHEMA, strict=True)],
             schema=STATE_SCHEMA,
@@ -180,12 +199,8 @@ class QueueReader(DataSourceReader):
         finally:
             storage.close()
         return [
-            QueueInput(
-                piece,
-                options,
-                standings(state, piece.partition, piece.start_offset, piece.end_offset),
-            )
-            for piece in pieces
+            QueueInput(piece, options, known)
+            for piece, known in zip(pieces, standings(state, pieces), strict=True)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
