@@ -7,6 +7,7 @@ without the `spark` extra; without it these commands say how to install it.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import click
 
 from brook.cli_errors import friendly, spark_error_message
+from brook.errors import BadRequest
 
 
 def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -61,6 +63,22 @@ def _session(app: str, master: str) -> Iterator[Any]:
         session.stop()
 
 
+def _edge(text: str) -> str | datetime.datetime:
+    """--from / --to: offsets (earliest, latest, JSON), or a time (UTC unless it says)."""
+    from brook.spark.options import parse_offsets
+
+    if text in ("earliest", "latest") or text.lstrip().startswith("{"):
+        parse_offsets(text)
+        return text
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(
+            f'{text!r} is neither "earliest", "latest", offsets as JSON like {{"0": 12}}, '
+            "nor a time like 2026-11-21T06:00"
+        ) from None
+
+
 @click.group()
 def spark() -> None:
     """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
@@ -75,14 +93,15 @@ def spark() -> None:
     "starting",
     default="earliest",
     show_default=True,
-    help='First offsets: earliest, or JSON like {"0": 120}.',
+    help='Where to start: earliest, offsets as JSON like {"0": 120}, or a UTC time like '
+    "2026-11-21 or 2026-11-21T06:00.",
 )
 @click.option(
     "--to",
     "ending",
     default="latest",
     show_default=True,
-    help='Offsets to stop before: latest, or JSON like {"0": 500}.',
+    help='Where to stop (exclusive): latest, offsets as JSON like {"0": 500}, or a UTC time.',
 )
 @click.option(
     "--mode",
@@ -105,10 +124,7 @@ def spark_export(
     master: str,
 ) -> None:
     """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
-    from brook.spark.options import parse_offsets
-
-    parse_offsets(starting)  # bad input fails here, before Spark starts
-    parse_offsets(ending)
+    first, stop = _edge(starting), _edge(ending)  # bad input fails here, before Spark starts
     from rich.progress import Progress
 
     from brook.spark import jobs
@@ -123,8 +139,8 @@ def spark_export(
             data,
             topic,
             output,
-            starting,
-            ending,
+            first,
+            stop,
             mode,
             _options(endpoint_url, region),
             progress=lambda done, total: bar.update(task, completed=done, total=total),

@@ -43,6 +43,22 @@ def test_the_view_reads_what_was_acknowledged_across_segments(tmp_path: Path) ->
         assert view.bounds() == {0: (0, 211)}  # a growing segment is read on from where it was
 
 
+def test_offsets_at_a_time_are_the_first_written_then_or_later(tmp_path: Path) -> None:
+    now = [1_000.0]
+    with brook.open(str(tmp_path), segment_bytes_max=500, clock=lambda: now[0]) as b:
+        b.create_topic("t", partitions=2)
+        for second in (0, 1, 2, 3, 1.5, 5):  # the clock steps back once
+            now[0] = 1_000 + second
+            for p in (0, 1):
+                b.topic("t").append_many([Record(b"x" * 30)] * 5, partition=p)
+        view = TopicView(open_storage(str(tmp_path)), "t")
+        assert view.offsets_at(0) == {0: 0, 1: 0}
+        assert view.offsets_at(1_001_000) == {0: 5, 1: 5}
+        assert view.offsets_at(1_001_500) == {0: 10, 1: 10}  # the batch at 2 s comes first
+        assert view.offsets_at(1_004_000) == {0: 25, 1: 25}
+        assert view.offsets_at(1_009_000) == {0: 30, 1: 30}  # none so late: the end
+
+
 def test_batches_written_but_not_yet_synced_are_not_seen(tmp_path: Path) -> None:
     storage = LocalStorage(tmp_path)
     storage.write_atomic("topics/t/topic.json", b'{"partitions": 1}')

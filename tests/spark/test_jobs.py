@@ -76,6 +76,27 @@ def test_export_a_range(spark: Any, tmp_path: Path) -> None:
     assert result.rows == len(offsets)
 
 
+def test_export_a_range_of_time(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    written = _records_over_three_days(data)
+    second_day = datetime.datetime(2026, 1, 2)
+    result = jobs.export(
+        spark,
+        str(data),
+        "events",
+        str(tmp_path / "day2"),
+        starting=second_day,
+        ending=second_day + datetime.timedelta(days=1),
+    )
+    assert (result.rows, result.dates) == (40, ["2026-01-02"])
+    values = {bytes(r.value) for r in spark.read.parquet(str(tmp_path / "day2")).collect()}
+    assert values == {r.value for _, r in written if r.value.startswith(b"d1-")}
+    later = jobs.export(
+        spark, str(data), "events", str(tmp_path / "later"), starting=second_day, ending="latest"
+    )
+    assert later.dates == ["2026-01-02", "2026-01-03"]
+
+
 def test_brook_spark_export_on_the_command_line(tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "lake"
     _records_over_three_days(data)
@@ -101,9 +122,18 @@ def test_brook_spark_export_on_the_command_line(tmp_path: Path) -> None:
     bad = subprocess.run([*elsewhere, "--from", "soon"], capture_output=True, text=True)
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [
-        'Error: bad_request: offsets must be "earliest", "latest" or JSON like '
-        "{\"0\": 12}, not 'soon'"
+        'Error: bad_request: \'soon\' is neither "earliest", "latest", offsets as JSON like '
+        '{"0": 12}, nor a time like 2026-11-21T06:00'
     ]
+    one_day = ["--from", "2026-01-03", "--to", "2026-01-04", "--master", "local[1]"]
+    day = subprocess.run(
+        [*run[:-1], str(tmp_path / "day3"), "--data", str(data), *one_day],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert day.returncode == 0, day.stderr
+    assert "exported 40 records of events" in day.stdout and "(1 day(s): 2026-01-03)" in day.stdout
     gone = subprocess.run(
         [*elsewhere, "--from", '{"9": 0}', "--master", "local[1]"],
         capture_output=True,

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brook.errors import BadRequest, InvalidName
-from brook.spark.options import parse_offsets, read_options, resolve, write_options
+from brook.spark.options import AtTime, parse_offsets, read_options, resolve, write_options
 from brook.spark.source import allot
 
 
@@ -36,6 +36,12 @@ def test_option_names_ignore_case_and_underscores() -> None:
         ({"path": "/d", "topic": "t", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
         ({"path": "/d", "topic": "t", "maxRecordsPerTrigger": "0"}, "must be positive"),
         ({"path": "/d", "topic": "t", "endingOffsets": "earliest"}, "reads nothing"),
+        ({"path": "/d", "topic": "t", "startingTimestamp": "yesterday"}, "ms since the epoch"),
+        ({"path": "/d", "topic": "t", "endingTimestamp": "-5"}, "ms since the epoch"),
+        (
+            {"path": "/d", "topic": "t", "startingOffsets": "earliest", "startingTimestamp": "1"},
+            "startingOffsets or startingTimestamp, not both",
+        ),
     ],
 )
 def test_bad_read_options(options: dict[str, str], message: str) -> None:
@@ -43,9 +49,21 @@ def test_bad_read_options(options: dict[str, str], message: str) -> None:
         read_options(options, streaming=False)
 
 
+def test_times_stand_for_offsets() -> None:
+    given = {"path": "/d", "topic": "t", "starting_timestamp": "1700000000000"}
+    options = read_options({**given, "endingTimestamp": "1800000000000"}, streaming=False)
+    assert (options.starting, options.ending) == (
+        AtTime(1_700_000_000_000),
+        AtTime(1_800_000_000_000),
+    )
+    assert read_options(given, streaming=True).starting == AtTime(1_700_000_000_000)
+
+
 def test_streams_take_no_ending_and_need_a_valid_topic() -> None:
     with pytest.raises(BadRequest, match="a stream reads on"):
         read_options({"path": "/d", "topic": "t", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(BadRequest, match="endingTimestamp is for batch queries"):
+        read_options({"path": "/d", "topic": "t", "endingTimestamp": "5"}, streaming=True)
     with pytest.raises(InvalidName):
         read_options({"path": "/d", "topic": "__internal"}, streaming=True)
 

@@ -97,6 +97,8 @@ class Extent(NamedTuple):
     """First offset of each readable batch, in order."""
     positions: list[int]
     """Byte position of each readable batch."""
+    stamps: list[int]
+    """When the broker wrote each readable batch (ms since the epoch)."""
 
 
 class SegmentSlice(NamedTuple):
@@ -120,6 +122,7 @@ class _Growing:
         self.next_offset = base
         self.bases: list[int] = []
         self.positions: list[int] = []
+        self.stamps: list[int] = []
 
 
 class TopicView:
@@ -167,6 +170,27 @@ class TopicView:
                 out[p] = (0, 0)
             else:
                 out[p] = (extents[0].base_offset, extents[-1].next_offset)
+        return out
+
+    def offsets_at(self, ms: int) -> dict[int, int]:
+        """Per partition: the first offset written at or after `ms` (epoch ms), or the
+        partition's end when none was. Batches are looked at in offset order, so a
+        clock that stepped back never hides a later batch."""
+        out = {}
+        for p in range(self.partitions):
+            extents = self.extents(p)
+            out[p] = extents[-1].next_offset if extents else 0
+            found = next(
+                (
+                    max(base, extent.base_offset)
+                    for extent in extents
+                    for base, stamp in zip(extent.bases, extent.stamps, strict=True)
+                    if stamp >= ms
+                ),
+                None,
+            )
+            if found is not None:
+                out[p] = found
         return out
 
     def slices(
@@ -235,7 +259,13 @@ class TopicView:
         # The lists are shared, not copied (a stream asks on every trigger): they only
         # grow, by batches past this extent's end, which its slicing never reaches.
         return Extent(
-            name, base, growing.next_offset, growing.end_bytes, growing.bases, growing.positions
+            name,
+            base,
+            growing.next_offset,
+            growing.end_bytes,
+            growing.bases,
+            growing.positions,
+            growing.stamps,
         )
 
     def _mark(self, prefix: str) -> DurableMark | None:
@@ -269,6 +299,7 @@ def _read_seal(reader: ReadFile, name: str, base: int, size: int) -> Extent | No
         index_position,
         [e.base_offset for e in entries],
         [e.position for e in entries],
+        [e.timestamp for e in entries],
     )
 
 
@@ -289,6 +320,7 @@ def _walk(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> Non
                 return  # a batch not wholly synced yet
             growing.bases.append(header.base_offset)
             growing.positions.append(pos + at)
+            growing.stamps.append(header.timestamp)
             growing.next_offset = header.next_offset
             at += header.length
             growing.end_bytes = pos + at

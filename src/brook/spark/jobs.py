@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -27,17 +28,34 @@ class ExportResult(NamedTuple):
     """The date partitions written (yyyy-MM-dd, UTC)."""
 
 
+Edge = str | datetime.datetime
+""""earliest", "latest", offsets as JSON ({"0": 12}), or a time (naive means UTC)."""
+
+
 def read_topic(
     spark: Any,
     location: str,
     topic: str,
-    starting: str = "earliest",
-    ending: str = "latest",
+    starting: Edge = "earliest",
+    ending: Edge = "latest",
     storage_options: dict[str, str] | None = None,
 ) -> Any:
-    """The topic's records from `starting` to `ending` as a DataFrame (a `brook` batch read)."""
+    """The topic's records from `starting` to `ending` as a DataFrame (a `brook` batch
+    read); a time means the first record written at or after it."""
     reader = _reader(spark, "brook", location, storage_options).option("topic", topic)
-    return reader.option("startingOffsets", starting).option("endingOffsets", ending).load()
+    for name, edge in (("starting", starting), ("ending", ending)):
+        if isinstance(edge, datetime.datetime):
+            reader = reader.option(f"{name}Timestamp", str(epoch_ms(edge)))
+        else:
+            reader = reader.option(f"{name}Offsets", edge)
+    return reader.load()
+
+
+def epoch_ms(moment: datetime.datetime) -> int:
+    """Milliseconds since the epoch; a naive time is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
 
 
 def _reader(spark: Any, source: str, location: str, storage_options: dict[str, str] | None) -> Any:
@@ -102,13 +120,13 @@ def export(
     location: str,
     topic: str,
     output: str,
-    starting: str = "earliest",
-    ending: str = "latest",
+    starting: Edge = "earliest",
+    ending: Edge = "latest",
     mode: str = "errorifexists",
     storage_options: dict[str, str] | None = None,
     progress: Progress | None = None,
 ) -> ExportResult:
-    """Write offsets [starting, ending) of `topic` as Parquet under `output`, one
+    """Write records [starting, ending) of `topic` as Parquet under `output`, one
     folder per day (`date=yyyy-MM-dd`, the records' UTC dates), with every column
     of the record. `mode` is Spark's: "errorifexists" (the default: an archive is
     never written twice by mistake), "append" or "overwrite". Returns what was written."""

@@ -19,8 +19,16 @@ EARLIEST = -2
 LATEST = -1
 """In an offsets JSON, as in Spark's Kafka source: the partition's earliest or latest offset."""
 
-Offsets = str | dict[int, int]
-""""earliest", "latest", or an offset per partition (EARLIEST / LATEST allowed)."""
+
+class AtTime(NamedTuple):
+    """Offsets given by a time (startingTimestamp, endingTimestamp): in each partition,
+    the first record written at or after `ms` (epoch milliseconds), else its end."""
+
+    ms: int
+
+
+Offsets = str | dict[int, int] | AtTime
+""""earliest", "latest", an offset per partition (EARLIEST / LATEST allowed), or a time."""
 
 _S3_OPTIONS = {"endpointurl": "endpoint_url", "region": "region"}
 _READ_OPTIONS = {
@@ -29,6 +37,8 @@ _READ_OPTIONS = {
     "topic",
     "startingoffsets",
     "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
     "maxrecordspertrigger",
     "failondataloss",
     "maxbytespertask",
@@ -60,14 +70,19 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
         raise BadRequest(f"unknown option(s) {unknown} for reading from brook")
     location = _location(given, reading=True)
     topic = validate.topic_name(given.get("topic", ""))
-    starting = parse_offsets(given.get("startingoffsets", "latest" if streaming else "earliest"))
+    starting: Offsets = parse_offsets(
+        given.get("startingoffsets", "latest" if streaming else "earliest")
+    )
     if starting == "latest" and not streaming:
         raise BadRequest('startingOffsets "latest" reads nothing in a batch query')
-    if "endingoffsets" in given and streaming:
-        raise BadRequest("endingOffsets is for batch queries; a stream reads on")
-    ending = parse_offsets(given.get("endingoffsets", "latest"))
+    for name in ("endingoffsets", "endingtimestamp"):
+        if name in given and streaming:
+            raise BadRequest(f"{_SPELLED[name]} is for batch queries; a stream reads on")
+    ending: Offsets = parse_offsets(given.get("endingoffsets", "latest"))
     if ending == "earliest":
         raise BadRequest('endingOffsets "earliest" reads nothing')
+    starting = _at_time(given, "starting") or starting
+    ending = _at_time(given, "ending") or ending
     per_trigger = given.get("maxrecordspertrigger")
     return ReadOptions(
         location,
@@ -144,7 +159,7 @@ def _location(given: dict[str, str], reading: bool) -> str:
     return url
 
 
-def parse_offsets(text: str) -> Offsets:
+def parse_offsets(text: str) -> str | dict[int, int]:
     """ "earliest", "latest", or JSON {"<partition>": offset} (-2 earliest, -1 latest)."""
     if text in ("earliest", "latest"):
         return text
@@ -170,7 +185,7 @@ def parse_offsets(text: str) -> Offsets:
 
 
 def resolve(
-    spec: Offsets, bounds: dict[int, tuple[int, int]], missing: str, what: str
+    spec: str | dict[int, int], bounds: dict[int, tuple[int, int]], missing: str, what: str
 ) -> dict[int, int]:
     """Offsets per partition from `spec` and each partition's (earliest, latest);
     partitions left out of a JSON spec take `missing`. Raises BadRequest for a
@@ -189,6 +204,27 @@ def resolve(
         offset = given.get(p, EARLIEST if edge == "earliest" else LATEST)
         out[p] = earliest if offset == EARLIEST else latest if offset == LATEST else offset
     return out
+
+
+_SPELLED = {
+    "endingoffsets": "endingOffsets",
+    "endingtimestamp": "endingTimestamp",
+    "startingoffsets": "startingOffsets",
+    "startingtimestamp": "startingTimestamp",
+}
+
+
+def _at_time(given: dict[str, str], edge: str) -> AtTime | None:
+    """startingTimestamp / endingTimestamp (epoch ms), never beside its offsets option."""
+    name = f"{edge}timestamp"
+    if name not in given:
+        return None
+    if f"{edge}offsets" in given:
+        raise BadRequest(f"give {_SPELLED[f'{edge}offsets']} or {_SPELLED[name]}, not both")
+    text = given[name].strip()
+    if not text.isdigit():
+        raise BadRequest(f"{_SPELLED[name]} is a time in ms since the epoch, not {text!r}")
+    return AtTime(int(text))
 
 
 def _positive(text: str, name: str) -> int:

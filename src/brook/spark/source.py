@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from brook.errors import BadRequest, CorruptData, DataLoss, StorageError
 from brook.log.view import SegmentSlice, TopicView, open_storage, read_slice
 from brook.spark.arrow import SPARK_SCHEMA, to_arrow
-from brook.spark.options import ReadOptions, read_options, resolve
+from brook.spark.options import AtTime, Offsets, ReadOptions, read_options, resolve
 from brook.storage import Storage
 
 log = logging.getLogger("brook.spark")
@@ -88,6 +88,15 @@ def _view(options: ReadOptions) -> TopicView:
     return TopicView(open_storage(options.location, options.storage_options), options.topic)
 
 
+def _offsets(
+    view: TopicView, spec: Offsets, bounds: dict[int, tuple[int, int]], missing: str, what: str
+) -> dict[int, int]:
+    """Offsets per partition from an option: found by time in the log, or resolved."""
+    if isinstance(spec, AtTime):
+        return view.offsets_at(spec.ms)
+    return resolve(spec, bounds, missing, what)
+
+
 def _check_start(
     options: ReadOptions, start: dict[int, int], bounds: dict[int, tuple[int, int]]
 ) -> dict[int, int]:
@@ -111,8 +120,8 @@ class BrookReader(DataSourceReader):
         view = _view(self.options)
         try:
             bounds = view.bounds()
-            start = resolve(self.options.starting, bounds, "earliest", "startingOffsets")
-            end = resolve(self.options.ending, bounds, "latest", "endingOffsets")
+            start = _offsets(view, self.options.starting, bounds, "earliest", "startingOffsets")
+            end = _offsets(view, self.options.ending, bounds, "latest", "endingOffsets")
             for p, (_, latest) in bounds.items():
                 if end[p] > latest:
                     raise BadRequest(
@@ -149,7 +158,7 @@ class BrookStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, int]:
         bounds = self.view.bounds()
-        start = resolve(self.options.starting, bounds, "latest", "startingOffsets")
+        start = _offsets(self.view, self.options.starting, bounds, "latest", "startingOffsets")
         return {str(p): o for p, o in start.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
