@@ -60,7 +60,10 @@ def broker_at(data: Path, url: str | None) -> Iterator[str]:
         deadline = time.monotonic() + 60
         while True:
             if server.poll() is not None:
-                sys.exit(f"brook serve did not start on {data} (is a broker already serving it?)")
+                sys.exit(
+                    f"brook serve did not start on {data}. If a broker already serves it "
+                    "(make run), give its address: --url http://127.0.0.1:8080"
+                )
             try:
                 with urllib.request.urlopen(f"{started}/v1/health", timeout=1):
                     break
