@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brook.errors import BadRequest, InvalidName
-from brook.spark.options import AtTime, parse_offsets, read_options, resolve, write_options
+from brook.spark.options import (
+    AtTime,
+    parse_offsets,
+    queue_options,
+    read_options,
+    resolve,
+    write_options,
+)
 from brook.spark.source import allot
 
 
@@ -66,6 +73,21 @@ def test_streams_take_no_ending_and_need_a_valid_topic() -> None:
         read_options({"path": "/d", "topic": "t", "endingTimestamp": "5"}, streaming=True)
     with pytest.raises(InvalidName):
         read_options({"path": "/d", "topic": "__internal"}, streaming=True)
+
+
+def test_a_queue_table_takes_a_group_and_no_range() -> None:
+    options, group = queue_options({"path": "/d", "topic": "t", "Group": "billing"})
+    assert (options.location, options.topic, options.starting, group) == (
+        "/d",
+        "t",
+        "earliest",
+        "billing",
+    )
+    for extra in ("startingOffsets", "startingTimestamp", "endingTimestamp", "failOnDataLoss"):
+        with pytest.raises(BadRequest, match="do not apply to a queue group"):
+            queue_options({"path": "/d", "topic": "t", "group": "g", extra: "1"})
+    with pytest.raises(InvalidName):
+        queue_options({"path": "/d", "topic": "t"})
 
 
 def test_write_options() -> None:

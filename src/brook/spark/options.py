@@ -99,7 +99,14 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     )
 
 
-_NOT_FOR_QUEUES = {"startingoffsets", "endingoffsets", "maxrecordspertrigger", "failondataloss"}
+_NOT_FOR_QUEUES = {
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "maxrecordspertrigger",
+    "failondataloss",
+}
 
 
 def queue_options(options: Mapping[str, str]) -> tuple[ReadOptions, str]:
