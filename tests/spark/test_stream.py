@@ -81,6 +81,28 @@ def test_a_stream_starts_at_the_end_by_default(spark: Any, tmp_path: Path) -> No
     assert sorted(seen) == list(range(100, 120))
 
 
+def test_a_stream_can_start_at_a_time(spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    now = [1_000.0]
+    with brook.open(str(data), clock=lambda: now[0]) as b:
+        b.create_topic("in", partitions=2)
+        for second in range(4):
+            now[0] = 1_000 + second
+            for p in (0, 1):
+                b.topic("in").append_many([Record(b"%d" % second)] * 10, partition=p)
+    seen: list[bytes] = []
+    query = (
+        _stream(spark, data, "in", startingTimestamp="1002000")
+        .writeStream.foreachBatch(lambda df, _: seen.extend(bytes(r.value) for r in df.collect()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert sorted(seen) == [b"2"] * 20 + [b"3"] * 20
+
+
 def test_stop_and_restart_from_the_checkpoint_leaves_no_gap_and_no_duplicate(
     spark: Any, tmp_path: Path
 ) -> None:
