@@ -31,19 +31,16 @@ Offsets = str | dict[int, int] | AtTime
 """"earliest", "latest", an offset per partition (EARLIEST / LATEST allowed), or a time."""
 
 _S3_OPTIONS = {"endpointurl": "endpoint_url", "region": "region"}
-_READ_OPTIONS = {
-    "path",
-    "url",
-    "topic",
+_RANGE_OPTIONS = {
     "startingoffsets",
     "endingoffsets",
     "startingtimestamp",
     "endingtimestamp",
     "maxrecordspertrigger",
     "failondataloss",
-    "maxbytespertask",
-    *_S3_OPTIONS,
 }
+"""What a read takes to choose its records; a queue group's table holds them all."""
+_READ_OPTIONS = {"path", "url", "topic", "maxbytespertask", *_RANGE_OPTIONS, *_S3_OPTIONS}
 _WRITE_OPTIONS = {"path", "url", "topic", "apikey", "checkpointlocation"}
 
 
@@ -99,21 +96,11 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     )
 
 
-_NOT_FOR_QUEUES = {
-    "startingoffsets",
-    "endingoffsets",
-    "startingtimestamp",
-    "endingtimestamp",
-    "maxrecordspertrigger",
-    "failondataloss",
-}
-
-
 def queue_options(options: Mapping[str, str]) -> tuple[ReadOptions, str]:
     """Check the options of a queue group's table (`brook_queue`): a reader's, with
     `group` and without offsets. Returns them and the group name; raises BadRequest."""
     given = normalise(options)
-    refused = sorted(set(given) & _NOT_FOR_QUEUES)
+    refused = sorted(set(given) & _RANGE_OPTIONS)
     if refused:
         raise BadRequest(
             f"option(s) {refused} do not apply to a queue group's table: it holds every "
