@@ -98,6 +98,8 @@ class FaultyProxy:
         self.plan: Plan = plan or (lambda method, path: None)
         self.requests = 0
         self.harmed = 0
+        self.ignore_conditions = False
+        """Drop If-Match / If-None-Match before passing requests on: a store that ignores them."""
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -164,6 +166,8 @@ class FaultyProxy:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         try:
             head = _without(head, b"connection")
+            if self.ignore_conditions:
+                head = _without(_without(head, b"if-match"), b"if-none-match")
             writer.write(head[:-2] + b"connection: close\r\n\r\n" + body)
             await writer.drain()
             answer = await reader.read()

@@ -1,4 +1,5 @@
-"""moto's S3 server as a real HTTP server on 127.0.0.1, for the tests that need a bucket."""
+"""moto's S3 server as a real HTTP server on 127.0.0.1, for the tests that need a bucket
+(with its conditional PUTs atomic, as S3's are: tests/moto_atomic.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from pathlib import Path
 
 import httpx
 
@@ -24,11 +26,12 @@ class MotoServer:
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
+            [sys.executable, "-m", "tests.moto_atomic", "-H", "127.0.0.1", "-p", "0"],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, **CREDENTIALS},
+            cwd=Path(__file__).parents[1],
         )
         assert self.process.stdout is not None
         for line in self.process.stdout:

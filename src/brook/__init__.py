@@ -7,12 +7,13 @@ with brook.open("./data") as b:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from brook import errors
 from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
-from brook.errors import BadRequest
+from brook.errors import BadRequest, NotFound
 from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
@@ -44,14 +45,19 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def open(location: str = "./brook-data", **options: Any) -> Broker:
+def open(location: str = "./brook-data", *, read_only: bool = False, **options: Any) -> Broker:
     """Open an embedded broker on a local directory, "s3://bucket/prefix" or "memory://".
 
     Options are Broker's keyword arguments (linger_ms, batch_bytes_max,
     segment_bytes_max, ...); for a directory also preallocate_bytes; for S3
-    endpoint_url, region, cache_dir and cache_bytes (credentials come from the
-    usual AWS_* environment variables). Raises Locked if another broker holds
-    a directory; on S3 the newest broker wins and older ones get Fenced.
+    endpoint_url, region, cache_dir, cache_bytes, take_over, wait_for_lease and
+    lease_ms (credentials come from the usual AWS_* environment variables).
+
+    One broker owns a location at a time: raises Locked if another holds the
+    directory, or a live lease on the prefix (take_over=True takes a prefix
+    from a live owner, which is then fenced; wait_for_lease=True waits for the
+    lease of a crashed owner to run out). With read_only=True nothing is taken
+    or written: the broker reads beside the owner and every write raises ReadOnly.
     """
     from brook.storage.local import LocalStorage
     from brook.storage.memory import MemoryStorage
@@ -64,22 +70,35 @@ def open(location: str = "./brook-data", **options: Any) -> Broker:
     if location.startswith("s3://"):
         from brook.storage.s3 import S3Storage
 
-        s3_options = {
-            name: options.pop(name)
-            for name in ("endpoint_url", "region", "cache_dir", "cache_bytes", "request_timeout_s")
-            if name in options
-        }
-        return Broker(S3Storage(location, **s3_options), **options)
+        s3_names = (
+            "endpoint_url",
+            "region",
+            "cache_dir",
+            "cache_bytes",
+            "request_timeout_s",
+            "take_over",
+            "wait_for_lease",
+            "lease_ms",
+        )
+        s3_options = {name: options.pop(name) for name in s3_names if name in options}
+        return Broker(S3Storage(location, **s3_options), read_only=read_only, **options)
+    for name in ("take_over", "wait_for_lease", "lease_ms"):
+        if options.pop(name, None):
+            raise BadRequest(
+                f"{name} applies to s3:// storage only: a directory is locked while its broker runs"
+            )
     if location == "memory://":
-        return Broker(MemoryStorage(), **options)
+        return Broker(MemoryStorage(), read_only=read_only, **options)
     if location.startswith("file://"):
         location = location.removeprefix("file://")
     elif "://" in location:
         raise BadRequest(
             f"unsupported storage {location!r}: use a directory path, s3://bucket/prefix or memory://"
         )
+    if read_only and not Path(location).is_dir():
+        raise NotFound(f"no Brook data at {location}: the directory does not exist")
     storage = LocalStorage(location) if preallocate is None else LocalStorage(location, preallocate)
-    return Broker(storage, **options)
+    return Broker(storage, read_only=read_only, **options)
 
 
 def connect(url: str, api_key: str | None = None, timeout: float = 60.0) -> RemoteBroker:

@@ -17,6 +17,7 @@ import msgspec
 
 from brook import limits, validate
 from brook.commit import Committer
+from brook.commit.refusing import RefusingCommitter
 from brook.errors import BadRequest, Closed, Conflict, TopicNotFound
 from brook.groups.consumer import Consumer, GroupStore
 from brook.idempotency import IdempotencyIndex
@@ -28,6 +29,7 @@ from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import Ack, TopicConfig, TopicInfo
 from brook.storage import Storage
+from brook.storage.readonly import ReadOnlyStorage
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -75,7 +77,11 @@ class Broker:
         segment_ms_max: int = limits.segment_ms_max_default,
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
         clock: Callable[[], float] = time.time,
+        read_only: bool = False,
     ) -> None:
+        """A broker owning `storage` (locked, recovered), or with `read_only` one that
+        looks at it beside its owner: nothing is locked, recovered or written, and
+        every write raises ReadOnly (SPEC §0)."""
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
@@ -88,6 +94,12 @@ class Broker:
         validate.whole(segment_bytes_max, "segment_bytes_max", 1)
         validate.whole(segment_ms_max, "segment_ms_max", 1)
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
+        self.read_only = read_only
+        if read_only:
+            storage.attach()
+            storage = ReadOnlyStorage(storage)
+        else:
+            storage.lock()
         self.storage = storage
         self.clock = clock
         self.settings = LogSettings(segment_bytes_max, segment_ms_max)
@@ -97,23 +109,26 @@ class Broker:
         """Notified after every commit round, for readers waiting on new records."""
         self.round_listeners: list[Callable[[], None]] = []
         """Called (on the syncer thread) after every commit round; must be quick."""
-        storage.lock()
         try:
             sweep = getattr(storage, "sweep_trash", None)
             if sweep is not None:
                 sweep()
             self._recover_topics()
             self.idempotency = IdempotencyIndex(idempotency_window_ms)
-            self._rebuild_idempotency()
             self.groups = GroupStore(self)
-            self.committer = Committer(
-                self.idempotency,
-                linger_ms=linger_ms,
-                batch_bytes_max=batch_bytes_max,
-                clock=clock,
-                maintenance=self._maintenance,
-                on_round=self._wake_readers,
-            )
+            self.committer: Committer | RefusingCommitter
+            if read_only:
+                self.committer = RefusingCommitter()
+            else:
+                self._rebuild_idempotency()
+                self.committer = Committer(
+                    self.idempotency,
+                    linger_ms=linger_ms,
+                    batch_bytes_max=batch_bytes_max,
+                    clock=clock,
+                    maintenance=self._maintenance,
+                    on_round=self._wake_readers,
+                )
             self.queues = QueueStore(self)
             self.timers = TimerService(self)
         except BaseException:
@@ -249,7 +264,7 @@ class Broker:
         if state is not None:
             return state
         validate.topic_name(name)
-        if not create:
+        if not create or self.read_only:
             raise TopicNotFound(f"topic {name} does not exist")
         return self._ensure_topic(name, TopicConfig(), exact=False)
 

@@ -25,6 +25,7 @@ from brook.cli_errors import friendly
 from brook.cli_spark import spark
 from brook.errors import BrookError, Locked
 from brook.server import app
+from brook.storage.s3.lease import lease_ms_default, lease_ms_min
 
 data_option = click.option(
     "--data",
@@ -49,11 +50,12 @@ def broker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return data_option(fn)
 
 
-def _connect(data: str, url: str | None, api_key: str | None) -> Any:
-    """The broker to talk to: remote when --url is given, else the directory (embedded)."""
+def _connect(data: str, url: str | None, api_key: str | None, read_only: bool = False) -> Any:
+    """The broker to talk to: remote when --url is given, else the directory (embedded);
+    `read_only` for a command that only looks, so it works beside a running broker."""
     if url:
         return brook.connect(url, api_key=api_key)
-    return _open(data)
+    return _open(data, read_only=read_only)
 
 
 def _open(data: str, **options: Any) -> brook.Broker:
@@ -67,7 +69,9 @@ def _open(data: str, **options: Any) -> brook.Broker:
     try:
         return brook.open(data, **options)
     except Locked as exc:
-        raise click.ClickException(f"{exc.message}; stop that broker or use its API") from None
+        raise click.ClickException(
+            f"{exc.message}; or give --url to go through that broker's API"
+        ) from None
 
 
 def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +173,23 @@ def _is_loopback(host: str) -> bool:
     envvar="BROOK_CACHE_BYTES",
     help="Most disk space the read cache of --storage may use.",
 )
+@click.option(
+    "--take-over",
+    is_flag=True,
+    envvar="BROOK_TAKE_OVER",
+    help="Take --storage over from a broker that still serves it (a rolling deploy): "
+    "that broker is fenced and stops. Without it, a live owner makes this one refuse, "
+    "and a crashed owner's lease is waited out.",
+)
+@click.option(
+    "--lease-ms",
+    default=lease_ms_default,
+    show_default=True,
+    type=click.IntRange(lease_ms_min, 600_000),
+    envvar="BROOK_LEASE_MS",
+    help="How long this broker's hold on --storage lasts unrenewed: how long a restart "
+    "after a crash waits for it.",
+)
 @click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
 @click.pass_obj
 @friendly
@@ -187,6 +208,8 @@ def serve(
     region: str | None,
     cache_dir: str,
     cache_bytes: int,
+    take_over: bool,
+    lease_ms: int,
     log_level: str,
 ) -> None:
     """Serve the HTTP API for the broker on --data (or --storage) until SIGTERM or Ctrl-C."""
@@ -206,8 +229,16 @@ def serve(
             region=region,
             cache_dir=cache_dir,
             cache_bytes=cache_bytes,
+            take_over=take_over,
+            wait_for_lease=True,
+            lease_ms=lease_ms,
         )
     else:
+        if take_over:
+            raise click.ClickException(
+                "--take-over applies to --storage s3://...: a directory is locked while its "
+                "broker runs; stop that broker first"
+            )
         broker = _open(data, linger_ms=linger_ms)
     try:
         uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
@@ -271,7 +302,7 @@ def topics() -> None:
 @broker_options
 @friendly
 def topics_list(data: str, url: str | None, api_key: str | None) -> None:
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=True) as b:
         for info in b.topics():
             total = sum(info.end_offsets.values())
             click.echo(f"{info.name}\tpartitions={info.partitions}\trecords={total}")
@@ -305,7 +336,7 @@ def topics_create(
 @broker_options
 @friendly
 def topics_describe(name: str, data: str, url: str | None, api_key: str | None) -> None:
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=True) as b:
         for info in b.topics():
             if info.name == name:
                 click.echo(f"name: {info.name}\npartitions: {info.partitions}")
@@ -405,7 +436,7 @@ def timers_cancel(timer_id: str, data: str, url: str | None, api_key: str | None
 @friendly
 def timers_show(timer_id: str, data: str, url: str | None, api_key: str | None) -> None:
     """Print a timer's state: pending, fired (where) or cancelled."""
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=True) as b:
         info = b.timer(timer_id)
         if info is None:
             raise click.ClickException(f"timer {timer_id} is not known")
@@ -427,7 +458,7 @@ def queue() -> None:
 @friendly
 def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str | None) -> None:
     """Print the group's settings and its records by state."""
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=True) as b:
         q = b.queue(topic, group)
         for name, value in q.stats().items():
             click.echo(f"{name}: {value}")
@@ -484,7 +515,7 @@ def queue_dead(
 
     The dead-letter topic is a log: records redriven since still appear in it.
     """
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=True) as b:
         target = b.queue(topic, group).settings()["dead_letter_topic"]
         if target not in {info.name for info in b.topics()}:
             click.echo(f"no dead records yet ({target} is empty)", err=True)
@@ -569,7 +600,7 @@ def consume(
     With --group, from the group's position, committing as it goes. Without, nothing is
     recorded anywhere: --from-beginning reads every partition from its oldest record.
     """
-    with _connect(data, url, api_key) as b:
+    with _connect(data, url, api_key, read_only=group is None) as b:
         if group is None:
             records = _read_all(b, topic, count) if from_beginning else []
             for record in records:

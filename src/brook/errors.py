@@ -12,7 +12,8 @@
     ├── Conflict                    409
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
-    │   └── Fenced                  409  a newer writer took over this storage location
+    │   ├── Fenced                  409  a newer writer took over this storage location
+    │   └── ReadOnly                409  a write on a broker opened with read_only=True
     ├── DataLoss                    410  records a reader asked for are no longer stored (retention)
     ├── RecordTooLarge              413
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
@@ -90,6 +91,10 @@ class Locked(Conflict):
 
 class Fenced(Conflict):
     code = "fenced"
+
+
+class ReadOnly(Conflict):
+    code = "read_only"
 
 
 class DataLoss(BrookError):

@@ -23,6 +23,8 @@ from tests.s3server import MotoServer
 from tests.served import Served
 
 DEATHS = int(os.environ.get("BROOK_MACHINE_DEATHS", "5"))
+LEASE_MS = 2_000
+"""Short, so each new machine waits out its dead predecessor's lease quickly."""
 
 
 @pytest.mark.crash
@@ -47,6 +49,8 @@ def test_a_dead_machine_loses_nothing_the_bucket_acknowledged(
             moto.endpoint,
             "--cache-dir",
             str(machine / "cache"),
+            "--lease-ms",
+            str(LEASE_MS),
         )
         position = {"0": death * 3}
         status, _ = server.request(
@@ -73,8 +77,12 @@ def test_a_dead_machine_loses_nothing_the_bucket_acknowledged(
         for thread, seq, partition, offset in acked:
             expected[(partition, offset)] = value_for(death, thread, seq)
 
+        # The dead machine's lease is still live: the new one waits it out, as serve does.
         with brook.open(
-            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "fresh-machine")
+            url,
+            endpoint_url=moto.endpoint,
+            cache_dir=str(tmp_path / "fresh-machine"),
+            wait_for_lease=True,
         ) as b:
             check_acknowledged(b, expected, f"seed {seed}, death {death}")
             assert b.consumer("crash", "billing").committed()[0] == committed["0"]

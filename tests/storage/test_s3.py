@@ -51,7 +51,8 @@ def test_a_fresh_machine_serves_every_acknowledged_record_and_position(
     ends = orders.end_offsets()
     shutil.rmtree(tmp_path / "cache")  # the machine and its disk are gone
 
-    second = opened(moto, url, tmp_path / "new-cache")
+    # The dead machine's lease is still live: an operator who knows takes the prefix over.
+    second = opened(moto, url, tmp_path / "new-cache", take_over=True)
     assert second.topic("orders").end_offsets() == ends
     for ack in acks:
         record = second.topic("orders").read(ack.partition, ack.offset, 1)[0]
@@ -70,7 +71,7 @@ def test_the_newer_broker_fences_the_older_and_nothing_it_writes_is_seen(
     url = moto.fresh_url()
     old = opened(moto, url, tmp_path / "old")
     old.topic("t").append(b"before")
-    new = opened(moto, url, tmp_path / "new")
+    new = opened(moto, url, tmp_path / "new", take_over=True)
     with pytest.raises(Fenced):
         old.topic("t").append(b"after the takeover")
     with pytest.raises(Fenced):
@@ -248,9 +249,11 @@ def test_bytes_in_flight_count_and_a_cut_cancels_them(moto: MotoServer, tmp_path
     reader = storage.open_read("seg/a")
     assert reader.read(0, 100) == b"headagain", "the cancelled chunk never shows"
     storage.bucket = gated.inner  # type: ignore[assignment]
+    storage.close()
     again = S3Storage(storage.bucket.url, endpoint_url=moto.endpoint)
     again.lock()
     assert again.read_all("seg/a") == b"headagain"
+    again.close()
 
 
 def wait_for(condition: Any, seconds: float = 30) -> None:
@@ -394,7 +397,7 @@ def test_a_served_broker_stops_once_another_takes_its_bucket_over(
     )
     try:
         assert server.request("POST", "/v1/topics/t/records", b"before")[0] == 200
-        with opened(moto, url, tmp_path / "newer") as newer:
+        with opened(moto, url, tmp_path / "newer", take_over=True) as newer:
             status, error = server.request("POST", "/v1/topics/t/records", b"after")
             assert status == 409 and error["error"]["code"] == "fenced"
             assert server.process.wait(timeout=30) == 1, "the fenced server exits non-zero"

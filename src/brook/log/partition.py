@@ -32,18 +32,26 @@ from brook.codec import (
     scan_batches,
 )
 from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, verify
-from brook.codec.segment import DurableMark, encode_durable_mark, seal_position
+from brook.codec.segment import (
+    DURABLE_MARK_BYTES,
+    DurableMark,
+    decode_durable_mark,
+    encode_durable_mark,
+    seal_position,
+)
 from brook.errors import CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment, segment_name
 from brook.records import Record
-from brook.storage import Storage
+from brook.storage import ReadFile, Storage
 
 log = logging.getLogger("brook.log")
 
 DURABLE_MARK_FILE = "durable.mark"
 """Per partition, beside its segments: the acknowledged end of the active segment."""
+MARK_READ_ATTEMPTS = 5
+"""A mark read while the broker rewrites it fails its checksum: read it again."""
 
 
 class Written(NamedTuple):
@@ -107,13 +115,22 @@ class PartitionLog:
     def open(
         cls, storage: Storage, topic: str, partition: int, settings: LogSettings, now_ms: int
     ) -> PartitionLog:
-        """Open a partition, recovering its active segment; create it if new."""
+        """Open a partition, recovering its active segment; create it if new.
+
+        On a read-only storage nothing is written: the active segment is read up
+        to its durable mark (what its owner acknowledged) and never recovered, and
+        a partition with no segment yet reads as empty.
+        """
         prefix = f"topics/{topic}/{partition}/"
+        read_only = getattr(storage, "read_only", False)
         names = [n for n in storage.list(prefix) if n.endswith(".seg")]
         segments: list[Segment] = []
         for i, name in enumerate(names):
             last = i == len(names) - 1
-            segment = _open_segment(storage, name, partition, active=last)
+            if read_only:
+                segment = _look_at_segment(storage, name, prefix, partition, last)
+            else:
+                segment = _open_segment(storage, name, partition, active=last)
             if segment is None:
                 continue
             if segments and segments[-1].next_offset != segment.base_offset:
@@ -126,6 +143,11 @@ class PartitionLog:
                     name,
                 )
             segments.append(segment)
+        if read_only:
+            if not segments:
+                base = segment_name(prefix, 0)
+                segments = [Segment(storage, base, 0, now_ms, [], SEGMENT_HEADER_BYTES, 0, False)]
+            return cls(storage, topic, partition, settings, segments)
         if not segments:
             segments = [_create_segment(storage, prefix, partition, 0, now_ms)]
         opened = cls(storage, topic, partition, settings, segments)
@@ -594,40 +616,111 @@ def _create_segment(
     return segment
 
 
+def read_durable_mark(storage: Storage, prefix: str) -> DurableMark | None:
+    """The partition's durable mark (None when there is none); read again while a
+    rewrite by the owner makes it fail its checksum. Raises CorruptData."""
+    for _ in range(MARK_READ_ATTEMPTS):
+        raw = storage.read_all(prefix + DURABLE_MARK_FILE)
+        if raw is None:
+            return None
+        mark = decode_durable_mark(raw[:DURABLE_MARK_BYTES])
+        if mark is not None:
+            return mark
+    raise CorruptData(f"{prefix}{DURABLE_MARK_FILE} does not hold a valid mark")
+
+
+def _read_sealed(
+    reader: ReadFile, storage: Storage, name: str, base: int
+) -> tuple[int, Segment | None] | str:
+    """A segment's size and, when it carries a valid seal, the segment from it; or
+    why its header is not valid."""
+    size = reader.size()
+    header = decode_segment_header(reader.read(0, SEGMENT_HEADER_BYTES))
+    if isinstance(header, str) or header.base_offset != base:
+        return header if isinstance(header, str) else "base offset mismatch"
+    if size >= SEGMENT_HEADER_BYTES + TRAILER_BYTES:
+        tail_start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
+        if tail_start is not None:
+            sealed = decode_seal(reader.read(tail_start, size - tail_start), size)
+            if sealed is not None:
+                entries, next_offset, index_position = sealed
+                segment = Segment(
+                    storage,
+                    name,
+                    base,
+                    header.created_ms,
+                    entries,
+                    index_position,
+                    next_offset,
+                    True,
+                )
+                return size, segment
+    return size, None
+
+
+def _look_at_segment(
+    storage: Storage, name: str, prefix: str, partition: int, last: bool
+) -> Segment | None:
+    """A segment as an outside reader may see it: sealed whole, or the active one up
+    to its durable mark (whole synced batches where there is no mark); never changed."""
+    base = int(name.rsplit("/", 1)[1].split(".")[0])
+    reader = storage.open_read(name)
+    try:
+        found = _read_sealed(reader, storage, name, base)
+        if isinstance(found, str):
+            if last:
+                return None  # its owner is creating it, or will start it again
+            raise CorruptData(f"{name}: {found}")
+        size, sealed = found
+        if sealed is not None:
+            return sealed
+        if not last:
+            raise CorruptData(f"{name}: an older segment carries no valid seal")
+        mark = read_durable_mark(storage, prefix)
+        end = size
+        if mark is not None and mark.segment_base == base:
+            end = min(size, mark.durable_bytes)
+        elif mark is not None and mark.segment_base < base:
+            end = SEGMENT_HEADER_BYTES  # started after the mark: nothing acknowledged yet
+        buf = reader.read(0, end)
+        created_ms = decode_segment_header(buf[:SEGMENT_HEADER_BYTES])
+    finally:
+        reader.close()
+    assert not isinstance(created_ms, str), "_read_sealed checked the header"
+    scan = scan_segment(buf, base)
+    return Segment(
+        storage,
+        name,
+        base,
+        created_ms.created_ms,
+        scan.entries,
+        scan.valid_bytes,
+        scan.next_offset,
+        False,
+    )
+
+
 def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> Segment | None:
     """Open one segment file: from its seal if it has one, else by a recovery scan."""
     base = int(name.rsplit("/", 1)[1].split(".")[0])
     reader = storage.open_read(name)
     try:
-        size = reader.size()
-        head = reader.read(0, SEGMENT_HEADER_BYTES)
-        header = decode_segment_header(head)
-        if isinstance(header, str) or header.base_offset != base:
+        found = _read_sealed(reader, storage, name, base)
+        if isinstance(found, str):
             if active:
                 # A crash while the file was being created: it never held a record.
-                log.warning("%s: %s; starting it again", name, header)
+                log.warning("%s: %s; starting it again", name, found)
                 storage.delete(name)
                 return None
-            raise CorruptData(f"{name}: {header}")
-        if size >= SEGMENT_HEADER_BYTES + TRAILER_BYTES:
-            tail_start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
-            if tail_start is not None:
-                sealed = decode_seal(reader.read(tail_start, size - tail_start), size)
-                if sealed is not None:
-                    entries, next_offset, index_position = sealed
-                    return Segment(
-                        storage,
-                        name,
-                        base,
-                        header.created_ms,
-                        entries,
-                        index_position,
-                        next_offset,
-                        True,
-                    )
+            raise CorruptData(f"{name}: {found}")
+        size, sealed = found
+        if sealed is not None:
+            return sealed
         buf = reader.read(0, size)
     finally:
         reader.close()
+    header = decode_segment_header(buf[:SEGMENT_HEADER_BYTES])
+    assert not isinstance(header, str), "_read_sealed checked the header"
     scan = scan_segment(buf, base)
     segment = Segment(
         storage,

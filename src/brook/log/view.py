@@ -33,15 +33,12 @@ from brook.codec import (
 )
 from brook.codec.batch import decode_records, verify
 from brook.codec.segment import (
-    DURABLE_MARK_BYTES,
-    DurableMark,
-    decode_durable_mark,
     decode_seal,
     decode_segment_header,
     seal_position,
 )
 from brook.errors import BadRequest, CorruptData, StorageError, TopicNotFound
-from brook.log.partition import DURABLE_MARK_FILE
+from brook.log.partition import read_durable_mark
 from brook.records import Record, TopicConfig
 from brook.storage import ReadFile, Storage
 
@@ -49,8 +46,6 @@ WINDOW_BYTES = 8 * 1024 * 1024
 """How much of a segment is read at a time when walking or reading it. A window
 becomes one Arrow batch in Spark: about 75,000 records of 100 bytes, near the
 size of Spark's own Arrow batches, and little memory per task."""
-MARK_READ_ATTEMPTS = 5
-"""A mark read while the broker rewrites it fails its checksum: read it again."""
 
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
 
@@ -239,7 +234,7 @@ class TopicView:
         """The acknowledged part of the active segment: up to its durable mark; without
         one (object storage), its whole batches up to the synced size."""
         end_bytes, end_offset = size, None
-        mark = self._mark(prefix)
+        mark = read_durable_mark(self.storage, prefix)
         if mark is not None and mark.segment_base >= base:
             if mark.segment_base == base:
                 end_bytes, end_offset = min(mark.durable_bytes, size), mark.next_offset
@@ -267,16 +262,6 @@ class TopicView:
             growing.positions,
             growing.stamps,
         )
-
-    def _mark(self, prefix: str) -> DurableMark | None:
-        for _ in range(MARK_READ_ATTEMPTS):
-            raw = self.storage.read_all(prefix + DURABLE_MARK_FILE)
-            if raw is None:
-                return None
-            mark = decode_durable_mark(raw[:DURABLE_MARK_BYTES])
-            if mark is not None:
-                return mark
-        raise CorruptData(f"{prefix}{DURABLE_MARK_FILE} does not hold a valid mark")
 
 
 def _read_seal(reader: ReadFile, name: str, base: int, size: int) -> Extent | None:

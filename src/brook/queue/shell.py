@@ -347,8 +347,10 @@ class QueueGroup:
         return len(changes)
 
     def stats(self) -> dict[str, int]:
-        """Records by state once time has acted (expired leases, due retries)."""
-        self.tick()
+        """Records by state once time has acted (expired leases, due retries); on a
+        read-only broker, as its owner last wrote them."""
+        if not self.broker.read_only:
+            self.tick()
         return self.counts()
 
     def counts(self) -> dict[str, int]:

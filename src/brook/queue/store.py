@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
-from brook.errors import BrookError
+from brook.errors import BrookError, NotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Settings
@@ -49,7 +49,8 @@ class QueueStore:
             settings = queue_settings.decode(raw)
             self._groups[(topic, group)] = self._open(topic, group, settings)
         self._ticker = threading.Thread(target=self._tick_loop, name="brook-queues", daemon=True)
-        self._ticker.start()
+        if not broker.read_only:  # a read-only broker lets time act on nothing
+            self._ticker.start()
 
     def _open(self, topic: str, group: str, settings: Settings) -> QueueGroup:
         return QueueGroup(self.broker, topic, group, settings, self._open_log(topic, group))
@@ -75,6 +76,8 @@ class QueueStore:
         # and self._mutex is only ever held briefly.
         with self._create_mutex:
             existing = self.find(topic, group)
+            if existing is None and self.broker.read_only:
+                raise NotFound(f"queue group {group} of topic {topic} does not exist")
             if existing is not None:
                 merged = queue_settings.merge(topic, existing.settings, **given)
                 if merged != existing.settings:
@@ -158,7 +161,8 @@ class QueueStore:
     def stop(self) -> None:
         """Stop the ticker (before the committer closes)."""
         self._stop.set()
-        self._ticker.join()
+        if self._ticker.is_alive():
+            self._ticker.join()
 
     def close(self) -> None:
         """Close every status log (after the committer closed)."""

@@ -66,6 +66,11 @@ class Storage(Protocol):
         """Take exclusive ownership of the location or raise Locked."""
         ...
 
+    def attach(self) -> None:
+        """Open the location to read only, beside an owner that may be writing: take
+        no lock, write nothing, disturb nobody (`brook.open(..., read_only=True)`)."""
+        ...
+
     def create_appendable(self, name: str, initial: bytes) -> AppendFile:
         """Durably create `name` holding `initial` and open it for appending."""
         ...

@@ -78,6 +78,9 @@ class FaultyStorage:
     def lock(self) -> None:
         self.inner.lock()
 
+    def attach(self) -> None:
+        self.inner.attach()
+
     def create_appendable(self, name: str, initial: bytes) -> AppendFile:
         self._check_space(name)
         if self.faults.create_failures > 0:

@@ -180,6 +180,10 @@ class LocalStorage:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
 
+    def attach(self) -> None:
+        """Nothing to take: an outside reader leaves the lock to the owner, and reads
+        the active segment only up to its durable mark (docs/GUARANTEES.md)."""
+
     def create_appendable(self, name: str, initial: bytes) -> LocalAppendFile:
         path = self._path(name)
         try:

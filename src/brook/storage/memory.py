@@ -72,6 +72,9 @@ class MemoryStorage:
         # Every memory:// broker has a storage of its own, so there is nobody to exclude.
         pass
 
+    def attach(self) -> None:
+        """Nothing to do: nobody else can own this storage."""
+
     def create_appendable(self, name: str, initial: bytes) -> MemoryAppendFile:
         with self._mutex:
             file = self._files[check_name(name)] = _File(initial, len(initial))

@@ -95,7 +95,8 @@ class TimerService:
         self.book = self._restore()
         self._last_flush = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="brook-timers", daemon=True)
-        self._thread.start()
+        if not broker.read_only:  # a read-only broker fires nothing
+            self._thread.start()
 
     # ------------------------------------------------------------ restoring
 
@@ -432,7 +433,8 @@ class TimerService:
         with self.mutex:
             self._stop = True
             self._wake.notify_all()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def close(self) -> None:
         """Close the timer log (after the committer closed)."""

@@ -1,46 +1,65 @@
 """S3-compatible object storage behind the storage port: the bucket is the database.
 
-Everything lives under one prefix: the manifest (catalog and writer epoch, see
-manifest.py), immutable whole-file objects, and the numbered chunk objects of
-appendable files. A sync of an appendable file is one PUT of the bytes
-appended since the last sync, and returns only once the store has answered
-200 OK; nothing is acknowledged before.
+Everything lives under one prefix: the manifest (catalog, writer epoch and the
+owner's lease, see manifest.py and lease.py), immutable whole-file objects, and
+the numbered chunk objects of appendable files. A sync of an appendable file is
+one PUT of the bytes appended since the last sync, and returns only once the
+store has answered 200 OK; nothing is acknowledged before.
 
-Single writer (SPEC §0): `lock` takes the prefix over by bumping the epoch in
-the manifest with If-Match. The previous owner then fails:
-- on its next catalog change (If-Match on a manifest it no longer has);
-- on its next chunk PUT: `open_appendable` puts an empty fence chunk at the
-  next number of every file it opens, and chunks are created with
-  If-None-Match, so the old owner's PUT of that number is refused.
-Both raise Fenced, and nothing it writes afterwards is ever read: the fence
-ends its chunk sequences, and its catalog changes are never made.
+One writer per prefix (SPEC §0). `lock` takes the prefix over, in this order:
+1. check that the store honours conditional writes (probe.py);
+2. raise the epoch in the manifest with If-Match, taking the lease: refused
+   with Locked while another broker's lease is live, unless `take_over`
+   (after announcing a claim, so a busy owner lets the change through);
+3. fence every appendable file (fence.py) before reading any of it.
+From 2 on, the previous owner's catalog changes fail (If-Match on a manifest
+it no longer has); from 3 on, its chunk PUTs fail (the fence holds the number).
+Both raise Fenced, and nothing it writes afterwards is ever read. What it
+acknowledged before was in the manifest or below the fence, so the new owner
+reads all of it. The owner renews its lease while it runs (a thread) and
+releases it on close, so the next broker need not wait.
 """
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import logging
+import os
+import random
+import socket
 import threading
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import msgspec
 
 from brook import limits
-from brook.errors import Fenced, StorageError
+from brook.errors import Fenced, Locked, StorageError
 from brook.storage import check_name
+from brook.storage.s3 import lease as ls
 from brook.storage.s3 import manifest as m
 from brook.storage.s3.cache import ObjectCache
 from brook.storage.s3.chunks import ChunkTable, S3AppendFile
+from brook.storage.s3.fence import fence_file
 from brook.storage.s3.merge import Merger
 from brook.storage.s3.objects import Bucket, Changed, Exists, MissingObject, fenced
+from brook.storage.s3.probe import PROBE_PREFIX, check_conditional_writes
 
 log = logging.getLogger("brook.storage.s3")
 
 INLINE_BYTES_MAX = 4 * 1024
 """Files up to this size live in the manifest itself (one PUT to replace)."""
-FENCE_ATTEMPTS_MAX = 20
 READ_ATTEMPTS_MAX = 3
+REQUESTS_IN_FLIGHT_MAX = 16
+"""Object requests one broker makes at once when it has many to make (fences, cold reads)."""
+TAKE_OVER_S_MAX = 30.0
+"""Longest a take-over keeps trying to raise the epoch against a busy owner."""
+LEASE_WAIT_STEP_S = 0.25
+"""How often a broker waiting for a lease to run out looks at it again."""
 
 
 class S3Storage:
@@ -52,9 +71,23 @@ class S3Storage:
         cache_dir: str | Path | None = None,
         cache_bytes: int = limits.cache_bytes_default,
         request_timeout_s: float = limits.object_request_timeout_s_default,
+        take_over: bool = False,
+        wait_for_lease: bool = False,
+        lease_ms: int = ls.lease_ms_default,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`take_over`: take the prefix even from a live owner (a rolling deploy).
+        `wait_for_lease`: wait for a lease that is not being renewed to run out (a
+        crashed owner) instead of raising Locked; a renewed lease still raises."""
+        if lease_ms < ls.lease_ms_min:
+            raise StorageError(f"lease_ms must be at least {ls.lease_ms_min}, not {lease_ms}")
         self.bucket = Bucket(url, endpoint_url, region, request_timeout_s)
         self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
+        self.take_over = take_over
+        self.wait_for_lease = wait_for_lease
+        self.lease_ms = lease_ms
+        self._clock = clock
+        self.owner_id = uuid.uuid4().hex
         self._mutex = threading.Lock()
         """Guards the manifest, its ETag and the chunk tables."""
         self._manifest: m.Manifest | None = None
@@ -64,40 +97,155 @@ class S3Storage:
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
         self.merger = Merger(self)
+        self.requests = ThreadPoolExecutor(REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-s3")
         self.fenced = threading.Event()
         """Set once another broker has taken the prefix over: this one can never write again."""
         self.read_only = False
         """Attached as an outside reader (`attach`): never writes, never takes the prefix over."""
+        self._renewed = 0.0
+        """When (monotonic) the manifest was last written, renewing the lease."""
+        self._changes = 0
+        """Catalog changes since the lease keeper last looked for a claim."""
+        self._paused_until = 0.0
+        """Catalog changes wait until then (monotonic): a newer broker is taking over."""
+        self._seen_claim: ls.Claim | None = None
+        self._stopping = threading.Event()
+        self._keeper: threading.Thread | None = None
 
     # ------------------------------------------------------------ ownership
 
-    def lock(self) -> None:
-        """Take the prefix over: bump the epoch (If-Match), or create the manifest."""
-        for _ in range(FENCE_ATTEMPTS_MAX):
-            found = self.bucket.get(m.MANIFEST_KEY)
-            try:
-                if found is None:
-                    manifest = m.Manifest(epoch=1)
-                    self._etag = self.bucket.create(m.MANIFEST_KEY, m.encode(manifest))
-                else:
-                    try:
-                        manifest = m.decode(found[0])
-                    except ValueError as exc:
-                        raise StorageError(f"{self.bucket.url}: {exc}") from None
-                    manifest.epoch += 1
-                    self._etag = self.bucket.replace(m.MANIFEST_KEY, m.encode(manifest), found[1])
-            except (Exists, Changed):
-                continue  # another broker moved first; read again and go after it
-            self._manifest = manifest
-            log.info("took over %s as writer epoch %d", self.bucket.url, manifest.epoch)
-            return
-        raise StorageError(
-            f"{self.bucket.url}: could not take the prefix over; brokers keep racing"
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _lease(self, released: bool = False) -> ls.Lease:
+        return ls.Lease(
+            self.owner_id,
+            socket.gethostname(),
+            os.getpid(),
+            self._now_ms(),
+            self.lease_ms,
+            released,
         )
 
+    def lock(self) -> None:
+        """Take the prefix over (see the module's docstring); returns once every file
+        is fenced. Raises Locked while another broker's lease is live (unless
+        `take_over`), StorageError if the store cannot be used safely or fails."""
+        check_conditional_writes(self.bucket, f"{PROBE_PREFIX}{self.owner_id}")
+        manifest, etag = self._take_manifest()
+        with self._mutex:
+            self._manifest, self._etag = manifest, etag
+            self._renewed = time.monotonic()
+        chunked = [(n, e) for n, e in manifest.files.items() if e.chunks is not None]
+        with ThreadPoolExecutor(REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-fence") as pool:
+            tables = list(
+                pool.map(lambda ne: fence_file(self, ne[0], ne[1], self.requests), chunked)
+            )
+        with self._mutex:
+            self._tables = {name: t for (name, _), t in zip(chunked, tables, strict=True)}
+        self._keeper = threading.Thread(target=self._keep_lease, name="brook-lease", daemon=True)
+        self._keeper.start()
+        log.info(
+            "took over %s as writer epoch %d (%d appendable files fenced)",
+            self.bucket.url,
+            manifest.epoch,
+            len(chunked),
+        )
+
+    def _take_manifest(self) -> tuple[m.Manifest, str]:
+        """Raise the epoch and take the lease (If-Match), or create the manifest."""
+        deadline = time.monotonic() + TAKE_OVER_S_MAX
+        watched: ls.Lease | None = None
+        claimed = False
+        while True:
+            found = self.bucket.get(m.MANIFEST_KEY)
+            if found is None:
+                fresh = m.Manifest(epoch=1, lease=self._lease())
+                try:
+                    return fresh, self.bucket.create(m.MANIFEST_KEY, m.encode(fresh))
+                except Exists:
+                    continue  # another broker created it first: go after that one
+            try:
+                current = m.decode(found[0])
+            except ValueError as exc:
+                raise StorageError(f"{self.bucket.url}: {exc}") from None
+            if current.lease is not None and current.lease.owner == self.owner_id:
+                return current, found[1]  # our own write landed, its answer was lost
+            now = self._now_ms()
+            live = ls.is_live(current.lease, now)
+            if live and not self.take_over:
+                assert current.lease is not None
+                if not self.wait_for_lease or (watched is not None and current.lease != watched):
+                    raise self._locked(current.lease, now, renewing=watched is not None)
+                if watched is None:
+                    log.warning(
+                        "%s is held by %s: waiting for its lease to run out "
+                        "(it is not renewed by a broker that crashed); --take-over takes it now",
+                        self.bucket.url,
+                        ls.describe(current.lease, now),
+                    )
+                    watched = current.lease
+                time.sleep(min(LEASE_WAIT_STEP_S, ls.remaining_ms(current.lease, now) / 1000))
+                continue
+            if live and not claimed:
+                claim = ls.Claim(current.epoch + 1, self.owner_id, now)
+                self.bucket.put(ls.CLAIM_KEY, ls.encode_claim(claim))
+                claimed = True
+            bumped = m.Manifest(current.version, current.epoch + 1, current.files, self._lease())
+            try:
+                return bumped, self.bucket.replace(m.MANIFEST_KEY, m.encode(bumped), found[1])
+            except (Changed, StorageError) as exc:
+                # Changed: the owner wrote meanwhile. StorageError: maybe ours landed (the
+                # next read tells). Either way, read again, within the deadline.
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        f"{self.bucket.url}: could not take the prefix over in "
+                        f"{TAKE_OVER_S_MAX:.0f} s: {exc}"
+                    ) from None
+                time.sleep(random.uniform(0.005, 0.05))
+
+    def _locked(self, lease: ls.Lease, now: int, renewing: bool) -> Locked:
+        alive = " and is renewing it" if renewing else ""
+        return Locked(
+            f"{self.bucket.url} is in use by {ls.describe(lease, now)}{alive}; stop that broker, "
+            "or take the prefix over on purpose with take_over=True (brook serve --take-over)"
+        )
+
+    def _keep_lease(self) -> None:
+        """Renew the lease while no catalog change does, and watch for a claim while
+        changes are frequent (a quiet owner lets a newcomer through anyway)."""
+        interval_s = ls.renew_interval_ms(self.lease_ms) / 1000
+        while not self._stopping.wait(interval_s / 2):
+            try:
+                if self._changes:
+                    self._changes = 0
+                    self._look_for_claim()
+                if time.monotonic() - self._renewed >= interval_s:
+                    self.change(lambda files: None)
+            except Fenced:
+                return  # `lost` has said so
+            except StorageError as exc:
+                log.warning("could not renew the lease on %s: %s", self.bucket.url, exc)
+
+    def _look_for_claim(self) -> None:
+        found = self.bucket.get(ls.CLAIM_KEY)
+        claim = None if found is None else ls.decode_claim(found[0])
+        if claim is None or claim == self._seen_claim:
+            return
+        self._seen_claim = claim
+        if ls.pauses(claim, self.catalog().epoch, self.owner_id):
+            log.warning(
+                "broker %s is taking %s over: holding catalog changes back for %d ms",
+                claim.owner[:8],
+                self.bucket.url,
+                ls.claim_pause_ms,
+            )
+            self._paused_until = time.monotonic() + ls.claim_pause_ms / 1000
+
     def attach(self) -> None:
-        """Read the prefix as an outside reader, beside the broker that owns it (Spark):
-        load the catalog without taking the prefix over. Raises StorageError."""
+        """Read the prefix as an outside reader, beside the broker that owns it (Spark,
+        read-only opens): load the catalog without taking the prefix over, and never
+        write. Raises StorageError."""
         self.read_only = True
         self.refresh()
 
@@ -130,18 +278,27 @@ class S3Storage:
     def new_name(self, kind: str) -> str:
         return f"{kind}/{self.catalog().epoch}-{next(self._ids)}"
 
-    def change(self, edit: Callable[[dict[str, m.Entry]], None]) -> None:
-        """Apply `edit` to the catalog and write the manifest (If-Match); raises Fenced
-        if another broker has taken over, StorageError if the write failed."""
+    def change(self, edit: Callable[[dict[str, m.Entry]], None], release: bool = False) -> None:
+        """Apply `edit` to the catalog and write the manifest (If-Match), renewing the
+        lease (or releasing it). Raises Fenced if another broker has taken over,
+        StorageError if the write failed."""
         assert not self.read_only, "an attached reader never writes"
+        pause = self._paused_until - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # a newer broker is taking over: let its change through
         with self._mutex:
+            if self.fenced.is_set():
+                raise self.lost("changing the catalog")
             for _ in range(2):
                 changed = m.copy(self.catalog())
                 edit(changed.files)
+                changed.lease = self._lease(released=release)
                 raw = m.encode(changed)
                 try:
                     self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
                     self._manifest = changed
+                    self._renewed = time.monotonic()
+                    self._changes += 1
                     return
                 except (Changed, StorageError) as exc:
                     if not self._settle_manifest(raw, changed, exc):
@@ -264,21 +421,17 @@ class S3Storage:
         return S3AppendFile(self, name, table)
 
     def open_appendable(self, name: str) -> S3AppendFile:
-        """Open an appendable file and fence it: no earlier owner can add a chunk after this."""
+        """Open an appendable file for appending: its table as `lock` fenced it."""
         entry = self.entry(name)
         if entry.chunks is None:
             raise StorageError(f"{name} is not an appendable file")
-        for _ in range(FENCE_ATTEMPTS_MAX):
-            table = self._load_table(entry)
-            try:
-                self.bucket.create(m.chunk_key(entry.chunks, table.next_seq), b"")
-            except Exists:
-                continue  # the previous owner just added one: read again, fence after it
-            table.add(0)
+        with self._mutex:
+            table = self._tables.get(name)
+        if table is None or table.prefix != entry.chunks:
+            table = fence_file(self, name, entry, self.requests)
             with self._mutex:
                 self._tables[name] = table
-            return S3AppendFile(self, name, table)
-        raise StorageError(f"{name}: could not fence the previous owner's chunks")
+        return S3AppendFile(self, name, table)
 
     def void_chunk(self, name: str, prefix: str, seq: int) -> None:
         """Record that chunk `seq` of `name` holds nothing of the file, whatever lands there."""
@@ -297,7 +450,7 @@ class S3Storage:
             raise StorageError(f"opening {name} failed: no such file")
         return entry
 
-    def _load_table(self, entry: m.Entry) -> ChunkTable:
+    def load_table(self, entry: m.Entry) -> ChunkTable:
         """The chunks of a file after its runs, numbered with no gap (chunks after a gap
         were never synced; chunks already merged may linger until deleted). A void
         chunk counts as empty, whether or not something landed there."""
@@ -318,7 +471,7 @@ class S3Storage:
         with self._mutex:
             table = self._tables.get(name)
         if table is None or table.prefix != entry.chunks:
-            table = self._load_table(entry)
+            table = self.load_table(entry)
             with self._mutex:
                 self._tables[name] = table
         return table
@@ -357,8 +510,31 @@ class S3Storage:
             self._delete_objects(entry)
 
     def close(self) -> None:
-        """Stop merging; there is no lock to release: the next broker simply takes over."""
+        """Stop merging and renewing, then release the lease (an owner that closed
+        cleanly lets the next broker in at once). Never raises."""
         self.merger.close()
+        self._stopping.set()
+        if self._keeper is not None:
+            self._keeper.join()
+            self._keeper = None
+            if not self.fenced.is_set():
+                try:
+                    self.change(lambda files: None, release=True)
+                except StorageError as exc:
+                    log.warning(
+                        "could not release the lease on %s (it runs out in %d ms): %s",
+                        self.bucket.url,
+                        self.lease_ms,
+                        exc,
+                    )
+        self.requests.shutdown(wait=True)
+
+    def fetch_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
+        """`fetch` of each key, several at once: a cold read of many chunks is not
+        one round trip after another."""
+        if len(keys) <= 1:
+            return [self.fetch(key) for key in keys]
+        return list(self.requests.map(self.fetch, keys))
 
 
 class S3ReadFile:
@@ -393,17 +569,19 @@ class S3ReadFile:
             return self._storage.fetch(entry.key)[position:end]
         table = self._storage.table(self._name, entry)
         end = min(position + length, table.size)
-        parts = []
+        keys: list[str] = []
+        cuts: list[tuple[int, int]] = []
         at = 0
         for run in entry.runs:
             if position < at + run.size and at < end:
-                data = self._storage.fetch(run.key)
-                parts.append(data[max(position, at) - at : min(end, at + run.size) - at])
+                keys.append(run.key)
+                cuts.append((max(position, at) - at, min(end, at + run.size) - at))
             at += run.size
         for seq, start, stop in table.spans(max(position, at), end):
-            chunk = self._storage.fetch(m.chunk_key(table.prefix, seq))
-            parts.append(chunk[start:stop])
-        return b"".join(parts)
+            keys.append(m.chunk_key(table.prefix, seq))
+            cuts.append((start, stop))
+        found = self._storage.fetch_many(keys)
+        return b"".join(data[a:b] for data, (a, b) in zip(found, cuts, strict=True))
 
     def size(self) -> int:
         entry = self._now()

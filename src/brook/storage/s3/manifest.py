@@ -14,12 +14,15 @@ so start-up reads one object instead of listing the bucket. A file is one of:
 
 Every change is a conditional replace (If-Match on the ETag this broker last
 saw), so a broker that another one has taken over fails its next change.
+The manifest also holds the owner's lease (lease.py), renewed by every change.
 Layout: docs/FORMAT.md, "Object storage".
 """
 
 from __future__ import annotations
 
 import msgspec
+
+from brook.storage.s3.lease import Lease
 
 MANIFEST_KEY = "manifest.json"
 MANIFEST_VERSION = 1
@@ -63,6 +66,8 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=True):
     epoch: int = 0
     """Bumped by every broker that takes the prefix over; names its new objects."""
     files: dict[str, Entry] = msgspec.field(default_factory=dict)
+    lease: Lease | None = None
+    """The owner's lease (lease.py); None in a manifest no broker has owned since leases."""
 
 
 _encode = msgspec.json.Encoder().encode
@@ -86,7 +91,7 @@ def decode(raw: bytes) -> Manifest:
 
 def copy(manifest: Manifest) -> Manifest:
     """A copy to change and write; the original stays what the bucket holds."""
-    return Manifest(manifest.version, manifest.epoch, dict(manifest.files))
+    return Manifest(manifest.version, manifest.epoch, dict(manifest.files), manifest.lease)
 
 
 def chunk_key(prefix: str, seq: int) -> str:

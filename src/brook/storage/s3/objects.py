@@ -131,6 +131,14 @@ class Bucket:
         except Exception as exc:
             raise _failure("create", key, exc) from None
 
+    def put(self, key: str, data: bytes) -> None:
+        """Store or overwrite an object unconditionally (only for hints). Raises StorageError."""
+        self.counts.add("put", sent=len(data))
+        try:
+            obstore.put(self._store, key, data)
+        except Exception as exc:
+            raise _failure("write", key, exc) from None
+
     def replace(self, key: str, data: bytes, etag: str) -> str:
         """Replace the object if it still has `etag`; returns the new ETag.
         Raises Changed or StorageError."""
