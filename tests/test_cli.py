@@ -46,6 +46,9 @@ def test_produce_consume_and_topics(tmp_path: Path) -> None:
 def test_errors_are_one_clear_line(tmp_path: Path) -> None:
     data = str(tmp_path / "d")
     code, out = run("topics", "describe", "missing", "--data", data)
+    assert code == 1 and "no Brook data at" in out and "Traceback" not in out
+    assert run("topics", "create", "other", "--data", data)[0] == 0
+    code, out = run("topics", "describe", "missing", "--data", data)
     assert code == 1 and "topic_not_found" in out and "Traceback" not in out
     code, out = run("topics", "create", "bad name", "--data", data)
     assert code == 1 and "invalid_name" in out
@@ -55,11 +58,16 @@ def test_queue_commands(tmp_path: Path) -> None:
     data = str(tmp_path / "d")
     assert run("produce", "jobs", "--data", data, stdin="one\ntwo\nthree\n")[0] == 0
     code, out = run("queue", "stats", "jobs", "workers", "--data", data)
+    assert code == 1 and "not_found" in out, "looking at a group does not create it"
+    import brook
+
+    with brook.open(data) as b:
+        b.queue("jobs", "workers")
+    code, out = run("queue", "stats", "jobs", "workers", "--data", data)
     assert code == 0 and "ready: 3" in out and "setting max_attempts: 5" in out
     code, out = run("queue", "lease", "jobs", "workers", "-n", "1", "--ack", "--data", data)
     first = out.splitlines()[0]
     assert code == 0 and first.startswith("0\t0\tattempt=1\t") and first.endswith("\tone")
-    import brook
 
     with brook.open(data) as b:
         q = b.queue("jobs", "workers")
@@ -136,8 +144,8 @@ def test_serve_holds_the_lock_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
         for line in server.stderr:
             if "ready" in line:
                 break
-        code, out = run("topics", "list", "--data", str(data))
-        assert code == 1 and "in use by another broker" in out
+        code, out = run("produce", "t", "x", "--data", str(data))
+        assert code == 1 and "in use by another broker" in out and "--url" in out
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
     finally:
@@ -145,6 +153,30 @@ def test_serve_holds_the_lock_and_stops_cleanly_on_sigterm(tmp_path: Path) -> No
         server.wait()
         if server.stderr is not None:
             server.stderr.close()
+
+
+def test_commands_that_only_read_work_beside_a_running_server(tmp_path: Path) -> None:
+    from tests.served import Served
+
+    data = tmp_path / "d"
+    server = Served(data, "--linger-ms", "0")
+    try:
+        for i in range(3):
+            assert server.request("POST", "/v1/topics/t/records", b"r%d" % i)[0] == 200
+        server.request("POST", "/v1/topics/t/groups/g/commit", {"offsets": {"0": 1}})
+        code, out = run("topics", "list", "--data", str(data))
+        assert (code, out) == (0, "t\tpartitions=1\trecords=3\n")
+        code, out = run("consume", "t", "--from-beginning", "--data", str(data))
+        assert (code, out.split()) == (0, ["r0", "r1", "r2"])
+        code, out = run("topics", "describe", "t", "--data", str(data))
+        assert code == 0 and "partitions" in out
+        code, out = run("consume", "t", "--group", "g", "--data", str(data))
+        assert code == 1 and "in use by another broker" in out, "a group consumer commits"
+        # The server was not disturbed: it still appends and serves.
+        assert server.request("POST", "/v1/topics/t/records", b"r3")[0] == 200
+        assert server.stop() == 0
+    finally:
+        server.close()
 
 
 def test_the_commands_talk_to_a_running_server_with_url(tmp_path: Path) -> None:

@@ -9,10 +9,13 @@ again. Randomized tests print their seed; set BROOK_SEED to replay.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import os
 import random
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -412,3 +415,96 @@ def _count_concurrent_gets(storage: S3Storage) -> Any:
 
     storage.bucket = Counting(inner)  # type: ignore[assignment]
     return lambda: state["peak"]
+
+
+# ------------------------------------------------------------------ served: a rolling deploy
+
+
+def test_a_rolling_deploy_of_brook_serve_loses_no_record_either_server_acknowledged(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    """Three HTTP producers write to `brook serve`; a second `brook serve --take-over`
+    starts on the same prefix; producers move to it when the first refuses. Every
+    record either server answered 200 is readable afterwards, at its offset."""
+    from tests.crash.test_kill9_server import check_acknowledged, value_for
+    from tests.served import Served
+
+    url = moto.fresh_url()
+    with opened(moto, url) as b:
+        b.create_topic("crash", partitions=3)
+
+    def serve(name: str, *extra: str) -> Served:
+        return Served(
+            tmp_path / name,
+            "--storage",
+            url,
+            "--endpoint-url",
+            moto.endpoint,
+            "--cache-dir",
+            str(tmp_path / name / "cache"),
+            *extra,
+        )
+
+    expected: dict[tuple[int, int], bytes] = {}
+
+    def producing(server: Served, run: int, seconds: float, during: Any = None) -> None:
+        stop = threading.Event()
+        acked: list[tuple[int, int, int, int]] = []
+        producers = [
+            threading.Thread(target=_produce_until_refused, args=(server, run, t, stop, acked))
+            for t in range(3)
+        ]
+        for producer in producers:
+            producer.start()
+        time.sleep(seconds)
+        if during is not None:
+            during()
+        stop.set()
+        for producer in producers:
+            producer.join(timeout=60)
+        for thread, seq, partition, offset in acked:
+            expected[(partition, offset)] = value_for(run, thread, seq)
+
+    old = serve("old")
+    started: list[Served] = []
+    try:
+        # The new server starts while the old one is busy: it takes over, the old one stops.
+        producing(old, 0, 0.5, lambda: started.append(serve("new", "--take-over")))
+        assert old.process.wait(timeout=30) == 1, "the fenced server stops"
+        assert "fenced" in "".join(old.log)
+        new = started[0]
+        producing(new, 1, 0.5)
+        assert new.stop() == 0
+    finally:
+        old.close()
+        for server in started:
+            server.close()
+    with opened(moto, url) as after:
+        check_acknowledged(after, expected, "after a rolling deploy")
+    assert len(expected) > 20, "too few acks to mean anything"
+
+
+def _produce_until_refused(
+    server: Any, run: int, thread: int, stop: threading.Event, acked: list[Any]
+) -> None:
+    """POST one record at a time until stopped or refused (409 fenced, or the server gone);
+    note (thread, seq, partition, offset) of every 200."""
+    from tests.crash.test_kill9_server import value_for
+
+    seq = 0
+    while not stop.is_set():
+        value = value_for(run, thread, seq)
+        try:
+            status, body = server.request(
+                "POST",
+                "/v1/topics/crash/records",
+                {"records": [{"value_b64": base64.b64encode(value).decode()}]},
+            )
+        except (OSError, http.client.HTTPException):
+            return
+        if status != 200:
+            assert status in (409, 503), body
+            return
+        ack = body["acks"][0]
+        acked.append((thread, seq, ack["partition"], ack["offset"]))
+        seq += 1
