@@ -397,6 +397,11 @@ def main() -> None:
         s3_report = s3.main()
         print("\n" + s3_report)
         report += "\n" + s3_report
+        from benchmarks import takeover
+
+        takeover_report = takeover.main()
+        print("\n" + takeover_report)
+        report += "\n" + takeover_report
     else:
         print("wrk is not installed: the server benchmarks were skipped (make bench installs it)")
     from benchmarks import spark

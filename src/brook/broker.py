@@ -18,7 +18,7 @@ import msgspec
 from brook import limits, validate
 from brook.commit import Committer
 from brook.commit.refusing import RefusingCommitter
-from brook.errors import BadRequest, Closed, Conflict, TopicNotFound
+from brook.errors import BadRequest, Closed, Conflict, ReadOnly, TopicNotFound
 from brook.groups.consumer import Consumer, GroupStore
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
@@ -95,11 +95,15 @@ class Broker:
         validate.whole(segment_ms_max, "segment_ms_max", 1)
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
         self.read_only = read_only
-        if read_only:
-            storage.attach()
-            storage = ReadOnlyStorage(storage)
-        else:
-            storage.lock()
+        try:
+            if read_only:
+                storage.attach()
+                storage = ReadOnlyStorage(storage)
+            else:
+                storage.lock()
+        except BaseException:
+            storage.close()  # threads or handles it may have started
+            raise
         self.storage = storage
         self.clock = clock
         self.settings = LogSettings(segment_bytes_max, segment_ms_max)
@@ -264,8 +268,12 @@ class Broker:
         if state is not None:
             return state
         validate.topic_name(name)
-        if not create or self.read_only:
+        if not create:
             raise TopicNotFound(f"topic {name} does not exist")
+        if self.read_only:
+            raise ReadOnly(
+                f"cannot create topic {name}: this broker was opened read-only (read_only=True)"
+            )
         return self._ensure_topic(name, TopicConfig(), exact=False)
 
     def topic(self, name: str) -> Topic:

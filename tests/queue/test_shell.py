@@ -201,7 +201,7 @@ def test_a_fresh_machine_rebuilds_the_queue_from_the_bucket(
         before = q.stats()
         # The machine dies here: no close. A new one with an empty disk takes over.
         with brook.open(
-            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "new-disk")
+            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "new-disk"), take_over=True
         ) as second:
             again = second.queue("jobs", "g")
             after = again.stats()

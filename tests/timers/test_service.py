@@ -233,7 +233,11 @@ def test_a_fresh_machine_has_every_timer_from_the_bucket(moto: MotoServer, tmp_p
         late = first.schedule("reminders", b"after the flush", delay_ms=90_000)
         # The machine dies here: no close. A new one with an empty disk takes over.
         with brook.open(
-            url, endpoint_url=moto.endpoint, cache_dir=str(tmp_path / "new-disk"), clock=clock
+            url,
+            endpoint_url=moto.endpoint,
+            cache_dir=str(tmp_path / "new-disk"),
+            clock=clock,
+            take_over=True,
         ) as second:
             assert second.timer(gone).state == "cancelled"  # type: ignore[union-attr]
             assert second.timers.pending() == 3

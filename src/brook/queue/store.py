@@ -68,6 +68,8 @@ class QueueStore:
         """The group, created or with its settings updated by the arguments that are not None."""
         validate.topic_name(topic)
         validate.group_name(group)
+        if self.broker.read_only and self.find(topic, group) is None:
+            raise NotFound(f"queue group {group} of topic {topic} does not exist")
         self.broker.topic_state(topic, create=True)
         storage = self.broker.storage
         name = queue_settings.stored_name(topic, group)
@@ -76,8 +78,6 @@ class QueueStore:
         # and self._mutex is only ever held briefly.
         with self._create_mutex:
             existing = self.find(topic, group)
-            if existing is None and self.broker.read_only:
-                raise NotFound(f"queue group {group} of topic {topic} does not exist")
             if existing is not None:
                 merged = queue_settings.merge(topic, existing.settings, **given)
                 if merged != existing.settings:

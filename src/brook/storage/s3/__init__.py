@@ -23,6 +23,7 @@ releases it on close, so the next broker need not wait.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import itertools
 import logging
 import os
@@ -38,7 +39,7 @@ from pathlib import Path
 import msgspec
 
 from brook import limits
-from brook.errors import Fenced, Locked, StorageError
+from brook.errors import BrookError, Fenced, Locked, StorageError
 from brook.storage import check_name
 from brook.storage.s3 import lease as ls
 from brook.storage.s3 import manifest as m
@@ -60,6 +61,10 @@ TAKE_OVER_S_MAX = 30.0
 """Longest a take-over keeps trying to raise the epoch against a busy owner."""
 LEASE_WAIT_STEP_S = 0.25
 """How often a broker waiting for a lease to run out looks at it again."""
+
+
+def _unchanged(files: dict[str, m.Entry]) -> None:
+    """The edit of a manifest write that only renews (or releases) the lease."""
 
 
 class S3Storage:
@@ -137,10 +142,17 @@ class S3Storage:
             self._manifest, self._etag = manifest, etag
             self._renewed = time.monotonic()
         chunked = [(n, e) for n, e in manifest.files.items() if e.chunks is not None]
-        with ThreadPoolExecutor(REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-fence") as pool:
-            tables = list(
-                pool.map(lambda ne: fence_file(self, ne[0], ne[1], self.requests), chunked)
-            )
+        try:
+            with ThreadPoolExecutor(
+                REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-fence"
+            ) as pool:
+                tables = list(
+                    pool.map(lambda ne: fence_file(self, ne[0], ne[1], self.requests), chunked)
+                )
+        except BrookError:
+            with contextlib.suppress(BrookError):  # nothing is served: let the next one in
+                self.change(_unchanged, release=True)
+            raise
         with self._mutex:
             self._tables = {name: t for (name, _), t in zip(chunked, tables, strict=True)}
         self._keeper = threading.Thread(target=self._keep_lease, name="brook-lease", daemon=True)
@@ -215,13 +227,13 @@ class S3Storage:
         """Renew the lease while no catalog change does, and watch for a claim while
         changes are frequent (a quiet owner lets a newcomer through anyway)."""
         interval_s = ls.renew_interval_ms(self.lease_ms) / 1000
-        while not self._stopping.wait(interval_s / 2):
+        while not self._stopping.wait(interval_s / 2):  # two looks per renewal
             try:
                 if self._changes:
                     self._changes = 0
                     self._look_for_claim()
                 if time.monotonic() - self._renewed >= interval_s:
-                    self.change(lambda files: None)
+                    self.change(_unchanged)
             except Fenced:
                 return  # `lost` has said so
             except StorageError as exc:
@@ -298,7 +310,8 @@ class S3Storage:
                     self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
                     self._manifest = changed
                     self._renewed = time.monotonic()
-                    self._changes += 1
+                    if edit is not _unchanged:
+                        self._changes += 1
                     return
                 except (Changed, StorageError) as exc:
                     if not self._settle_manifest(raw, changed, exc):
@@ -519,8 +532,8 @@ class S3Storage:
             self._keeper = None
             if not self.fenced.is_set():
                 try:
-                    self.change(lambda files: None, release=True)
-                except StorageError as exc:
+                    self.change(_unchanged, release=True)
+                except BrookError as exc:
                     log.warning(
                         "could not release the lease on %s (it runs out in %d ms): %s",
                         self.bucket.url,

@@ -4,7 +4,9 @@ The owner of a prefix keeps a `Lease` in the manifest and renews it by writing
 the manifest (If-Match) at least every `renew_interval_ms`; every catalog
 change renews it too. A lease that is not renewed within `lease_ms` has
 expired: its owner crashed or was cut off, and the next broker takes the
-prefix without being asked to. A live lease is taken only on purpose
+prefix without being asked to. A renewal is one manifest PUT: with the default
+lease, about 17,000 a day for an idle broker (under $0.10 a day at S3's list
+price); a busy broker renews by its own catalog changes. A live lease is taken only on purpose
 (`take_over=True`, `brook serve --take-over`).
 
 The lease is about operators, not correctness: what keeps two writers from
@@ -54,8 +56,9 @@ class Claim(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 def renew_interval_ms(lease_ms: int) -> int:
-    """How often an owner renews: three chances before its lease runs out."""
-    return max(1, lease_ms // 3)
+    """How often an owner renews: twice per lease, so one failed renewal (retried at
+    the next look, a quarter lease later) does not let it run out."""
+    return max(1, lease_ms // 2)
 
 
 def is_live(lease: Lease | None, now_ms: int) -> bool:

@@ -1,0 +1,148 @@
+"""Ownership on S3: how long a take-over from a busy broker takes, and a cold start over
+thousands of unmerged chunks, read one at a time (the baseline) and side by side.
+
+On moto's server over loopback (tests/s3server.py); the cold start goes through the
+test proxy adding S3-like latency to every request (tests/s3proxy.py). Run alone with
+`python -m benchmarks.takeover` (appends to RESULTS.md), or as part of `make bench`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.s3proxy import Fault, FaultyProxy
+from tests.s3server import CREDENTIALS, MotoServer
+
+import brook
+from brook.broker import Broker
+from brook.errors import BrookError
+from brook.storage.s3 import S3Storage
+
+TRIALS = 3
+CHUNKS = 1_000
+LATENCY_S = 0.020
+"""Added to every request in the cold start: an S3 GET's first byte, roughly."""
+
+
+def take_over_busy(moto: MotoServer) -> float:
+    """Seconds for `brook.open(take_over=True)` while 4 threads append one record per
+    call to the owner (each append one chunk PUT) and another commits group positions."""
+    url = moto.fresh_url()
+    old = brook.open(url, endpoint_url=moto.endpoint, linger_ms=0)
+    old.create_topic("t", partitions=2)
+    old.topic("t").append(b"x")
+    stop = threading.Event()
+
+    def append() -> None:
+        topic = old.topic("t")
+        while not stop.is_set():
+            try:
+                topic.append(b"busy")
+            except BrookError:
+                return
+
+    def commit() -> None:
+        consumer = old.consumer("t", "g")
+        while not stop.is_set():
+            try:
+                consumer.commit({0: 1})
+            except BrookError:
+                return
+
+    threads = [threading.Thread(target=append) for _ in range(4)]
+    threads.append(threading.Thread(target=commit))
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    started = time.perf_counter()
+    new = brook.open(url, endpoint_url=moto.endpoint, take_over=True)
+    elapsed = time.perf_counter() - started
+    stop.set()
+    for thread in threads:
+        thread.join()
+    with contextlib.suppress(BrookError):
+        old.close()
+    new.close()
+    return elapsed
+
+
+def written_unmerged(moto: MotoServer) -> str:
+    """A prefix whose one partition is CHUNKS unmerged chunks (one per append)."""
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    storage.merger.close()
+    with Broker(storage) as b:
+        topic = b.topic("t")
+        for _ in range(CHUNKS):
+            topic.append(os.urandom(100))
+    return url
+
+
+def cold_start(proxy: FaultyProxy, url: str, side_by_side: bool) -> float:
+    """Seconds from opening the prefix (empty disk, latency on every request) to reading
+    its first record; `side_by_side=False` fetches one object at a time."""
+    started = time.perf_counter()
+    storage = S3Storage(url, endpoint_url=proxy.endpoint)
+    if not side_by_side:
+        storage.requests.shutdown()
+        storage.requests = ThreadPoolExecutor(1)
+    with Broker(storage) as b:
+        assert b.topic("t").read(0, 0, 1)
+        elapsed = time.perf_counter() - started
+    return elapsed
+
+
+def main() -> str:
+    os.environ.update(CREDENTIALS)
+    load_before = os.getloadavg()[0]
+    moto = MotoServer()
+    proxy = FaultyProxy(moto.port, lambda method, path: Fault(delay_s=LATENCY_S))
+    try:
+        takes = [take_over_busy(moto) for _ in range(TRIALS)]
+        print("take-over of a busy broker (s):", takes, flush=True)
+        url = written_unmerged(moto)
+        one = [cold_start(proxy, url, side_by_side=False) for _ in range(TRIALS)]
+        many = [cold_start(proxy, url, side_by_side=True) for _ in range(TRIALS)]
+        print("cold start, one at a time / side by side (s):", one, many, flush=True)
+    finally:
+        proxy.close()
+        moto.close()
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+    def listed(values: list[float]) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    ratio = statistics.median(one) / statistics.median(many)
+    return "\n".join(
+        [
+            f"## S3 ownership (issue 14) — {stamp}",
+            "",
+            f"- moto's server on loopback, same 2 cores; load average before {load_before:.2f}; "
+            f"medians of {TRIALS} trials. Cold start: {CHUNKS} unmerged chunks of one partition, "
+            f"{LATENCY_S * 1000:.0f} ms added to every request by the test proxy, empty disk.",
+            "",
+            "| scenario | median | trials |",
+            "| --- | ---: | --- |",
+            f"| take-over while 4 threads append (a chunk each) and 1 commits positions: s "
+            f"| {statistics.median(takes):.2f} | {listed(takes)} |",
+            f"| cold start, one object at a time (the baseline): s | {statistics.median(one):.2f} "
+            f"| {listed(one)} |",
+            f"| cold start, 16 objects side by side: s | {statistics.median(many):.2f} "
+            f"| {listed(many)} |",
+            f"| cold start speed-up | {ratio:.1f}x | |",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    report = main()
+    print(report)
+    with Path(__file__).with_name("RESULTS.md").open("a") as f:
+        f.write("\n" + report)
