@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -79,6 +80,34 @@ def _edge(text: str) -> str | datetime.datetime:
         ) from None
 
 
+def _check_export(
+    data: str,
+    topic: str,
+    output: str,
+    edges: tuple[str | datetime.datetime, str | datetime.datetime],
+    mode: str,
+    options: dict[str, str],
+) -> None:
+    """The mistakes people make most (an output that exists, a wrong --data, an unknown
+    topic or partition), found from storage in a moment instead of after Spark's start-up.
+    Raises BadRequest, TopicNotFound, StorageError."""
+    from brook.log.view import TopicView, open_storage
+    from brook.spark.options import parse_offsets, resolve
+
+    if mode == "errorifexists" and "://" not in output and Path(output).exists():
+        raise BadRequest(
+            f"{output} already exists: choose another OUTPUT, or give --mode append|overwrite"
+        )
+    storage = open_storage(data, options)
+    try:
+        bounds = TopicView(storage, topic).bounds()
+    finally:
+        storage.close()
+    for edge, what in zip(edges, ("startingOffsets", "endingOffsets"), strict=True):
+        if isinstance(edge, str):
+            resolve(parse_offsets(edge), bounds, "earliest", what)
+
+
 @click.group()
 def spark() -> None:
     """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
@@ -125,6 +154,7 @@ def spark_export(
 ) -> None:
     """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
     first, stop = _edge(starting), _edge(ending)  # bad input fails here, before Spark starts
+    _check_export(data, topic, output, (first, stop), mode, _options(endpoint_url, region))
     from rich.progress import Progress
 
     from brook.spark import jobs

@@ -144,3 +144,26 @@ def test_brook_spark_export_on_the_command_line(tmp_path: Path) -> None:
     assert gone.stderr.strip().splitlines()[-1] == (
         "Error: bad_request: startingOffsets names partition(s) [9] the topic does not have"
     )
+
+
+def test_export_mistakes_are_found_before_spark_starts(tmp_path: Path) -> None:
+    """An unknown topic or partition, a wrong --data, an output that exists: each is one
+    line at once (a master Spark cannot use shows that Spark never started)."""
+    data, out = tmp_path / "data", tmp_path / "lake"
+    _records_over_three_days(data)
+    out.mkdir()
+    run = [sys.executable, "-m", "brook.cli", "spark", "export", "--master", "no-such-master"]
+    cases = [
+        (["events", str(out), "--data", str(data)], "already exists"),
+        (["nope", str(tmp_path / "a"), "--data", str(data)], "topic_not_found"),
+        (["events", str(tmp_path / "b"), "--data", str(tmp_path / "missing")], "not a directory"),
+        (
+            ["events", str(tmp_path / "c"), "--data", str(data), "--to", '{"7": 3}'],
+            "endingOffsets names partition(s) [7]",
+        ),
+    ]
+    for args, said in cases:
+        done = subprocess.run([*run, *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], done.stderr

@@ -404,3 +404,46 @@ def test_a_served_broker_stops_once_another_takes_its_bucket_over(
             assert values(newer, "t") == [b"before"]
     finally:
         server.close()
+
+
+class NeverReplaces(Wrapped):
+    """A bucket whose manifest writes fail without landing: the process dies before them."""
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        raise StorageError("S3 replace failed: connection reset")
+
+
+def test_a_cut_never_deletes_or_rewrites_a_chunk(moto: MotoServer) -> None:
+    """Cutting synced bytes back (a round that failed after its bytes were synced) keeps
+    every chunk number used once: a fence and every reader's table stay right, and a
+    crash between the steps leaves the old bytes whole, followed by the kept head."""
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    storage.lock()
+    file = storage.create_appendable("seg/a", b"head")
+    for part in (b"one", b"two"):
+        file.append([part])
+        file.sync()
+    prefix = storage.catalog().files["seg/a"].chunks
+    assert prefix is not None
+    before = {key: storage.bucket.get(key) for key, _ in storage.bucket.list(prefix)}
+    file.truncate(len(b"headon"))
+    assert storage.read_all("seg/a") == b"headon"
+    for key, found in before.items():
+        assert storage.bucket.get(key) == found, f"{key} was changed"
+    file.append([b"X"])
+    file.sync()
+    assert storage.read_all("seg/a") == b"headonX"
+    # A crash after the head is put, before the catalog gives the old chunks up:
+    file.append([b"more"])
+    file.sync()
+    storage.bucket = NeverReplaces(storage.bucket)  # type: ignore[assignment]
+    with pytest.raises(StorageError):
+        file.truncate(len(b"headonXm"))
+    storage.bucket = storage.bucket.inner  # type: ignore[attr-defined]
+    storage.close()
+    again = S3Storage(url, endpoint_url=moto.endpoint)
+    again.lock()
+    stored = again.read_all("seg/a")
+    assert stored is not None and stored.startswith(b"headonXmore"), stored
+    again.close()

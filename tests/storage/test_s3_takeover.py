@@ -144,11 +144,8 @@ def test_a_crashed_owners_lease_is_waited_out_but_a_renewed_one_is_not(
 
 
 def _stop_renewing(storage: S3Storage) -> None:
-    storage._stopping.set()
-    keeper = storage._keeper
-    assert keeper is not None
-    keeper.join()
-    storage._keeper = None  # so close() does not release the lease either
+    """What a crash does to the lease: nobody renews it, and close() will not release it."""
+    assert storage.owner.stop_keeping()
 
 
 def test_an_expired_lease_is_taken_without_the_flag(moto: MotoServer) -> None:

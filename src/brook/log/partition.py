@@ -39,7 +39,7 @@ from brook.codec.segment import (
     encode_durable_mark,
     seal_position,
 )
-from brook.errors import CorruptData, StorageError, TopicNotFound
+from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment, segment_name
@@ -388,7 +388,7 @@ class PartitionLog:
             self.next_offset = self.durable_offset
             try:
                 self._repair()
-            except StorageError as exc:
+            except BrookError as exc:  # Fenced too: the caller is answered either way
                 self._broken = True
                 log.warning(
                     "partition %s/%d: cannot drop a failed batch yet: %s",

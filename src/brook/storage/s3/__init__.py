@@ -26,12 +26,8 @@ import builtins
 import contextlib
 import itertools
 import logging
-import os
-import random
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,7 +35,7 @@ from pathlib import Path
 import msgspec
 
 from brook import limits
-from brook.errors import BrookError, Fenced, Locked, StorageError
+from brook.errors import BadRequest, BrookError, Fenced, StorageError
 from brook.storage import check_name
 from brook.storage.s3 import lease as ls
 from brook.storage.s3 import manifest as m
@@ -48,6 +44,7 @@ from brook.storage.s3.chunks import ChunkTable, S3AppendFile
 from brook.storage.s3.fence import fence_file
 from brook.storage.s3.merge import Merger
 from brook.storage.s3.objects import Bucket, Changed, Exists, MissingObject, fenced
+from brook.storage.s3.owner import Ownership, unchanged
 from brook.storage.s3.probe import PROBE_PREFIX, check_conditional_writes
 
 log = logging.getLogger("brook.storage.s3")
@@ -57,14 +54,6 @@ INLINE_BYTES_MAX = 4 * 1024
 READ_ATTEMPTS_MAX = 3
 REQUESTS_IN_FLIGHT_MAX = 16
 """Object requests one broker makes at once when it has many to make (fences, cold reads)."""
-TAKE_OVER_S_MAX = 30.0
-"""Longest a take-over keeps trying to raise the epoch against a busy owner."""
-LEASE_WAIT_STEP_S = 0.25
-"""How often a broker waiting for a lease to run out looks at it again."""
-
-
-def _unchanged(files: dict[str, m.Entry]) -> None:
-    """The edit of a manifest write that only renews (or releases) the lease."""
 
 
 class S3Storage:
@@ -84,15 +73,17 @@ class S3Storage:
         """`take_over`: take the prefix even from a live owner (a rolling deploy).
         `wait_for_lease`: wait for a lease that is not being renewed to run out (a
         crashed owner) instead of raising Locked; a renewed lease still raises."""
-        if lease_ms < ls.lease_ms_min:
-            raise StorageError(f"lease_ms must be at least {ls.lease_ms_min}, not {lease_ms}")
+        if (
+            isinstance(lease_ms, bool)
+            or not isinstance(lease_ms, int)
+            or lease_ms < ls.lease_ms_min
+        ):
+            raise BadRequest(
+                f"lease_ms must be a whole number of ms from {ls.lease_ms_min}, not {lease_ms!r}"
+            )
         self.bucket = Bucket(url, endpoint_url, region, request_timeout_s)
         self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
-        self.take_over = take_over
-        self.wait_for_lease = wait_for_lease
-        self.lease_ms = lease_ms
-        self._clock = clock
-        self.owner_id = uuid.uuid4().hex
+        self.owner = Ownership(self, take_over, wait_for_lease, lease_ms, clock)
         self._mutex = threading.Lock()
         """Guards the manifest, its ETag and the chunk tables."""
         self._manifest: m.Manifest | None = None
@@ -107,40 +98,17 @@ class S3Storage:
         """Set once another broker has taken the prefix over: this one can never write again."""
         self.read_only = False
         """Attached as an outside reader (`attach`): never writes, never takes the prefix over."""
-        self._renewed = 0.0
-        """When (monotonic) the manifest was last written, renewing the lease."""
-        self._changes = 0
-        """Catalog changes since the lease keeper last looked for a claim."""
-        self._paused_until = 0.0
-        """Catalog changes wait until then (monotonic): a newer broker is taking over."""
-        self._seen_claim: ls.Claim | None = None
-        self._stopping = threading.Event()
-        self._keeper: threading.Thread | None = None
 
     # ------------------------------------------------------------ ownership
-
-    def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
-
-    def _lease(self, released: bool = False) -> ls.Lease:
-        return ls.Lease(
-            self.owner_id,
-            socket.gethostname(),
-            os.getpid(),
-            self._now_ms(),
-            self.lease_ms,
-            released,
-        )
 
     def lock(self) -> None:
         """Take the prefix over (see the module's docstring); returns once every file
         is fenced. Raises Locked while another broker's lease is live (unless
         `take_over`), StorageError if the store cannot be used safely or fails."""
-        check_conditional_writes(self.bucket, f"{PROBE_PREFIX}{self.owner_id}")
-        manifest, etag = self._take_manifest()
+        check_conditional_writes(self.bucket, f"{PROBE_PREFIX}{self.owner.id}")
+        manifest, etag = self.owner.take()
         with self._mutex:
             self._manifest, self._etag = manifest, etag
-            self._renewed = time.monotonic()
         chunked = [(n, e) for n, e in manifest.files.items() if e.chunks is not None]
         try:
             with ThreadPoolExecutor(
@@ -151,108 +119,17 @@ class S3Storage:
                 )
         except BrookError:
             with contextlib.suppress(BrookError):  # nothing is served: let the next one in
-                self.change(_unchanged, release=True)
+                self.change(unchanged, release=True)
             raise
         with self._mutex:
             self._tables = {name: t for (name, _), t in zip(chunked, tables, strict=True)}
-        self._keeper = threading.Thread(target=self._keep_lease, name="brook-lease", daemon=True)
-        self._keeper.start()
+        self.owner.start_keeping()
         log.info(
             "took over %s as writer epoch %d (%d appendable files fenced)",
             self.bucket.url,
             manifest.epoch,
             len(chunked),
         )
-
-    def _take_manifest(self) -> tuple[m.Manifest, str]:
-        """Raise the epoch and take the lease (If-Match), or create the manifest."""
-        deadline = time.monotonic() + TAKE_OVER_S_MAX
-        watched: ls.Lease | None = None
-        claimed = False
-        while True:
-            found = self.bucket.get(m.MANIFEST_KEY)
-            if found is None:
-                fresh = m.Manifest(epoch=1, lease=self._lease())
-                try:
-                    return fresh, self.bucket.create(m.MANIFEST_KEY, m.encode(fresh))
-                except Exists:
-                    continue  # another broker created it first: go after that one
-            try:
-                current = m.decode(found[0])
-            except ValueError as exc:
-                raise StorageError(f"{self.bucket.url}: {exc}") from None
-            if current.lease is not None and current.lease.owner == self.owner_id:
-                return current, found[1]  # our own write landed, its answer was lost
-            now = self._now_ms()
-            live = ls.is_live(current.lease, now)
-            if live and not self.take_over:
-                assert current.lease is not None
-                if not self.wait_for_lease or (watched is not None and current.lease != watched):
-                    raise self._locked(current.lease, now, renewing=watched is not None)
-                if watched is None:
-                    log.warning(
-                        "%s is held by %s: waiting for its lease to run out "
-                        "(it is not renewed by a broker that crashed); --take-over takes it now",
-                        self.bucket.url,
-                        ls.describe(current.lease, now),
-                    )
-                    watched = current.lease
-                time.sleep(min(LEASE_WAIT_STEP_S, ls.remaining_ms(current.lease, now) / 1000))
-                continue
-            if live and not claimed:
-                claim = ls.Claim(current.epoch + 1, self.owner_id, now)
-                self.bucket.put(ls.CLAIM_KEY, ls.encode_claim(claim))
-                claimed = True
-            bumped = m.Manifest(current.version, current.epoch + 1, current.files, self._lease())
-            try:
-                return bumped, self.bucket.replace(m.MANIFEST_KEY, m.encode(bumped), found[1])
-            except (Changed, StorageError) as exc:
-                # Changed: the owner wrote meanwhile. StorageError: maybe ours landed (the
-                # next read tells). Either way, read again, within the deadline.
-                if time.monotonic() > deadline:
-                    raise StorageError(
-                        f"{self.bucket.url}: could not take the prefix over in "
-                        f"{TAKE_OVER_S_MAX:.0f} s: {exc}"
-                    ) from None
-                time.sleep(random.uniform(0.005, 0.05))
-
-    def _locked(self, lease: ls.Lease, now: int, renewing: bool) -> Locked:
-        alive = " and is renewing it" if renewing else ""
-        return Locked(
-            f"{self.bucket.url} is in use by {ls.describe(lease, now)}{alive}; stop that broker, "
-            "or take the prefix over on purpose with take_over=True (brook serve --take-over)"
-        )
-
-    def _keep_lease(self) -> None:
-        """Renew the lease while no catalog change does, and watch for a claim while
-        changes are frequent (a quiet owner lets a newcomer through anyway)."""
-        interval_s = ls.renew_interval_ms(self.lease_ms) / 1000
-        while not self._stopping.wait(interval_s / 2):  # two looks per renewal
-            try:
-                if self._changes:
-                    self._changes = 0
-                    self._look_for_claim()
-                if time.monotonic() - self._renewed >= interval_s:
-                    self.change(_unchanged)
-            except Fenced:
-                return  # `lost` has said so
-            except StorageError as exc:
-                log.warning("could not renew the lease on %s: %s", self.bucket.url, exc)
-
-    def _look_for_claim(self) -> None:
-        found = self.bucket.get(ls.CLAIM_KEY)
-        claim = None if found is None else ls.decode_claim(found[0])
-        if claim is None or claim == self._seen_claim:
-            return
-        self._seen_claim = claim
-        if ls.pauses(claim, self.catalog().epoch, self.owner_id):
-            log.warning(
-                "broker %s is taking %s over: holding catalog changes back for %d ms",
-                claim.owner[:8],
-                self.bucket.url,
-                ls.claim_pause_ms,
-            )
-            self._paused_until = time.monotonic() + ls.claim_pause_ms / 1000
 
     def attach(self) -> None:
         """Read the prefix as an outside reader, beside the broker that owns it (Spark,
@@ -295,23 +172,19 @@ class S3Storage:
         lease (or releasing it). Raises Fenced if another broker has taken over,
         StorageError if the write failed."""
         assert not self.read_only, "an attached reader never writes"
-        pause = self._paused_until - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)  # a newer broker is taking over: let its change through
+        self.owner.hold_for_claim()
         with self._mutex:
             if self.fenced.is_set():
                 raise self.lost("changing the catalog")
             for _ in range(2):
                 changed = m.copy(self.catalog())
                 edit(changed.files)
-                changed.lease = self._lease(released=release)
+                changed.lease = self.owner.lease(released=release)
                 raw = m.encode(changed)
                 try:
                     self._etag = self.bucket.replace(m.MANIFEST_KEY, raw, self._etag)
                     self._manifest = changed
-                    self._renewed = time.monotonic()
-                    if edit is not _unchanged:
-                        self._changes += 1
+                    self.owner.written(edit)
                     return
                 except (Changed, StorageError) as exc:
                     if not self._settle_manifest(raw, changed, exc):
@@ -446,14 +319,18 @@ class S3Storage:
                 self._tables[name] = table
         return S3AppendFile(self, name, table)
 
-    def void_chunk(self, name: str, prefix: str, seq: int) -> None:
-        """Record that chunk `seq` of `name` holds nothing of the file, whatever lands there."""
+    def void_chunks(self, name: str, prefix: str, seqs: Sequence[int]) -> None:
+        """Record that chunks `seqs` of `name` hold nothing of the file, whatever is or
+        lands there (one catalog change). Raises Fenced, StorageError."""
+        if not seqs:
+            return
 
         def void(files: dict[str, m.Entry]) -> None:
             entry = files.get(name)
             if entry is None or entry.chunks != prefix:
                 raise StorageError(f"{name} changed while one of its chunks was being given up")
-            files[name] = msgspec.structs.replace(entry, void=(*entry.void, seq))
+            given_up = sorted({*entry.void, *seqs})
+            files[name] = msgspec.structs.replace(entry, void=tuple(given_up))
 
         self.change(void)
 
@@ -526,20 +403,16 @@ class S3Storage:
         """Stop merging and renewing, then release the lease (an owner that closed
         cleanly lets the next broker in at once). Never raises."""
         self.merger.close()
-        self._stopping.set()
-        if self._keeper is not None:
-            self._keeper.join()
-            self._keeper = None
-            if not self.fenced.is_set():
-                try:
-                    self.change(_unchanged, release=True)
-                except BrookError as exc:
-                    log.warning(
-                        "could not release the lease on %s (it runs out in %d ms): %s",
-                        self.bucket.url,
-                        self.lease_ms,
-                        exc,
-                    )
+        if self.owner.stop_keeping() and not self.fenced.is_set():
+            try:
+                self.change(unchanged, release=True)
+            except BrookError as exc:
+                log.warning(
+                    "could not release the lease on %s (it runs out in %d ms): %s",
+                    self.bucket.url,
+                    self.owner.lease_ms,
+                    exc,
+                )
         self.requests.shutdown(wait=True)
 
     def fetch_many(self, keys: Sequence[str]) -> builtins.list[bytes]:

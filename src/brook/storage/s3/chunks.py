@@ -136,6 +136,8 @@ class S3AppendFile:
 
     def sync(self) -> None:
         """PUT what was appended so far as the next chunk. Raises StorageError, or Fenced."""
+        if self._storage.fenced.is_set():
+            raise self._storage.lost(f"writing {self._name}")
         with self._lock:
             if not self._pending:
                 return
@@ -168,6 +170,8 @@ class S3AppendFile:
 
     def _put(self, seq: int, data: bytes) -> None:
         """Store chunk `seq`; returns only once the store has it. Raises Fenced or StorageError."""
+        if self._storage.fenced.is_set():
+            raise self._storage.lost(f"writing {self._name}")
         key = m.chunk_key(self._table.prefix, seq)
         bucket = self._storage.bucket
         try:
@@ -194,7 +198,7 @@ class S3AppendFile:
         if self._unsure is None:
             return
         seq, _ = self._unsure
-        self._storage.void_chunk(self._name, self._table.prefix, seq)
+        self._storage.void_chunks(self._name, self._table.prefix, [seq])
         if self._storage.cache is not None:
             self._storage.cache.forget(m.chunk_key(self._table.prefix, seq))
         self._table.add(0)
@@ -216,7 +220,17 @@ class S3AppendFile:
         self._cut_synced(size)
 
     def _cut_synced(self, size: int) -> None:
-        """Cut durable chunks back to `size` (a damaged tail found by recovery)."""
+        """Cut durable chunks back to `size`: after a failed sync, the bytes of batches
+        synced ahead of their round, or a damaged tail found by recovery.
+
+        Chunks are never deleted or written again: a chunk number is used once, so a
+        previous owner's fence and every reader's table stay right, and a crash at any
+        step leaves a readable file. The bytes of the first cut chunk that stay (its
+        head) are put as the next chunk; then one catalog change gives up every chunk
+        from the first cut one up to the head (void). A crash before that change leaves
+        the head after the old chunks, where it is past the file's last valid batch and
+        so cut again by the next recovery.
+        """
         self._settle_unsure()
         table = self._table
         if size < self._storage.entry(self._name).merged_bytes:
@@ -224,19 +238,25 @@ class S3AppendFile:
                 f"{self._name}: cannot cut back to byte {size}, inside chunks already merged"
             )
         spans = table.spans(size, table.size)
+        if not spans:
+            return
         first_seq, keep, _ = spans[0]
         head = b""
         if keep:
             head = self._storage.fetch(m.chunk_key(table.prefix, first_seq))[:keep]
-        for seq, _, _ in reversed(spans):
-            key = m.chunk_key(table.prefix, seq)
-            self._storage.bucket.delete(key)
-            if self._storage.cache is not None:
-                self._storage.cache.forget(key)
-        table.cut(first_seq)
+        end_seq = table.next_seq
         if head:
-            self._put(first_seq, head)
+            self._put(end_seq, head)
+        self._storage.void_chunks(self._name, table.prefix, range(first_seq, end_seq))
+        for seq in range(first_seq, end_seq):
+            table.forget(seq)
+        table.cut(first_seq)
+        for _ in range(first_seq, end_seq):
+            table.add(0)
+        if head:
             table.add(len(head))
+            if self._storage.cache is not None:
+                self._storage.cache.put(m.chunk_key(table.prefix, end_seq), head)
 
     def close(self) -> None:
         with self._lock:

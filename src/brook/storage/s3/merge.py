@@ -27,6 +27,8 @@ RUN_CHUNKS_MIN = 32
 """Chunks merged into one object at a time, at least (unless they are large)."""
 RUN_BYTES_MAX = 8 * 1024 * 1024
 """Largest run object merging makes."""
+NEWEST_UNMERGED = 2
+"""Chunks at the end of a file that merging leaves alone."""
 RECENT_BYTES_MAX = 2 * 1024 * 1024
 """Bytes of recently synced small chunks kept in memory per file, for merging."""
 
@@ -46,7 +48,9 @@ def merge_next_run(storage: S3Storage, name: str) -> bool:
     first = entry.merged_chunks
     picked: list[int] = []
     size = 0
-    for seq in range(first, table.next_seq):
+    # The newest chunks stay out: a sync may carry batches whose round has not been
+    # answered yet, and a failure of that round cuts them back (never inside a run).
+    for seq in range(first, table.next_seq - NEWEST_UNMERGED):
         chunk = table.chunk_size(seq)
         if picked and size + chunk > RUN_BYTES_MAX:
             break
