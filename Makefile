@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench pipeline-demo clean
+.PHONY: run test lint reliability bench pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
+
+# The crash and take-over tests at scale: many more kills, deaths and take-overs than
+# `make test` runs (each prints its seed; BROOK_SEED replays one).
+reliability: $(STAMP)
+	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
+	BROOK_TIMER_CRASH_KILLS=100 BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
+	$(PY) -m pytest -p no:cacheprovider tests/crash tests/storage/test_s3_takeover.py --timeout 3600
 
 bench: $(STAMP)
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

@@ -20,7 +20,7 @@ import brook
 from tests.crash import child
 from tests.crash.producer import PARTITIONS, TOPIC, value_for
 
-KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "30"))
+KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "15"))
 PRODUCER = Path(__file__).with_name("producer.py")
 
 

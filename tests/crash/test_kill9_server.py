@@ -22,7 +22,7 @@ import pytest
 import brook
 from tests.served import Served
 
-KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "20"))
+KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "10"))
 PRODUCERS = 4
 
 
