@@ -127,10 +127,7 @@ class PartitionLog:
         segments: list[Segment] = []
         for i, name in enumerate(names):
             last = i == len(names) - 1
-            if read_only:
-                segment = _look_at_segment(storage, name, prefix, partition, last)
-            else:
-                segment = _open_segment(storage, name, partition, active=last)
+            segment = _open_segment(storage, name, active=last, read_only=read_only)
             if segment is None:
                 continue
             if segments and segments[-1].next_offset != segment.base_offset:
@@ -658,55 +655,34 @@ def _read_sealed(
     return size, None
 
 
-def _look_at_segment(
-    storage: Storage, name: str, prefix: str, partition: int, last: bool
+def _acknowledged_end(storage: Storage, prefix: str, base: int, size: int) -> int:
+    """How much of the active segment an outside reader may read: up to its durable
+    mark (what the owner acknowledged), or all of it where there is no mark (object
+    storage, where only synced chunks exist)."""
+    mark = read_durable_mark(storage, prefix)
+    if mark is not None and mark.segment_base == base:
+        return min(size, mark.durable_bytes)
+    if mark is not None and mark.segment_base < base:
+        return SEGMENT_HEADER_BYTES  # started after the mark: nothing acknowledged yet
+    return size
+
+
+def _open_segment(
+    storage: Storage, name: str, active: bool, read_only: bool = False
 ) -> Segment | None:
-    """A segment as an outside reader may see it: sealed whole, or the active one up
-    to its durable mark (whole synced batches where there is no mark); never changed."""
+    """Open one segment file: from its seal if it has one, else by a recovery scan.
+
+    `read_only` looks without changing anything, as an outside reader may: the
+    active segment up to what its owner acknowledged, never recovered or started
+    again, and an older segment without a seal is damage.
+    """
     base = int(name.rsplit("/", 1)[1].split(".")[0])
     reader = storage.open_read(name)
     try:
         found = _read_sealed(reader, storage, name, base)
         if isinstance(found, str):
-            if last:
+            if active and read_only:
                 return None  # its owner is creating it, or will start it again
-            raise CorruptData(f"{name}: {found}")
-        size, sealed = found
-        if sealed is not None:
-            return sealed
-        if not last:
-            raise CorruptData(f"{name}: an older segment carries no valid seal")
-        mark = read_durable_mark(storage, prefix)
-        end = size
-        if mark is not None and mark.segment_base == base:
-            end = min(size, mark.durable_bytes)
-        elif mark is not None and mark.segment_base < base:
-            end = SEGMENT_HEADER_BYTES  # started after the mark: nothing acknowledged yet
-        buf = reader.read(0, end)
-        created_ms = decode_segment_header(buf[:SEGMENT_HEADER_BYTES])
-    finally:
-        reader.close()
-    assert not isinstance(created_ms, str), "_read_sealed checked the header"
-    scan = scan_segment(buf, base)
-    return Segment(
-        storage,
-        name,
-        base,
-        created_ms.created_ms,
-        scan.entries,
-        scan.valid_bytes,
-        scan.next_offset,
-        False,
-    )
-
-
-def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> Segment | None:
-    """Open one segment file: from its seal if it has one, else by a recovery scan."""
-    base = int(name.rsplit("/", 1)[1].split(".")[0])
-    reader = storage.open_read(name)
-    try:
-        found = _read_sealed(reader, storage, name, base)
-        if isinstance(found, str):
             if active:
                 # A crash while the file was being created: it never held a record.
                 log.warning("%s: %s; starting it again", name, found)
@@ -716,9 +692,14 @@ def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> 
         size, sealed = found
         if sealed is not None:
             return sealed
+        if read_only:
+            if not active:
+                raise CorruptData(f"{name}: an older segment carries no valid seal")
+            size = _acknowledged_end(storage, name.rsplit("/", 1)[0] + "/", base, size)
         buf = reader.read(0, size)
     finally:
         reader.close()
+
     header = decode_segment_header(buf[:SEGMENT_HEADER_BYTES])
     assert not isinstance(header, str), "_read_sealed checked the header"
     scan = scan_segment(buf, base)
@@ -732,6 +713,8 @@ def _open_segment(storage: Storage, name: str, partition: int, active: bool) -> 
         scan.next_offset,
         False,
     )
+    if read_only:
+        return segment
     zero_tail = buf.count(0, scan.valid_bytes) == size - scan.valid_bytes
     if scan.problem is not None and not zero_tail:
         dropped = size - scan.valid_bytes
