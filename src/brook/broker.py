@@ -28,6 +28,8 @@ from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import Ack, TopicConfig, TopicInfo
+from brook.staging import plan as staging_plan
+from brook.staging.service import StagingService
 from brook.storage import Storage
 from brook.storage.readonly import ReadOnlyStorage
 from brook.timers import checks as timer_checks
@@ -135,6 +137,7 @@ class Broker:
                 )
             self.queues = QueueStore(self)
             self.timers = TimerService(self)
+            self.staging = StagingService(self)
         except BaseException:
             for state in self._topics.values():
                 for partition_log in state.logs:
@@ -255,6 +258,8 @@ class Broker:
         self.queues.forget_topic(name)
         self.storage.delete_prefix(f"queues/{name}/")
         self.storage.delete_prefix(f"topics/{queue_settings.status_log_name(name, '')}")
+        self.storage.delete_prefix(f"{staging_plan.ROOT}{name}/")
+        self.staging.forget_topic(name)
         self.idempotency.forget_topic(name)
         self.groups.forget_topic(name)
 
@@ -410,6 +415,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
+        self.staging.stop()
         self.queues.stop()
         self.timers.stop()
         self.committer.close()

@@ -64,6 +64,15 @@ idempotency_keys_max = 1_000_000
 """Most keys remembered at once; the oldest are forgotten first beyond this."""
 idempotency_key_bytes_max = 256
 
+# Staged writes (brook/staging, the Spark sink).
+staging_ttl_ms_default = 7 * 24 * 60 * 60 * 1000
+"""A writer's last publish is remembered this long after it (a replay within it
+appends nothing); staged records no publish claims are dropped after it too."""
+staging_sweep_ms = 10 * 60 * 1000
+"""How often the broker looks for interrupted publishes and staging to drop."""
+staging_publish_bytes_in_flight = 64 * MIB
+"""Most bytes of staged records one publish hands the committer before waiting."""
+
 # Retention is checked at most this often.
 retention_check_ms = 10_000
 

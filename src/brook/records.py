@@ -58,3 +58,14 @@ class Job(msgspec.Struct, gc=False):
     """1 on the first delivery; counts every lease of the record so far."""
     receipt: str
     """Names this lease; valid only while the lease is live."""
+
+
+class Published(msgspec.Struct, frozen=True):
+    """The answer to a publish of staged records (brook/staging)."""
+
+    seq: int
+    records: int | None
+    """Records the publish appended in all; None when a later `seq` was published
+    since (this one was then published, or given up, before it)."""
+    replayed: bool
+    """True when this call found the publish done or begun already (a replay)."""

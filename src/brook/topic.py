@@ -10,7 +10,7 @@ from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import BadRequest, BrookError, PartitionNotFound
 from brook.partitioner import partition_for_key
-from brook.records import Ack, Record
+from brook.records import Ack, Published, Record
 
 if TYPE_CHECKING:
     from brook.broker import Broker, TopicState
@@ -133,6 +133,33 @@ class Topic:
             assert isinstance(request.on_done, Waiter)
             request.on_done.wait()
         return acks_in_order(count, requests)
+
+    def stage(
+        self,
+        writer: str,
+        seq: int,
+        part: str,
+        chunk: int,
+        records: Iterable[Record],
+        partition: int | None = None,
+    ) -> bool:
+        """Stage `records` as chunk `chunk` of `part` for `writer`'s publish number
+        `seq` (durable on return; nothing is readable until the publish). Staging a
+        chunk again replaces it. False when `seq` was published already: nothing is
+        kept. With a `partition` the records go there, else by key. See
+        docs/GUARANTEES.md, "Staged writes"."""
+        columns = validate.records(records)
+        return self._broker.staging.stage(self.name, writer, seq, part, chunk, columns, partition)
+
+    def publish(self, writer: str, seq: int, parts: dict[str, int]) -> Published:
+        """Append the records staged for `seq` in `parts` (part id -> chunk count),
+        exactly once: a publish repeated, resumed after a crash, or replayed with
+        other parts appends nothing more. Raises BadRequest for a chunk never staged."""
+        return self._broker.staging.publish(self.name, writer, seq, parts)
+
+    def drop_staged(self, writer: str, seq: int) -> bool:
+        """Drop what was staged for `seq` (a write that failed); False if it was published."""
+        return self._broker.staging.abort(self.name, writer, seq)
 
     def _partition(self, state: TopicState, key: bytes | None) -> int:
         partitions = state.config.partitions

@@ -19,7 +19,7 @@ from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotFound
 from brook.queue.lifecycle import Transition
-from brook.records import Ack, Job, Record, TopicInfo
+from brook.records import Ack, Job, Published, Record, TopicInfo
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -199,6 +199,30 @@ class AsyncTopic:
     async def start_offsets(self) -> dict[int, int]:
         offsets: dict[int, int] = await self._broker._do(protocol.start_offsets(self.name))
         return offsets
+
+    async def stage(
+        self,
+        writer: str,
+        seq: int,
+        part: str,
+        chunk: int,
+        records: Iterable[Record],
+        partition: int | None = None,
+    ) -> bool:
+        staged: bool = await self._broker._do(
+            protocol.stage(self.name, writer, seq, part, chunk, list(records), partition)
+        )
+        return staged
+
+    async def publish(self, writer: str, seq: int, parts: dict[str, int]) -> Published:
+        published: Published = await self._broker._do(
+            protocol.publish(self.name, writer, seq, parts)
+        )
+        return published
+
+    async def drop_staged(self, writer: str, seq: int) -> bool:
+        dropped: bool = await self._broker._do(protocol.drop_staged(self.name, writer, seq))
+        return dropped
 
 
 class AsyncConsumer:

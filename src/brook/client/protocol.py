@@ -19,7 +19,8 @@ from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.queue.lifecycle import State, Transition
-from brook.records import Ack, Job, Record, TopicInfo
+from brook.records import Ack, Job, Published, Record, TopicInfo
+from brook.staging import plan as staging_plan
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 
@@ -185,6 +186,55 @@ def _append(topic: str, columns: Columns, partition: int | None = None) -> Call:
         _acks,
         safe,
     )
+
+
+# ---------------------------------------------------------------- staged writes
+
+
+def _staged_path(topic: str, writer: str, seq: int, *rest: str) -> str:
+    validate.topic_name(topic)
+    staging_plan.check_id(writer, "writer")
+    return _path("topics", topic, "staged", writer, str(staging_plan.check_seq(seq)), *rest)
+
+
+def stage(
+    topic: str,
+    writer: str,
+    seq: int,
+    part: str,
+    chunk: int,
+    records: Sequence[Record],
+    partition: int | None,
+) -> Call:
+    """Records as one binary batch; staging a chunk again replaces it, so resending is safe."""
+    columns = validate.records(list(records))
+    chunk = validate.whole(chunk, "chunk", 0, staging_plan.CHUNKS_PER_PART_MAX - 1)
+    body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
+    path = _staged_path(topic, writer, seq, staging_plan.check_id(part, "part"), str(chunk))
+    params = {}
+    if partition is not None:
+        params["partition"] = str(validate.whole(partition, "partition"))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
+        return bool(_json(body)["staged"])
+
+    return Call("PUT", path, params, body, {"content-type": BATCH_TYPE}, parse, True)
+
+
+def publish(topic: str, writer: str, seq: int, parts: dict[str, int]) -> Call:
+    body, headers = _json_body({"parts": staging_plan.check_parts(parts)})
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> Published:
+        return msgspec.json.decode(body, type=Published)
+
+    return Call("POST", _staged_path(topic, writer, seq, "publish"), {}, body, headers, parse, True)
+
+
+def drop_staged(topic: str, writer: str, seq: int) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
+        return bool(_json(body)["dropped"])
+
+    return Call("DELETE", _staged_path(topic, writer, seq), {}, None, {}, parse, True)
 
 
 def read(topic: str, partition: int, offset: int, limit: int) -> Call:

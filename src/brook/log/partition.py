@@ -264,8 +264,11 @@ class PartitionLog:
             )  # a gap left by compaction at the segment's end
         return b"", offset
 
-    def scan_idempotency(self, since_ms: int) -> list[tuple[bytes, int, int]]:
-        """(idempotency key, offset, timestamp) of durable records newer than `since_ms`.
+    def scan_idempotency(
+        self, since_ms: int | None = None, from_offset: int | None = None
+    ) -> list[tuple[bytes, int, int]]:
+        """(idempotency key, offset, timestamp) of durable records newer than `since_ms`
+        or, with `from_offset`, in batches holding offsets from it on.
 
         Reads only batches inside the window (timestamps never decrease within a
         partition). A corrupt batch is reported and skipped, never fatal: its
@@ -273,7 +276,13 @@ class PartitionLog:
         """
         found: list[tuple[bytes, int, int]] = []
         for segment in self.segments:
-            first = bisect_left(segment.timestamps, since_ms)
+            if from_offset is not None:
+                first = max(0, bisect_right(segment.bases, from_offset) - 1)
+                if segment.next_offset <= from_offset:
+                    continue
+            else:
+                assert since_ms is not None
+                first = bisect_left(segment.timestamps, since_ms)
             if first >= len(segment.positions):
                 continue
             start = segment.positions[first]

@@ -23,8 +23,11 @@ from brook.server.http import Request, Response, error_response, json_response
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
+from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
 from brook.server.wire import (
+    BATCH_TYPE,
+    JSON_TYPE,
     parse_json,
     record_to_json,
     records_from_batches,
@@ -34,9 +37,6 @@ from brook.server.wire import (
 from brook.topic import acks_in_order, route
 
 log = logging.getLogger("brook.server")
-
-JSON_TYPE = "application/json"
-BATCH_TYPE = "application/vnd.brook.batch"
 
 
 def _int(query: dict[str, str], name: str, default: int | None = None, low: int = 0) -> int:
@@ -127,6 +127,7 @@ class Api:
         r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
         self.queues = QueueEndpoints(self)
         self.timers = TimerEndpoints(self)
+        self.staging = StagingEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
         r.add("GET", "/openapi.json", self.openapi, None)
         self.requests = RequestCounts()

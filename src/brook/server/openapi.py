@@ -509,6 +509,78 @@ OPERATIONS.update(
     }
 )
 
+STAGED_ID = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$"}
+STAGED_PATH = "/v1/topics/{topic}/staged/{writer}/{seq}"
+OPERATIONS.update(
+    {
+        ("PUT", STAGED_PATH + "/{part}/{chunk}"): {
+            "summary": "Stage records for a publish (durable; nothing is readable until then)",
+            "parameters": [
+                _query("partition", COUNT, "Every record goes to this partition (default: by key)")
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["records"],
+                            "properties": {"records": {"type": "array", "items": RECORD_IN}},
+                        }
+                    },
+                    "application/vnd.brook.batch": {
+                        "schema": {"type": "string", "format": "binary"}
+                    },
+                },
+            },
+            "responses": {
+                "200": _ok(
+                    {
+                        "type": "object",
+                        "description": "staged is false when seq was published already",
+                        "properties": {"staged": {"type": "boolean"}},
+                    }
+                )
+            },
+        },
+        ("POST", STAGED_PATH + "/publish"): {
+            "summary": "Publish what was staged for seq, exactly once; answered once durable",
+            "requestBody": _json_body(
+                {
+                    "type": "object",
+                    "required": ["parts"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "parts": {
+                            "type": "object",
+                            "description": "part id -> how many chunks it staged",
+                            "additionalProperties": COUNT,
+                        }
+                    },
+                }
+            ),
+            "responses": {
+                "200": _ok(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "seq": COUNT,
+                            "records": {"type": "integer", "nullable": True},
+                            "replayed": {"type": "boolean"},
+                        },
+                    }
+                )
+            },
+        },
+        ("DELETE", STAGED_PATH): {
+            "summary": "Drop what was staged for seq (false if it was published)",
+            "responses": {
+                "200": _ok({"type": "object", "properties": {"dropped": {"type": "boolean"}}})
+            },
+        },
+    }
+)
+
 
 def document(router: Router, with_keys: bool) -> dict[str, Any]:
     """The OpenAPI 3.0 description of every route `router` serves."""
@@ -523,6 +595,15 @@ def document(router: Router, with_keys: bool) -> dict[str, Any]:
                 "schema": TIMER_ID if name == "timer" else NAME,
             }
             for name in ("topic", "group", "timer")
+            if "{" + name + "}" in template
+        ] + [
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "schema": STAGED_ID if name in ("writer", "part") else COUNT,
+            }
+            for name in ("writer", "seq", "part", "chunk")
             if "{" + name + "}" in template
         ]
         operation["parameters"] = parameters + operation.get("parameters", [])

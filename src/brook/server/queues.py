@@ -20,12 +20,11 @@ from brook.errors import BadRequest
 from brook.queue.handle import Queue
 from brook.records import Job, Record
 from brook.server.http import Request, Response, json_response
-from brook.server.wire import json_encode, parse_json, record_to_json
+from brook.server.wire import BATCH_TYPE, json_encode, parse_json, record_to_json
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
-BATCH_TYPE = "application/vnd.brook.batch"
 QUEUE_THREADS = 64
 """Queue calls in progress at once; each waits mostly for a group commit."""
 SETTINGS_FIELDS = (

@@ -24,6 +24,11 @@ _json_decode = msgspec.json.Decoder().decode
 json_encode = msgspec.json.Encoder().encode
 
 
+JSON_TYPE = "application/json"
+BATCH_TYPE = "application/vnd.brook.batch"
+"""The binary batch format's media type (docs/PROTOCOL.md)."""
+
+
 def parse_json(body: bytes) -> Any:
     """The request body as JSON; BadRequest when it is not."""
     try:

@@ -1,0 +1,75 @@
+"""The HTTP endpoints of staged writes (docs/PROTOCOL.md, "Staged writes").
+
+Staging writes a file and publishing waits for many group commits, so both run
+on the queue endpoints' pool of threads, never on the event loop. Every call is
+safe to resend: a chunk staged again replaces itself, a publish repeated or
+replayed appends nothing more, a drop repeated drops nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from brook.codec.batch import Columns
+from brook.errors import BadRequest
+from brook.server.http import Request, Response, json_response
+from brook.server.wire import BATCH_TYPE, JSON_TYPE, parse_json, records_from_json
+
+if TYPE_CHECKING:
+    from brook.server.api import Api
+
+SEQ_PATH = "/v1/topics/{topic}/staged/{writer}/{seq}"
+
+
+def _whole(text: str, what: str) -> int:
+    if not text.isdigit() or len(text) > 18:
+        raise BadRequest(f"{what} must be a whole number, not {text!r}")
+    return int(text)
+
+
+class StagingEndpoints:
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        r = api.router
+        r.add("PUT", SEQ_PATH + "/{part}/{chunk}", self.stage, "produce")
+        r.add("POST", SEQ_PATH + "/publish", self.publish, "produce")
+        r.add("DELETE", SEQ_PATH, self.drop, "produce")
+
+    async def stage(
+        self, request: Request, topic: str, writer: str, seq: str, part: str, chunk: str
+    ) -> Response:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        records: Columns | bytes
+        if content_type == BATCH_TYPE:
+            records = request.body
+        elif content_type == JSON_TYPE:
+            records = records_from_json(parse_json(request.body))
+        else:
+            raise BadRequest(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
+        partition = request.query.get("partition")
+        staged = await self.api.queues._run(
+            self.api.broker.staging.stage,
+            topic,
+            writer,
+            _whole(seq, "seq"),
+            part,
+            _whole(chunk, "chunk"),
+            records,
+            None if partition is None else _whole(partition, "partition"),
+        )
+        return json_response({"staged": staged})
+
+    async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
+        document: Any = parse_json(request.body)
+        if not isinstance(document, dict) or set(document) != {"parts"}:
+            raise BadRequest('the body must be {"parts": {"<part id>": <chunks>, ...}}')
+        published = await self.api.queues._run(
+            self.api.broker.staging.publish, topic, writer, _whole(seq, "seq"), document["parts"]
+        )
+        return json_response(published)
+
+    async def drop(self, request: Request, topic: str, writer: str, seq: str) -> Response:
+        dropped = await self.api.queues._run(
+            self.api.broker.staging.abort, topic, writer, _whole(seq, "seq")
+        )
+        return json_response({"dropped": dropped})

@@ -1,0 +1,368 @@
+"""Staged writes: many tasks stage records in parts; one call publishes them once.
+
+Why it exists: a sink that tags each record with (task, row position) is
+exactly-once only if a replay puts the same rows in the same tasks in the same
+order, which Spark does not promise after a shuffle. Here a task's rows are
+staged under an id of its own, the writer (a Spark query, or one batch write)
+publishes a transaction (`seq`, a micro-batch) by naming the parts its
+successful tasks staged, and the broker appends exactly those, once:
+
+1. The first publish of a `seq` writes the writer's state as `publishing`
+   (the parts, and each partition's end offset) before appending anything.
+2. The chunks are appended; each chunk's records in one partition form one
+   write whose last record carries a marker key (plan.marker).
+3. The state is rewritten as `done`, and the staged chunks are deleted.
+
+A publish of a `seq` found `publishing` (the broker or the caller died during
+step 2) resumes from the state: it appends only the pieces whose marker is not
+in the partition past its recorded end offset, whatever parts the caller names
+now. A publish of a `seq` already done, or older than the last, appends
+nothing. Staging for such a `seq` is refused, so a replay costs no copy.
+Layout, format and limits: docs/FORMAT.md ("Staged writes"); the promise:
+docs/GUARANTEES.md ("Staged writes").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import TYPE_CHECKING
+
+from brook import limits, validate
+from brook.codec.batch import Columns, encode_batch, read_client_batches
+from brook.commit import AppendRequest, Waiter
+from brook.errors import (
+    BadRequest,
+    BrookError,
+    Closed,
+    CorruptData,
+    PartitionNotFound,
+    ReadOnly,
+    StorageError,
+    TopicNotFound,
+)
+from brook.records import Published
+from brook.staging import plan
+
+if TYPE_CHECKING:
+    from brook.broker import Broker, TopicState
+
+log = logging.getLogger("brook.staging")
+
+MARKER_PREFIX = b"brook-staged:"
+
+
+class StagingService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.storage = broker.storage
+        self.ttl_ms = limits.staging_ttl_ms_default
+        self._states: dict[tuple[str, str], plan.WriterState | None] = {}
+        """What each writer last published, as stored (only this broker writes them)."""
+        self._mutex = threading.Lock()
+        self._writers: dict[tuple[str, str], threading.Lock] = {}
+        """One lock per writer: its publishes, aborts and sweeping never overlap."""
+        self._unclaimed: dict[str, int] = {}
+        """Staged `seq` folders no state claims yet -> when the sweep first saw them."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="brook-staging", daemon=True)
+        if not broker.read_only:
+            self._thread.start()
+
+    # ------------------------------------------------------------ the API
+
+    def stage(
+        self,
+        topic: str,
+        writer: str,
+        seq: int,
+        part: str,
+        chunk: int,
+        records: Columns | bytes,
+        partition: int | None = None,
+    ) -> bool:
+        """Keep `records` (checked Columns, or a client's binary batches) durably as
+        chunk `chunk` of `part` for the publish of `seq`; staging a chunk again
+        replaces it. The topic is created with defaults if new, as by an append.
+        False, and nothing is kept, when `seq` was published already (or is being
+        published). Raises BadRequest, PartitionNotFound, ReadOnly, StorageError."""
+        self._check_writable()
+        topic, writer, part = self._ids(topic, writer, part)
+        seq = plan.check_seq(seq)
+        chunk = validate.whole(chunk, "chunk", 0, plan.CHUNKS_PER_PART_MAX - 1)
+        if isinstance(records, bytes):
+            try:
+                batches = read_client_batches(records)
+            except CorruptData as exc:
+                raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
+            plan.check_records(batches)
+            if batches.plain:
+                validate.client_batches(batches)
+            else:
+                validate.sized(batches.columns())
+            body = records
+        else:
+            if records.idempotency is not None:
+                raise BadRequest("staged records cannot carry idempotency keys")
+            body = b"".join(encode_batch(0, 0, records)) if len(records) else b""
+        topic_state = self.broker.topic_state(topic, create=True)
+        if partition is not None:
+            validate.whole(partition, "partition")
+            if partition >= topic_state.config.partitions:
+                raise PartitionNotFound(f"topic {topic} has no partition {partition}")
+        if plan.decide(self._state(topic, writer), seq) != "new":
+            return False
+        name = plan.chunk_name(topic, writer, seq, part, chunk)
+        self.storage.write_atomic(name, plan.encode_chunk(body, partition))
+        return True
+
+    def publish(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> Published:
+        """Append the records staged in `parts` (part -> chunks) for `seq`, once: see
+        the module's docstring. Returns once they are all durable. Raises BadRequest
+        (a part or chunk that was never staged: nothing is appended), ReadOnly,
+        StorageError (try again: the publish resumes)."""
+        self._check_writable()
+        topic, writer = self._ids(topic, writer)
+        seq = plan.check_seq(seq)
+        parts = plan.check_parts(parts)
+        with self._writer_lock(topic, writer):
+            state = self._state(topic, writer)
+            decision = plan.decide(state, seq)
+            if decision == "stale":
+                return Published(seq, None, replayed=True)
+            if decision == "done":
+                assert state is not None
+                return Published(seq, state.records, replayed=True)
+            if state is not None and state.phase == "publishing" and decision == "new":
+                self._finish(topic, writer, state)  # an older publish never finished: first
+            if decision == "resume":
+                assert state is not None
+                return self._finish(topic, writer, state)
+            self._check_staged(topic, writer, seq, parts)
+            topic_state = self.broker.topic_state(topic, create=True)
+            begun = plan.WriterState(
+                seq=seq,
+                phase="publishing",
+                parts=parts,
+                starts={str(p.partition): p.durable_offset for p in topic_state.logs},
+                records=0,
+                updated_ms=self.broker.now_ms(),
+            )
+            self._save(topic, writer, begun)
+            return self._finish(topic, writer, begun, resumed=False)
+
+    def abort(self, topic: str, writer: str, seq: int) -> bool:
+        """Drop what was staged for `seq`; False (nothing dropped) if it was published
+        or is being published. Raises BadRequest, ReadOnly, StorageError."""
+        self._check_writable()
+        topic, writer = self._ids(topic, writer)
+        seq = plan.check_seq(seq)
+        with self._writer_lock(topic, writer):
+            if plan.decide(self._state(topic, writer), seq) != "new":
+                return False
+            self.storage.delete_prefix(plan.seq_prefix(topic, writer, seq))
+            return True
+
+    def forget_topic(self, topic: str) -> None:
+        """The topic was deleted (with its staging folder): forget its writers."""
+        with self._mutex:
+            for key in [k for k in self._states if k[0] == topic]:
+                del self._states[key]
+
+    # ------------------------------------------------------------ publishing
+
+    def _finish(
+        self, topic: str, writer: str, state: plan.WriterState, resumed: bool = True
+    ) -> Published:
+        """Append what `state` names and is not appended yet, then mark it done."""
+        topic_state = self.broker.topic_state(topic, create=True)
+        present: set[bytes] = set()
+        if resumed:
+            log.info("resuming the publish of %s seq %d to topic %s", writer, state.seq, topic)
+            for p, start in state.starts.items():
+                partition = int(p)
+                if partition < len(topic_state.logs):
+                    present.update(
+                        key
+                        for key, _, _ in topic_state.logs[partition].scan_idempotency(
+                            from_offset=start
+                        )
+                        if key.startswith(MARKER_PREFIX)
+                    )
+        records = self._copy(topic_state, writer, state, present)
+        done = plan.WriterState(
+            seq=state.seq,
+            phase="done",
+            parts={},
+            starts={},
+            records=records,
+            updated_ms=self.broker.now_ms(),
+        )
+        self._save(topic, writer, done)
+        self.storage.delete_prefix(plan.seq_prefix(topic, writer, state.seq))
+        return Published(state.seq, records, replayed=resumed)
+
+    def _copy(
+        self, topic_state: TopicState, writer: str, state: plan.WriterState, present: set[bytes]
+    ) -> int:
+        """Append every piece not `present`, a bounded number of bytes in flight at
+        once; returns how many records the publish holds in all."""
+        topic = topic_state.name
+        partitions = topic_state.config.partitions
+        waiting: deque[tuple[AppendRequest, Waiter, int]] = deque()
+        in_flight = records = 0
+        error: BrookError | None = None
+
+        def settle_oldest() -> None:
+            nonlocal in_flight, error
+            request, waiter, size = waiting.popleft()
+            waiter.wait()
+            in_flight -= size
+            if request.error is not None and error is None:
+                error = request.error
+
+        for part, chunks in sorted(state.parts.items()):
+            for chunk in range(chunks):
+                name = plan.chunk_name(topic, writer, state.seq, part, chunk)
+                raw = self.storage.read_all(name)
+                if raw is None:
+                    raise CorruptData(
+                        f"{name} is gone although the publish of seq {state.seq} names it"
+                    )
+                partition, columns = plan.decode_chunk(raw, name)
+                records += len(columns)
+                for p, indexes in plan.route(columns, partitions, partition, name.encode()):
+                    key = plan.marker(writer, state.seq, part, chunk, p)
+                    if key in present:
+                        continue
+                    piece = plan.piece(columns, indexes, key)
+                    waiter = Waiter()
+                    request = AppendRequest(topic_state.logs[p], piece, waiter)
+                    self.broker.committer.submit(request)
+                    waiting.append((request, waiter, piece.bytes))
+                    in_flight += piece.bytes
+                while in_flight > limits.staging_publish_bytes_in_flight and waiting:
+                    settle_oldest()
+        while waiting:
+            settle_oldest()
+        if error is not None:
+            raise error
+        return records
+
+    def _check_staged(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> None:
+        stored = set(self.storage.list(plan.seq_prefix(topic, writer, seq)))
+        for part, chunks in sorted(parts.items()):
+            for chunk in range(chunks):
+                if plan.chunk_name(topic, writer, seq, part, chunk) not in stored:
+                    raise BadRequest(
+                        f"part {part} chunk {chunk} of seq {seq} was never staged "
+                        f"(or was dropped); nothing was published"
+                    )
+
+    # ------------------------------------------------------------ state
+
+    def _state(self, topic: str, writer: str) -> plan.WriterState | None:
+        key = (topic, writer)
+        with self._mutex:
+            if key in self._states:
+                return self._states[key]
+        name = plan.state_name(topic, writer)
+        raw = self.storage.read_all(name)
+        state = None if raw is None else plan.decode_state(raw, name)
+        with self._mutex:
+            self._states[key] = state
+        return state
+
+    def _save(self, topic: str, writer: str, state: plan.WriterState) -> None:
+        key = (topic, writer)
+        with self._mutex:
+            self._states.pop(key, None)  # unknown until the write is known to be durable
+        self.storage.write_atomic(plan.state_name(topic, writer), plan.encode_state(state))
+        with self._mutex:
+            self._states[key] = state
+
+    def _writer_lock(self, topic: str, writer: str) -> threading.Lock:
+        with self._mutex:
+            return self._writers.setdefault((topic, writer), threading.Lock())
+
+    def _ids(self, topic: str, writer: str, part: str | None = None) -> tuple[str, ...]:
+        validate.topic_name(topic)
+        plan.check_id(writer, "writer")
+        if part is None:
+            return topic, writer
+        return topic, writer, plan.check_id(part, "part")
+
+    def _check_writable(self) -> None:
+        self.broker._check_open()
+        if self.broker.read_only:
+            raise ReadOnly("cannot stage or publish: this broker was opened read-only")
+
+    # ------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        """Finish publishes a crash interrupted, then sweep what was staged and
+        never published, every `staging_sweep_ms`."""
+        while not self._stop.is_set():
+            try:
+                self.sweep()
+            except (Closed, TopicNotFound):
+                return
+            except BrookError as exc:
+                log.warning("staging: %s; trying again later", exc)
+            self._stop.wait(limits.staging_sweep_ms / 1000)
+
+    def sweep(self) -> None:
+        """Finish every interrupted publish; delete writers idle for the TTL and staged
+        folders that no publish claimed for the TTL."""
+        now = self.broker.now_ms()
+        writers: dict[tuple[str, str], set[int]] = {}
+        for name in self.storage.list(plan.ROOT):
+            parts = name[len(plan.ROOT) :].split("/")
+            if len(parts) < 3:
+                continue
+            folders = writers.setdefault((parts[0], parts[1]), set())
+            if parts[2] != plan.STATE_FILE and parts[2].isdigit():
+                folders.add(int(parts[2]))
+        seen = set()
+        for (topic, writer), folders in sorted(writers.items()):
+            if self._stop.is_set():
+                return
+            if not self.broker.has_topic(topic):
+                self.storage.delete_prefix(f"{plan.ROOT}{topic}/")
+                self.forget_topic(topic)
+                continue
+            with self._writer_lock(topic, writer):
+                state = self._state(topic, writer)
+                if state is not None and state.phase == "publishing":
+                    try:
+                        self._finish(topic, writer, state)
+                    except StorageError as exc:
+                        log.warning("resuming the publish of %s: %s", writer, exc)
+                    continue
+                pending = False
+                for seq in sorted(folders):
+                    prefix = plan.seq_prefix(topic, writer, seq)
+                    if plan.decide(state, seq) != "new":
+                        self.storage.delete_prefix(prefix)  # left by a publish that crashed
+                        continue
+                    first = self._unclaimed.setdefault(prefix, now)
+                    if now - first > self.ttl_ms:
+                        log.info(
+                            "dropping %s: staged %d ms ago, never published", prefix, now - first
+                        )
+                        self.storage.delete_prefix(prefix)
+                        continue
+                    seen.add(prefix)
+                    pending = True
+                if state is not None and not pending and now - state.updated_ms > self.ttl_ms:
+                    self.storage.delete_prefix(plan.writer_prefix(topic, writer))
+                    with self._mutex:
+                        self._states.pop((topic, writer), None)
+        self._unclaimed = {k: v for k, v in self._unclaimed.items() if k in seen}
+
+    def stop(self) -> None:
+        """Stop the thread (before the committer closes)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
