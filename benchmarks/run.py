@@ -409,6 +409,11 @@ def main() -> None:
     spark_report = spark.main()
     print("\n" + spark_report)
     report += "\n" + spark_report
+    from benchmarks import spark_s3
+
+    spark_s3_report = spark_s3.main()
+    print("\n" + spark_s3_report)
+    report += "\n" + spark_s3_report
     out = Path(__file__).with_name("RESULTS.md")
     if not out.exists():
         out.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n\n")

@@ -199,6 +199,11 @@ def main() -> None:
     parser.add_argument("--out", default="./pipeline-demo", help="Parquet and checkpoints")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long to produce")
     parser.add_argument("--rate", type=int, default=2000, help="events per second")
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark's master: local[N], or local-cluster[2,1,1024] for executors in JVMs of their own",
+    )
     args = parser.parse_args()
     data, out = Path(args.data), Path(args.out)
     shutil.rmtree(out, ignore_errors=True)  # a fresh run: new checkpoints, new Parquet
@@ -211,7 +216,9 @@ def main() -> None:
                     client.delete_topic(topic)
             client.create_topic(EVENTS, partitions=2)
             client.create_topic(COUNTS)
-        spark = local_session("brook-pipeline-demo", **{"spark.ui.showConsoleProgress": "false"})
+        spark = local_session(
+            "brook-pipeline-demo", args.master, **{"spark.ui.showConsoleProgress": "false"}
+        )
         queries = []
         try:
             queries = start_sinks(windowed_counts(spark, data), url, out)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -98,6 +99,10 @@ class FaultyProxy:
         self.plan: Plan = plan or (lambda method, path: None)
         self.requests = 0
         self.harmed = 0
+        self.answered_bytes: Counter[str] = Counter()
+        """Bytes of response bodies passed back to clients, by request method."""
+        self.counted: Counter[str] = Counter()
+        """Requests passed on, by method."""
         self.ignore_conditions = False
         """Drop If-Match / If-None-Match before passing requests on: a store that ignores them."""
         self._loop = asyncio.new_event_loop()
@@ -156,6 +161,8 @@ class FaultyProxy:
             await writer.drain()
             return True
         answer = await self._forward(head, body)
+        self.counted[method] += 1
+        self.answered_bytes[method] += len(answer) - len(answer.partition(b"\r\n\r\n")[0]) - 4
         if fault.reset_after:
             return False
         writer.write(_INTERNAL_ERROR if fault.lose_answer else answer)

@@ -72,6 +72,9 @@ staging_sweep_ms = 10 * 60 * 1000
 """How often the broker looks for interrupted publishes and staging to drop."""
 staging_publish_bytes_in_flight = 64 * MIB
 """Most bytes of staged records one publish hands the committer before waiting."""
+sink_outage_wait_ms_default = 120_000
+"""How long the Spark sink's tasks and commits wait for a broker that cannot be
+reached (a restart) before the query fails (`outageWaitMs`)."""
 
 # Retention is checked at most this often.
 retention_check_ms = 10_000

@@ -1,5 +1,6 @@
-"""A `brook` sink whose first commit fails, after its tasks appended: Spark's replay
-of that micro-batch must then append nothing twice. Imported by Spark's workers."""
+"""A `brook` sink whose first commit fails after it published, as a driver that dies
+before Spark records the commit: Spark's replay of that micro-batch must then
+append nothing twice. Imported by Spark's workers."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class FailOnceWriter(BrookStreamWriter):
         self.flag = Path(normalise(options)["checkpointlocation"] + ".failed-once")
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        super().commit(messages, batchId)
         if not self.flag.exists():
             self.flag.write_text(str(batchId))
             raise CommitFailed(f"injected: micro-batch {batchId} appended, not committed")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -90,16 +92,38 @@ def test_a_queue_table_takes_a_group_and_no_range() -> None:
         queue_options({"path": "/d", "topic": "t"})
 
 
-def test_write_options() -> None:
-    assert write_options({"url": "http://h:1", "topic": "t", "api_key": "k"}) == (
+def test_write_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    options = write_options({"url": "http://h:1", "topic": "t", "outageWaitMs": "5000"})
+    assert (options.url, options.path, options.topic, options.outage_wait_ms) == (
         "http://h:1",
         None,
         "t",
-        "k",
+        5000,
     )
     assert write_options({"path": "/d", "topic": "t"}).path == "/d"
+    assert write_options({"path": "/d", "topic": "t"}).outage_wait_ms == 120_000
     with pytest.raises(BadRequest, match="through the broker"):
         write_options({"url": "s3://b/p", "topic": "t"})
+    with pytest.raises(BadRequest, match="outageWaitMs"):
+        write_options({"path": "/d", "topic": "t", "outage_wait_ms": "soon"})
+
+
+def test_an_api_key_never_travels_as_an_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(BadRequest, match="BROOK_API_KEY") as refused:
+        write_options({"url": "http://h:1", "topic": "t", "api_key": "secret-key"})
+    assert "secret-key" not in str(refused.value)
+    monkeypatch.setenv("BROOK_API_KEY", "from-env")
+    assert write_options({"url": "http://h:1", "topic": "t"}).api_key() == "from-env"
+    (tmp_path / "key").write_text("from-file\n")
+    options = write_options(
+        {"url": "http://h:1", "topic": "t", "apiKeyFile": str(tmp_path / "key")}
+    )
+    assert options.api_key() == "from-file"
+    missing = write_options({"url": "http://h:1", "topic": "t", "apiKeyFile": "/no/such/key"})
+    with pytest.raises(BadRequest, match="apiKeyFile /no/such/key cannot be read"):
+        missing.api_key()
 
 
 @pytest.mark.parametrize(

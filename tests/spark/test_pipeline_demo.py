@@ -13,10 +13,17 @@ pytestmark = pytest.mark.slow
 DEMO = Path(__file__).parents[2] / "examples" / "pipeline.py"
 
 
-def test_the_pipeline_demo_counts_every_closed_window_right(tmp_path: Path) -> None:
+def test_the_pipeline_demo_counts_every_closed_window_right_on_a_cluster(tmp_path: Path) -> None:
+    """On Spark's local-cluster mode: executors in JVMs of their own, as on a real cluster
+    (`make pipeline-demo` runs the same code on local[2])."""
     folders = ["--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
     done = subprocess.run(
-        [sys.executable, str(DEMO), *folders, "--seconds", "12", "--rate", "500"],
+        [
+            sys.executable,
+            str(DEMO),
+            *folders,
+            *("--seconds", "12", "--rate", "500", "--master", "local-cluster[2,1,1024]"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,

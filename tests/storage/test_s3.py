@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +22,7 @@ from brook.storage.s3 import S3Storage
 from brook.storage.s3.merge import merge_next_run
 from brook.storage.s3.objects import Bucket
 from tests.s3server import MotoServer
+from tests.served import SRC
 
 
 def opened(moto: MotoServer, url: str, cache: Path, **options: Any) -> Broker:
@@ -447,3 +451,22 @@ def test_a_cut_never_deletes_or_rewrites_a_chunk(moto: MotoServer) -> None:
     stored = again.read_all("seg/a")
     assert stored is not None and stored.startswith(b"headonXmore"), stored
     again.close()
+
+
+def test_missing_credentials_are_named_not_a_metadata_error(moto: MotoServer) -> None:
+    """Without credentials the client asks the instance-metadata address; the error then
+    says which variables to set (on a Spark executor, too)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONPATH"] = SRC
+    script = (
+        "import brook, sys\n"
+        "try:\n"
+        f"    brook.open({moto.fresh_url()!r}, endpoint_url={moto.endpoint!r}, read_only=True)\n"
+        "except brook.errors.BrookError as exc:\n"
+        "    print(exc.message)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "no AWS credentials were found" in out.stdout, out.stdout + out.stderr
+    assert "AWS_ACCESS_KEY_ID" in out.stdout and "spark.executorEnv" in out.stdout

@@ -9,14 +9,16 @@ may read (docs/GUARANTEES.md, "Outside readers"):
   never read. On object storage, where there is no mark, up to the synced
   chunks, which hold only whole batches.
 
-Planning (`TopicView`) runs where the reader is planned (Spark's driver) and
-remembers what it learned, so polling a growing segment reads only its new
-bytes. Reading (`read_slice`) runs anywhere and verifies every batch's CRC32C.
+Planning (`TopicView`) runs where the reader is planned (Spark's driver), reads
+batch headers and seal indexes only, never records, and remembers what it
+learned, so polling a growing segment looks only at its new batches. Reading
+(`read_slice`) runs anywhere, fetches only the bytes of its slice, and verifies
+every batch's CRC32C.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -175,18 +177,34 @@ class TopicView:
         for p in range(self.partitions):
             extents = self.extents(p)
             out[p] = extents[-1].next_offset if extents else 0
-            found = next(
-                (
-                    max(base, extent.base_offset)
-                    for extent in extents
-                    for base, stamp in zip(extent.bases, extent.stamps, strict=True)
-                    if stamp >= ms
-                ),
-                None,
-            )
-            if found is not None:
-                out[p] = found
+            for extent in extents:
+                i = bisect_left(extent.stamps, ms)
+                if i < len(extent.stamps):
+                    out[p] = max(self._first_at(extent, i, ms), extent.base_offset)
+                    break
         return out
+
+    def _first_at(self, extent: Extent, i: int, ms: int) -> int:
+        """The first offset written at or after `ms` in `extent`, whose entry `i` is the
+        first known to be: an index may list only some batches (on object storage, one
+        per chunk), so the batches between entry i-1 and entry i are looked at too."""
+        if i == 0:
+            return extent.bases[0]
+        start = extent.positions[i - 1]
+        stop = extent.positions[i]
+        reader = self.storage.open_read(extent.name)
+        try:
+            pos = start
+            while pos + BATCH_HEADER_BYTES <= stop:
+                header = parse_header(reader.read(pos, BATCH_HEADER_BYTES), 0, whole=False)
+                if isinstance(header, str):
+                    raise CorruptData(f"{extent.name} at byte {pos}: {header}")
+                if header.timestamp >= ms:
+                    return header.base_offset
+                pos += header.length
+        finally:
+            reader.close()
+        return extent.bases[i]
 
     def slices(
         self,
@@ -245,7 +263,7 @@ class TopicView:
             end_bytes = SEGMENT_HEADER_BYTES  # a new segment with no acknowledged batch yet
         growing = self._growing.setdefault(name, _Growing(base))
         if growing.end_bytes < end_bytes:
-            _walk(reader, name, growing, end_bytes)
+            _learn(reader, name, growing, end_bytes)
         if end_offset is not None and growing.next_offset < end_offset:
             raise CorruptData(
                 f"{name}: batches end at offset {growing.next_offset} before "
@@ -286,6 +304,53 @@ def _read_seal(reader: ReadFile, name: str, base: int, size: int) -> Extent | No
         [e.position for e in entries],
         [e.timestamp for e in entries],
     )
+
+
+def _learn(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> None:
+    """Learn where the batches of a growing segment lie, up to `end_bytes`, reading as
+    little of it as may be: planning must not download what the tasks will read.
+
+    On object storage every chunk or run starts with a batch (a sync writes whole
+    batches), so one header per chunk or run is read (the index then lists those
+    batches only; a task reads from one of them on), and in the last chunk, the
+    headers of its batches. Elsewhere every header is read, hopping over bodies.
+    """
+    boundaries = getattr(reader, "boundaries", None)
+    marks = [] if boundaries is None else boundaries()
+    if not marks:
+        _hop(reader, name, growing, end_bytes)
+        return
+    starts = [growing.end_bytes] + [b for b in marks if growing.end_bytes < b < end_bytes]
+    for start in starts[:-1]:
+        header = parse_header(reader.read(start, BATCH_HEADER_BYTES), 0, whole=False)
+        if isinstance(header, str):
+            raise CorruptData(f"{name} at byte {start}: {header}")
+        growing.bases.append(header.base_offset)
+        growing.positions.append(start)
+        growing.stamps.append(header.timestamp)
+        growing.next_offset = header.next_offset
+    growing.end_bytes = starts[-1]
+    _hop(reader, name, growing, end_bytes)
+
+
+def _hop(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> None:
+    """Learn batches from their headers alone, one read per batch."""
+    pos = growing.end_bytes
+    while pos + BATCH_HEADER_BYTES <= end_bytes:
+        head = reader.read(pos, BATCH_HEADER_BYTES)
+        header = parse_header(head, 0, whole=False)
+        if isinstance(header, str):
+            if not any(head):
+                return  # zeros: space reserved ahead of the data
+            raise CorruptData(f"{name} at byte {pos}: {header}")
+        if pos + header.length > end_bytes:
+            return  # a batch not wholly synced yet
+        growing.bases.append(header.base_offset)
+        growing.positions.append(pos)
+        growing.stamps.append(header.timestamp)
+        growing.next_offset = header.next_offset
+        pos += header.length
+        growing.end_bytes = pos
 
 
 def _walk(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> None:

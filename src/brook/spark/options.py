@@ -7,7 +7,9 @@ are copied, so every name is matched without case and without underscores:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import NamedTuple
 
 import msgspec
@@ -41,7 +43,9 @@ _RANGE_OPTIONS = {
 }
 """What a read takes to choose its records; a queue group's table holds them all."""
 _READ_OPTIONS = {"path", "url", "topic", "maxbytespertask", *_RANGE_OPTIONS, *_S3_OPTIONS}
-_WRITE_OPTIONS = {"path", "url", "topic", "apikey", "checkpointlocation"}
+_WRITE_OPTIONS = {"path", "url", "topic", "apikeyfile", "outagewaitms", "checkpointlocation"}
+API_KEY_VARIABLE = "BROOK_API_KEY"
+"""Where the sink finds an API key: the environment of the driver and executors."""
 
 
 def normalise(options: Mapping[str, str]) -> dict[str, str]:
@@ -116,19 +120,47 @@ class WriteOptions(NamedTuple):
     path: str | None
     """A directory for an embedded broker."""
     topic: str
-    api_key: str | None
+    api_key_file: str | None
+    """A file holding the API key, readable where tasks run (never the key itself)."""
+    outage_wait_ms: int
+    """How long tasks and commits wait for a broker that cannot be reached."""
+
+    def api_key(self) -> str | None:
+        """The key, read where it is needed: from `api_key_file`, else $BROOK_API_KEY.
+        Raises BadRequest for a file that cannot be read."""
+        if self.api_key_file is not None:
+            try:
+                return Path(self.api_key_file).read_text().strip() or None
+            except OSError as exc:
+                raise BadRequest(
+                    f"apiKeyFile {self.api_key_file} cannot be read here: {exc.strerror}"
+                ) from None
+        return os.environ.get(API_KEY_VARIABLE) or None
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Check a writer's options; raises BadRequest naming the option at fault."""
     given = normalise(options)
+    if "apikey" in given:
+        raise BadRequest(
+            "the apiKey option is refused: options show in query plans and logs. Set "
+            f"{API_KEY_VARIABLE} in the environment of the driver and the executors "
+            f"(spark.executorEnv.{API_KEY_VARIABLE}), or give apiKeyFile, a file that holds it"
+        )
     unknown = sorted(set(given) - _WRITE_OPTIONS)
     if unknown:
         raise BadRequest(f"unknown option(s) {unknown} for writing to brook")
     location = _location(given, reading=False)
     topic = validate.topic_name(given.get("topic", ""))
     url = location if location.startswith(("http://", "https://")) else None
-    return WriteOptions(url, None if url else location, topic, given.get("apikey"))
+    wait = given.get("outagewaitms", str(limits.sink_outage_wait_ms_default))
+    return WriteOptions(
+        url,
+        None if url else location,
+        topic,
+        given.get("apikeyfile"),
+        _positive(wait, "outageWaitMs") if wait != "0" else 0,
+    )
 
 
 def _location(given: dict[str, str], reading: bool) -> str:

@@ -15,7 +15,9 @@ from typing import Any
 
 def local_session(app_name: str = "brook", master: str = "local[2]", **conf: str) -> Any:
     """A SparkSession on this machine with `brook` registered; more settings in `conf`
-    (dots written as underscores are not translated: pass full names in a dict)."""
+    (dots written as underscores are not translated: pass full names in a dict).
+    `master` may be "local[N]", or "local-cluster[workers,cores,MiB]" for executors in
+    JVMs of their own, as on a cluster."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -33,6 +35,10 @@ def local_session(app_name: str = "brook", master: str = "local[2]", **conf: str
         .config("spark.driver.extraJavaOptions", "-Xss16m")
         .config("spark.sql.session.timeZone", "UTC")
     )
+    if master.startswith("local-cluster"):
+        # Each worker of local-cluster[workers,cores,MiB] offers MiB; an executor must fit.
+        memory = int(master.rstrip("]").rsplit(",", 1)[1])
+        conf.setdefault("spark.executor.memory", f"{max(512, memory * 3 // 4)}m")
     for name, value in conf.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()

@@ -1,26 +1,30 @@
 """Writing DataFrames to a topic: `df.write.format("brook")` and `writeStream`.
 
 Rows become records (`value` required; `key`, `headers`, `partition` optional)
-appended through a running broker (`url=http://...`) or an embedded one
-(`path=DIR`). Every record carries an idempotency key naming its row:
+written through a running broker (`url=http://...`) or an embedded one
+(`path=DIR`), exactly once, whatever the order of rows in a task, the
+placement of tasks, or how often Spark retries them (docs/SPARK.md):
 
-- a batch write: the write's id (fixed when Spark plans it), the task's
-  partition and the row's position in it, so a retried task appends nothing twice;
-- a stream: the query's id (kept in its checkpoint), the micro-batch id, the
-  task's partition and the row's position, so a micro-batch replayed after a
-  failure appends nothing twice. That is exactly-once per micro-batch as long
-  as the replay comes within the broker's idempotency window (default 10
-  minutes) and the input of a replayed micro-batch is the same rows in the same
-  tasks, which holds for replayable sources such as brook and Kafka.
+- each task *stages* its rows under a part id of its own (brook/staging): they
+  are durable but not readable yet;
+- the driver's commit *publishes* the write (a batch write's id, or the
+  query's id and the micro-batch's id) naming the parts of the tasks that
+  succeeded; the broker appends exactly those rows, once. A publish repeated
+  (a micro-batch replayed after a crash) appends nothing more, and a replayed
+  micro-batch's tasks stage nothing once the broker knows it was published.
+
+While the broker cannot be reached (a restart), tasks and the commit wait for
+it with backoff for up to `outageWaitMs` before the query fails.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -32,15 +36,21 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
 import brook
-from brook.errors import BadRequest, Locked
+from brook.errors import BadRequest, BrookError, Locked, StorageError, Unavailable
 from brook.records import Record
 from brook.spark.options import WriteOptions, write_options
 
-ROWS_PER_APPEND = 5_000
-BYTES_PER_APPEND = 4 * 1024 * 1024
-"""An append is sent once it holds this many rows or bytes."""
+ROWS_PER_CHUNK = 5_000
+BYTES_PER_CHUNK = 4 * 1024 * 1024
+"""A chunk is staged once it holds this many rows or bytes."""
 LOCKED_WAIT_S = 120.0
 """How long a task waits for the directory while other tasks hold the embedded broker."""
+OUTAGE_PAUSE_MIN_S = 0.25
+OUTAGE_PAUSE_MAX_S = 5.0
+"""The backoff between tries while the broker cannot be reached."""
+
+log = logging.getLogger("brook.spark")
+T = TypeVar("T")
 
 _BYTES_LIKE = (BinaryType, StringType)
 _COLUMNS = {
@@ -76,10 +86,14 @@ def check_schema(schema: StructType) -> None:
             raise BadRequest("column headers must be map<string, binary> (or map<string, string>)")
 
 
-class Written(WriterCommitMessage):
-    """What one task appended (or found appended already, on a replay)."""
+class Staged(WriterCommitMessage):
+    """What one task staged: its part, how many chunks and rows (none once the
+    broker said the write was published already)."""
 
-    def __init__(self, rows: int) -> None:
+    def __init__(self, writer: str, part: str, chunks: int, rows: int) -> None:
+        self.writer = writer
+        self.part = part
+        self.chunks = chunks
         self.rows = rows
 
 
@@ -106,13 +120,34 @@ def rows_to_records(batch: pa.RecordBatch) -> Iterator[tuple[Record, int | None]
         yield Record(_as_bytes(value) or b"", _as_bytes(keys[row]), record_headers), partitions[row]
 
 
+def waiting_out_outages(options: WriteOptions, call: Callable[[], T]) -> T:
+    """`call()`, tried again with backoff while the broker cannot be reached or its
+    storage fails (a restart, a failover), for up to `outage_wait_ms`. Every call
+    the sink makes is safe to repeat."""
+    deadline = time.monotonic() + options.outage_wait_ms / 1000
+    pause = OUTAGE_PAUSE_MIN_S
+    while True:
+        try:
+            return call()
+        except (Unavailable, StorageError, Locked) as exc:
+            if time.monotonic() + pause > deadline:
+                raise type(exc)(
+                    f"{exc.message} (waited {options.outage_wait_ms} ms for the broker: "
+                    "outageWaitMs)"
+                ) from None
+            log.warning("brook sink: %s; trying again in %.1f s", exc.message, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, OUTAGE_PAUSE_MAX_S)
+
+
 class _Target:
-    """Where a task appends: a running broker, or an embedded one taken in turn."""
+    """Where a task or the driver writes: a running broker, or an embedded one taken
+    in turn (each task holds the directory while it stages)."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
         if options.url is not None:
-            self.broker: Any = brook.connect(options.url, api_key=options.api_key)
+            self.broker: Any = brook.connect(options.url, api_key=options.api_key())
             return
         assert options.path is not None
         deadline = time.monotonic() + LOCKED_WAIT_S
@@ -128,39 +163,68 @@ class _Target:
                     ) from None
                 time.sleep(0.05)
 
-    def close(self) -> None:
+    def __enter__(self) -> Any:
+        return self.broker.topic(self.options.topic)
+
+    def __exit__(self, *exc: object) -> None:
         self.broker.close()
 
 
-def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch], row_id: str) -> Written:
-    """Append every row; row i's idempotency key names `row_id` and i. Returns the count."""
-    target = _Target(options)
-    try:
-        topic = target.broker.topic(options.topic)
-        pending: dict[int | None, tuple[list[Record], list[bytes]]] = {}
-        size = rows = 0
+def stage_rows(
+    options: WriteOptions, batches: Iterator[pa.RecordBatch], writer: str, seq: int
+) -> Staged:
+    """Stage every row under a new part id (chunks of at most ROWS_PER_CHUNK rows or
+    BYTES_PER_CHUNK bytes, one chunk per partition asked for). Stops early when the
+    broker says the write was published already (a replay)."""
+    context = _task()
+    part = f"{context.partitionId()}-{context.attemptNumber()}-{uuid.uuid4().hex[:12]}"
+    pending: dict[int | None, list[Record]] = {}
+    sizes: dict[int | None, int] = {}
+    chunks = rows = 0
+    with _Target(options) as topic:
 
-        def flush() -> None:
-            nonlocal size
-            for partition, (records, keys) in pending.items():
-                topic.append_many(records, keys, partition=partition)
-            pending.clear()
-            size = 0
+        def flush(partition: int | None) -> bool:
+            nonlocal chunks
+            records = pending.pop(partition)
+            sizes.pop(partition)
+            staged = waiting_out_outages(
+                options, lambda: topic.stage(writer, seq, part, chunks, records, partition)
+            )
+            chunks += 1
+            return bool(staged)
 
         for batch in batches:
             for record, partition in rows_to_records(batch):
-                key = hashlib.blake2b(f"{row_id}:{rows}".encode(), digest_size=16).digest()
-                records, keys = pending.setdefault(partition, ([], []))
+                records = pending.setdefault(partition, [])
                 records.append(record)
-                keys.append(key)
                 rows += 1
-                size += len(record.value) + len(record.key or b"")
-                if len(records) >= ROWS_PER_APPEND or size >= BYTES_PER_APPEND:
-                    flush()
-        flush()
-        return Written(rows)
-    finally:
-        target.close()
+                sizes[partition] = (
+                    sizes.get(partition, 0) + len(record.value) + len(record.key or b"")
+                )
+                if (len(records) >= ROWS_PER_CHUNK or sizes[partition] >= BYTES_PER_CHUNK) and (
+                    not flush(partition)
+                ):
+                    return Staged(writer, part, 0, 0)
+        for partition in list(pending):
+            if not flush(partition):
+                return Staged(writer, part, 0, 0)
+    return Staged(writer, part, chunks, rows)
+
+
+def publish(options: WriteOptions, writer: str, seq: int, messages: Sequence[object]) -> None:
+    """Publish the parts the successful tasks staged (on the driver)."""
+    parts = {m.part: m.chunks for m in messages if isinstance(m, Staged) and m.chunks}
+    if not parts:
+        return
+    with _Target(options) as topic:
+        published = waiting_out_outages(options, lambda: topic.publish(writer, seq, parts))
+    log.info(
+        "brook sink: %s %d published %s records%s",
+        writer,
+        seq,
+        published.records,
+        " (a replay: nothing appended again)" if published.replayed else "",
+    )
 
 
 def _task() -> TaskContext:
@@ -170,42 +234,49 @@ def _task() -> TaskContext:
 
 
 class BrookWriter(DataSourceArrowWriter):
-    """A batch write; a retried task finds its rows appended already."""
+    """A batch write: tasks stage, the commit publishes once; an aborted write's
+    staged rows are dropped (and would be swept after staging_ttl_ms anyway)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         if overwrite:
             raise BadRequest('brook topics are append-only: use mode("append")')
         check_schema(schema)
         self.options = write_options(options)
-        self.write_id = uuid.uuid4().hex
+        self.writer = f"write-{uuid.uuid4().hex}"
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        return write_rows(self.options, iterator, f"{self.write_id}:{_task().partitionId()}")
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
+        return stage_rows(self.options, iterator, self.writer, 0)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to do: each row was durable before its task ended."""
+        publish(self.options, self.writer, 0, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to undo: rows appended stay (a topic is append-only); a retry adds no copies."""
+        with contextlib.suppress(BrookError), _Target(self.options) as topic:
+            topic.drop_staged(self.writer, 0)
 
 
 class BrookStreamWriter(DataSourceStreamArrowWriter):
-    """A streaming sink, exactly-once per micro-batch (see the module's docstring)."""
+    """A streaming sink, exactly-once per micro-batch (see the module's docstring):
+    the writer is the query's id (kept in its checkpoint), the seq its batch id."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         check_schema(schema)
         self.options = write_options(options)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Staged:
         context = _task()
         query = context.getLocalProperty("sql.streaming.queryId")
         batch = context.getLocalProperty("streaming.sql.batchId")
         if query is None or batch is None:
             raise BadRequest("the brook stream writer runs only inside a streaming query")
-        return write_rows(self.options, iterator, f"{query}:{batch}:{context.partitionId()}")
+        return stage_rows(self.options, iterator, f"query-{query}", int(batch))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: each row was durable before its task ended."""
+        writers = {m.writer for m in messages if isinstance(m, Staged)}
+        assert len(writers) <= 1, f"one micro-batch, one query: {writers}"
+        for writer in writers:
+            publish(self.options, writer, batchId, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: a replay of the micro-batch appends only rows not yet appended."""
+        """Nothing to drop: a micro-batch is replayed from the checkpoint, and staging
+        nobody publishes is swept after staging_ttl_ms."""

@@ -415,6 +415,20 @@ class S3Storage:
                 )
         self.requests.shutdown(wait=True)
 
+    def fetch_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object: from the cached whole object where there is
+        a cache (fetched whole into it on a miss, for the reads that follow), else one
+        ranged GET of exactly those bytes (an outside reader such as a Spark task)."""
+        if self.cache is not None:
+            return self.fetch(key)[start:end]
+        return self.bucket.get_range(key, start, end)
+
+    def fetch_ranges(self, pieces: Sequence[tuple[str, int, int]]) -> builtins.list[bytes]:
+        """`fetch_range` of each (key, start, end), several at once."""
+        if len(pieces) <= 1:
+            return [self.fetch_range(*piece) for piece in pieces]
+        return list(self.requests.map(lambda piece: self.fetch_range(*piece), pieces))
+
     def fetch_many(self, keys: Sequence[str]) -> builtins.list[bytes]:
         """`fetch` of each key, several at once: a cold read of many chunks is not
         one round trip after another."""
@@ -452,22 +466,33 @@ class S3ReadFile:
             end = min(position + length, entry.size)
             if position >= end:
                 return b""
-            return self._storage.fetch(entry.key)[position:end]
+            return self._storage.fetch_range(entry.key, position, end)
         table = self._storage.table(self._name, entry)
         end = min(position + length, table.size)
-        keys: list[str] = []
-        cuts: list[tuple[int, int]] = []
+        pieces: list[tuple[str, int, int]] = []
         at = 0
         for run in entry.runs:
             if position < at + run.size and at < end:
-                keys.append(run.key)
-                cuts.append((max(position, at) - at, min(end, at + run.size) - at))
+                pieces.append((run.key, max(position, at) - at, min(end, at + run.size) - at))
             at += run.size
         for seq, start, stop in table.spans(max(position, at), end):
-            keys.append(m.chunk_key(table.prefix, seq))
-            cuts.append((start, stop))
-        found = self._storage.fetch_many(keys)
-        return b"".join(data[a:b] for data, (a, b) in zip(found, cuts, strict=True))
+            pieces.append((m.chunk_key(table.prefix, seq), start, stop))
+        return b"".join(self._storage.fetch_ranges(pieces))
+
+    def boundaries(self) -> builtins.list[int]:
+        """Positions where a run or a chunk starts: each is a batch boundary (a sync
+        writes whole batches), known without reading a byte of the file."""
+        entry = self._now()
+        if entry.chunks is None:
+            return []
+        out = []
+        at = 0
+        for run in entry.runs:
+            out.append(at)
+            at += run.size
+        table = self._storage.table(self._name, entry)
+        out.extend(start for start, size in zip(table.starts, table.sizes, strict=True) if size)
+        return out
 
     def size(self) -> int:
         entry = self._now()

@@ -71,8 +71,20 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
+CREDENTIALS_HELP = (
+    "no AWS credentials were found here: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and "
+    "AWS_SESSION_TOKEN for temporary ones) or AWS_PROFILE in this process's environment (on "
+    "Spark executors: spark.executorEnv.AWS_ACCESS_KEY_ID and so on), or run it where an "
+    "instance role provides them"
+)
+_METADATA_ADDRESS = "169.254.169.254"
+"""Where the store client asks for credentials when none are configured (an instance role)."""
+
+
 def _failure(action: str, key: str, exc: Exception) -> StorageError:
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if _METADATA_ADDRESS in first_line:
+        return StorageError(f"S3 {action} of {key} failed: {CREDENTIALS_HELP} ({first_line})")
     return StorageError(f"S3 {action} of {key} failed: {first_line}")
 
 
@@ -163,6 +175,22 @@ class Bucket:
             raise _failure("read", key, exc) from None
         self.counts.add("get", received=len(data))
         return data, str(result.meta["e_tag"])
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object (one ranged GET). Raises MissingObject or
+        StorageError."""
+        if end <= start:
+            return b""
+        try:
+            data = bytes(obstore.get_range(self._store, key, start=start, end=end))
+        except FileNotFoundError:
+            self.counts.add("get")
+            raise MissingObject(f"{self.url}: object {key} is missing") from None
+        except Exception as exc:
+            self.counts.add("get")
+            raise _failure("read", key, exc) from None
+        self.counts.add("get", received=len(data))
+        return data
 
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object under `prefix`, sorted by key."""
