@@ -28,7 +28,9 @@ test: lint
 reliability: $(STAMP)
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
 	BROOK_TIMER_CRASH_KILLS=100 BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
-	$(PY) -m pytest -p no:cacheprovider tests/crash tests/storage/test_s3_takeover.py --timeout 3600
+	BROOK_SPARK_DRIVER_KILLS=10 BROOK_PUBLISH_KILLS=60 \
+	$(PY) -m pytest -p no:cacheprovider tests/crash tests/storage/test_s3_takeover.py \
+	tests/spark/test_cluster.py tests/staging/test_resume.py --timeout 3600
 
 bench: $(STAMP)
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from brook.cli_errors import friendly, spark_error_message
-from brook.errors import BadRequest
+from brook.errors import BadRequest, NotFound
 
 
 def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -106,6 +106,22 @@ def _check_export(
     for edge, what in zip(edges, ("startingOffsets", "endingOffsets"), strict=True):
         if isinstance(edge, str):
             resolve(parse_offsets(edge), bounds, "earliest", what)
+
+
+def _check_queue(data: str, topic: str, group: str, options: dict[str, str]) -> None:
+    """An unknown topic or group, or a wrong --data, found from storage in a moment
+    instead of after Spark's start-up. Raises NotFound, TopicNotFound, BadRequest,
+    StorageError."""
+    from brook.log.view import TopicView, open_storage
+    from brook.queue.settings import stored_name
+
+    storage = open_storage(data, options)
+    try:
+        TopicView(storage, topic)
+        if storage.read_all(stored_name(topic, group)) is None:
+            raise NotFound(f"topic {topic} has no queue group {group!r}")
+    finally:
+        storage.close()
 
 
 @click.group()
@@ -220,6 +236,7 @@ def spark_queue(
     listed with why they stand where they do, and optionally redriven."""
     from brook.spark import jobs
 
+    _check_queue(data, topic, group, _options(endpoint_url, region))
     with _session("brook-queue", master) as session:
         from pyspark.sql import functions as F
 

@@ -33,9 +33,11 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = Path(__file__).with_name("cluster_jobs.py")
-ROWS = 100_000
-PER_TRIGGER = 20_000
+ROWS = 60_000
+PER_TRIGGER = 10_000
 WAIT_S = 240
+DRIVER_KILLS = int(os.environ.get("BROOK_SPARK_DRIVER_KILLS", "2"))
+"""Drivers killed mid-write before the last run drains (at least 2; more in make reliability)."""
 
 
 def source_rows() -> list[Record]:
@@ -178,6 +180,11 @@ def test_the_sink_is_exactly_once_through_kills_on_a_cluster(tmp_path: Path) -> 
         server = Served(sink, "--port", str(port))
         seen = wait_for_writing(sink, work, seen, rng)
         driver.kill()
+        for _ in range(DRIVER_KILLS - 2):
+            drivers.append(driver := Driver(*args))
+            driver.expect("READY")
+            seen = wait_for_writing(sink, work, seen, rng)
+            driver.kill()
         # 3. Restarted from its checkpoint, the stream drains the source.
         drivers.append(driver := Driver(*args))
         driver.expect("READY")

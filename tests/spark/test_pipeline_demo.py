@@ -22,7 +22,7 @@ def test_the_pipeline_demo_counts_every_closed_window_right_on_a_cluster(tmp_pat
             sys.executable,
             str(DEMO),
             *folders,
-            *("--seconds", "12", "--rate", "500", "--master", "local-cluster[2,1,1024]"),
+            *("--seconds", "8", "--rate", "500", "--master", "local-cluster[2,1,1024]"),
         ],
         capture_output=True,
         text=True,

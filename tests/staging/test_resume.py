@@ -27,6 +27,7 @@ from brook.storage.local import LocalStorage
 from tests.api.test_staging import everything
 
 PARTITIONS = 3
+KILLS = int(os.environ.get("BROOK_PUBLISH_KILLS", "6"))
 CHILD = Path(__file__).with_name("publisher.py")
 ROOT = str(Path(__file__).parents[2])
 
@@ -59,7 +60,7 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
     rng = random.Random(seed)
     chunks, per_chunk = 60, 2000
     interrupted = 0
-    for run in range(6):
+    for run in range(KILLS):
         data = tmp_path / f"run{run}"
         child = subprocess.Popen(
             [sys.executable, str(CHILD), str(data), "w", "0", str(chunks), str(per_chunk)],
@@ -88,7 +89,7 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
             got = Counter(r.value for r in everything(t, PARTITIONS))
             assert got == expected(chunks, per_chunk), f"run {run}: not exactly once"
         assert not list((data / "staging/out/w").glob("0/*")), "staged chunks left behind"
-    assert interrupted >= 2, "too few kills landed while the publish was copying"
+    assert interrupted >= KILLS // 3, "too few kills landed while the publish was copying"
 
 
 def test_a_publish_that_failed_on_the_disk_resumes_exactly(tmp_path: Path) -> None:

@@ -455,17 +455,23 @@ def _count_concurrent_gets(storage: S3Storage) -> Any:
     state = {"now": 0, "peak": 0}
     lock = threading.Lock()
 
+    def counted(call: Any, *args: Any) -> Any:
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+        try:
+            time.sleep(0.002)  # a little latency, as a real store has
+            return call(*args)
+        finally:
+            with lock:
+                state["now"] -= 1
+
     class Counting(Wrapped):
         def get(self, key: str) -> Any:
-            with lock:
-                state["now"] += 1
-                state["peak"] = max(state["peak"], state["now"])
-            try:
-                time.sleep(0.002)  # a little latency, as a real store has
-                return inner.get(key)
-            finally:
-                with lock:
-                    state["now"] -= 1
+            return counted(inner.get, key)
+
+        def get_range(self, key: str, start: int, end: int) -> Any:
+            return counted(inner.get_range, key, start, end)
 
     storage.bucket = Counting(inner)  # type: ignore[assignment]
     return lambda: state["peak"]
