@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.environment import unmeasured
 
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -22,7 +23,7 @@ def run_and_kill(
     child = subprocess.Popen(
         [sys.executable, str(script), *args],
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": SRC},
+        env={**unmeasured(), "PYTHONPATH": SRC},
     )
     try:
         assert child.stdout is not None

@@ -26,6 +26,10 @@ def spark(moto: MotoServer) -> Iterator[Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (ROOT, str(Path(ROOT) / "src"), os.environ.get("PYTHONPATH")) if p
     )
-    session = local_session("brook-tests", **{"spark.ui.showConsoleProgress": "false"})
+    measured = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("COVERAGE_")}
+    try:  # Spark's JVM and Python workers run unmeasured (tests/environment.py)
+        session = local_session("brook-tests", **{"spark.ui.showConsoleProgress": "false"})
+    finally:
+        os.environ.update(measured)
     yield session
     session.stop()

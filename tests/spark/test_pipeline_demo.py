@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.environment import unmeasured
+
 pytestmark = pytest.mark.slow
 
 DEMO = Path(__file__).parents[2] / "examples" / "pipeline.py"
@@ -27,6 +29,7 @@ def test_the_pipeline_demo_counts_every_closed_window_right_on_a_cluster(tmp_pat
         capture_output=True,
         text=True,
         timeout=600,
+        env=unmeasured(),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every count matches a batch recount of the events" in done.stdout

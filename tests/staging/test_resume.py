@@ -25,6 +25,7 @@ from brook.staging import plan
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
 from tests.api.test_staging import everything
+from tests.environment import unmeasured
 
 PARTITIONS = 3
 KILLS = int(os.environ.get("BROOK_PUBLISH_KILLS", "6"))
@@ -65,7 +66,7 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
         child = subprocess.Popen(
             [sys.executable, str(CHILD), str(data), "w", "0", str(chunks), str(per_chunk)],
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": f"{ROOT}/src:{ROOT}"},
+            env={**unmeasured(), "PYTHONPATH": f"{ROOT}/src:{ROOT}"},
         )
         try:
             assert child.stdout is not None
