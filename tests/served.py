@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.environment import unmeasured
+
 SRC = str(Path(__file__).parents[2] / "src")
 
 
@@ -29,8 +31,12 @@ class Served:
         config: Path | None = None,
         tls: ssl.SSLContext | None = None,
         env: dict[str, str] | None = None,
+        measured: bool = False,
     ) -> None:
-        environment = {**os.environ, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info", **(env or {})}
+        """`measured`: run under coverage, for a test that stops the server with SIGTERM
+        (`stop`), so it writes its data; `close` kills it, and a killed server never does."""
+        inherited = dict(os.environ) if measured else unmeasured()
+        environment = {**inherited, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info", **(env or {})}
         before = ["--config", str(config)] if config is not None else []
         self.tls = tls
         self.process = subprocess.Popen(

@@ -159,7 +159,7 @@ def test_commands_that_only_read_work_beside_a_running_server(tmp_path: Path) ->
     from tests.served import Served
 
     data = tmp_path / "d"
-    server = Served(data, "--linger-ms", "0")
+    server = Served(data, "--linger-ms", "0", measured=True)
     try:
         for i in range(3):
             assert server.request("POST", "/v1/topics/t/records", b"r%d" % i)[0] == 200

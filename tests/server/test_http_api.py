@@ -276,7 +276,7 @@ def test_stream_group_poll_commit_and_positions(served: Served) -> None:
 
 
 def test_group_positions_survive_a_restart(tmp_path: Path) -> None:
-    server = Served(tmp_path / "d")
+    server = Served(tmp_path / "d", measured=True)
     server.request("POST", "/v1/topics/t/records", records("a", "b", "c"))
     server.request("GET", "/v1/topics/t/groups/g/poll?max_records=2")
     server.request("POST", "/v1/topics/t/groups/g/commit")
@@ -316,7 +316,7 @@ def test_malformed_http_gets_400_and_the_connection_closes(served: Served) -> No
 
 
 def test_sigterm_answers_requests_in_flight_then_exits_0(tmp_path: Path) -> None:
-    server = Served(tmp_path / "d")
+    server = Served(tmp_path / "d", measured=True)
     server.request("PUT", "/v1/topics/t", {})
     result: list[object] = []
     waiter = threading.Thread(

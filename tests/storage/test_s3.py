@@ -182,6 +182,7 @@ def test_serve_on_s3_reports_what_the_bucket_bills_for(moto: MotoServer, tmp_pat
         moto.endpoint,
         "--cache-dir",
         str(tmp_path / "cache"),
+        measured=True,
     )
     try:
         for i in range(3):

@@ -503,6 +503,7 @@ def test_a_rolling_deploy_of_brook_serve_loses_no_record_either_server_acknowled
             "--cache-dir",
             str(tmp_path / name / "cache"),
             *extra,
+            measured=True,
         )
 
     expected: dict[tuple[int, int], bytes] = {}
