@@ -411,23 +411,35 @@ def read_slice(
     """
     reader = storage.open_read(piece.name)
     try:
-        pos = piece.byte_start
-        while pos < piece.byte_end:
-            window = reader.read(pos, min(window_bytes, piece.byte_end - pos))
+        pos = piece.byte_start  # where `window` starts in the segment
+        window = b""
+        need = window_bytes
+        while True:
+            until = min(piece.byte_end, pos + need)
+            if pos + len(window) < until:
+                # Only bytes not read yet: a batch cut by the last window is kept, not
+                # fetched again (on S3 every byte read is a byte downloaded).
+                more = reader.read(pos + len(window), until - pos - len(window))
+                if not more:
+                    raise CorruptData(
+                        f"{piece.name} ends at byte {pos + len(window)}, inside its slice"
+                    )
+                window += more
             batches, used, done = _whole_batches(window, pos, piece)
-            if not batches and not done:
-                # One batch larger than the window: read exactly it.
-                header = parse_header(window, 0, whole=False)
-                assert not isinstance(header, str), "_whole_batches checked it"
-                window = reader.read(pos, header.length)
-                batches, used, done = _whole_batches(window, pos, piece)
-                if not batches and not done:
-                    raise CorruptData(f"{piece.name} at byte {pos}: incomplete batch")
             if batches:
                 yield window, batches
             if done:
                 return
+            if not batches:
+                if pos + len(window) >= piece.byte_end:
+                    raise CorruptData(f"{piece.name} at byte {pos}: incomplete batch")
+                header = parse_header(window, 0, whole=False)
+                # A batch larger than the window: read all of it (or its header first).
+                need = header.length if not isinstance(header, str) else len(window) + need
+                continue
+            window = window[used:]
             pos += used
+            need = window_bytes
     finally:
         reader.close()
 
