@@ -116,6 +116,14 @@ def _ok(schema: dict[str, Any]) -> dict[str, Any]:
 WAIT = _query(
     "wait_ms", {"type": "integer", "minimum": 0}, "Long-poll up to this long (capped at 30000)"
 )
+RECORDS_JSON = {
+    "schema": {
+        "type": "object",
+        "required": ["records"],
+        "properties": {"records": {"type": "array", "items": RECORD_IN}},
+    }
+}
+BINARY = {"schema": {"type": "string", "format": "binary"}}
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/v1/health"): {
         "summary": "Ready to serve",
@@ -161,15 +169,9 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["records"],
-                        "properties": {"records": {"type": "array", "items": RECORD_IN}},
-                    }
-                },
-                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-                "application/vnd.brook.batch": {"schema": {"type": "string", "format": "binary"}},
+                "application/json": RECORDS_JSON,
+                "application/octet-stream": BINARY,
+                "application/vnd.brook.batch": BINARY,
             },
         },
         "responses": {
@@ -521,16 +523,8 @@ OPERATIONS.update(
             "requestBody": {
                 "required": True,
                 "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["records"],
-                            "properties": {"records": {"type": "array", "items": RECORD_IN}},
-                        }
-                    },
-                    "application/vnd.brook.batch": {
-                        "schema": {"type": "string", "format": "binary"}
-                    },
+                    "application/json": RECORDS_JSON,
+                    "application/vnd.brook.batch": BINARY,
                 },
             },
             "responses": {
