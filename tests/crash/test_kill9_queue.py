@@ -31,7 +31,7 @@ from brook.queue.shell import QueueGroup
 from tests.crash import child
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
 
-KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "10"))
+KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "7"))
 WORKER = Path(__file__).with_name("queue_worker.py")
 
 

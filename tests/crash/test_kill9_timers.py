@@ -28,7 +28,7 @@ from brook import limits
 from tests.crash import child
 from tests.crash.timer_worker import DUE_WITHIN_MS, SMALL, TOPIC
 
-KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "10"))
+KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "7"))
 WORKER = Path(__file__).with_name("timer_worker.py")
 
 
