@@ -10,8 +10,8 @@ from operator import add
 from typing import Any
 
 from brook import limits
-from brook.codec.batch import ClientBatches, Columns
-from brook.errors import BadRequest, InvalidName, RecordTooLarge
+from brook.codec.batch import ClientBatches, Columns, read_client_batches
+from brook.errors import BadRequest, CorruptData, InvalidName, RecordTooLarge
 from brook.records import Record
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -129,6 +129,24 @@ def sized(columns: Columns) -> Columns:
         for key in columns.idempotency:
             idempotency_key(key)
     return columns
+
+
+def batch_body(body: bytes) -> Columns | ClientBatches:
+    """The records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
+
+    Batches of values and keys only are kept as they are, to be appended
+    without decoding; others are decoded into Columns. Offsets and timestamps
+    inside are ignored (the broker assigns them); every record is checked like
+    any other append. BadRequest when the body does not hold together,
+    RecordTooLarge when a record or the whole is too large.
+    """
+    try:
+        batches = read_client_batches(body)
+        if batches.plain:
+            return client_batches(batches)
+        return sized(batches.columns())
+    except CorruptData as exc:
+        raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
 
 
 def client_batches(batches: ClientBatches) -> ClientBatches:

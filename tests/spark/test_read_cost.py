@@ -42,11 +42,10 @@ def topic_on_s3(moto: MotoServer, tmp_path: Path) -> tuple[str, int, int]:
             b.topic("events").append_many(records, partition=round_ % 2)
             count += len(records)
         storage: Any = b.storage
-        stored = sum(e.size for n, e in storage.catalog().files.items() if n.endswith(".seg"))
-        stored += sum(
-            storage.table(n, e).size - e.size
-            for n, e in storage.catalog().files.items()
-            if n.endswith(".seg") and e.chunks is not None
+        stored = sum(
+            storage.table(name, entry).size if entry.chunks is not None else entry.size
+            for name, entry in storage.catalog().files.items()
+            if name.endswith(".seg")
         )
     return url, count, stored
 

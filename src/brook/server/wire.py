@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 
 from brook import validate
-from brook.codec.batch import ClientBatches, Columns, read_client_batches
-from brook.errors import BadRequest, BrookError, CorruptData
+from brook.codec.batch import ClientBatches, Columns
+from brook.errors import BadRequest, BrookError
 from brook.records import Record, TopicInfo
 
 _json_decode = msgspec.json.Decoder().decode
@@ -146,18 +146,5 @@ def error_to_json(error: BrookError) -> bytes:
 
 
 def records_from_batches(body: bytes) -> Columns | ClientBatches:
-    """The records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
-
-    Batches of values and keys only are kept as they are, to be appended
-    without decoding; others are decoded into Columns. Offsets and timestamps
-    inside are ignored (the broker assigns them); every record is checked like
-    any other append. BadRequest when the body does not hold together,
-    RecordTooLarge when a record or the whole is too large.
-    """
-    try:
-        batches = read_client_batches(body)
-        if batches.plain:
-            return validate.client_batches(batches)
-        return validate.sized(batches.columns())
-    except CorruptData as exc:
-        raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
+    """The records of a binary batch body, checked (validate.batch_body)."""
+    return validate.batch_body(body)

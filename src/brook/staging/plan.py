@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from brook import validate
-from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, read_client_batches
+from brook.codec.batch import Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData
 from brook.partitioner import partition_for_key
 
@@ -110,12 +110,6 @@ def encode_chunk(batch: bytes, partition: int | None) -> bytes:
     records as client batches (docs/FORMAT.md, "Staged writes")."""
     target = ANY_PARTITION if partition is None else partition
     return _CHUNK_HEADER.pack(CHUNK_MAGIC, CHUNK_VERSION, 0, target) + batch
-
-
-def check_records(batches: ClientBatches) -> None:
-    """Staged records carry no idempotency keys: the publish is what makes them once-only."""
-    if any(b.flags & FLAG_IDEMPOTENCY for b in batches.batches):
-        raise BadRequest("staged records cannot carry idempotency keys")
 
 
 def decode_chunk(raw: bytes, name: str) -> tuple[int | None, Columns]:

@@ -30,7 +30,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from brook import limits, validate
-from brook.codec.batch import Columns, encode_batch, read_client_batches
+from brook.codec.batch import Columns, encode_batch
 from brook.commit import AppendRequest, Waiter
 from brook.errors import (
     BadRequest,
@@ -91,20 +91,12 @@ class StagingService:
         topic, writer, part = self._ids(topic, writer, part)
         seq = plan.check_seq(seq)
         chunk = validate.whole(chunk, "chunk", 0, plan.CHUNKS_PER_PART_MAX - 1)
+        checked = validate.batch_body(records) if isinstance(records, bytes) else records
+        if checked.idempotency is not None:
+            raise BadRequest("staged records cannot carry idempotency keys")
         if isinstance(records, bytes):
-            try:
-                batches = read_client_batches(records)
-            except CorruptData as exc:
-                raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
-            plan.check_records(batches)
-            if batches.plain:
-                validate.client_batches(batches)
-            else:
-                validate.sized(batches.columns())
-            body = records
+            body = records  # stored as the client sent it
         else:
-            if records.idempotency is not None:
-                raise BadRequest("staged records cannot carry idempotency keys")
             body = b"".join(encode_batch(0, 0, records)) if len(records) else b""
         topic_state = self.broker.topic_state(topic, create=True)
         if partition is not None:
