@@ -1,37 +1,35 @@
-"""The embedded broker: `brook.open(...)`.
+"""The embedded broker: `brook.open(...)`, a small façade over the core and its services.
 
-It owns one storage location (locked), the topics in it, and the committer
-thread that writes them. Topic handles and consumers are thin views over it.
+It builds the parts in order — the core (storage, clock, committer, topics),
+then stream groups, queue groups, timers and staged writes, each on the core —
+and closes them in reverse: services stop their threads, the core answers
+every in-flight append and stops writing, services close their logs, the core
+releases the storage. If opening fails half-way, what was started is closed.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
-
-import msgspec
+from typing import Any, Protocol, TypeVar
 
 from brook import limits, validate
+from brook.clock import Clock
 from brook.commit import Committer
 from brook.commit.refusing import RefusingCommitter
-from brook.errors import BadRequest, Closed, Conflict, ReadOnly, TopicNotFound
+from brook.core import Core, TopicState
+from brook.errors import BadRequest
 from brook.groups.consumer import Consumer, GroupStore
-from brook.idempotency import IdempotencyIndex
-from brook.log.partition import LogSettings, PartitionLog
-from brook.partitioner import RoundRobin
-from brook.queue import settings as queue_settings
+from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
-from brook.records import Ack, TopicConfig, TopicInfo
-from brook.staging import plan as staging_plan
+from brook.records import TopicConfig, TopicInfo
 from brook.staging.service import StagingService
 from brook.storage import Storage
-from brook.storage.readonly import ReadOnlyStorage
+from brook.supervisor import Supervisor
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -41,29 +39,18 @@ from brook.topic import Topic
 
 log = logging.getLogger("brook")
 
-CONFIG_FILE = "topic.json"
-_decode_config = msgspec.json.Decoder(TopicConfig).decode
+__all__ = ["Broker", "TopicState"]
 
 
-class TopicState:
-    """A topic's settings and its open partition logs."""
+class Service(Protocol):
+    def stop(self) -> None:
+        """Stop the service's threads (before the committer closes)."""
 
-    def __init__(self, name: str, config: TopicConfig, logs: list[PartitionLog]) -> None:
-        self.name = name
-        self.config = config
-        self.logs = logs
-        self.spread = RoundRobin()
-        """Picks the partition of records without a key."""
+    def close(self) -> None:
+        """Close what the service holds open (after the committer closed)."""
 
-    def info(self) -> TopicInfo:
-        return TopicInfo(
-            name=self.name,
-            partitions=self.config.partitions,
-            retention_ms=self.config.retention_ms,
-            retention_bytes=self.config.retention_bytes,
-            compaction=self.config.compaction,
-            end_offsets={p.partition: p.durable_offset for p in self.logs},
-        )
+
+S = TypeVar("S", bound=Service)
 
 
 class Broker:
@@ -78,7 +65,7 @@ class Broker:
         segment_bytes_max: int = limits.segment_bytes_max_default,
         segment_ms_max: int = limits.segment_ms_max_default,
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | Callable[[], float] = time.time,
         read_only: bool = False,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
@@ -96,94 +83,63 @@ class Broker:
         validate.whole(segment_bytes_max, "segment_bytes_max", 1)
         validate.whole(segment_ms_max, "segment_ms_max", 1)
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
-        self.read_only = read_only
-        try:
-            if read_only:
-                storage.attach()
-                storage = ReadOnlyStorage(storage)
-            else:
-                storage.lock()
-        except BaseException:
-            storage.close()  # threads or handles it may have started
-            raise
-        self.storage = storage
-        self.clock = clock
-        self.settings = LogSettings(segment_bytes_max, segment_ms_max)
-        self._topics: dict[str, TopicState] = {}
+        clock = Clock.of(clock)
+        self.supervisor = Supervisor(clock)
+        self.core = Core(
+            storage,
+            clock=clock,
+            settings=LogSettings(segment_bytes_max, segment_ms_max),
+            supervisor=self.supervisor,
+            linger_ms=linger_ms,
+            batch_bytes_max=batch_bytes_max,
+            idempotency_window_ms=idempotency_window_ms,
+            read_only=read_only,
+        )
+        self._services: list[Service] = []
         self._closed = False
-        self.appended = threading.Condition()
-        """Notified after every commit round, for readers waiting on new records."""
-        self.round_listeners: list[Callable[[], None]] = []
-        """Called (on the syncer thread) after every commit round; must be quick."""
         try:
-            sweep = getattr(storage, "sweep_trash", None)
-            if sweep is not None:
-                sweep()
-            self._recover_topics()
-            self.idempotency = IdempotencyIndex(idempotency_window_ms)
-            self.groups = GroupStore(self)
-            self.committer: Committer | RefusingCommitter
-            if read_only:
-                self.committer = RefusingCommitter()
-            else:
-                self._rebuild_idempotency()
-                self.committer = Committer(
-                    self.idempotency,
-                    linger_ms=linger_ms,
-                    batch_bytes_max=batch_bytes_max,
-                    clock=clock,
-                    maintenance=self._maintenance,
-                    on_round=self._wake_readers,
-                )
-            self.queues = QueueStore(self)
-            self.timers = TimerService(self)
-            self.staging = StagingService(self)
+            self.groups = self._started(GroupStore(self.core))
+            self.queues = self._started(QueueStore(self.core))
+            self.timers = self._started(TimerService(self.core))
+            self.staging = self._started(StagingService(self.core))
         except BaseException:
-            for state in self._topics.values():
-                for partition_log in state.logs:
-                    partition_log.close()
-            storage.close()
+            self._close_parts()
             raise
 
-    # ------------------------------------------------------------ recovery
+    def _started(self, service: S) -> S:
+        self._services.append(service)
+        return service
 
-    def _now_ms(self) -> int:
-        return int(self.clock() * 1000)
+    # ------------------------------------------------------------ the core
+
+    @property
+    def storage(self) -> Storage:
+        return self.core.storage
+
+    @property
+    def read_only(self) -> bool:
+        return self.core.read_only
+
+    @property
+    def committer(self) -> Committer | RefusingCommitter:
+        return self.core.committer
+
+    @property
+    def round_listeners(self) -> list[Callable[[], None]]:
+        return self.core.round_listeners
 
     def now_ms(self) -> int:
         """The broker's clock, in ms since the epoch."""
-        return int(self.clock() * 1000)
+        return self.core.now_ms()
 
-    def _recover_topics(self) -> None:
-        names = sorted(
-            {n.split("/")[1] for n in self.storage.list("topics/") if n.endswith(CONFIG_FILE)}
-        )
-        for name in names:
-            raw = self.storage.read_all(f"topics/{name}/{CONFIG_FILE}")
-            assert raw is not None
-            config = _decode_config(raw)
-            logs = [
-                PartitionLog.open(self.storage, name, p, self.settings, self._now_ms())
-                for p in range(config.partitions)
-            ]
-            self._topics[name] = TopicState(name, config, logs)
-            log.info("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
+    def topic_state(self, name: str, create: bool = False) -> TopicState:
+        """The topic's state; created with defaults when `create`, else TopicNotFound."""
+        return self.core.topic_state(name, create)
 
-    def _rebuild_idempotency(self) -> None:
-        since = self._now_ms() - self.idempotency.window_ms
-        found = []
-        for state in self._topics.values():
-            for partition_log in state.logs:
-                for key, offset, timestamp in partition_log.scan_idempotency(since):
-                    found.append((timestamp, state.name, key, partition_log.partition, offset))
-        for timestamp, topic, key, partition, offset in sorted(found):
-            self.idempotency.add(topic, key, Ack(partition, offset, timestamp))
+    def has_topic(self, name: str) -> bool:
+        return self.core.has_topic(name)
 
     # ------------------------------------------------------------ topics
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed("the broker is closed")
 
     def create_topic(
         self,
@@ -198,7 +154,7 @@ class Broker:
         Raises InvalidName, BadRequest for bad settings, Conflict if it exists
         with other settings.
         """
-        self._check_open()
+        self.core.check_open()
         validate.topic_name(name)
         config = TopicConfig(
             partitions=validate.whole(partitions, "partitions", 1, limits.partitions_max),
@@ -206,89 +162,25 @@ class Broker:
             retention_bytes=validate.optional_whole(retention_bytes, "retention_bytes", 1),
             compaction=bool(compaction),
         )
-        return self._ensure_topic(name, config, exact=True).info()
-
-    def _ensure_topic(self, name: str, config: TopicConfig, exact: bool) -> TopicState:
-        state = self._topics.get(name)
-        if state is not None:
-            if exact and state.config != config:
-                raise Conflict(f"topic {name} exists with other settings: {state.config}")
-            return state
-        state = self.committer.call(lambda: self._create_on_writer(name, config))
-        assert isinstance(state, TopicState)
-        return state
-
-    def _create_on_writer(self, name: str, config: TopicConfig) -> TopicState:
-        existing = self._topics.get(name)
-        if existing is not None:
-            return existing
-        logs = [
-            PartitionLog.open(self.storage, name, p, self.settings, self._now_ms())
-            for p in range(config.partitions)
-        ]
-        # The config is written last: a topic exists once its config is durable.
-        self.storage.write_atomic(f"topics/{name}/{CONFIG_FILE}", msgspec.json.encode(config))
-        state = TopicState(name, config, logs)
-        self._topics = {**self._topics, name: state}
-        return state
+        return self.core.create_topic(name, config).info()
 
     def topics(self) -> list[TopicInfo]:
-        self._check_open()
-        return [state.info() for _, state in sorted(self._topics.items())]
+        self.core.check_open()
+        return [state.info() for state in self.core.topic_states()]
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its records and group positions. Raises TopicNotFound."""
-        self._check_open()
-        validate.topic_name(name)
-        self.committer.call(lambda: self._delete_on_writer(name))
-
-    def _delete_on_writer(self, name: str) -> None:
-        state = self._topics.get(name)
-        if state is None:
-            raise TopicNotFound(f"topic {name} does not exist")
-        topics = dict(self._topics)
-        del topics[name]
-        self._topics = topics
-        for partition_log in state.logs:
-            partition_log.close()
-        # The config goes first, so a crash mid-way leaves no half-topic behind.
-        self.storage.delete(f"topics/{name}/{CONFIG_FILE}")
-        self.storage.delete_prefix(f"topics/{name}/")
-        self.storage.delete_prefix(f"groups/{name}/")
-        self.queues.forget_topic(name)
-        self.storage.delete_prefix(f"queues/{name}/")
-        self.storage.delete_prefix(f"topics/{queue_settings.status_log_name(name, '')}")
-        self.storage.delete_prefix(f"{staging_plan.ROOT}{name}/")
-        self.staging.forget_topic(name)
-        self.idempotency.forget_topic(name)
-        self.groups.forget_topic(name)
-
-    def has_topic(self, name: str) -> bool:
-        return name in self._topics
-
-    def topic_state(self, name: str, create: bool = False) -> TopicState:
-        """The topic's state; created with defaults when `create`, else TopicNotFound."""
-        self._check_open()
-        state = self._topics.get(name)
-        if state is not None:
-            return state
-        validate.topic_name(name)
-        if not create:
-            raise TopicNotFound(f"topic {name} does not exist")
-        if self.read_only:
-            raise ReadOnly(
-                f"cannot create topic {name}: this broker was opened read-only (read_only=True)"
-            )
-        return self._ensure_topic(name, TopicConfig(), exact=False)
+        self.core.check_open()
+        self.core.delete_topic(validate.topic_name(name))
 
     def topic(self, name: str) -> Topic:
         """A handle on a topic; it is created with defaults on first write."""
-        self._check_open()
-        return Topic(self, validate.topic_name(name))
+        self.core.check_open()
+        return Topic(self.core, self.staging, validate.topic_name(name))
 
     def consumer(self, topic: str, group: str, start: str = "earliest") -> Consumer:
         """A member of stream group `group` on `topic`. Raises TopicNotFound."""
-        self._check_open()
+        self.core.check_open()
         return self.groups.consumer(topic, group, start)
 
     def queue(
@@ -307,7 +199,7 @@ class Broker:
         Settings left as None keep the stored ones (the defaults of a new group).
         Raises InvalidName, BadRequest for bad settings.
         """
-        self._check_open()
+        self.core.check_open()
         return Queue(
             self.queues.group(
                 topic,
@@ -346,10 +238,10 @@ class Broker:
 
     def schedule_many(self, specs: Sequence[TimerSpec]) -> list[str]:
         """Schedule many timers in one durable write; their ids, in order."""
-        self._check_open()
+        self.core.check_open()
         if len(specs) > limits.schedule_timers_max:
             raise BadRequest(f"at most {limits.schedule_timers_max} timers per call")
-        now = self._now_ms()
+        now = self.core.now_ms()
         ids = new_timer_ids(len(specs))
         timers = timer_checks.timers(specs, now, ids)
         self.timers.schedule(timers)
@@ -357,75 +249,34 @@ class Broker:
 
     def cancel_timer(self, timer_id: str) -> bool:
         """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
-        self._check_open()
+        self.core.check_open()
         return self.timers.cancel(timer_checks.timer_id(timer_id))
 
     def timer(self, timer_id: str) -> TimerInfo | None:
         """A timer's state: pending, fired (where), cancelled; None if unknown."""
-        self._check_open()
+        self.core.check_open()
         return self.timers.info(timer_checks.timer_id(timer_id))
 
     # ------------------------------------------------------------ running
 
-    def _wake_readers(self) -> None:
-        with self.appended:
-            self.appended.notify_all()
-        for listener in self.round_listeners:
-            listener()
-
-    def _maintenance(self) -> None:
-        now = self._now_ms()
-        self.idempotency.expire(now)
-        self.queues.maintain()
-        self.timers.maintain()
-        for state in list(self._topics.values()):
-            config = state.config
-            if config.compaction:
-                for partition_log in state.logs:
-                    dropped = partition_log.compact()
-                    if dropped:
-                        log.info(
-                            "compaction dropped %d superseded records of %s/%d",
-                            dropped,
-                            state.name,
-                            partition_log.partition,
-                        )
-            if config.retention_ms is None and config.retention_bytes is None:
-                continue
-            for partition_log in state.logs:
-                needed = self.queues.needed_by(state.name, partition_log.partition)
-                removed = partition_log.enforce_retention(
-                    config.retention_ms, config.retention_bytes, now, needed
-                )
-                if removed:
-                    log.info(
-                        "retention removed %d segments of %s/%d",
-                        removed,
-                        state.name,
-                        partition_log.partition,
-                    )
-
     def run_maintenance(self) -> None:
         """Apply retention and compaction now instead of waiting for the periodic check."""
-        self._check_open()
-        self.committer.call(self._maintenance)
+        self.core.run_maintenance()
 
     def close(self) -> None:
         """Answer every in-flight append, then release the storage. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self.staging.stop()
-        self.queues.stop()
-        self.timers.stop()
-        self.committer.close()
-        self.queues.close()
-        self.timers.close()
-        self._wake_readers()
-        for state in self._topics.values():
-            for partition_log in state.logs:
-                partition_log.close()
-        self.storage.close()
+        self._close_parts()
+
+    def _close_parts(self) -> None:
+        for service in reversed(self._services):
+            service.stop()
+        self.core.stop_writing()
+        for service in reversed(self._services):
+            service.close()
+        self.core.close()
 
     def __enter__(self) -> Broker:
         return self

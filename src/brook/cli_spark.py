@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from brook import layout
 from brook.cli_errors import friendly, spark_error_message
 from brook.errors import BadRequest, NotFound
 
@@ -113,12 +114,11 @@ def _check_queue(data: str, topic: str, group: str, options: dict[str, str]) -> 
     instead of after Spark's start-up. Raises NotFound, TopicNotFound, BadRequest,
     StorageError."""
     from brook.log.view import TopicView, open_storage
-    from brook.queue.settings import stored_name
 
     storage = open_storage(data, options)
     try:
         TopicView(storage, topic)
-        if storage.read_all(stored_name(topic, group)) is None:
+        if storage.read_all(layout.queue_settings(topic, group)) is None:
             raise NotFound(f"topic {topic} has no queue group {group!r}")
     finally:
         storage.close()

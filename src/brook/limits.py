@@ -79,6 +79,12 @@ reached (a restart) before the query fails (`outageWaitMs`)."""
 # Retention is checked at most this often.
 retention_check_ms = 10_000
 
+# Background loops (brook/supervisor.py).
+background_retry_ms_min = 100
+"""A background loop that failed runs again after this long, doubling per failure..."""
+background_retry_ms_max = 30_000
+"""...up to this long between tries."""
+
 # Queue groups.
 visibility_timeout_ms_max = 12 * 60 * 60 * 1000
 """Longest lease one call may take or extend to (as SQS: 12 hours)."""

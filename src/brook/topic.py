@@ -1,77 +1,26 @@
-"""A handle on one topic of an embedded broker: append and read."""
+"""A handle on one topic of an embedded broker: append, read, stage and publish."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from brook import limits, validate
-from brook.codec.batch import ClientBatches, Columns
-from brook.commit import AppendRequest, Waiter
-from brook.errors import BadRequest, BrookError, PartitionNotFound
+from brook.commit import AppendRequest
+from brook.core import Core, TopicState
 from brook.partitioner import partition_for_key
 from brook.records import Ack, Published, Record
 
 if TYPE_CHECKING:
-    from brook.broker import Broker, TopicState
-
-
-def route(
-    state: TopicState, columns: Columns | ClientBatches, partition: int | None = None
-) -> list[tuple[int, list[int], Columns | ClientBatches]]:
-    """Split records by partition: (partition, their indexes in `columns`, their records).
-
-    With a `partition`, all of them go there (PartitionNotFound if the topic has
-    no such partition). Otherwise keyed records go to their key's partition;
-    unkeyed ones all go to one partition chosen round-robin per call, so they
-    stay one batch. A client's batches stay as they are unless their keys send
-    them to several partitions.
-    """
-    partitions = state.config.partitions
-    if partition is not None:
-        if partition >= partitions:
-            raise PartitionNotFound(f"topic {state.name} has no partition {partition}")
-        return [(partition, list(range(len(columns))), columns)]
-    unkeyed = state.spread.next(partitions)
-    if isinstance(columns, ClientBatches):
-        if partitions == 1 or not columns.keyed:
-            return [(unkeyed, list(range(len(columns))), columns)]
-        bytes_ = columns.bytes
-        columns = columns.columns()
-        columns.bytes = bytes_
-    if columns.keys is None or partitions == 1:
-        return [(unkeyed, list(range(len(columns))), columns)]
-    by_partition: dict[int, list[int]] = {}
-    for i, key in enumerate(columns.keys):
-        p = unkeyed if key is None else partition_for_key(key, partitions)
-        by_partition.setdefault(p, []).append(i)
-    if len(by_partition) == 1:
-        return [(p, indexes, columns) for p, indexes in by_partition.items()]
-    return [(p, indexes, columns.select(indexes)) for p, indexes in by_partition.items()]
-
-
-def acks_in_order(count: int, answered: list[tuple[list[int], AppendRequest]]) -> list[Ack]:
-    """The acks of records routed to several partitions, back in input order, once
-    every request is answered; raises the first failure (other partitions' records
-    may have been appended)."""
-    acks: list[Ack] = [Ack(0, 0, 0)] * count
-    error: BaseException | None = None
-    for indexes, request in answered:
-        try:
-            for i, ack in zip(indexes, request.result(), strict=True):
-                acks[i] = ack
-        except BrookError as exc:
-            error = error or exc
-    if error is not None:
-        raise error
-    return acks
+    from brook.staging.service import StagingService
 
 
 class Topic:
     """`b.topic(name)`: appends create the topic with defaults; reads need it to exist."""
 
-    def __init__(self, broker: Broker, name: str) -> None:
-        self._broker = broker
+    def __init__(self, core: Core, staging: StagingService, name: str) -> None:
+        self._core = core
+        self._staging = staging
         self.name = name
 
     def __repr__(self) -> str:
@@ -91,9 +40,9 @@ class Topic:
         RecordTooLarge, StorageError (nothing was acknowledged).
         """
         columns = validate.one(value, key, headers, idempotency_key)
-        state = self._broker.topic_state(self.name, create=True)
+        state = self._core.topic_state(self.name, create=True)
         partition = self._partition(state, columns.keys[0] if columns.keys else None)
-        return self._broker.committer.append(AppendRequest(state.logs[partition], columns))[0]
+        return self._core.committer.append(AppendRequest(state.logs[partition], columns))[0]
 
     def append_many(
         self,
@@ -111,28 +60,10 @@ class Topic:
         """
         if partition is not None:
             validate.whole(partition, "partition")
-        columns = validate.records(records)
-        count = len(columns)
-        if not count:
+        columns = validate.records(records, idempotency_keys)
+        if not len(columns):
             return []
-        if idempotency_keys is not None:
-            if len(idempotency_keys) != count:
-                raise BadRequest("idempotency_keys must have one entry per record")
-            keys = [validate.idempotency_key(k) for k in idempotency_keys]
-            columns.idempotency = None if keys.count(None) == count else keys
-        state = self._broker.topic_state(self.name, create=True)
-        routes = route(state, columns, partition)
-        if len(routes) == 1:
-            return self._broker.committer.append(AppendRequest(state.logs[routes[0][0]], columns))
-        requests = []
-        for p, indexes, part in routes:
-            request = AppendRequest(state.logs[p], part, Waiter())
-            self._broker.committer.submit(request)
-            requests.append((indexes, request))
-        for _, request in requests:
-            assert isinstance(request.on_done, Waiter)
-            request.on_done.wait()
-        return acks_in_order(count, requests)
+        return self._core.append(self.name, columns, partition)
 
     def stage(
         self,
@@ -149,17 +80,17 @@ class Topic:
         kept. With a `partition` the records go there, else by key. See
         docs/GUARANTEES.md, "Staged writes"."""
         columns = validate.records(records)
-        return self._broker.staging.stage(self.name, writer, seq, part, chunk, columns, partition)
+        return self._staging.stage(self.name, writer, seq, part, chunk, columns, partition)
 
     def publish(self, writer: str, seq: int, parts: dict[str, int]) -> Published:
         """Append the records staged for `seq` in `parts` (part id -> chunk count),
         exactly once: a publish repeated, resumed after a crash, or replayed with
         other parts appends nothing more. Raises BadRequest for a chunk never staged."""
-        return self._broker.staging.publish(self.name, writer, seq, parts)
+        return self._staging.publish(self.name, writer, seq, parts)
 
     def drop_staged(self, writer: str, seq: int) -> bool:
         """Drop what was staged for `seq` (a write that failed); False if it was published."""
-        return self._broker.staging.abort(self.name, writer, seq)
+        return self._staging.abort(self.name, writer, seq)
 
     def _partition(self, state: TopicState, key: bytes | None) -> int:
         partitions = state.config.partitions
@@ -174,24 +105,18 @@ class Topic:
         retained one reads from the oldest retained. Raises TopicNotFound,
         BadRequest (unknown partition, negative offset or limit), CorruptData.
         """
-        state = self._broker.topic_state(self.name)
-        partition = self._check_partition(state, partition)
+        state = self._core.topic_state(self.name)
+        partition_log = state.log(validate.whole(partition, "partition"))
         offset = validate.whole(offset, "offset")
         limit = min(validate.whole(limit, "limit"), limits.read_records_max)
-        return state.logs[partition].read(offset, limit)
+        return partition_log.read(offset, limit)
 
     def end_offsets(self) -> dict[int, int]:
         """The next offset of each partition (the count of records ever appended)."""
-        state = self._broker.topic_state(self.name)
+        state = self._core.topic_state(self.name)
         return {p.partition: p.durable_offset for p in state.logs}
 
     def start_offsets(self) -> dict[int, int]:
         """The oldest retained offset of each partition."""
-        state = self._broker.topic_state(self.name)
+        state = self._core.topic_state(self.name)
         return {p.partition: p.start_offset for p in state.logs}
-
-    def _check_partition(self, state: TopicState, partition: Any) -> int:
-        number = validate.whole(partition, "partition")
-        if number >= state.config.partitions:
-            raise PartitionNotFound(f"topic {self.name} has no partition {number}")
-        return number

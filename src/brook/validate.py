@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from operator import add
 from typing import Any
@@ -74,13 +74,23 @@ def one(value: Any, key: Any = None, headers: Any = None, idempotency: Any = Non
     )
 
 
-def records(items: Iterable[Any]) -> Columns:
-    """Records for append_many as columns, checked; raises BadRequest or RecordTooLarge.
+def records(items: Iterable[Any], idempotency_keys: Sequence[Any] | None = None) -> Columns:
+    """Records for append_many as columns, checked, with their idempotency keys
+    (one per record, or None); raises BadRequest or RecordTooLarge.
 
     The common case (bytes values, no keys or headers) is checked column by
     column without building new objects; anything else record by record.
     """
-    items = items if isinstance(items, list | tuple) else list(items)
+    columns = _records(items if isinstance(items, list | tuple) else list(items))
+    if idempotency_keys is not None:
+        if len(idempotency_keys) != len(columns):
+            raise BadRequest("idempotency_keys must have one entry per record")
+        keys = [idempotency_key(k) for k in idempotency_keys]
+        columns.idempotency = None if keys.count(None) == len(keys) else keys
+    return columns
+
+
+def _records(items: list[Any] | tuple[Any, ...]) -> Columns:
     try:
         values = [item.value for item in items]
         count = len(values)

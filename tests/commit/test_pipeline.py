@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 import brook
 from brook import limits
+from brook.codec.batch import Columns
+from brook.commit import AppendRequest, Waiter
 from brook.errors import RecordTooLarge, StorageError
 from brook.records import Ack, Record
 from brook.storage.faulty import FaultyStorage
@@ -225,3 +228,56 @@ def test_partitions_of_one_round_are_synced_side_by_side() -> None:
         acks = b.topic("t").append_many([Record(b"v", key=k) for k in keys])
         assert {a.partition for a in acks} == {0, 1}
     assert most == 2, "the two partitions' syncs ran at the same time"
+
+
+def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
+    tmp_path: Path,
+) -> None:
+    """R1 is written, then a failed sync of R0 cuts the file back (R1 goes too), then
+    R2 is written where R1 was; R1 and R2 are synced together. R1 must fail: its
+    bytes are gone, and acking it would lose an acknowledged record."""
+    faulty = FaultyStorage(LocalStorage(tmp_path))
+    with brook.Broker(faulty) as b:
+        b.create_topic("t")
+        log = b.topic_state("t").logs[0]
+        syncing, release_sync = threading.Event(), threading.Event()
+        r0_answered, release_answer = threading.Event(), threading.Event()
+        syncs = []
+
+        def hold_first_sync() -> None:
+            syncs.append(1)
+            if len(syncs) == 1:
+                syncing.set()
+                assert release_sync.wait(10)
+                faulty.faults.sync_failures = 1  # this sync fails
+
+        def hold_answer(request: AppendRequest) -> None:
+            r0_answered.set()
+            assert release_answer.wait(10)
+
+        def wait_until(check) -> None:  # type: ignore[no-untyped-def]
+            deadline = time.monotonic() + 10
+            while not check():
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+
+        faulty.faults.before_sync = hold_first_sync
+        r0 = AppendRequest(log, Columns([b"r0"], size_bytes=2), hold_answer)
+        b.committer.submit(r0)
+        assert syncing.wait(10)
+        r1 = AppendRequest(log, Columns([b"r1"], size_bytes=2), Waiter())
+        b.committer.submit(r1)
+        wait_until(lambda: log.next_offset == 2)  # r1 is written behind r0
+        release_sync.set()
+        assert r0_answered.wait(10)  # r0's sync failed: the file is cut back to nothing
+        r2 = AppendRequest(log, Columns([b"r2"], size_bytes=2), Waiter())
+        b.committer.submit(r2)
+        wait_until(lambda: log.next_offset == 1)  # r2 is written where r1 was
+        release_answer.set()
+        for request in (r1, r2):
+            assert isinstance(request.on_done, Waiter)
+            request.on_done.wait()
+        assert isinstance(r0.error, StorageError)
+        assert isinstance(r1.error, StorageError), f"r1 was acked: {r1.acks}"
+        assert r2.result() == [Ack(0, 0, r2.result()[0].timestamp)]
+        assert [r.value for r in b.topic("t").read(0, 0)] == [b"r2"]

@@ -64,8 +64,8 @@ def check_group(b: brook.Broker, acked_at: dict[tuple[int, int], int], context: 
     group = b.queues.find(TOPIC, GROUP)
     assert group is not None, context
     with group.mutex:
-        kept = dict(group.core.jobs)
-        core_acked = group.core.acked
+        kept = dict(group.machine.jobs)
+        core_acked = group.machine.acked
         offered = dict(group.offered)
     for p, o in acked_at:
         assert (p, o) not in kept and o < offered[p], f"acked {p}/{o} is not acked ({context})"

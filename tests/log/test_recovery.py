@@ -143,7 +143,7 @@ def test_preallocated_space_is_not_data_and_is_trimmed(
     active = segment_files(tmp_path)[-1]
     assert active.stat().st_size > 30 * 10, "space is reserved ahead of the data"
     # Simulate a crash: the reserved zero tail is still on disk when the broker reopens.
-    data_end = b.topic("t")._broker.topic_state("t").logs[0].segments[-1].durable_bytes
+    data_end = b.topic_state("t").logs[0].segments[-1].durable_bytes
     b.committer.close()
     with caplog.at_level(logging.WARNING, logger="brook.log"):
         b2_storage_dir = str(tmp_path)

@@ -11,12 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brook
-from brook import limits
+from brook import layout, limits
 from brook.log.view import TopicView, open_storage, read_records
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state, standing_of
 from brook.queue.lifecycle import State
-from brook.queue.settings import status_log_name
 from brook.records import Record
 from tests.queue.test_shell import Clock
 
@@ -35,7 +34,7 @@ OPS = st.lists(
 def _outside_state(data: Path) -> GroupState:
     storage = open_storage(str(data))
     try:
-        view = TopicView(storage, status_log_name("jobs", "g"), partitions=1)
+        view = TopicView(storage, layout.queue_status_log("jobs", "g"), partitions=1)
         first, end = view.bounds()[0]
         entries = [
             (r.offset, status.decode(r.value))
@@ -71,7 +70,7 @@ def test_the_status_log_read_from_outside_agrees_with_the_live_group(
             elif op == "wait":
                 clock.now += n / 1000
             elif op == "redrive":
-                dead = [p for p, job in q._group.core.jobs.items() if job.state is State.DEAD]
+                dead = [p for p, job in q._group.machine.jobs.items() if job.state is State.DEAD]
                 q.redrive(records=dead[:n])
             elif held:
                 job = held.pop(n % len(held))
@@ -90,7 +89,7 @@ def test_the_status_log_read_from_outside_agrees_with_the_live_group(
         q.stats()  # time acts, and what it did is logged
         group = q._group
         with group.mutex:
-            live, offered = dict(group.core.jobs), dict(group.offered)
+            live, offered = dict(group.machine.jobs), dict(group.offered)
         outside = _outside_state(Path(folder))
         for offset in range(topic.end_offsets()[0]):
             standing = standing_of(outside, 0, offset)

@@ -19,9 +19,8 @@ from pathlib import Path
 import msgspec
 
 import brook
-from brook import limits
+from brook import layout, limits
 from brook.records import Record
-from brook.staging import plan
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
 from tests.api.test_staging import everything
@@ -49,7 +48,7 @@ def expected(chunks: int, per_chunk: int) -> Counter[bytes]:
 
 
 def phase(data: Path, writer: str) -> str | None:
-    path = data / plan.state_name("out", writer)
+    path = data / layout.staging_state("out", writer)
     if not path.exists():
         return None
     return str(msgspec.json.decode(path.read_bytes())["phase"])

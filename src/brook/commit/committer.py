@@ -18,6 +18,12 @@ pays no cross-thread wake-ups (on small VMs each costs tens of microseconds).
 
 Control work (topic creation and deletion, retention) runs with the writer role
 once every in-flight batch is settled, so nothing else touches a log meanwhile.
+
+No caller waits forever. Both threads are supervised (brook/supervisor.py): an
+unexpected error answers every request of the round it hit with StorageError,
+is reported, and the thread goes on. A caller's `on_done` that raises is
+logged and cannot stop the answers to others. Closing answers whatever is
+still queued with Closed.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from brook.idempotency import IdempotencyIndex
 from brook.log.partition import PartitionLog, Written
 from brook.records import Ack
 from brook.stats import CommitStats
+from brook.supervisor import Supervisor
 
 log = logging.getLogger("brook.commit")
 
@@ -51,7 +58,7 @@ Clock = Callable[[], float]
 class AppendRequest:
     """Records bound for one partition from one caller, and the answer to them."""
 
-    __slots__ = ("acks", "columns", "error", "log", "on_done")
+    __slots__ = ("acks", "answered", "columns", "error", "log", "on_done")
 
     def __init__(
         self,
@@ -64,6 +71,7 @@ class AppendRequest:
         self.on_done = on_done
         self.acks: list[Ack] | None = None
         self.error: BrookError | None = None
+        self.answered = False
 
     def result(self) -> list[Ack]:
         """The acks, or the error raised; only valid once the request is answered."""
@@ -127,8 +135,10 @@ class Committer:
         maintenance: Callable[[], None] | None = None,
         maintenance_every_s: float = limits.retention_check_ms / 1000,
         on_round: Callable[[], None] | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.idempotency = idempotency
+        self.supervisor = supervisor or Supervisor()
         self.linger_s = linger_ms / 1000
         self.batch_bytes_max = batch_bytes_max
         self.clock = clock
@@ -229,6 +239,15 @@ class Committer:
         self._syncer.join()
         if self._sync_pool is not None:
             self._sync_pool.shutdown()
+        with self._cond:  # nothing is left after a clean drain; this is the guarantee
+            left, self._queue = self._queue, []
+        closed = Closed("the broker is closed")
+        for item in left:
+            if isinstance(item, AppendRequest):
+                _answer_with(item, closed)
+            else:
+                item.error = closed
+                item.done.set()
 
     # ------------------------------------------------------------ writer
 
@@ -296,10 +315,19 @@ class Committer:
             taken = self._take(next_maintenance)
             if taken is None:
                 break
+            requests = [r for r in taken if isinstance(r, AppendRequest)]
             try:
-                requests = [r for r in taken if isinstance(r, AppendRequest)]
                 if requests:
-                    self._hand_to_syncer(self._write_round(requests))
+                    try:
+                        batches = self._write_round(requests)
+                    except Exception as exc:  # a bug: the round's callers get an answer
+                        self.supervisor.failed("committer", exc)
+                        error = StorageError(f"internal error while writing: {exc!r}")
+                        for request in requests:
+                            _answer_with(request, error)
+                    else:
+                        self._hand_to_syncer(batches)
+                        self.supervisor.succeeded("committer")
                 controls = [r for r in taken if isinstance(r, _Control)]
                 due = self.maintenance is not None and time.monotonic() >= next_maintenance
                 if controls or due:
@@ -369,6 +397,12 @@ class Committer:
                 self._syncing = True
             try:
                 self._sync_and_answer(batches)
+            except Exception as exc:  # a bug: every caller of the rounds still gets an answer
+                self.supervisor.failed("syncer", exc)
+                error = StorageError(f"internal error while syncing: {exc!r}")
+                for batch in batches:
+                    for request in batch.group:
+                        _answer_with(request, error)
             finally:
                 with self._sync_cond:
                     self._syncing = False
@@ -391,17 +425,23 @@ class Committer:
                     if batch.log is partition_log and batch.error is None:
                         batch.error = error
                 continue
-            if not partition_log.publish(written):
-                error = StorageError(
-                    "the batch was dropped after an earlier write to its partition failed"
-                )
-                for batch in batches:
-                    if batch.log is partition_log and batch.error is None:
-                        batch.error = error
+            published = partition_log.publish(written)
+            dropped = StorageError(
+                "the batch was dropped after an earlier write to its partition failed"
+            )
+            for batch in batches:
+                if batch.log is not partition_log or batch.error is not None:
+                    continue
+                # A batch written before a failure cut the file back is gone, even
+                # when a batch written after it (a new generation) is now durable.
+                stale = batch.written is not None and batch.written.generation != written.generation
+                if not published or stale:
+                    batch.error = dropped
         for batch in batches:
             self._answer(batch)
         if self.on_round is not None:
             self.on_round()
+        self.supervisor.succeeded("syncer")
 
     def _sync_all(self, logs: list[PartitionLog]) -> dict[PartitionLog, Exception]:
         """Sync partitions, side by side when there are several (an fsync, or a PUT to
@@ -458,8 +498,28 @@ class Committer:
             for request in batch.group:
                 request.error = batch.error
         for request in batch.group:
-            if request.on_done is not None:
-                request.on_done(request)
+            _call_back(request)
+
+
+def _call_back(request: AppendRequest) -> None:
+    """Tell the caller its request is answered; a callback that fails is the
+    caller's bug, logged, and never stops the answers to others."""
+    request.answered = True
+    if request.on_done is None:
+        return
+    try:
+        request.on_done(request)
+    except Exception:
+        log.exception("a caller's completion callback failed")
+
+
+def _answer_with(request: AppendRequest, error: BrookError) -> None:
+    """Answer a request not answered yet with `error` (acks already made stand)."""
+    if request.answered:
+        return
+    if request.acks is None and request.error is None:
+        request.error = error
+    _call_back(request)
 
 
 def _as_brook_error(partition_log: PartitionLog, exc: Exception) -> BrookError:

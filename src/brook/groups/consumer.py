@@ -10,17 +10,16 @@ commit: delivery is at-least-once.
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import limits, validate
-from brook.errors import BadRequest, PartitionNotFound
+from brook import layout, limits, validate
+from brook.errors import BadRequest, PartitionNotFound, TopicNotFound
 from brook.records import Record
 
 if TYPE_CHECKING:
-    from brook.broker import Broker, TopicState
+    from brook.core import Core, TopicState
 
 
 class _Stored(msgspec.Struct):
@@ -30,20 +29,17 @@ class _Stored(msgspec.Struct):
 _decode = msgspec.json.Decoder(_Stored).decode
 
 
-def positions_name(topic: str, group: str) -> str:
-    return f"groups/{topic}/{group}.json"
-
-
 class GroupCursor:
     """One group's position (next offset to hand out) and committed offset per partition."""
 
-    def __init__(self, broker: Broker, state: TopicState, group: str, start: str) -> None:
-        self.broker = broker
+    def __init__(self, core: Core, state: TopicState, group: str, start: str) -> None:
         self.topic = state.name
         self.group = group
         self.mutex = threading.Lock()
         self.commit_mutex = threading.Lock()
-        raw = broker.storage.read_all(positions_name(state.name, group))
+        self.deleted = False
+        """Set (holding commit_mutex) when the topic is deleted: nothing more is stored."""
+        raw = core.storage.read_all(layout.group_positions(state.name, group))
         committed = _decode(raw).offsets if raw is not None else {}
         self.committed: dict[int, int] = {}
         for partition_log in state.logs:
@@ -59,43 +55,54 @@ class GroupCursor:
 
 
 class GroupStore:
-    """Every group cursor of a broker, loaded on first use."""
+    """Every group cursor of a broker, loaded on first use. Owns `groups/`."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, core: Core) -> None:
+        self.core = core
         self._cursors: dict[tuple[str, str], GroupCursor] = {}
         self._mutex = threading.Lock()
+        core.topic_deleted_hooks.append(self.forget_topic)
 
     def consumer(self, topic: str, group: str, start: str) -> Consumer:
         validate.group_name(group)
         if start not in ("earliest", "latest"):
             raise BadRequest(f"start must be 'earliest' or 'latest', not {start!r}")
-        state = self.broker.topic_state(validate.topic_name(topic))
+        state = self.core.topic_state(validate.topic_name(topic))
         with self._mutex:
             cursor = self._cursors.get((topic, group))
             if cursor is None:
-                cursor = self._cursors[(topic, group)] = GroupCursor(
-                    self.broker, state, group, start
-                )
-        return Consumer(self.broker, cursor)
+                cursor = self._cursors[(topic, group)] = GroupCursor(self.core, state, group, start)
+        return Consumer(self.core, cursor)
 
     def forget_topic(self, topic: str) -> None:
+        """Writer role: the topic is deleted. Its cursors store nothing more (a
+        commit racing the deletion cannot bring positions back for a topic made
+        again under the same name), and its stored positions go."""
         with self._mutex:
-            for key in [k for k in self._cursors if k[0] == topic]:
-                del self._cursors[key]
+            gone = [self._cursors.pop(k) for k in [k for k in self._cursors if k[0] == topic]]
+        for cursor in gone:
+            with cursor.commit_mutex:
+                cursor.deleted = True
+        self.core.storage.delete_prefix(layout.groups_of(topic))
+
+    def stop(self) -> None:
+        """No thread of its own."""
+
+    def close(self) -> None:
+        """Nothing held open: positions are whole files."""
 
     def consumers(self) -> list[Consumer]:
         """A consumer on every group loaded so far (for reporting, e.g. lag)."""
         with self._mutex:
             cursors = list(self._cursors.values())
-        return [Consumer(self.broker, cursor) for cursor in cursors]
+        return [Consumer(self.core, cursor) for cursor in cursors]
 
 
 class Consumer:
     """`b.consumer(topic, group)`: poll records, commit positions."""
 
-    def __init__(self, broker: Broker, cursor: GroupCursor) -> None:
-        self._broker = broker
+    def __init__(self, core: Core, cursor: GroupCursor) -> None:
+        self._core = core
         self._cursor = cursor
         self.topic = cursor.topic
         self.group = cursor.group
@@ -114,24 +121,23 @@ class Consumer:
         max_records = min(validate.whole(max_records, "max_records", 1), limits.read_records_max)
         if not isinstance(timeout, int | float) or timeout < 0:
             raise BadRequest(f"timeout must be a number of seconds >= 0, not {timeout!r}")
-        deadline = time.monotonic() + timeout
+        monotonic = self._core.clock.monotonic
+        deadline = monotonic() + timeout
         while True:
             records = self._take(max_records)
-            remaining = deadline - time.monotonic()
-            if records or remaining <= 0 or self._broker._closed:
+            remaining = deadline - monotonic()
+            if records or remaining <= 0 or self._core.closed:
                 return records
-            with self._broker.appended:
-                if not self.has_new():
-                    self._broker.appended.wait(remaining)
+            self._core.wait_for_records(self.has_new, remaining)
 
     def has_new(self) -> bool:
         """True when some partition has durable records after the group's position."""
-        state = self._broker.topic_state(self.topic)
+        state = self._core.topic_state(self.topic)
         return any(p.durable_offset > self._cursor.position[p.partition] for p in state.logs)
 
     def _take(self, max_records: int) -> list[Record]:
         cursor = self._cursor
-        state = self._broker.topic_state(self.topic)
+        state = self._core.topic_state(self.topic)
         logs = state.logs
         records: list[Record] = []
         with cursor.mutex:
@@ -156,27 +162,30 @@ class Consumer:
         """
         cursor = self._cursor
         if offsets is not None:
-            partitions = self._broker.topic_state(self.topic).config.partitions
+            partitions = self._core.topic_state(self.topic).config.partitions
             for partition, offset in offsets.items():
                 if validate.whole(partition, "partition") >= partitions:
                     raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
                 validate.whole(offset, f"offset of partition {partition}")
         with cursor.commit_mutex:
+            if cursor.deleted:
+                raise TopicNotFound(f"topic {self.topic} was deleted")
             with cursor.mutex:
                 offsets = (
                     {**cursor.committed, **offsets}
                     if offsets is not None
                     else dict(cursor.position)
                 )
-            self._broker.storage.write_atomic(
-                positions_name(self.topic, self.group), msgspec.json.encode(_Stored(offsets))
+            self._core.storage.write_atomic(
+                layout.group_positions(self.topic, self.group),
+                msgspec.json.encode(_Stored(offsets)),
             )
             with cursor.mutex:
                 cursor.committed = offsets
 
     def seek(self, partition: int, offset: int) -> None:
         """Move the group's position on `partition`; the next poll starts there."""
-        state = self._broker.topic_state(self.topic)
+        state = self._core.topic_state(self.topic)
         partition = validate.whole(partition, "partition")
         if partition >= state.config.partitions:
             raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
@@ -195,7 +204,7 @@ class Consumer:
 
     def lag(self) -> dict[int, int]:
         """Records not yet committed by the group, per partition."""
-        state = self._broker.topic_state(self.topic)
+        state = self._core.topic_state(self.topic)
         with self._cursor.mutex:
             return {
                 p.partition: max(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
-from brook import limits
+from brook import layout, limits
 from brook.codec import (
     SEGMENT_HEADER_BYTES,
     TRAILER_BYTES,
@@ -42,13 +42,12 @@ from brook.codec.segment import (
 from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
-from brook.log.segment import Segment, segment_name
+from brook.log.segment import Segment
 from brook.records import Record
 from brook.storage import ReadFile, Storage
 
 log = logging.getLogger("brook.log")
 
-DURABLE_MARK_FILE = "durable.mark"
 """Per partition, beside its segments: the acknowledged end of the active segment."""
 MARK_READ_ATTEMPTS = 5
 """A mark read while the broker rewrites it fails its checksum: read it again."""
@@ -90,7 +89,7 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.settings = settings
-        self.prefix = f"topics/{topic}/{partition}/"
+        self.prefix = layout.partition_prefix(topic, partition)
         self.segments = segments
         """Oldest first; the last is active. Replaced, never mutated, so readers may hold a copy."""
         self.durable_offset = segments[-1].next_offset
@@ -121,9 +120,9 @@ class PartitionLog:
         to its durable mark (what its owner acknowledged) and never recovered, and
         a partition with no segment yet reads as empty.
         """
-        prefix = f"topics/{topic}/{partition}/"
+        prefix = layout.partition_prefix(topic, partition)
         read_only = getattr(storage, "read_only", False)
-        names = [n for n in storage.list(prefix) if n.endswith(".seg")]
+        names = [n for n in storage.list(prefix) if n.endswith(layout.SEGMENT_SUFFIX)]
         segments: list[Segment] = []
         for i, name in enumerate(names):
             last = i == len(names) - 1
@@ -142,7 +141,7 @@ class PartitionLog:
             segments.append(segment)
         if read_only:
             if not segments:
-                base = segment_name(prefix, 0)
+                base = layout.segment(prefix, 0)
                 segments = [Segment(storage, base, 0, now_ms, [], SEGMENT_HEADER_BYTES, 0, False)]
             return cls(storage, topic, partition, settings, segments)
         if not segments:
@@ -452,7 +451,7 @@ class PartitionLog:
         """
         active = self.segments[-1]
         mark = DurableMark(active.base_offset, active.durable_bytes, active.next_offset)
-        self.storage.write_hint(self.prefix + DURABLE_MARK_FILE, encode_durable_mark(mark))
+        self.storage.write_hint(layout.durable_mark(self.prefix), encode_durable_mark(mark))
 
     def enforce_retention(
         self,
@@ -615,7 +614,7 @@ def _encode_segment(
 def _create_segment(
     storage: Storage, prefix: str, partition: int, base: int, now_ms: int
 ) -> Segment:
-    name = segment_name(prefix, base)
+    name = layout.segment(prefix, base)
     header = encode_segment_header(partition, base, now_ms)
     segment = Segment(storage, name, base, now_ms, [], len(header), base, sealed=False)
     segment.appender = storage.create_appendable(name, header)
@@ -626,13 +625,13 @@ def read_durable_mark(storage: Storage, prefix: str) -> DurableMark | None:
     """The partition's durable mark (None when there is none); read again while a
     rewrite by the owner makes it fail its checksum. Raises CorruptData."""
     for _ in range(MARK_READ_ATTEMPTS):
-        raw = storage.read_all(prefix + DURABLE_MARK_FILE)
+        raw = storage.read_all(layout.durable_mark(prefix))
         if raw is None:
             return None
         mark = decode_durable_mark(raw[:DURABLE_MARK_BYTES])
         if mark is not None:
             return mark
-    raise CorruptData(f"{prefix}{DURABLE_MARK_FILE} does not hold a valid mark")
+    raise CorruptData(f"{layout.durable_mark(prefix)} does not hold a valid mark")
 
 
 def _read_sealed(

@@ -19,10 +19,6 @@ from brook.codec import IndexEntry
 from brook.storage import AppendFile, ReadFile, Storage
 
 
-def segment_name(prefix: str, base_offset: int) -> str:
-    return f"{prefix}{base_offset:020d}.seg"
-
-
 class Segment:
     def __init__(
         self,

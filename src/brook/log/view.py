@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from brook import limits
+from brook import layout, limits
 from brook.codec import (
     BATCH_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
@@ -130,7 +130,7 @@ class TopicView:
         self.storage = storage
         self.topic = topic
         if partitions is None:
-            raw = storage.read_all(f"topics/{topic}/topic.json")
+            raw = storage.read_all(layout.topic_config(topic))
             if raw is None:
                 raise TopicNotFound(f"topic {topic} does not exist in this storage")
             partitions = _decode_config(raw).partitions
@@ -146,8 +146,8 @@ class TopicView:
 
     def extents(self, partition: int) -> list[Extent]:
         """The readable segments of `partition`, oldest first. Raises CorruptData, StorageError."""
-        prefix = f"topics/{self.topic}/{partition}/"
-        names = [n for n in self.storage.list(prefix) if n.endswith(".seg")]
+        prefix = layout.partition_prefix(self.topic, partition)
+        names = [n for n in self.storage.list(prefix) if n.endswith(layout.SEGMENT_SUFFIX)]
         out = []
         for i, name in enumerate(names):
             extent = self._extent(prefix, name, last=i == len(names) - 1)

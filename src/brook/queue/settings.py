@@ -20,15 +20,6 @@ ORDERINGS = ("none", "key")
 _decode = msgspec.json.Decoder(Settings).decode
 
 
-def stored_name(topic: str, group: str) -> str:
-    return f"queues/{topic}/{group}.json"
-
-
-def status_log_name(topic: str, group: str) -> str:
-    """The internal topic holding the group's status log (see queue/status.py)."""
-    return f"__queues/{topic}/{group}"
-
-
 def decode(raw: bytes) -> Settings:
     return _decode(raw)
 

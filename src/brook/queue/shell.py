@@ -26,11 +26,10 @@ import hashlib
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING
 
-from brook import limits
+from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import LeaseExpired
@@ -44,7 +43,7 @@ from brook.records import Job as LeasedJob
 from brook.records import Record
 
 if TYPE_CHECKING:
-    from brook.broker import Broker
+    from brook.core import Core
 
 log = logging.getLogger("brook.queue")
 
@@ -53,20 +52,20 @@ ACTIONS = ("ack", "nack", "extend", "discard")
 
 class QueueGroup:
     def __init__(
-        self, broker: Broker, topic: str, group: str, settings: Settings, status_log: PartitionLog
+        self, core: Core, topic: str, group: str, settings: Settings, status_log: PartitionLog
     ) -> None:
-        self.broker = broker
+        self.core = core
         self.topic = topic
         self.group = group
         self.settings = settings
         self.status_log = status_log
         self.mutex = threading.Lock()
-        self._reader = RecordReader(topic, lambda: broker.topic_state(topic).logs)
+        self._reader = RecordReader(topic, lambda: core.topic_state(topic).logs)
         self._letter_mutex = threading.Lock()
         self._rng = random.Random()
-        self.core = GroupCore(settings, self._rng)
+        self.machine = GroupCore(settings, self._rng)
         self.offered: dict[int, int] = {}
-        """Per partition, the next offset of the topic not yet given to the core."""
+        """Per partition, the next offset of the topic not yet given to the machine."""
         self._unlettered: dict[Position, int] = {}
         """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
         self._changes_since_snapshot = 0
@@ -77,14 +76,20 @@ class QueueGroup:
         self._load()
 
     def _now_ms(self) -> int:
-        return int(self.broker.clock() * 1000)
+        return self.core.now_ms()
+
+    def next_due_ms(self) -> int | None:
+        """When time next changes something in the group (a lease expires, a retry
+        is due), or None."""
+        with self.mutex:
+            return self.machine.next_due_ms()
 
     # ------------------------------------------------------------ rebuilding
 
     def _load(self) -> None:
         """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
         snapshot, snapshot_offset, changes, unlettered = status.fold(self._entries())
-        logs = self.broker.topic_state(self.topic).logs
+        logs = self.core.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
         offered = dict(floor)
         start: dict[Position, Job] = {}
@@ -119,9 +124,9 @@ class QueueGroup:
                 self.group,
                 lost,
             )
-        self.core = GroupCore.rebuild(self.settings, self._rng, records, changes, start, acked)
+        self.machine = GroupCore.rebuild(self.settings, self._rng, records, changes, start, acked)
         self.offered = reach
-        self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.core.jobs}
+        self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.machine.jobs}
         self._changes_since_snapshot = len(changes)
         self.snapshot_offset = snapshot_offset
         self._broken = False
@@ -158,7 +163,7 @@ class QueueGroup:
 
     def _check_usable(self) -> None:
         """Holding the mutex: rebuild first if an entry failed to become durable."""
-        self.broker._check_open()
+        self.core.check_open()
         if self._broken:
             log.warning("queue %s/%s: rebuilding from its status log", self.topic, self.group)
             self._load()
@@ -167,8 +172,8 @@ class QueueGroup:
 
     def _offer(self) -> None:
         """Give the core the topic's new durable records, while the window has room."""
-        room = limits.queue_window_records_max - self.core.live
-        logs = self.broker.topic_state(self.topic).logs
+        room = limits.queue_window_records_max - self.machine.live
+        logs = self.core.topic_state(self.topic).logs
         progressed = True
         while room > 0 and progressed:
             progressed = False
@@ -182,7 +187,7 @@ class QueueGroup:
                 found = partition_log.read_keys(start, share)
                 if not found:
                     continue
-                self.core.offer_many(p, found)
+                self.machine.offer_many(p, found)
                 self.offered[p] = found[-1][0] + 1
                 room -= len(found)
                 progressed = True
@@ -190,11 +195,11 @@ class QueueGroup:
 
     def has_work(self) -> bool:
         """Whether a lease now might hand something out (a cheap, racy hint)."""
-        if self.core.has_ready():
+        if self.machine.has_ready():
             return True
-        if self.core.live >= limits.queue_window_records_max:
+        if self.machine.live >= limits.queue_window_records_max:
             return False
-        logs = self.broker.topic_state(self.topic).logs
+        logs = self.core.topic_state(self.topic).logs
         return any(pl.durable_offset > self.offered.get(pl.partition, 0) for pl in logs)
 
     # ------------------------------------------------------------ the log
@@ -222,7 +227,7 @@ class QueueGroup:
         request = AppendRequest(
             self.status_log, Columns([value], size_bytes=len(value)), on_done or Waiter()
         )
-        self.broker.committer.submit(request)
+        self.core.submit(request)
         self._changes_since_snapshot += len(changes)
         return request
 
@@ -248,24 +253,23 @@ class QueueGroup:
 
     def lease(self, count: int, timeout_s: float, visibility_ms: int | None) -> list[LeasedJob]:
         """Up to `count` records, waiting up to `timeout_s` for one to be available."""
-        deadline = time.monotonic() + timeout_s
+        monotonic = self.core.clock.monotonic
+        deadline = monotonic() + timeout_s
         while True:
             leased = self._lease_now(count, visibility_ms)
-            remaining = deadline - time.monotonic()
-            if leased or remaining <= 0 or self.broker._closed:
+            remaining = deadline - monotonic()
+            if leased or remaining <= 0 or self.core.closed:
                 return leased
-            due = self.core.next_due_ms()
+            due = self.next_due_ms()
             if due is not None:
                 remaining = min(remaining, max(0.001, (due - self._now_ms()) / 1000))
-            with self.broker.appended:
-                if not self.has_work():
-                    self.broker.appended.wait(remaining)
+            self.core.wait_for_records(self.has_work, remaining)
 
     def _lease_now(self, count: int, visibility_ms: int | None) -> list[LeasedJob]:
         with self.mutex:
             self._check_usable()
             self._offer()
-            changes = self.core.lease(self._now_ms(), count, visibility_ms)
+            changes = self.machine.lease(self._now_ms(), count, visibility_ms)
             if not changes:
                 return []
             request = self._submit(changes)
@@ -311,7 +315,7 @@ class QueueGroup:
         with self.mutex:
             self._check_usable()
             now = self._now_ms()
-            changes, stale = self.core.settle_many(
+            changes, stale = self.machine.settle_many(
                 now, receipts, action, reason, delay_ms, extend_ms
             )
             request = self._submit(changes) if changes else None
@@ -330,7 +334,7 @@ class QueueGroup:
         """Let time act: expired leases end their attempt, due retries become ready."""
         with self.mutex:
             self._check_usable()
-            changes = self.core.tick(self._now_ms())
+            changes = self.machine.tick(self._now_ms())
             request = self._submit(changes) if changes else None
         self._after(request, changes)
         if self._unlettered:
@@ -341,7 +345,7 @@ class QueueGroup:
         returns how many. Idempotent."""
         with self.mutex:
             self._check_usable()
-            changes = self.core.redrive(self._now_ms(), limit, positions)
+            changes = self.machine.redrive(self._now_ms(), limit, positions)
             request = self._submit(changes) if changes else None
         self._after(request, changes)
         return len(changes)
@@ -349,7 +353,7 @@ class QueueGroup:
     def stats(self) -> dict[str, int]:
         """Records by state once time has acted (expired leases, due retries); on a
         read-only broker, as its owner last wrote them."""
-        if not self.broker.read_only:
+        if not self.core.read_only:
             self.tick()
         return self.counts()
 
@@ -357,14 +361,14 @@ class QueueGroup:
         """Records by state as they stand, and the oldest ready record's age; writes nothing."""
         with self.mutex:
             self._offer()
-            counts = self.core.stats()
+            counts = self.machine.stats()
             # Records beyond the window are ready too, only not yet in memory.
-            for pl in self.broker.topic_state(self.topic).logs:
+            for pl in self.core.topic_state(self.topic).logs:
                 waiting = pl.durable_offset - max(
                     self.offered.get(pl.partition, 0), pl.start_offset
                 )
                 counts["ready"] += max(0, waiting)
-            oldest = self.core.oldest_ready_ms()
+            oldest = self.machine.oldest_ready_ms()
             now = self._now_ms()
         counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)
         return counts
@@ -391,7 +395,7 @@ class QueueGroup:
         """Offsets from `base` to before `next_offset` of `partition` this group has
         not finished with: kept records (dead ones too), and all not yet offered."""
         with self.mutex:
-            wanted = {o for p, o in self.core.jobs if p == partition and base <= o < next_offset}
+            wanted = {o for p, o in self.machine.jobs if p == partition and base <= o < next_offset}
             offered = self.offered.get(partition, 0)
         wanted.update(range(max(base, offered), next_offset))
         return wanted
@@ -401,7 +405,7 @@ class QueueGroup:
         with self.mutex:
             reorder = settings.ordering != self.settings.ordering
             self.settings = settings
-            self.core.settings = settings
+            self.machine.settings = settings
             if reorder:
                 self._load()
 
@@ -415,7 +419,7 @@ class QueueGroup:
         with self._letter_mutex:
             with self.mutex:
                 pending = sorted(self._unlettered.items())[: limits.read_records_max]
-                jobs = {pos: self.core.jobs.get(pos) for pos, _ in pending}
+                jobs = {pos: self.machine.jobs.get(pos) for pos, _ in pending}
             if not pending:
                 return
             records = {(r.partition, r.offset): r for r in self._fetch([pos for pos, _ in pending])}
@@ -429,7 +433,7 @@ class QueueGroup:
                 keys.append(self._letter_key(pos, at))
             if copies:
                 target = queue_settings.dead_letter_topic(self.topic, self.settings)
-                self.broker.topic(target).append_many(copies, idempotency_keys=keys)
+                self.core.append(target, validate.records(copies, keys))
             with self.mutex:
                 marked = []
                 for (p, o), at in pending:
@@ -466,16 +470,16 @@ class QueueGroup:
         restart reads from there and older status segments can go."""
         # A snapshot costs about as much as the records kept: spacing them by at
         # least twice that keeps their cost per change constant.
-        due = max(limits.queue_snapshot_changes, 2 * len(self.core.jobs))
+        due = max(limits.queue_snapshot_changes, 2 * len(self.machine.jobs))
         if self._changes_since_snapshot < due:
             return
         self.write_snapshot()
 
     def write_snapshot(self) -> Waiter:
         """Holding the mutex: queue a snapshot entry; `snapshot_offset` follows once durable."""
-        core = self.core
+        machine = self.machine
         kept: dict[int, list[int]] = {p: [] for p in self.offered}
-        for p, o in core.jobs:
+        for p, o in machine.jobs:
             kept.setdefault(p, []).append(o)
         floor: dict[int, int] = {}
         acked: list[tuple[int, int, int]] = []
@@ -491,9 +495,9 @@ class QueueGroup:
             offered=dict(self.offered),
             floor=floor,
             acked=acked,
-            jobs=[(p, o, job) for (p, o), job in core.jobs.items() if not job.untouched],
+            jobs=[(p, o, job) for (p, o), job in machine.jobs.items() if not job.untouched],
             unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
-            acked_count=core.acked,
+            acked_count=machine.acked,
         )
         waiter = Waiter()
 

@@ -1,6 +1,7 @@
 """Every queue group of a broker: found in storage at start, opened on first use,
-and one thread that lets time act on them (expired leases, due retries, dead
-letters) even when no caller comes by."""
+and one supervised loop that lets time act on them (expired leases, due
+retries, dead letters) even when no caller comes by. Owns `queues/` and the
+status logs (layout.queue_status_log)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from brook import limits, validate
-from brook.errors import BrookError, NotFound
+from brook import layout, limits, validate
+from brook.errors import NotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Settings
 from brook.queue.shell import QueueGroup
 
 if TYPE_CHECKING:
-    from brook.broker import Broker
+    from brook.core import Core
 
 log = logging.getLogger("brook.queue")
 
@@ -28,51 +29,52 @@ STATUS_SEGMENT_BYTES_MAX = 8 * limits.MIB
 
 
 class QueueStore:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, core: Core) -> None:
+        self.core = core
         self._groups: dict[tuple[str, str], QueueGroup] = {}
         self._mutex = threading.Lock()
         self._create_mutex = threading.Lock()
         self._stop = threading.Event()
         self.log_settings = LogSettings(
-            min(broker.settings.segment_bytes_max, STATUS_SEGMENT_BYTES_MAX),
-            broker.settings.segment_ms_max,
+            min(core.settings.segment_bytes_max, STATUS_SEGMENT_BYTES_MAX),
+            core.settings.segment_ms_max,
         )
-        for name in broker.storage.list("queues/"):
-            parts = name.split("/")
-            if len(parts) != 3 or not parts[2].endswith(".json"):
-                continue
-            topic, group = parts[1], parts[2].removesuffix(".json")
-            raw = broker.storage.read_all(name)
-            if raw is None or not broker.has_topic(topic):
-                continue
-            settings = queue_settings.decode(raw)
-            self._groups[(topic, group)] = self._open(topic, group, settings)
-        self._ticker = threading.Thread(target=self._tick_loop, name="brook-queues", daemon=True)
-        if not broker.read_only:  # a read-only broker lets time act on nothing
-            self._ticker.start()
+        try:
+            for name in core.storage.list(layout.QUEUES):
+                found = layout.parse_queue_settings(name)
+                if found is None:
+                    continue
+                topic, group = found
+                raw = core.storage.read_all(name)
+                if raw is None or not core.has_topic(topic):
+                    continue
+                settings = queue_settings.decode(raw)
+                self._groups[(topic, group)] = self._open(topic, group, settings)
+        except BaseException:
+            self.close()
+            raise
+        core.topic_deleted_hooks.append(self.forget_topic)
+        core.maintainers.append(("queues", self.maintain))
+        core.retention_holds.append(self.needed_by)
+        self._ticker: threading.Thread | None = None
+        if not core.read_only:  # a read-only broker lets time act on nothing
+            self._ticker = core.supervisor.start("queues", self._tick, self._stop)
 
     def _open(self, topic: str, group: str, settings: Settings) -> QueueGroup:
-        return QueueGroup(self.broker, topic, group, settings, self._open_log(topic, group))
+        return QueueGroup(self.core, topic, group, settings, self._open_log(topic, group))
 
     def _open_log(self, topic: str, group: str) -> PartitionLog:
-        return PartitionLog.open(
-            self.broker.storage,
-            queue_settings.status_log_name(topic, group),
-            0,
-            self.log_settings,
-            self.broker.now_ms(),
-        )
+        return self.core.open_log(layout.queue_status_log(topic, group), 0, self.log_settings)
 
     def group(self, topic: str, group: str, **given: Any) -> QueueGroup:
         """The group, created or with its settings updated by the arguments that are not None."""
         validate.topic_name(topic)
         validate.group_name(group)
-        if self.broker.read_only and self.find(topic, group) is None:
+        if self.core.read_only and self.find(topic, group) is None:
             raise NotFound(f"queue group {group} of topic {topic} does not exist")
-        self.broker.topic_state(topic, create=True)
-        storage = self.broker.storage
-        name = queue_settings.stored_name(topic, group)
+        self.core.topic_state(topic, create=True)
+        storage = self.core.storage
+        name = layout.queue_settings(topic, group)
         # Creating a group waits for the committer (opening its log), and the committer's
         # maintenance takes self._mutex: so creations are serialized by a lock of their own,
         # and self._mutex is only ever held briefly.
@@ -90,8 +92,8 @@ class QueueStore:
             if merged != stored:
                 storage.write_atomic(name, queue_settings.encode(merged))
             # The writer role opens the log (it may create a segment); reading it back is ours.
-            status_log = self.broker.committer.call(lambda: self._open_log(topic, group))
-            opened = QueueGroup(self.broker, topic, group, merged, status_log)
+            status_log = self.core.call(lambda: self._open_log(topic, group))
+            opened = QueueGroup(self.core, topic, group, merged, status_log)
             with self._mutex:
                 self._groups[(topic, group)] = opened
             return opened
@@ -105,10 +107,12 @@ class QueueStore:
             return self._groups.get((topic, group))
 
     def forget_topic(self, topic: str) -> None:
-        """Writer role: the topic is being deleted; close its groups' status logs."""
+        """Writer role: the topic is deleted; so are its groups and their status logs."""
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 self._groups.pop(key).status_log.close()
+        self.core.storage.delete_prefix(layout.queues_of(topic))
+        self.core.storage.delete_prefix(layout.queue_status_logs_of(topic))
 
     def needed_by(self, topic: str, partition: int) -> Callable[[int, int], set[int]] | None:
         """For retention: which offsets of a range of `partition` the topic's queue
@@ -138,22 +142,28 @@ class QueueStore:
                     dropped,
                 )
 
-    def _tick_loop(self) -> None:
-        while not self._stop.wait(self._pause()):
-            for group in self.groups():
-                if self._stop.is_set():
-                    return
-                due = group.core.next_due_ms()
-                if (due is None or due > self.broker.now_ms()) and not group.has_unlettered():
-                    continue
-                try:
-                    group.tick()
-                except BrookError as exc:
-                    log.warning("queue %s/%s: %s", group.topic, group.group, exc)
+    def _tick(self) -> float:
+        """One pass of the ticker: let time act on every group where something is
+        due; returns the seconds until the next pass. A group that fails is
+        reported (the supervisor's "queues" loop) after the others had their turn."""
+        failure: Exception | None = None
+        for group in self.groups():
+            if self._stop.is_set():
+                return 0
+            due = group.next_due_ms()
+            if (due is None or due > self.core.now_ms()) and not group.has_unlettered():
+                continue
+            try:
+                group.tick()
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return self._pause()
 
     def _pause(self) -> float:
-        now = self.broker.now_ms()
-        dues = [d for g in self.groups() if (d := g.core.next_due_ms()) is not None]
+        now = self.core.now_ms()
+        dues = [d for g in self.groups() if (d := g.next_due_ms()) is not None]
         if not dues:
             return TICK_S_MAX
         return min(TICK_S_MAX, max(0.005, (min(dues) - now) / 1000))
@@ -161,7 +171,7 @@ class QueueStore:
     def stop(self) -> None:
         """Stop the ticker (before the committer closes)."""
         self._stop.set()
-        if self._ticker.is_alive():
+        if self._ticker is not None:
             self._ticker.join()
 
     def close(self) -> None:

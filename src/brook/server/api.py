@@ -11,9 +11,10 @@ import time
 from typing import Any
 
 from brook import limits, validate
-from brook.broker import Broker, TopicState
+from brook.broker import Broker
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
+from brook.core import TopicState, acks_in_order, route
 from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
 from brook.log.partition import PartitionLog
 from brook.records import Ack
@@ -34,7 +35,6 @@ from brook.server.wire import (
     records_from_json,
     topic_to_json,
 )
-from brook.topic import acks_in_order, route
 
 log = logging.getLogger("brook.server")
 
@@ -107,6 +107,7 @@ class Api:
         self, broker: Broker, loop: asyncio.AbstractEventLoop, auth: Authenticator
     ) -> None:
         self.broker = broker
+        self.core = broker.core
         self.loop = loop
         self.auth = auth
         self.new_records = NewRecords(loop)
@@ -158,14 +159,14 @@ class Api:
         return await self.loop.run_in_executor(None, fn, *args)
 
     def _state(self, topic: str) -> TopicState:
-        return self.broker.topic_state(validate.topic_name(topic))
+        return self.core.topic_state(validate.topic_name(topic))
 
     async def _state_or_create(self, topic: str) -> TopicState:
         try:
             return self._state(topic)
         except TopicNotFound:
             state: TopicState = await self._blocking(
-                lambda: self.broker.topic_state(topic, create=True)
+                lambda: self.core.topic_state(topic, create=True)
             )
             return state
 
@@ -190,7 +191,7 @@ class Api:
         """Hand records to the committer; the future resolves on the loop once answered."""
         future: asyncio.Future[AppendRequest] = self.loop.create_future()
         done = functools.partial(self.completions.done, future)
-        self.broker.committer.submit(AppendRequest(log, columns, done))
+        self.core.submit(AppendRequest(log, columns, done))
         return future
 
     async def _wait(self, deadline: float, has_data: Any) -> bool:
@@ -209,7 +210,27 @@ class Api:
     # ------------------------------------------------------------ endpoints
 
     async def health(self, request: Request) -> Response:
-        return json_response({"status": "ok"})
+        """200 while the broker serves; 503 naming every background loop (or task)
+        that is failing now, until it works again."""
+        failing = self.broker.supervisor.failing()
+        if not failing:
+            return json_response({"status": "ok"})
+        return json_response(
+            {
+                "status": "failing",
+                "failing": [
+                    {
+                        "loop": f.loop,
+                        "task": f.task,
+                        "error": f.error,
+                        "since_ms": f.since_ms,
+                        "failures": f.count,
+                    }
+                    for f in failing
+                ],
+            },
+            status=503,
+        )
 
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi.document(self.router, self.auth.enabled))

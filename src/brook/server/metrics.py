@@ -85,6 +85,26 @@ class BrookCollector(Collector):
         yield from self._queues()
         yield from self._timers()
         yield from self._object_storage()
+        yield from self._background()
+
+    def _background(self) -> Iterator[Metric]:
+        supervisor = self.broker.supervisor
+        errors = CounterMetricFamily(
+            "brook_background_errors",
+            "Errors in the broker's background loops (each is logged, then retried)",
+            labels=["loop"],
+        )
+        for loop, count in sorted(supervisor.errors().items()):
+            errors.add_metric([loop], count)
+        yield errors
+        failing = GaugeMetricFamily(
+            "brook_background_failing",
+            "Background loops (or tasks) failing now: 1 each, until they work again",
+            labels=["loop", "task"],
+        )
+        for failure in supervisor.failing():
+            failing.add_metric([failure.loop, failure.task or ""], 1)
+        yield failing
 
     def _timers(self) -> Iterator[Metric]:
         timers = self.broker.timers

@@ -152,7 +152,7 @@ class QueueEndpoints:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or api.stopping:
                     return False
-                due = group.core.next_due_ms()
+                due = group.next_due_ms()
                 if due is not None:
                     until_due = (due - api.broker.now_ms()) / 1000
                     if until_due <= 0:

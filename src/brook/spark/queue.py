@@ -29,12 +29,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from brook import layout
 from brook.errors import CorruptData, NotFound
 from brook.log.view import SegmentSlice, TopicView, open_storage, read_records
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state
 from brook.queue.lifecycle import Job, State
-from brook.queue.settings import status_log_name, stored_name
 from brook.spark.arrow import SCHEMA, SPARK_SCHEMA
 from brook.spark.options import ReadOptions, queue_options
 from brook.spark.source import SliceInput, read_input
@@ -152,9 +152,9 @@ def with_state(batch: pa.RecordBatch, known: Standings) -> pa.RecordBatch:
 def read_group_state(storage: Storage, topic: str, group: str) -> GroupState:
     """The group's state from its status log in `storage`. Raises NotFound for a
     group that does not exist, CorruptData, StorageError."""
-    if storage.read_all(stored_name(topic, group)) is None:
+    if storage.read_all(layout.queue_settings(topic, group)) is None:
         raise NotFound(f"topic {topic} has no queue group {group!r}")
-    view = TopicView(storage, status_log_name(topic, group), partitions=1)
+    view = TopicView(storage, layout.queue_status_log(topic, group), partitions=1)
     first, end = view.bounds()[0]
     pieces = view.slices({0: first}, {0: end})
     return group_state(_entries(storage, pieces))

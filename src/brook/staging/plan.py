@@ -18,8 +18,6 @@ from brook.codec.batch import Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData
 from brook.partitioner import partition_for_key
 
-ROOT = "staging/"
-STATE_FILE = "state.json"
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 """A writer or part id: a Spark query id, a write's id, a task attempt's id."""
 CHUNKS_PER_PART_MAX = 1_000_000
@@ -39,22 +37,6 @@ def check_id(value: object, what: str) -> str:
 
 def check_seq(value: object) -> int:
     return validate.whole(value, "seq", 0, 2**62)
-
-
-def writer_prefix(topic: str, writer: str) -> str:
-    return f"{ROOT}{topic}/{writer}/"
-
-
-def state_name(topic: str, writer: str) -> str:
-    return f"{writer_prefix(topic, writer)}{STATE_FILE}"
-
-
-def seq_prefix(topic: str, writer: str, seq: int) -> str:
-    return f"{writer_prefix(topic, writer)}{seq}/"
-
-
-def chunk_name(topic: str, writer: str, seq: int, part: str, chunk: int) -> str:
-    return f"{seq_prefix(topic, writer, seq)}{part}/{chunk:08d}"
 
 
 class WriterState(msgspec.Struct, forbid_unknown_fields=False):

@@ -24,18 +24,18 @@ docs/GUARANTEES.md ("Staged writes").
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
-from brook import limits, validate
+from brook import layout, limits, validate
 from brook.codec.batch import Columns, encode_batch
 from brook.commit import AppendRequest, Waiter
 from brook.errors import (
     BadRequest,
     BrookError,
-    Closed,
     CorruptData,
     PartitionNotFound,
     ReadOnly,
@@ -46,7 +46,7 @@ from brook.records import Published
 from brook.staging import plan
 
 if TYPE_CHECKING:
-    from brook.broker import Broker, TopicState
+    from brook.core import Core, TopicState
 
 log = logging.getLogger("brook.staging")
 
@@ -54,9 +54,9 @@ MARKER_PREFIX = b"brook-staged:"
 
 
 class StagingService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.storage = broker.storage
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.storage = core.storage
         self.ttl_ms = limits.staging_ttl_ms_default
         self._states: dict[tuple[str, str], plan.WriterState | None] = {}
         """What each writer last published, as stored (only this broker writes them)."""
@@ -66,9 +66,10 @@ class StagingService:
         self._unclaimed: dict[str, int] = {}
         """Staged `seq` folders no state claims yet -> when the sweep first saw them."""
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="brook-staging", daemon=True)
-        if not broker.read_only:
-            self._thread.start()
+        core.topic_deleted_hooks.append(self.forget_topic)
+        self._thread: threading.Thread | None = None
+        if not core.read_only:
+            self._thread = core.supervisor.start("staging", self._step, self._stop)
 
     # ------------------------------------------------------------ the API
 
@@ -98,14 +99,14 @@ class StagingService:
             body = records  # stored as the client sent it
         else:
             body = b"".join(encode_batch(0, 0, records)) if len(records) else b""
-        topic_state = self.broker.topic_state(topic, create=True)
+        topic_state = self.core.topic_state(topic, create=True)
         if partition is not None:
             validate.whole(partition, "partition")
             if partition >= topic_state.config.partitions:
                 raise PartitionNotFound(f"topic {topic} has no partition {partition}")
         if plan.decide(self._state(topic, writer), seq) != "new":
             return False
-        name = plan.chunk_name(topic, writer, seq, part, chunk)
+        name = layout.staging_chunk(topic, writer, seq, part, chunk)
         self.storage.write_atomic(name, plan.encode_chunk(body, partition))
         return True
 
@@ -132,14 +133,14 @@ class StagingService:
                 assert state is not None
                 return self._finish(topic, writer, state)
             self._check_staged(topic, writer, seq, parts)
-            topic_state = self.broker.topic_state(topic, create=True)
+            topic_state = self.core.topic_state(topic, create=True)
             begun = plan.WriterState(
                 seq=seq,
                 phase="publishing",
                 parts=parts,
                 starts={str(p.partition): p.durable_offset for p in topic_state.logs},
                 records=0,
-                updated_ms=self.broker.now_ms(),
+                updated_ms=self.core.now_ms(),
             )
             self._save(topic, writer, begun)
             return self._finish(topic, writer, begun, resumed=False)
@@ -153,11 +154,12 @@ class StagingService:
         with self._writer_lock(topic, writer):
             if plan.decide(self._state(topic, writer), seq) != "new":
                 return False
-            self.storage.delete_prefix(plan.seq_prefix(topic, writer, seq))
+            self.storage.delete_prefix(layout.staging_seq(topic, writer, seq))
             return True
 
     def forget_topic(self, topic: str) -> None:
-        """The topic was deleted (with its staging folder): forget its writers."""
+        """The topic was deleted: so is what was staged for it, and its writers."""
+        self.storage.delete_prefix(layout.staging_of(topic))
         with self._mutex:
             for key in [k for k in self._states if k[0] == topic]:
                 del self._states[key]
@@ -168,7 +170,7 @@ class StagingService:
         self, topic: str, writer: str, state: plan.WriterState, resumed: bool = True
     ) -> Published:
         """Append what `state` names and is not appended yet, then mark it done."""
-        topic_state = self.broker.topic_state(topic, create=True)
+        topic_state = self.core.topic_state(topic, create=True)
         present: set[bytes] = set()
         if resumed:
             log.info("resuming the publish of %s seq %d to topic %s", writer, state.seq, topic)
@@ -189,10 +191,10 @@ class StagingService:
             parts={},
             starts={},
             records=records,
-            updated_ms=self.broker.now_ms(),
+            updated_ms=self.core.now_ms(),
         )
         self._save(topic, writer, done)
-        self.storage.delete_prefix(plan.seq_prefix(topic, writer, state.seq))
+        self.storage.delete_prefix(layout.staging_seq(topic, writer, state.seq))
         return Published(state.seq, records, replayed=resumed)
 
     def _copy(
@@ -216,7 +218,7 @@ class StagingService:
 
         for part, chunks in sorted(state.parts.items()):
             for chunk in range(chunks):
-                name = plan.chunk_name(topic, writer, state.seq, part, chunk)
+                name = layout.staging_chunk(topic, writer, state.seq, part, chunk)
                 raw = self.storage.read_all(name)
                 if raw is None:
                     raise CorruptData(
@@ -231,7 +233,7 @@ class StagingService:
                     piece = plan.piece(columns, indexes, key)
                     waiter = Waiter()
                     request = AppendRequest(topic_state.logs[p], piece, waiter)
-                    self.broker.committer.submit(request)
+                    self.core.submit(request)
                     waiting.append((request, waiter, piece.bytes))
                     in_flight += piece.bytes
                 while in_flight > limits.staging_publish_bytes_in_flight and waiting:
@@ -243,10 +245,10 @@ class StagingService:
         return records
 
     def _check_staged(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> None:
-        stored = set(self.storage.list(plan.seq_prefix(topic, writer, seq)))
+        stored = set(self.storage.list(layout.staging_seq(topic, writer, seq)))
         for part, chunks in sorted(parts.items()):
             for chunk in range(chunks):
-                if plan.chunk_name(topic, writer, seq, part, chunk) not in stored:
+                if layout.staging_chunk(topic, writer, seq, part, chunk) not in stored:
                     raise BadRequest(
                         f"part {part} chunk {chunk} of seq {seq} was never staged "
                         f"(or was dropped); nothing was published"
@@ -259,7 +261,7 @@ class StagingService:
         with self._mutex:
             if key in self._states:
                 return self._states[key]
-        name = plan.state_name(topic, writer)
+        name = layout.staging_state(topic, writer)
         raw = self.storage.read_all(name)
         state = None if raw is None else plan.decode_state(raw, name)
         with self._mutex:
@@ -270,7 +272,7 @@ class StagingService:
         key = (topic, writer)
         with self._mutex:
             self._states.pop(key, None)  # unknown until the write is known to be durable
-        self.storage.write_atomic(plan.state_name(topic, writer), plan.encode_state(state))
+        self.storage.write_atomic(layout.staging_state(topic, writer), plan.encode_state(state))
         with self._mutex:
             self._states[key] = state
 
@@ -286,42 +288,36 @@ class StagingService:
         return topic, writer, plan.check_id(part, "part")
 
     def _check_writable(self) -> None:
-        self.broker._check_open()
-        if self.broker.read_only:
+        self.core.check_open()
+        if self.core.read_only:
             raise ReadOnly("cannot stage or publish: this broker was opened read-only")
 
     # ------------------------------------------------------------ the thread
 
-    def _run(self) -> None:
-        """Finish publishes a crash interrupted, then sweep what was staged and
-        never published, every `staging_sweep_ms`."""
-        while not self._stop.is_set():
-            try:
-                self.sweep()
-            except (Closed, TopicNotFound):
-                return
-            except BrookError as exc:
-                log.warning("staging: %s; trying again later", exc)
-            self._stop.wait(limits.staging_sweep_ms / 1000)
+    def _step(self) -> float:
+        """One pass of the staging loop: finish publishes a crash interrupted, then
+        sweep what was staged and never published; again after `staging_sweep_ms`."""
+        with contextlib.suppress(TopicNotFound):  # deleted meanwhile: swept next time
+            self.sweep()
+        return limits.staging_sweep_ms / 1000
 
     def sweep(self) -> None:
         """Finish every interrupted publish; delete writers idle for the TTL and staged
         folders that no publish claimed for the TTL."""
-        now = self.broker.now_ms()
+        now = self.core.now_ms()
         writers: dict[tuple[str, str], set[int]] = {}
-        for name in self.storage.list(plan.ROOT):
-            parts = name[len(plan.ROOT) :].split("/")
+        for name in self.storage.list(layout.STAGING):
+            parts = name[len(layout.STAGING) :].split("/")
             if len(parts) < 3:
                 continue
             folders = writers.setdefault((parts[0], parts[1]), set())
-            if parts[2] != plan.STATE_FILE and parts[2].isdigit():
+            if parts[2] != layout.STAGING_STATE_FILE and parts[2].isdigit():
                 folders.add(int(parts[2]))
         seen = set()
         for (topic, writer), folders in sorted(writers.items()):
             if self._stop.is_set():
                 return
-            if not self.broker.has_topic(topic):
-                self.storage.delete_prefix(f"{plan.ROOT}{topic}/")
+            if not self.core.has_topic(topic):
                 self.forget_topic(topic)
                 continue
             with self._writer_lock(topic, writer):
@@ -334,7 +330,7 @@ class StagingService:
                     continue
                 pending = False
                 for seq in sorted(folders):
-                    prefix = plan.seq_prefix(topic, writer, seq)
+                    prefix = layout.staging_seq(topic, writer, seq)
                     if plan.decide(state, seq) != "new":
                         self.storage.delete_prefix(prefix)  # left by a publish that crashed
                         continue
@@ -348,13 +344,16 @@ class StagingService:
                     seen.add(prefix)
                     pending = True
                 if state is not None and not pending and now - state.updated_ms > self.ttl_ms:
-                    self.storage.delete_prefix(plan.writer_prefix(topic, writer))
+                    self.storage.delete_prefix(layout.staging_writer(topic, writer))
                     with self._mutex:
                         self._states.pop((topic, writer), None)
         self._unclaimed = {k: v for k, v in self._unclaimed.items() if k in seen}
 
+    def close(self) -> None:
+        """Nothing held open: staged chunks and states are whole files."""
+
     def stop(self) -> None:
         """Stop the thread (before the committer closes)."""
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread is not None:
             self._thread.join()

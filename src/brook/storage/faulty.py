@@ -8,7 +8,7 @@ fsyncs (EIO), and failing creates. The wrapped storage is otherwise used as is.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from brook.errors import StorageError
 from brook.storage import AppendFile, ReadFile, Storage
@@ -22,6 +22,8 @@ class Faults:
         self.sync_failures = 0
         self.create_failures = 0
         """Creates of appendable files that fail (as a full directory or a lost answer would)."""
+        self.before_sync: Callable[[], None] | None = None
+        """Called as each sync starts (tests use it to hold a sync while others write)."""
         self._mutex = threading.Lock()
 
     def take_sync_failure(self) -> bool:
@@ -50,6 +52,8 @@ class FaultyAppendFile:
             self._inner.reserve(size)
 
     def sync(self) -> None:
+        if self._faults.before_sync is not None:
+            self._faults.before_sync()
         if self._faults.take_sync_failure():
             raise StorageError(f"fsync of {self._name} failed: EIO (Input/output error)")
         self._inner.sync()

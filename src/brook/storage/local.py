@@ -15,13 +15,12 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from brook import limits
+from brook import layout, limits
 from brook.errors import Locked, StorageError
 from brook.storage import check_name
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 
-LOCK_FILE = "LOCK"
 log = logging.getLogger("brook.storage")
 
 
@@ -168,13 +167,13 @@ class LocalStorage:
         return self.root / check_name(name)
 
     def lock(self) -> None:
-        fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.root / layout.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise Locked(
-                f"{self.root} is in use by another broker (lock held on {LOCK_FILE})"
+                f"{self.root} is in use by another broker (lock held on {layout.LOCK})"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
@@ -257,7 +256,7 @@ class LocalStorage:
         for folder, dirs, files in os.walk(base):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
             for file in files:
-                if file.startswith(".") or (folder == str(self.root) and file == LOCK_FILE):
+                if file.startswith(".") or (folder == str(self.root) and file == layout.LOCK):
                     continue
                 names.append(Path(folder, file).relative_to(self.root).as_posix())
         return sorted(names)

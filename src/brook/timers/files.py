@@ -17,9 +17,6 @@ import msgspec
 
 from brook.timers.model import Timer, TimerInfo
 
-BUCKETS = "timers/buckets/"
-CHECKPOINT = "timers/checkpoint.json"
-
 
 class LogEntry(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     scheduled: list[Timer] = []
@@ -42,18 +39,3 @@ encode = msgspec.msgpack.Encoder().encode
 decode_entry = msgspec.msgpack.Decoder(LogEntry).decode
 decode_run = msgspec.msgpack.Decoder(Run).decode
 decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
-
-
-def run_name(bucket: int, flush: int) -> str:
-    return f"{BUCKETS}{bucket:013d}/{flush:010d}.run"
-
-
-def parse_run_name(name: str) -> tuple[int, int] | None:
-    """(bucket start, flush number) of a run file's name, or None if it is not one."""
-    parts = name.removeprefix(BUCKETS).split("/")
-    if len(parts) != 2 or not parts[1].endswith(".run"):
-        return None
-    try:
-        return int(parts[0]), int(parts[1].removesuffix(".run"))
-    except ValueError:
-        return None

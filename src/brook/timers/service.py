@@ -2,7 +2,8 @@
 
 Scheduling and cancelling append a `LogEntry` to the timer log through the
 committer and return once it is durable (group commit batches concurrent
-calls). One thread does everything time does, in order:
+calls). One supervised loop (brook/supervisor.py) does everything time does,
+in order:
 
 - loads each bucket from storage as it comes within the look-ahead;
 - fires due timers, earliest first: their records are appended to their
@@ -22,36 +23,32 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-import time
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import limits
+from brook import layout, limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import BrookError, Closed, StorageError
-from brook.log.partition import LogSettings, PartitionLog
+from brook.errors import Closed, StorageError
+from brook.log.partition import LogSettings
 from brook.records import Record
 from brook.timers import files
 from brook.timers.book import TimerBook, Unflushed, bucket_of
 from brook.timers.model import Timer, TimerInfo
 
 if TYPE_CHECKING:
-    from brook.broker import Broker
+    from brook.core import Core
 
 log = logging.getLogger("brook.timers")
 
-LOG_NAME = "__timers"
 TIMER_HEADER = "brook.timer.id"
 FIRE_BATCH = 2_000
 """Most timers fired in one round of appends."""
 RUNS_MERGE = 8
 """A bucket's runs are merged into one when a flush would make this many."""
-RETRY_S = 1.0
-"""How long the thread waits after a failed fire or flush before it tries again."""
 
 
 def new_ids(count: int) -> Iterator[str]:
@@ -78,32 +75,37 @@ class FireStats:
 
 
 class TimerService:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, core: Core) -> None:
+        self.core = core
         self.mutex = threading.Lock()
         self._wake = threading.Condition(self.mutex)
         self._flush_mutex = threading.Lock()
         self._flushed = threading.Condition(self.mutex)
         """Notified when a flush takes what piled up (schedulers may wait for it)."""
-        self._stop = False
+        self._stop = threading.Event()
         self._broken = False
         self.stats = FireStats()
         settings = LogSettings(
-            min(broker.settings.segment_bytes_max, 8 * limits.MIB), broker.settings.segment_ms_max
+            min(core.settings.segment_bytes_max, 8 * limits.MIB), core.settings.segment_ms_max
         )
-        self.log = PartitionLog.open(broker.storage, LOG_NAME, 0, settings, broker.now_ms())
-        self.book = self._restore()
-        self._last_flush = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name="brook-timers", daemon=True)
-        if not broker.read_only:  # a read-only broker fires nothing
-            self._thread.start()
+        self.log = core.open_log(layout.TIMER_LOG, 0, settings)
+        try:
+            self.book = self._restore()
+        except BaseException:
+            self.log.close()
+            raise
+        self._last_flush = core.clock.monotonic()
+        core.maintainers.append(("timers", self.maintain))
+        self._thread: threading.Thread | None = None
+        if not core.read_only:  # a read-only broker fires nothing
+            self._thread = core.supervisor.start("timers", self._step, self._stop, self._sleep)
 
     # ------------------------------------------------------------ restoring
 
     def _restore(self) -> TimerBook:
         """The book as storage tells it: bucket runs up to the checkpoint, then the log."""
-        storage = self.broker.storage
-        now = self.broker.now_ms()
+        storage = self.core.storage
+        now = self.core.now_ms()
         book = TimerBook(
             limits.timer_bucket_ms,
             limits.timer_lookahead_ms,
@@ -112,12 +114,12 @@ class TimerService:
             now,
         )
         book.loaded_until_ms = bucket_of(now + book.lookahead_ms, book.bucket_ms) + book.bucket_ms
-        raw = storage.read_all(files.CHECKPOINT)
+        raw = storage.read_all(layout.TIMER_CHECKPOINT)
         checkpoint = files.Checkpoint() if raw is None else files.decode_checkpoint(raw)
         self.checkpoint = checkpoint
         runs: dict[int, list[tuple[int, str]]] = {}
-        for name in storage.list(files.BUCKETS):
-            parsed = files.parse_run_name(name)
+        for name in storage.list(layout.TIMER_BUCKETS):
+            parsed = layout.parse_timer_run(name)
             if parsed is None:
                 continue
             bucket, flush = parsed
@@ -156,7 +158,7 @@ class TimerService:
 
     def _check_usable(self) -> None:
         """Holding the mutex: rebuild first if a write failed since the last call."""
-        self.broker._check_open()
+        self.core.check_open()
         if self._broken:
             log.warning("timers: rebuilding from storage after a failed write")
             self.book = self._restore()
@@ -167,7 +169,7 @@ class TimerService:
         """Holding the mutex: queue an entry for the timer log."""
         value = files.encode(entry)
         request = AppendRequest(self.log, Columns([value], size_bytes=len(value)), Waiter())
-        self.broker.committer.submit(request)
+        self.core.submit(request)
         return request
 
     def _wait(self, request: AppendRequest) -> None:
@@ -188,7 +190,9 @@ class TimerService:
             self._check_usable()
             # Back-pressure: timers wait in memory only until flushed, so a burst of
             # scheduling waits for the flush rather than filling memory.
-            while self.book.unflushed_count >= limits.timer_unflushed_max and not self._stop:
+            while (
+                self.book.unflushed_count >= limits.timer_unflushed_max and not self._stop.is_set()
+            ):
                 self._wake.notify()
                 self._flushed.wait(1.0)
             accepted = self.book.schedule(timers)
@@ -207,7 +211,7 @@ class TimerService:
         """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
         with self.mutex:
             self._check_usable()
-            info = self.book.cancel(timer_id, self.broker.now_ms())
+            info = self.book.cancel(timer_id, self.core.now_ms())
             if info is None:
                 return False
             request = self._submit(files.LogEntry(ended=[info]))
@@ -229,36 +233,39 @@ class TimerService:
 
     # ------------------------------------------------------------ the thread
 
-    def _run(self) -> None:
-        while True:
+    def _step(self) -> float:
+        """One pass of the timer loop: load buckets coming within the look-ahead,
+        fire what is due, flush when due. Returns the seconds to wait (none while
+        more may be due). After a failure the book is rebuilt from storage first."""
+        try:
+            self._load_buckets()
+            fired = self._fire_due()
+            since_flush = self.core.clock.monotonic() - self._last_flush
+            if since_flush >= limits.timer_flush_ms / 1000 or (
+                self._unflushed_count() >= limits.timer_flush_timers
+            ):
+                self.flush()
+        except Closed:
+            raise
+        except Exception:
             with self.mutex:
-                if self._stop:
-                    return
-            try:
-                self._load_buckets()
-                fired = self._fire_due()
-                if time.monotonic() - self._last_flush >= limits.timer_flush_ms / 1000 or (
-                    self._unflushed_count() >= limits.timer_flush_timers
-                ):
-                    self.flush()
-            except Closed:
-                return
-            except BrookError as exc:
-                log.warning("timers: %s; trying again", exc)
-                with self.mutex:
-                    self._broken = True
-                    self._wake.wait(RETRY_S)
-                continue
-            if fired:
-                continue  # more may be due
-            with self.mutex:
-                if not self._stop:
-                    self._wake.wait(self._pause())
+                self._broken = True
+            raise
+        if fired:
+            return 0
+        with self.mutex:
+            return self._pause()
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait for the next pass; a schedule, a cancel or stop wakes it early."""
+        with self.mutex:
+            if not self._stop.is_set():
+                self._wake.wait(seconds)
 
     def _pause(self) -> float:
         """Holding the mutex: seconds until something is due, a bucket comes within
         the look-ahead, or a flush is due (at most a second)."""
-        now = self.broker.now_ms()
+        now = self.core.now_ms()
         wait = 1.0
         due = self.book.next_due_ms()
         if due is not None:
@@ -273,7 +280,7 @@ class TimerService:
     def _load_buckets(self) -> None:
         with self.mutex:
             self._check_usable()
-            starts = self.book.buckets_to_load(self.broker.now_ms())
+            starts = self.book.buckets_to_load(self.core.now_ms())
         for start in starts:
             timers = self._read_bucket(start)
             with self.mutex:
@@ -281,11 +288,11 @@ class TimerService:
                 self._wake.notify()
 
     def _read_bucket(self, start: int) -> list[Timer]:
-        storage = self.broker.storage
+        storage = self.core.storage
         timers: list[Timer] = []
-        prefix = files.run_name(start, 0).rsplit("/", 1)[0] + "/"
+        prefix = layout.timer_bucket(start)
         for name in sorted(storage.list(prefix)):
-            parsed = files.parse_run_name(name)
+            parsed = layout.parse_timer_run(name)
             if parsed is None or parsed[1] > self.checkpoint.flush:
                 continue
             data = storage.read_all(name)
@@ -297,7 +304,7 @@ class TimerService:
         """Fire what is due now; returns how many fired."""
         with self.mutex:
             self._check_usable()
-            now = self.broker.now_ms()
+            now = self.core.now_ms()
             due = self.book.due(now, FIRE_BATCH)
         if not due:
             return 0
@@ -308,7 +315,7 @@ class TimerService:
                 self.book.put_back(due)
             raise
         with self.mutex:
-            now = self.broker.now_ms()
+            now = self.core.now_ms()
             infos = [self.book.fired(t, p, o, now) for t, (p, o) in zip(due, placed, strict=True)]
             request = self._submit(files.LogEntry(ended=infos))
         self._wait(request)
@@ -330,7 +337,7 @@ class TimerService:
                 headers[TIMER_HEADER] = timer.id.encode()
                 records.append(Record(timer.value, timer.key, headers))
             keys: list[bytes | str | None] = [f"brook.timer:{due[i].id}" for i in indexes]
-            acks = self.broker.topic(topic).append_many(records, idempotency_keys=keys)
+            acks = self.core.append(topic, validate.records(records, keys))
             for i, ack in zip(indexes, acks, strict=True):
                 placed[i] = (ack.partition, ack.offset)
         return placed
@@ -341,7 +348,7 @@ class TimerService:
             self._flush_now()
 
     def _flush_now(self) -> None:
-        storage = self.broker.storage
+        storage = self.core.storage
 
         def take() -> tuple[dict[int, Unflushed], int]:
             # With the writer role nothing is in flight: every entry submitted before
@@ -350,8 +357,8 @@ class TimerService:
                 self._flushed.notify_all()
                 return self.book.take_unflushed(), self.log.durable_offset
 
-        taken, cut = self.broker.committer.call(take)
-        self._last_flush = time.monotonic()
+        taken, cut = self.core.call(take)
+        self._last_flush = self.core.clock.monotonic()
         if not taken:
             return
         flush = self.checkpoint.flush + 1
@@ -363,9 +370,9 @@ class TimerService:
                 if len(older) + 1 >= RUNS_MERGE:
                     run = self._merged(start, older, run)
                     merged[start] = older
-                storage.write_atomic(files.run_name(start, flush), files.encode(run))
+                storage.write_atomic(layout.timer_run(start, flush), files.encode(run))
             checkpoint = files.Checkpoint(flush, cut)
-            storage.write_atomic(files.CHECKPOINT, msgspec.json.encode(checkpoint))
+            storage.write_atomic(layout.TIMER_CHECKPOINT, msgspec.json.encode(checkpoint))
         except StorageError:
             with self.mutex:
                 self.book.restore_unflushed(taken)
@@ -377,18 +384,18 @@ class TimerService:
         # they do leaves both, and restoring a timer twice keeps one).
         for start, older in merged.items():
             for old in older:
-                storage.delete(files.run_name(start, old))
+                storage.delete(layout.timer_run(start, old))
             self._runs_of[start] = [flush]
         self._forget_past_buckets()
 
     def _merged(self, start: int, older: list[int], newest: files.Run) -> files.Run:
         """One run holding bucket `start`'s older runs and `newest`: timers that ended
         are dropped, and so is the history older than timer_history_ms."""
-        storage = self.broker.storage
+        storage = self.core.storage
         timers: list[Timer] = []
         ended: list[TimerInfo] = []
         for flush in older:
-            data = storage.read_all(files.run_name(start, flush))
+            data = storage.read_all(layout.timer_run(start, flush))
             if data is not None:
                 run = files.decode_run(data)
                 timers.extend(run.timers)
@@ -396,7 +403,7 @@ class TimerService:
         timers.extend(newest.timers)
         ended.extend(newest.ended)
         gone = {info.timer_id for info in ended}
-        since = self.broker.now_ms() - self.book.history_ms
+        since = self.core.now_ms() - self.book.history_ms
         return files.Run(
             [t for t in timers if t.id not in gone],
             [info for info in ended if (info.at_ms or 0) >= since],
@@ -405,14 +412,14 @@ class TimerService:
     def _forget_past_buckets(self) -> None:
         """Delete the files of buckets past for longer than the history is kept, with
         nothing pending: until then they tell restarts what fired and was cancelled."""
-        storage = self.broker.storage
-        now = self.broker.now_ms()
+        storage = self.core.storage
+        now = self.core.now_ms()
         with self.mutex:
             self.book.forget_old(now)
             starts = {
                 parsed[0]
-                for name in storage.list(files.BUCKETS)
-                if (parsed := files.parse_run_name(name)) is not None
+                for name in storage.list(layout.TIMER_BUCKETS)
+                if (parsed := layout.parse_timer_run(name)) is not None
             }
             past = [
                 s
@@ -422,7 +429,7 @@ class TimerService:
             ]
         for start in past:
             self._runs_of.pop(start, None)
-            storage.delete_prefix(files.run_name(start, 0).rsplit("/", 1)[0] + "/")
+            storage.delete_prefix(layout.timer_bucket(start))
 
     def maintain(self) -> None:
         """Writer role: delete timer-log segments wholly behind the checkpoint."""
@@ -431,9 +438,9 @@ class TimerService:
     def stop(self) -> None:
         """Stop the thread (before the committer closes)."""
         with self.mutex:
-            self._stop = True
+            self._stop.set()
             self._wake.notify_all()
-        if self._thread.is_alive():
+        if self._thread is not None:
             self._thread.join()
 
     def close(self) -> None:

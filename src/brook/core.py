@@ -1,0 +1,460 @@
+"""The broker's core: what every service shares, and nothing a service owns.
+
+The core owns the storage location (locked, or attached read-only), the clock,
+the committer (the one writer of every log), the topic registry, the signal
+that new records are durable, and the closed flag. It creates, deletes,
+appends to and reads topics, and runs maintenance.
+
+Services (stream groups, queue groups, timers, staged writes) are built on the
+core, never on the Broker façade. Each owns its storage layout and tells the
+core, through hooks it registers, what it does when a topic is deleted, what
+maintenance it needs, and which records retention must keep for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+
+from brook import layout, limits, validate
+from brook.clock import Clock
+from brook.codec.batch import ClientBatches, Columns
+from brook.commit import AppendRequest, Committer, Waiter
+from brook.commit.refusing import RefusingCommitter
+from brook.errors import (
+    BrookError,
+    Closed,
+    Conflict,
+    PartitionNotFound,
+    ReadOnly,
+    TopicNotFound,
+)
+from brook.idempotency import IdempotencyIndex
+from brook.log.partition import LogSettings, PartitionLog
+from brook.partitioner import RoundRobin, partition_for_key
+from brook.records import Ack, TopicConfig, TopicInfo
+from brook.storage import Storage
+from brook.storage.readonly import ReadOnlyStorage
+from brook.supervisor import Supervisor
+
+log = logging.getLogger("brook")
+
+T = TypeVar("T")
+
+_decode_config = msgspec.json.Decoder(TopicConfig).decode
+
+Needed = Callable[[int, int], set[int]]
+"""For retention: the offsets from `base` to before `next_offset` still needed."""
+RetentionHold = Callable[[str, int], Needed | None]
+"""A service's say in retention: for (topic, partition), what it still needs."""
+
+
+class TopicState:
+    """A topic's settings and its open partition logs."""
+
+    def __init__(self, name: str, config: TopicConfig, logs: list[PartitionLog]) -> None:
+        self.name = name
+        self.config = config
+        self.logs = logs
+        self.spread = RoundRobin()
+        """Picks the partition of records without a key."""
+
+    def info(self) -> TopicInfo:
+        return TopicInfo(
+            name=self.name,
+            partitions=self.config.partitions,
+            retention_ms=self.config.retention_ms,
+            retention_bytes=self.config.retention_bytes,
+            compaction=self.config.compaction,
+            end_offsets={p.partition: p.durable_offset for p in self.logs},
+        )
+
+    def log(self, partition: int) -> PartitionLog:
+        """The partition's log; PartitionNotFound if the topic has no such partition."""
+        if not 0 <= partition < self.config.partitions:
+            raise PartitionNotFound(f"topic {self.name} has no partition {partition}")
+        return self.logs[partition]
+
+
+class Core:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        clock: Clock,
+        settings: LogSettings,
+        supervisor: Supervisor,
+        linger_ms: float = limits.linger_ms_default,
+        batch_bytes_max: int = limits.batch_bytes_max_default,
+        idempotency_window_ms: int = limits.idempotency_window_ms_default,
+        read_only: bool = False,
+    ) -> None:
+        """Own `storage` (lock it, sweep it, recover its topics) and start the
+        committer; with `read_only`, attach to it beside its owner instead, and
+        refuse every write (SPEC §0). On failure everything opened is closed."""
+        try:
+            if read_only:
+                storage.attach()
+                storage = ReadOnlyStorage(storage)
+            else:
+                storage.lock()
+        except BaseException:
+            storage.close()  # threads or handles it may have started
+            raise
+        self.storage = storage
+        self.clock = clock
+        self.settings = settings
+        self.supervisor = supervisor
+        self.read_only = read_only
+        self._topics: dict[str, TopicState] = {}
+        self._closed = False
+        self.appended = threading.Condition()
+        """Notified after every commit round, for readers waiting on new records."""
+        self.round_listeners: list[Callable[[], None]] = []
+        """Called (on the syncer thread) after every commit round; must be quick."""
+        self.topic_deleted_hooks: list[Callable[[str], None]] = []
+        """Called with the writer role when a topic is deleted, after its records."""
+        self.maintainers: list[tuple[str, Callable[[], None]]] = []
+        """(task name, work) run with the writer role at every maintenance."""
+        self.retention_holds: list[RetentionHold] = []
+        self.idempotency = IdempotencyIndex(idempotency_window_ms)
+        try:
+            sweep = getattr(storage, "sweep_trash", None)
+            if sweep is not None:
+                sweep()
+            self._recover_topics()
+            self.committer: Committer | RefusingCommitter
+            if read_only:
+                self.committer = RefusingCommitter()
+            else:
+                self._rebuild_idempotency()
+                self.committer = Committer(
+                    self.idempotency,
+                    linger_ms=linger_ms,
+                    batch_bytes_max=batch_bytes_max,
+                    clock=clock.wall,
+                    maintenance=self.maintain,
+                    on_round=self._wake_readers,
+                    supervisor=supervisor,
+                )
+        except BaseException:
+            self._close_logs()
+            storage.close()
+            raise
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise Closed("the broker is closed")
+
+    def check_writable(self, what: str) -> None:
+        """Raise Closed, or ReadOnly saying that `what` needs the owning broker."""
+        self.check_open()
+        if self.read_only:
+            raise ReadOnly(f"cannot {what}: this broker was opened read-only (read_only=True)")
+
+    def now_ms(self) -> int:
+        """The broker's wall clock, in ms since the epoch."""
+        return self.clock.now_ms()
+
+    # ------------------------------------------------------------ recovery
+
+    def _recover_topics(self) -> None:
+        names = sorted(
+            {
+                n.split("/")[1]
+                for n in self.storage.list(layout.TOPICS)
+                if n.endswith("/" + layout.TOPIC_CONFIG_FILE)
+            }
+        )
+        for name in names:
+            raw = self.storage.read_all(layout.topic_config(name))
+            assert raw is not None
+            config = _decode_config(raw)
+            logs = [self.open_log(name, p) for p in range(config.partitions)]
+            self._topics[name] = TopicState(name, config, logs)
+            log.info("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
+
+    def _rebuild_idempotency(self) -> None:
+        since = self.now_ms() - self.idempotency.window_ms
+        found = []
+        for state in self._topics.values():
+            for partition_log in state.logs:
+                for key, offset, timestamp in partition_log.scan_idempotency(since):
+                    found.append((timestamp, state.name, key, partition_log.partition, offset))
+        for timestamp, topic, key, partition, offset in sorted(found):
+            self.idempotency.add(topic, key, Ack(partition, offset, timestamp))
+
+    def open_log(
+        self, topic: str, partition: int, settings: LogSettings | None = None
+    ) -> PartitionLog:
+        """Open (or create, which needs the writer role) one partition log."""
+        return PartitionLog.open(
+            self.storage, topic, partition, settings or self.settings, self.now_ms()
+        )
+
+    # ------------------------------------------------------------ topics
+
+    def topic_state(self, name: str, create: bool = False) -> TopicState:
+        """The topic's state; created with defaults when `create`, else TopicNotFound.
+        The name must have been checked (validate.topic_name) by the caller."""
+        self.check_open()
+        state = self._topics.get(name)
+        if state is not None:
+            return state
+        validate.topic_name(name)
+        if not create:
+            raise TopicNotFound(f"topic {name} does not exist")
+        self.check_writable(f"create topic {name}")
+        return self.create_topic(name, TopicConfig(), exact=False)
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
+
+    def topic_states(self) -> list[TopicState]:
+        """Every topic, by name."""
+        return [state for _, state in sorted(self._topics.items())]
+
+    def create_topic(self, name: str, config: TopicConfig, exact: bool = True) -> TopicState:
+        """The topic, created with `config` if new. With `exact`, Conflict if it
+        exists with other settings."""
+        self.check_open()
+        state = self._topics.get(name)
+        if state is None:
+            state = self.committer.call(lambda: self._create_on_writer(name, config))
+            assert isinstance(state, TopicState)
+        if exact and state.config != config:
+            raise Conflict(f"topic {name} exists with other settings: {state.config}")
+        return state
+
+    def _create_on_writer(self, name: str, config: TopicConfig) -> TopicState:
+        existing = self._topics.get(name)
+        if existing is not None:
+            return existing
+        logs = [self.open_log(name, p) for p in range(config.partitions)]
+        # The config is written last: a topic exists once its config is durable.
+        self.storage.write_atomic(layout.topic_config(name), msgspec.json.encode(config))
+        state = TopicState(name, config, logs)
+        self._topics = {**self._topics, name: state}
+        return state
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its records and everything services keep for it.
+        Raises TopicNotFound."""
+        self.check_open()
+        self.committer.call(lambda: self._delete_on_writer(name))
+
+    def _delete_on_writer(self, name: str) -> None:
+        state = self._topics.get(name)
+        if state is None:
+            raise TopicNotFound(f"topic {name} does not exist")
+        topics = dict(self._topics)
+        del topics[name]
+        self._topics = topics
+        for partition_log in state.logs:
+            partition_log.close()
+        # The config goes first, so a crash mid-way leaves no half-topic behind.
+        self.storage.delete(layout.topic_config(name))
+        self.storage.delete_prefix(layout.topic_prefix(name))
+        self.idempotency.forget_topic(name)
+        for hook in self.topic_deleted_hooks:
+            hook(name)
+
+    # ------------------------------------------------------------ appends
+
+    def append(
+        self, topic: str, columns: Columns | ClientBatches, partition: int | None = None
+    ) -> list[Ack]:
+        """Append checked records to `topic` (created with defaults if new) as one
+        durable batch per partition; acks in input order, once all are durable.
+        Records go to `partition`, else by key (unkeyed ones to one partition per
+        call). If any partition's batch fails, raises its error (batches of other
+        partitions may have been appended)."""
+        state = self.topic_state(topic, create=True)
+        routes = route(state, columns, partition)
+        if len(routes) == 1:
+            return self.committer.append(AppendRequest(state.logs[routes[0][0]], routes[0][2]))
+        requests = []
+        for p, indexes, part in routes:
+            request = AppendRequest(state.logs[p], part, Waiter())
+            self.committer.submit(request)
+            requests.append((indexes, request))
+        for _, request in requests:
+            assert isinstance(request.on_done, Waiter)
+            request.on_done.wait()
+        return acks_in_order(len(columns), requests)
+
+    def submit(self, request: AppendRequest) -> None:
+        """Queue an append without waiting; its `on_done` runs once it is answered."""
+        self.committer.submit(request)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run `fn` with the writer role (nothing else writes meanwhile); its result."""
+        result: T = self.committer.call(fn)
+        return result
+
+    # ------------------------------------------------------------ waiting
+
+    def _wake_readers(self) -> None:
+        with self.appended:
+            self.appended.notify_all()
+        for listener in self.round_listeners:
+            listener()
+
+    def wait_for_records(self, ready: Callable[[], bool], seconds: float) -> None:
+        """Wait up to `seconds` for a commit round, unless `ready()` already (or the
+        broker closes). Returns early; callers look again."""
+        with self.appended:
+            if not ready() and not self._closed:
+                self.appended.wait(seconds)
+
+    # ------------------------------------------------------------ maintenance
+
+    def maintain(self) -> None:
+        """Writer role: expire idempotency keys, compact, apply retention, and run
+        every service's maintenance. Each task is supervised on its own: one that
+        fails is reported and retried next time, and the others still run."""
+        guard = self.supervisor.guard
+        now = self.now_ms()
+        with guard("maintenance", "idempotency"):
+            self.idempotency.expire(now)
+        for task, work in self.maintainers:
+            with guard("maintenance", task):
+                work()
+        for state in list(self._topics.values()):
+            config = state.config
+            for partition_log in state.logs if config.compaction else []:
+                with guard("maintenance", f"compaction of {state.name}/{partition_log.partition}"):
+                    self._compact(state.name, partition_log)
+            if config.retention_ms is None and config.retention_bytes is None:
+                continue
+            for partition_log in state.logs:
+                with guard("maintenance", f"retention of {state.name}/{partition_log.partition}"):
+                    self._retain(state, partition_log, now)
+
+    def _compact(self, topic: str, partition_log: PartitionLog) -> None:
+        dropped = partition_log.compact()
+        if dropped:
+            log.info(
+                "compaction dropped %d superseded records of %s/%d",
+                dropped,
+                topic,
+                partition_log.partition,
+            )
+
+    def _retain(self, state: TopicState, partition_log: PartitionLog, now: int) -> None:
+        holds = [
+            needed
+            for hold in self.retention_holds
+            if (needed := hold(state.name, partition_log.partition)) is not None
+        ]
+        removed = partition_log.enforce_retention(
+            state.config.retention_ms, state.config.retention_bytes, now, _union(holds)
+        )
+        if removed:
+            log.info(
+                "retention removed %d segments of %s/%d",
+                removed,
+                state.name,
+                partition_log.partition,
+            )
+
+    def run_maintenance(self) -> None:
+        """Maintain now instead of waiting for the periodic check."""
+        self.check_open()
+        self.committer.call(self.maintain)
+
+    # ------------------------------------------------------------ closing
+
+    def stop_writing(self) -> None:
+        """Refuse new calls, answer every in-flight append, stop the committer and
+        wake every waiting reader. Services' threads must have stopped first."""
+        self._closed = True
+        self.committer.close()
+        self._wake_readers()
+
+    def close(self) -> None:
+        """Close every log and release the storage (after `stop_writing`)."""
+        self._closed = True
+        self._close_logs()
+        self.storage.close()
+
+    def _close_logs(self) -> None:
+        for state in self._topics.values():
+            for partition_log in state.logs:
+                partition_log.close()
+
+
+def _union(holds: list[Needed]) -> Needed | None:
+    if not holds:
+        return None
+    if len(holds) == 1:
+        return holds[0]
+
+    def needed(base: int, next_offset: int) -> set[int]:
+        wanted: set[int] = set()
+        for hold in holds:
+            wanted |= hold(base, next_offset)
+        return wanted
+
+    return needed
+
+
+def route(
+    state: TopicState, columns: Columns | ClientBatches, partition: int | None = None
+) -> list[tuple[int, list[int], Columns | ClientBatches]]:
+    """Split records by partition: (partition, their indexes in `columns`, their records).
+
+    With a `partition`, all of them go there (PartitionNotFound if the topic has
+    no such partition). Otherwise keyed records go to their key's partition;
+    unkeyed ones all go to one partition chosen round-robin per call, so they
+    stay one batch. A client's batches stay as they are unless their keys send
+    them to several partitions.
+    """
+    partitions = state.config.partitions
+    if partition is not None:
+        if partition >= partitions:
+            raise PartitionNotFound(f"topic {state.name} has no partition {partition}")
+        return [(partition, list(range(len(columns))), columns)]
+    unkeyed = state.spread.next(partitions)
+    if isinstance(columns, ClientBatches):
+        if partitions == 1 or not columns.keyed:
+            return [(unkeyed, list(range(len(columns))), columns)]
+        bytes_ = columns.bytes
+        columns = columns.columns()
+        columns.bytes = bytes_
+    if columns.keys is None or partitions == 1:
+        return [(unkeyed, list(range(len(columns))), columns)]
+    by_partition: dict[int, list[int]] = {}
+    for i, key in enumerate(columns.keys):
+        p = unkeyed if key is None else partition_for_key(key, partitions)
+        by_partition.setdefault(p, []).append(i)
+    if len(by_partition) == 1:
+        return [(p, indexes, columns) for p, indexes in by_partition.items()]
+    return [(p, indexes, columns.select(indexes)) for p, indexes in by_partition.items()]
+
+
+def acks_in_order(count: int, answered: list[tuple[list[int], AppendRequest]]) -> list[Ack]:
+    """The acks of records routed to several partitions, back in input order, once
+    every request is answered; raises the first failure (other partitions' records
+    may have been appended)."""
+    acks: list[Ack] = [Ack(0, 0, 0)] * count
+    error: BaseException | None = None
+    for indexes, request in answered:
+        try:
+            for i, ack in zip(indexes, request.result(), strict=True):
+                acks[i] = ack
+        except BrookError as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return acks

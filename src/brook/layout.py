@@ -1,0 +1,146 @@
+"""Where the broker keeps everything in its storage: every name, in one place.
+
+Names are '/'-separated paths under the storage root (a directory, or an S3
+prefix). docs/FORMAT.md ("Where things are stored") documents each pattern in
+`PATTERNS`, and a test holds the two together. Internal logs (a queue group's
+status log, the timer log) are partition logs under `topics/` with a name
+starting with `__`, which user topics cannot have. Pure: no imports above it.
+"""
+
+from __future__ import annotations
+
+LOCK = "LOCK"
+"""flock()ed by the broker that owns a local directory."""
+
+TOPICS = "topics/"
+TOPIC_CONFIG_FILE = "topic.json"
+SEGMENT_SUFFIX = ".seg"
+DURABLE_MARK_FILE = "durable.mark"
+GROUPS = "groups/"
+QUEUES = "queues/"
+QUEUE_LOGS = "__queues/"
+"""Topic-name prefix of the queue groups' status logs."""
+TIMER_LOG = "__timers"
+"""Topic name of the timer log."""
+TIMER_BUCKETS = "timers/buckets/"
+TIMER_CHECKPOINT = "timers/checkpoint.json"
+STAGING = "staging/"
+STAGING_STATE_FILE = "state.json"
+
+
+def topic_prefix(topic: str) -> str:
+    return f"{TOPICS}{topic}/"
+
+
+def topic_config(topic: str) -> str:
+    """The topic's settings; a topic exists once this is durable."""
+    return f"{TOPICS}{topic}/{TOPIC_CONFIG_FILE}"
+
+
+def partition_prefix(topic: str, partition: int) -> str:
+    return f"{TOPICS}{topic}/{partition}/"
+
+
+def segment(prefix: str, base_offset: int) -> str:
+    """The segment of a partition (`partition_prefix`) whose first offset is `base_offset`."""
+    return f"{prefix}{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def durable_mark(prefix: str) -> str:
+    """The acknowledged end of a partition's active segment, for outside readers."""
+    return prefix + DURABLE_MARK_FILE
+
+
+def group_positions(topic: str, group: str) -> str:
+    """A stream group's committed positions."""
+    return f"{GROUPS}{topic}/{group}.json"
+
+
+def groups_of(topic: str) -> str:
+    return f"{GROUPS}{topic}/"
+
+
+def queue_settings(topic: str, group: str) -> str:
+    """A queue group's settings."""
+    return f"{QUEUES}{topic}/{group}.json"
+
+
+def queues_of(topic: str) -> str:
+    return f"{QUEUES}{topic}/"
+
+
+def parse_queue_settings(name: str) -> tuple[str, str] | None:
+    """(topic, group) of a `queue_settings` name, or None if it is not one."""
+    parts = name.split("/")
+    if len(parts) != 3 or parts[0] + "/" != QUEUES or not parts[2].endswith(".json"):
+        return None
+    return parts[1], parts[2].removesuffix(".json")
+
+
+def queue_status_log(topic: str, group: str) -> str:
+    """The topic name of a queue group's status log (one partition, internal)."""
+    return f"{QUEUE_LOGS}{topic}/{group}"
+
+
+def queue_status_logs_of(topic: str) -> str:
+    """The prefix of every status log of `topic`'s queue groups."""
+    return f"{TOPICS}{QUEUE_LOGS}{topic}/"
+
+
+def timer_run(bucket: int, flush: int) -> str:
+    """One flush's run of timers due in the bucket starting at `bucket` (ms)."""
+    return f"{timer_bucket(bucket)}{flush:010d}.run"
+
+
+def timer_bucket(bucket: int) -> str:
+    return f"{TIMER_BUCKETS}{bucket:013d}/"
+
+
+def parse_timer_run(name: str) -> tuple[int, int] | None:
+    """(bucket start, flush number) of a `timer_run` name, or None if it is not one."""
+    parts = name.removeprefix(TIMER_BUCKETS).split("/")
+    if len(parts) != 2 or not parts[1].endswith(".run"):
+        return None
+    try:
+        return int(parts[0]), int(parts[1].removesuffix(".run"))
+    except ValueError:
+        return None
+
+
+def staging_of(topic: str) -> str:
+    return f"{STAGING}{topic}/"
+
+
+def staging_writer(topic: str, writer: str) -> str:
+    return f"{STAGING}{topic}/{writer}/"
+
+
+def staging_state(topic: str, writer: str) -> str:
+    """What a writer of staged records last published."""
+    return f"{staging_writer(topic, writer)}{STAGING_STATE_FILE}"
+
+
+def staging_seq(topic: str, writer: str, seq: int) -> str:
+    return f"{staging_writer(topic, writer)}{seq}/"
+
+
+def staging_chunk(topic: str, writer: str, seq: int, part: str, chunk: int) -> str:
+    """One staged chunk."""
+    return f"{staging_seq(topic, writer, seq)}{part}/{chunk:08d}"
+
+
+PATTERNS = (
+    LOCK,
+    "topics/<topic>/topic.json",
+    "topics/<topic>/<partition>/<base>.seg",
+    "topics/<topic>/<partition>/durable.mark",
+    "groups/<topic>/<group>.json",
+    "queues/<topic>/<group>.json",
+    "topics/__queues/<topic>/<group>/0/<base>.seg",
+    "topics/__timers/0/<base>.seg",
+    "timers/buckets/<bucket>/<flush>.run",
+    "timers/checkpoint.json",
+    "staging/<topic>/<writer>/state.json",
+    "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
+)
+"""Every name pattern above, as docs/FORMAT.md writes it."""
