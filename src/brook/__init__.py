@@ -7,13 +7,11 @@ with brook.open("./data") as b:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from brook import errors
 from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
-from brook.errors import BadRequest, NotFound
 from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
@@ -59,45 +57,11 @@ def open(location: str = "./brook-data", *, read_only: bool = False, **options: 
     lease of a crashed owner to run out). With read_only=True nothing is taken
     or written: the broker reads beside the owner and every write raises ReadOnly.
     """
-    from brook.storage.local import LocalStorage
-    from brook.storage.memory import MemoryStorage
+    from brook.storage import location as locations
 
-    if not isinstance(location, str) or not location:
-        raise BadRequest(
-            "location must be a directory path, 'file://DIR', 's3://bucket/prefix' or 'memory://'"
-        )
-    preallocate = options.pop("preallocate_bytes", None)
-    if location.startswith("s3://"):
-        from brook.storage.s3 import S3Storage
-
-        s3_names = (
-            "endpoint_url",
-            "region",
-            "cache_dir",
-            "cache_bytes",
-            "request_timeout_s",
-            "take_over",
-            "wait_for_lease",
-            "lease_ms",
-        )
-        s3_options = {name: options.pop(name) for name in s3_names if name in options}
-        return Broker(S3Storage(location, **s3_options), read_only=read_only, **options)
-    for name in ("take_over", "wait_for_lease", "lease_ms"):
-        if options.pop(name, None):
-            raise BadRequest(
-                f"{name} applies to s3:// storage only: a directory is locked while its broker runs"
-            )
-    if location == "memory://":
-        return Broker(MemoryStorage(), read_only=read_only, **options)
-    if location.startswith("file://"):
-        location = location.removeprefix("file://")
-    elif "://" in location:
-        raise BadRequest(
-            f"unsupported storage {location!r}: use a directory path, s3://bucket/prefix or memory://"
-        )
-    if read_only and not Path(location).is_dir():
-        raise NotFound(f"no Brook data at {location}: the directory does not exist")
-    storage = LocalStorage(location) if preallocate is None else LocalStorage(location, preallocate)
+    where = locations.parse(location)
+    storage_options = locations.split_options(where, options)
+    storage = locations.open_storage(where, storage_options, must_exist=read_only)
     return Broker(storage, read_only=read_only, **options)
 
 

@@ -25,6 +25,7 @@ from brook.cli_errors import friendly
 from brook.cli_spark import spark
 from brook.errors import BrookError, Locked
 from brook.server import app
+from brook.storage import location as locations
 from brook.storage.s3.lease import lease_ms_default, lease_ms_min
 
 data_option = click.option(
@@ -61,7 +62,7 @@ def _connect(data: str, url: str | None, api_key: str | None, read_only: bool = 
 def _open(data: str, **options: Any) -> brook.Broker:
     """The embedded broker on `data`; an s3:// URL takes BROOK_ENDPOINT_URL, BROOK_REGION
     and BROOK_CACHE_DIR from the environment unless given."""
-    if data.startswith("s3://"):
+    if locations.parse(data).kind == "s3":
         for name in ("endpoint_url", "region", "cache_dir"):
             value = os.environ.get(f"BROOK_{name.upper()}")
             if value and options.get(name) is None:

@@ -92,14 +92,15 @@ def _check_export(
     """The mistakes people make most (an output that exists, a wrong --data, an unknown
     topic or partition), found from storage in a moment instead of after Spark's start-up.
     Raises BadRequest, TopicNotFound, StorageError."""
-    from brook.log.view import TopicView, open_storage
+    from brook.log.view import TopicView
     from brook.spark.options import parse_offsets, resolve
+    from brook.storage.location import open_reader
 
     if mode == "errorifexists" and "://" not in output and Path(output).exists():
         raise BadRequest(
             f"{output} already exists: choose another OUTPUT, or give --mode append|overwrite"
         )
-    storage = open_storage(data, options)
+    storage = open_reader(data, options)
     try:
         bounds = TopicView(storage, topic).bounds()
     finally:
@@ -113,9 +114,10 @@ def _check_queue(data: str, topic: str, group: str, options: dict[str, str]) -> 
     """An unknown topic or group, or a wrong --data, found from storage in a moment
     instead of after Spark's start-up. Raises NotFound, TopicNotFound, BadRequest,
     StorageError."""
-    from brook.log.view import TopicView, open_storage
+    from brook.log.view import TopicView
+    from brook.storage.location import open_reader
 
-    storage = open_storage(data, options)
+    storage = open_reader(data, options)
     try:
         TopicView(storage, topic)
         if storage.read_all(layout.queue_settings(topic, group)) is None:

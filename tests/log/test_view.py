@@ -13,9 +13,10 @@ from brook.codec.batch import Columns
 from brook.codec.segment import DurableMark, decode_durable_mark, encode_durable_mark
 from brook.errors import BadRequest, CorruptData, TopicNotFound
 from brook.log.partition import LogSettings, PartitionLog
-from brook.log.view import TopicView, open_storage, read_slice
+from brook.log.view import TopicView, read_slice
 from brook.records import Record
 from brook.storage.local import LocalStorage
+from brook.storage.location import open_reader
 from tests.damage import flip_byte_of
 from tests.s3server import MotoServer
 
@@ -36,7 +37,7 @@ def test_the_view_reads_what_was_acknowledged_across_segments(tmp_path: Path) ->
     with brook.open(str(tmp_path), segment_bytes_max=1_000) as b:
         for i in range(30):
             b.topic("t").append_many([Record(b"%d" % i * 20) for _ in range(7)])
-        view = TopicView(open_storage(str(tmp_path)), "t")
+        view = TopicView(open_reader(str(tmp_path)), "t")
         assert view.bounds() == {0: (0, 210)}
         assert _offsets(view) == list(range(210))
         assert _offsets(view, 99) == list(range(99, 210))
@@ -52,7 +53,7 @@ def test_offsets_at_a_time_are_the_first_written_then_or_later(tmp_path: Path) -
             now[0] = 1_000 + second
             for p in (0, 1):
                 b.topic("t").append_many([Record(b"x" * 30)] * 5, partition=p)
-        view = TopicView(open_storage(str(tmp_path)), "t")
+        view = TopicView(open_reader(str(tmp_path)), "t")
         assert view.offsets_at(0) == {0: 0, 1: 0}
         assert view.offsets_at(1_001_000) == {0: 5, 1: 5}
         assert view.offsets_at(1_001_500) == {0: 10, 1: 10}  # the batch at 2 s comes first
@@ -68,7 +69,7 @@ def test_batches_written_but_not_yet_synced_are_not_seen(tmp_path: Path) -> None
     log.sync()
     log.publish(written)
     log.append([Columns([b"c"])], 2)  # in the file (the page cache), not acknowledged
-    view = TopicView(open_storage(str(tmp_path)), "t")
+    view = TopicView(open_reader(str(tmp_path)), "t")
     assert view.bounds() == {0: (0, 2)}
     assert _offsets(view) == [0, 1]
     log.fail()  # the broker cuts it back: a reader that had seen it would have lied
@@ -79,7 +80,7 @@ def test_a_segment_without_a_durable_mark_reads_its_whole_batches(tmp_path: Path
     with brook.open(str(tmp_path)) as b:
         b.topic("t").append_many([Record(b"x")] * 5)
     (tmp_path / "topics/t/0/durable.mark").unlink()
-    view = TopicView(open_storage(str(tmp_path)), "t")
+    view = TopicView(open_reader(str(tmp_path)), "t")
     assert view.bounds() == {0: (0, 5)}
 
 
@@ -87,18 +88,18 @@ def test_a_damaged_batch_is_reported_never_served(tmp_path: Path) -> None:
     with brook.open(str(tmp_path)) as b:
         b.topic("t").append_many([Record(b"value-%d" % i) for i in range(5)])
     flip_byte_of(tmp_path / "topics/t/0/00000000000000000000.seg", b"value-3")
-    view = TopicView(open_storage(str(tmp_path)), "t")
+    view = TopicView(open_reader(str(tmp_path)), "t")
     with pytest.raises(CorruptData, match="checksum mismatch"):
         _offsets(view)
 
 
 def test_unreadable_locations_and_topics_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(BadRequest, match="not a directory"):
-        open_storage(str(tmp_path / "missing"))
+        open_reader(str(tmp_path / "missing"))
     with pytest.raises(BadRequest, match="inside one process"):
-        open_storage("memory://")
+        open_reader("memory://")
     with pytest.raises(TopicNotFound):
-        TopicView(open_storage(str(tmp_path)), "t")
+        TopicView(open_reader(str(tmp_path)), "t")
 
 
 @given(st.integers(0, 2**63), st.integers(0, 2**63), st.integers(0, 2**63), st.integers(0, 35))
@@ -151,7 +152,7 @@ def test_a_slice_is_read_whole_in_any_window_size_and_each_byte_once(
     with brook.open(str(folder)) as b:
         for i, size in enumerate(batch_sizes):
             b.topic("t").append_many([Record(b"%d." % i + b"v" * (i % 5)) for _ in range(size)])
-    view = TopicView(open_storage(str(folder)), "t")
+    view = TopicView(open_reader(str(folder)), "t")
     (piece,) = view.slices({0: 0}, {0: sum(batch_sizes)}, 10**9)
     counting = _CountingStorage(LocalStorage(folder))
     seen = []
@@ -177,7 +178,7 @@ def test_planning_on_s3_reads_headers_only_and_finds_every_offset(
             now[0] += 1
             b.topic("t").append_many([Record(b"x" * 50)] * 3)
             b.topic("t").append_many([Record(b"y" * 50)] * 2)
-    view = TopicView(open_storage(url, {"endpoint_url": moto.endpoint}), "t")
+    view = TopicView(open_reader(url, {"endpoint_url": moto.endpoint}), "t")
     assert view.bounds() == {0: (0, 200)}
     for ms in (0, 1_001_000, 1_010_000, 1_020_500, 1_040_000, 1_041_000):
         second = (ms - 1_000_000 + 999) // 1000  # the first append made at or after ms

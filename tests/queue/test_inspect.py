@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 import brook
 from brook import layout, limits
-from brook.log.view import TopicView, open_storage, read_records
+from brook.log.view import TopicView, read_records
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state, standing_of
 from brook.queue.lifecycle import State
 from brook.records import Record
+from brook.storage.location import open_reader
 from tests.queue.test_shell import Clock
 
 OPS = st.lists(
@@ -32,7 +33,7 @@ OPS = st.lists(
 
 
 def _outside_state(data: Path) -> GroupState:
-    storage = open_storage(str(data))
+    storage = open_reader(str(data))
     try:
         view = TopicView(storage, layout.queue_status_log("jobs", "g"), partitions=1)
         first, end = view.bounds()[0]

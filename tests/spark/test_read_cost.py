@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import brook
-from brook.log.view import TopicView, open_storage
+from brook.log.view import TopicView
 from brook.records import Record
+from brook.storage.location import open_reader
 from tests.s3proxy import FaultyProxy
 from tests.s3server import MotoServer
 
@@ -56,7 +57,7 @@ def test_a_full_read_downloads_the_topic_once_and_planning_almost_nothing(
     url, count, stored = topic_on_s3(moto, tmp_path)
     proxy = FaultyProxy(int(moto.endpoint.rsplit(":", 1)[1]))
     try:
-        view = TopicView(open_storage(url, {"endpoint_url": proxy.endpoint}), "events")
+        view = TopicView(open_reader(url, {"endpoint_url": proxy.endpoint}), "events")
         bounds = view.bounds()
         slices = view.slices(
             {p: lo for p, (lo, _) in bounds.items()}, {p: hi for p, (_, hi) in bounds.items()}

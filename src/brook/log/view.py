@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
@@ -39,7 +38,7 @@ from brook.codec.segment import (
     decode_segment_header,
     seal_position,
 )
-from brook.errors import BadRequest, CorruptData, StorageError, TopicNotFound
+from brook.errors import CorruptData, StorageError, TopicNotFound
 from brook.log.partition import read_durable_mark
 from brook.records import Record, TopicConfig
 from brook.storage import ReadFile, Storage
@@ -50,35 +49,6 @@ becomes one Arrow batch in Spark: about 75,000 records of 100 bytes, near the
 size of Spark's own Arrow batches, and little memory per task."""
 
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
-
-
-def open_storage(location: str, options: dict[str, Any] | None = None) -> Storage:
-    """The storage at `location` ("DIR", "file://DIR" or "s3://bucket/prefix"), attached
-    as an outside reader. S3 options: endpoint_url, region, request_timeout_s.
-    Raises BadRequest for a location that cannot be read this way, StorageError."""
-    options = dict(options or {})
-    if location.startswith("s3://"):
-        from brook.storage.s3 import S3Storage
-
-        known = {"endpoint_url", "region", "request_timeout_s"}
-        unknown = set(options) - known
-        if unknown:
-            raise BadRequest(f"unknown S3 options {sorted(unknown)}; known: {sorted(known)}")
-        s3 = S3Storage(location, **options)
-        s3.attach()
-        return s3
-    if location.startswith("memory://"):
-        raise BadRequest(
-            "memory:// storage lives inside one process: it cannot be read from outside"
-        )
-    if "://" in location and not location.startswith("file://"):
-        raise BadRequest(f"unsupported storage {location!r}: use a directory or s3://bucket/prefix")
-    path = Path(location.removeprefix("file://"))
-    if not path.is_dir():
-        raise BadRequest(f"{path} is not a directory holding Brook data")
-    from brook.storage.local import LocalStorage
-
-    return LocalStorage(path)
 
 
 class Extent(NamedTuple):

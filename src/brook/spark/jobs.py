@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import brook
 from brook import limits
 from brook.errors import BadRequest
+from brook.storage import location as locations
 
 Progress = Callable[[int, int], None]
 """Told (tasks done, tasks in all) as a Spark job runs."""
@@ -60,7 +61,7 @@ def epoch_ms(moment: datetime.datetime) -> int:
 
 def _reader(spark: Any, source: str, location: str, storage_options: dict[str, str] | None) -> Any:
     reader = spark.read.format(source).option(
-        "url" if location.startswith("s3://") else "path", location
+        "url" if locations.parse(location).kind == "s3" else "path", location
     )
     for name, value in (storage_options or {}).items():
         reader = reader.option(name, value)

@@ -16,6 +16,7 @@ import msgspec
 
 from brook import limits, validate
 from brook.errors import BadRequest
+from brook.storage import location as locations
 
 EARLIEST = -2
 LATEST = -1
@@ -163,16 +164,23 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     )
 
 
+def _kind(location: str) -> str | None:
+    try:
+        return locations.parse(location).kind
+    except BadRequest:
+        return None
+
+
 def _location(given: dict[str, str], reading: bool) -> str:
     if ("path" in given) == ("url" in given):
         raise BadRequest('give exactly one of the options "path" (a directory) or "url"')
     if "path" in given:
         path = given["path"]
-        if "://" in path and not path.startswith("file://"):
+        if _kind(path) != "local":
             raise BadRequest(f'"path" is a directory; give {path!r} as "url"')
-        return path.removeprefix("file://")
+        return locations.parse(path).target
     url = given["url"]
-    if reading and not url.startswith("s3://"):
+    if reading and _kind(url) != "s3":
         raise BadRequest(
             'reading goes straight to storage: give "path" (a directory) or "url" '
             f"(s3://bucket/prefix), not {url!r}"

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from brook import layout
 from brook.errors import CorruptData, NotFound
-from brook.log.view import SegmentSlice, TopicView, open_storage, read_records
+from brook.log.view import SegmentSlice, TopicView, read_records
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state
 from brook.queue.lifecycle import Job, State
@@ -39,6 +39,7 @@ from brook.spark.arrow import SCHEMA, SPARK_SCHEMA
 from brook.spark.options import ReadOptions, queue_options
 from brook.spark.source import SliceInput, read_input
 from brook.storage import Storage
+from brook.storage.location import open_reader
 
 _TIME = pa.timestamp("us", tz="UTC")
 STATE_SCHEMA = pa.schema(
@@ -186,7 +187,7 @@ class QueueReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self.options
-        storage = open_storage(options.location, options.storage_options)
+        storage = open_reader(options.location, options.storage_options)
         try:
             state = read_group_state(storage, options.topic, self.group)
             view = TopicView(storage, options.topic)

@@ -30,10 +30,11 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from brook.errors import BadRequest, CorruptData, DataLoss, StorageError
-from brook.log.view import SegmentSlice, TopicView, open_storage, read_slice
+from brook.log.view import SegmentSlice, TopicView, read_slice
 from brook.spark.arrow import SPARK_SCHEMA, to_arrow
 from brook.spark.options import AtTime, Offsets, ReadOptions, read_options, resolve
 from brook.storage import Storage
+from brook.storage.location import open_reader
 
 log = logging.getLogger("brook.spark")
 
@@ -50,7 +51,7 @@ class SliceInput(InputPartition):
 def read_input(part: SliceInput) -> Iterator[pa.RecordBatch]:
     """The records of one task's slice as Arrow batches (in a Spark task)."""
     piece, options = part.piece, part.options
-    storage = open_storage(options.location, options.storage_options)
+    storage = open_reader(options.location, options.storage_options)
     try:
         for window, batches in read_slice(storage, piece):
             yield to_arrow(
@@ -85,7 +86,7 @@ def _lost(options: ReadOptions, partition: int, start: int, end: int, why: str) 
 
 
 def _view(options: ReadOptions) -> TopicView:
-    return TopicView(open_storage(options.location, options.storage_options), options.topic)
+    return TopicView(open_reader(options.location, options.storage_options), options.topic)
 
 
 def _offsets(
