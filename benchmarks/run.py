@@ -386,6 +386,11 @@ def main() -> None:
     timer_report = timers.main()
     print("\n" + timer_report)
     report += "\n" + timer_report
+    from benchmarks import flood
+
+    flood_report = flood.main()
+    print("\n" + flood_report)
+    report += "\n" + flood_report
     if shutil.which("wrk"):
         from benchmarks import server
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import brook
 from benchmarks.run import machine, scratch
-from brook.log.view import TopicView, open_storage
+from brook.log.view import TopicView
 from brook.records import Record
+from brook.storage.location import open_reader
 
 TRIALS = 3
 TOPIC_BYTES = 64 * 1024 * 1024
@@ -83,7 +84,7 @@ def main() -> str:
         for _ in range(TRIALS):
             proxy.answered_bytes.clear()
             proxy.counted.clear()
-            view = TopicView(open_storage(url, {"endpoint_url": proxy.endpoint}), "events")
+            view = TopicView(open_reader(url, {"endpoint_url": proxy.endpoint}), "events")
             bounds = view.bounds()
             view.slices(
                 {p: lo for p, (lo, _) in bounds.items()}, {p: hi for p, (_, hi) in bounds.items()}

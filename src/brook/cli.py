@@ -132,6 +132,14 @@ def _is_loopback(host: str) -> bool:
     help="Largest request body; larger requests get 413.",
 )
 @click.option(
+    "--inflight-bytes-max",
+    default=limits.inflight_bytes_max_default,
+    show_default=True,
+    type=click.IntRange(1024),
+    envvar="BROOK_INFLIGHT_BYTES_MAX",
+    help="Request-body bytes held in memory across all connections; past it, 503 with Retry-After.",
+)
+@click.option(
     "--tls-cert", default=None, envvar="BROOK_TLS_CERT", help="Certificate (PEM) to serve HTTPS."
 )
 @click.option(
@@ -201,6 +209,7 @@ def serve(
     port: int,
     insecure: bool,
     request_bytes_max: int,
+    inflight_bytes_max: int,
     tls_cert: str | None,
     tls_key: str | None,
     linger_ms: float,
@@ -242,7 +251,11 @@ def serve(
             )
         broker = _open(data, linger_ms=linger_ms)
     try:
-        uvloop.run(app.serve(app.Server(broker, host, port, request_bytes_max, keys, tls)))
+        uvloop.run(
+            app.serve(
+                app.Server(broker, host, port, request_bytes_max, keys, tls, inflight_bytes_max)
+            )
+        )
     finally:
         with contextlib.suppress(BrookError):  # a fenced broker cannot finish its writes
             broker.close()

@@ -18,7 +18,8 @@
     ├── RecordTooLarge              413
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
     │   ├── CorruptData             503  stored bytes failed their checksum; never served as data
-    │   └── Unavailable             503  the client could not reach the server (or got no answer)
+    │   ├── Unavailable             503  the client could not reach the server (or got no answer)
+    │   └── Overloaded              503  too many bytes wait already; try again soon (Retry-After)
     └── Closed                      503  the broker was closed
 
 Expected operating errors live here. Bugs are assertions, not BrookErrors.
@@ -118,6 +119,13 @@ class CorruptData(StorageError):
 
 class Unavailable(StorageError):
     code = "unavailable"
+
+
+class Overloaded(StorageError):
+    """Back-pressure: the bytes waiting in memory are at their cap. Nothing of the
+    request was kept; the same request succeeds once the backlog drains."""
+
+    code = "overloaded"
 
 
 class Closed(BrookError):

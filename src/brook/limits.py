@@ -21,12 +21,23 @@ append_bytes_max = 128 * MIB
 # HTTP.
 request_bytes_max = 32 * MIB
 """Largest HTTP request body; larger requests get 413."""
+inflight_bytes_max_default = 256 * MIB
+"""Request-body bytes the server holds in memory across all connections (being read,
+waiting, being answered); past it a request gets 503 with Retry-After, unread."""
+overloaded_retry_after_s = 1
+"""The Retry-After of a 503 for back-pressure."""
+refused_linger_s = 10.0
+"""A request refused before its body was read (413, 503) is answered at once; its
+body is then read and dropped for up to this long before the connection closes."""
 
 # Group commit.
 linger_ms_default = 2.0
 """How long a batch may wait for more records after its first one arrived."""
 batch_bytes_max_default = 4 * MIB
 """A batch closes once it holds this many bytes of records."""
+commit_queue_bytes_max = 512 * MIB
+"""Bytes of records queued for the committer; past it an append raises Overloaded
+(one request is always taken, however large, so none can never fit)."""
 
 # Segments.
 preallocate_bytes_default = 16 * MIB

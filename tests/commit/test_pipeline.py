@@ -13,7 +13,7 @@ import brook
 from brook import limits
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import RecordTooLarge, StorageError
+from brook.errors import Overloaded, RecordTooLarge, StorageError
 from brook.records import Ack, Record
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
@@ -281,3 +281,28 @@ def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
         assert isinstance(r1.error, StorageError), f"r1 was acked: {r1.acks}"
         assert r2.result() == [Ack(0, 0, r2.result()[0].timestamp)]
         assert [r.value for r in b.topic("t").read(0, 0)] == [b"r2"]
+
+
+def test_the_committer_queue_is_capped_and_refuses_with_overloaded(tmp_path: Path) -> None:
+    with brook.open(str(tmp_path)) as b:
+        log = b.topic_state("t", create=True).logs[0]
+        b.committer.queue_bytes_max = 100
+        busy, release = threading.Event(), threading.Event()
+
+        def occupy_writer() -> None:
+            busy.set()
+            assert release.wait(10)
+
+        holder = threading.Thread(target=b.committer.call, args=(occupy_writer,))
+        holder.start()
+        assert busy.wait(10)
+        first = AppendRequest(log, Columns([b"x" * 80], size_bytes=80), Waiter())
+        b.committer.submit(first)  # one request is always taken, however large
+        with pytest.raises(Overloaded, match="commit_queue_bytes_max"):
+            b.committer.submit(AppendRequest(log, Columns([b"y" * 40], size_bytes=40), Waiter()))
+        release.set()
+        holder.join()
+        assert isinstance(first.on_done, Waiter)
+        first.on_done.wait()
+        assert first.result()[0].offset == 0
+        assert b.topic("t").append(b"after").offset == 1, "the queue takes appends again"

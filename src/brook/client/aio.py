@@ -45,6 +45,10 @@ class AsyncBroker:
             except httpx.HTTPError as exc:
                 await asyncio.sleep(transport.resend_after(self.url, call, attempt, exc))
                 continue
+            wait = transport.overloaded_wait(response, attempt)
+            if wait is not None:
+                await asyncio.sleep(wait)
+                continue
             return transport.answer(call, response)
 
     async def create_topic(

@@ -155,13 +155,7 @@ def append_many(
     """Records as one binary batch; checked here first, so bad input never leaves the client."""
     if partition is not None:
         validate.whole(partition, "partition")
-    columns = validate.records(list(records))
-    if idempotency_keys is not None:
-        if len(idempotency_keys) != len(columns):
-            raise BadRequest("idempotency_keys must have one entry per record")
-        keys = [validate.idempotency_key(k) for k in idempotency_keys]
-        columns.idempotency = None if keys.count(None) == len(keys) else keys
-    return _append(topic, columns, partition)
+    return _append(topic, validate.records(list(records), idempotency_keys), partition)
 
 
 def append(

@@ -46,6 +46,10 @@ class RemoteBroker:
             except httpx.HTTPError as exc:
                 time.sleep(transport.resend_after(self.url, call, attempt, exc))
                 continue
+            wait = transport.overloaded_wait(response, attempt)
+            if wait is not None:
+                time.sleep(wait)
+                continue
             return transport.answer(call, response)
 
     def create_topic(

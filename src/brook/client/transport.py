@@ -9,10 +9,14 @@ import httpx
 
 from brook.client import protocol
 from brook.client.protocol import Call
-from brook.errors import Unavailable
+from brook.errors import Overloaded, Unavailable
 
 RETRIES = 3
 RETRY_BACKOFF_S = 0.2
+OVERLOADED_RESENDS = 8
+"""A call answered 503 overloaded (nothing of it was kept) is sent again this many
+times, after the server's Retry-After each time, before Overloaded is raised."""
+RETRY_AFTER_S_MAX = 10.0
 _NOTHING_ANSWERED = (
     httpx.ConnectError,
     httpx.ConnectTimeout,
@@ -46,6 +50,21 @@ def resend_after(url: str, call: Call, attempt: int, exc: httpx.HTTPError) -> fl
     if isinstance(exc, httpx.TimeoutException):
         raise Unavailable(f"{url} did not answer in time: {exc}") from None
     raise Unavailable(f"talking to {url} failed: {exc}") from None
+
+
+def overloaded_wait(response: httpx.Response, attempt: int) -> float | None:
+    """Seconds to wait before sending again a call the server refused with 503
+    overloaded (back-pressure: nothing of it was kept, so any call may be resent);
+    None when it was not refused so, or after OVERLOADED_RESENDS tries."""
+    if response.status_code != 503 or attempt > OVERLOADED_RESENDS:
+        return None
+    if not isinstance(protocol.error_from(503, response.content), Overloaded):
+        return None
+    try:
+        hint = float(response.headers.get("retry-after", "1"))
+    except ValueError:
+        hint = 1.0
+    return min(max(hint, 0.05), RETRY_AFTER_S_MAX)
 
 
 def answer(call: Call, response: httpx.Response) -> Any:

@@ -39,7 +39,7 @@ from typing import Any
 from brook import limits
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit.policy import flush_delay
-from brook.errors import BrookError, Closed, StorageError
+from brook.errors import BrookError, Closed, Overloaded, StorageError
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import PartitionLog, Written
 from brook.records import Ack
@@ -136,8 +136,10 @@ class Committer:
         maintenance_every_s: float = limits.retention_check_ms / 1000,
         on_round: Callable[[], None] | None = None,
         supervisor: Supervisor | None = None,
+        queue_bytes_max: int = limits.commit_queue_bytes_max,
     ) -> None:
         self.idempotency = idempotency
+        self.queue_bytes_max = queue_bytes_max
         self.supervisor = supervisor or Supervisor()
         self.linger_s = linger_ms / 1000
         self.batch_bytes_max = batch_bytes_max
@@ -206,6 +208,12 @@ class Committer:
             self._enqueue(request)
 
     def _enqueue(self, request: AppendRequest) -> None:
+        size = request.columns.bytes
+        if self._bytes and self._bytes + size > self.queue_bytes_max:
+            raise Overloaded(
+                f"{self._bytes} bytes of records wait to be written already "
+                f"(commit_queue_bytes_max {self.queue_bytes_max}); try again soon"
+            )
         self._queue.append(request)
         self._bytes += request.columns.bytes
         if len(self._queue) == 1:
@@ -339,6 +347,7 @@ class Committer:
                     self._run_control(_Control(self.maintenance))
             finally:
                 self._release_role()
+                taken, requests = None, []  # hold no round's records while waiting
         self._wait_synced()
 
     def _run_control(self, control: _Control) -> None:
@@ -404,6 +413,7 @@ class Committer:
                     for request in batch.group:
                         _answer_with(request, error)
             finally:
+                batches = []  # hold no round's records while waiting for the next
                 with self._sync_cond:
                     self._syncing = False
                     self._sync_cond.notify_all()
@@ -497,6 +507,7 @@ class Committer:
             )
             for request in batch.group:
                 request.error = batch.error
+        batch.plan = None  # the plan refers to its batch: free the round's records now, not at gc
         for request in batch.group:
             _call_back(request)
 

@@ -74,6 +74,10 @@ class Completions:
         with self._lock:
             ready, self._ready = self._ready, []
         for future, request in ready:
+            # The callback refers to the future and the future will refer to the
+            # request: a cycle that would keep the request's records in memory
+            # until the garbage collector ran. Break it.
+            request.on_done = None
             if not future.done():
                 future.set_result(request)
 

@@ -19,6 +19,7 @@ from brook.config import ApiKey
 from brook.server.api import Api
 from brook.server.auth import Authenticator
 from brook.server.http import Connections, HttpProtocol
+from brook.server.metrics import ConnectionsCollector
 
 log = logging.getLogger("brook.server")
 
@@ -37,6 +38,7 @@ class Server:
         request_bytes_max: int = limits.request_bytes_max,
         keys: list[ApiKey] | None = None,
         tls: ssl.SSLContext | None = None,
+        inflight_bytes_max: int = limits.inflight_bytes_max_default,
     ) -> None:
         self.broker = broker
         self.host = host
@@ -44,13 +46,14 @@ class Server:
         self.request_bytes_max = request_bytes_max
         self.auth = Authenticator(keys or [])
         self.tls = tls
-        self.connections = Connections()
+        self.connections = Connections(inflight_bytes_max)
         self._server: asyncio.Server | None = None
         self.api: Api | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         api = self.api = Api(self.broker, loop, self.auth)
+        api.registry.register(ConnectionsCollector(self.connections))
         self.broker.round_listeners.append(api.new_records.notify_threadsafe)
         self._server = await loop.create_server(
             lambda: HttpProtocol(api, self.connections, self.request_bytes_max),

@@ -2,8 +2,16 @@
 
 A thin shell: it turns bytes into Requests, hands them to the application one
 at a time per connection (so pipelined responses keep their order), and
-writes Responses back. Limits are enforced here: a body over request_bytes_max
-gets 413 and the connection is closed; a malformed request gets 400.
+writes Responses back. Limits are enforced here:
+
+- a malformed request gets 400, and the connection is closed;
+- a body over request_bytes_max gets 413, from its Content-Length before any
+  of it is read (or as soon as it grows past it), and the connection is closed;
+- the bytes of request bodies held in memory across all connections (being
+  read, waiting, being answered) are capped at inflight_bytes_max: a request
+  that would pass it gets 503 with Retry-After before its body is read, and its
+  connection is closed, so a flood of large requests cannot exhaust memory. A
+  body's declared length is reserved when its headers arrive.
 """
 
 from __future__ import annotations
@@ -19,8 +27,9 @@ from urllib.parse import parse_qsl, unquote
 
 import httptools
 
+from brook import limits
 from brook.config import ApiKey
-from brook.errors import BadRequest, BrookError, RecordTooLarge
+from brook.errors import BadRequest, BrookError, Overloaded, RecordTooLarge
 from brook.server.wire import error_to_json, json_encode
 
 log = logging.getLogger("brook.server")
@@ -30,10 +39,16 @@ PIPELINE_REQUESTS_MAX = 64
 
 
 class Request:
-    __slots__ = ("body", "headers", "key", "method", "path", "query")
+    __slots__ = ("body", "headers", "held", "key", "method", "path", "query")
 
     def __init__(
-        self, method: str, path: str, query: dict[str, str], headers: dict[str, str], body: bytes
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: bytes,
+        held: int = 0,
     ) -> None:
         self.method = method
         self.path = path
@@ -43,6 +58,8 @@ class Request:
         self.body = body
         self.key: ApiKey | None = None
         """The API key the request was authorised with, when keys are configured."""
+        self.held = held
+        """Bytes counted against inflight_bytes_max for it, released once answered."""
 
 
 class Response:
@@ -66,7 +83,11 @@ def json_response(document: Any, status: int = 200) -> Response:
 
 
 def error_response(error: BrookError) -> Response:
-    extra = [("www-authenticate", 'Bearer realm="brook"')] if error.status == 401 else None
+    extra = None
+    if error.status == 401:
+        extra = [("www-authenticate", 'Bearer realm="brook"')]
+    elif isinstance(error, Overloaded):
+        extra = [("retry-after", str(limits.overloaded_retry_after_s))]
     return Response(error.status, error_to_json(error), headers=extra)
 
 
@@ -92,14 +113,20 @@ def _head(response: Response, keep_alive: bool) -> bytes:
 
 
 class Connections:
-    """The open connections and the requests being handled, for a graceful stop."""
+    """The open connections and the requests being handled (for a graceful stop), and
+    the request-body bytes they hold in memory (for inflight_bytes_max)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inflight_bytes_max: int = limits.inflight_bytes_max_default) -> None:
         self.open: set[HttpProtocol] = set()
         self.busy = 0
         self.idle = asyncio.Event()
         self.idle.set()
         self.stopping = False
+        self.inflight_bytes_max = inflight_bytes_max
+        self.held_bytes = 0
+        self.held_bytes_peak = 0
+        self.refused = 0
+        """Requests answered 503 because inflight_bytes_max was reached."""
 
     def started(self) -> None:
         self.busy += 1
@@ -127,8 +154,15 @@ class HttpProtocol(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self._size = 0
-        self._too_large = False
+        self._declared: int | None = None
+        self._held = 0
+        """Bytes this connection holds against inflight_bytes_max."""
+        self._message_held = 0
+        """...of which the message being read."""
         self._broken = False
+        self._discarding = False
+        """A refused message's body is being read and dropped (then the connection closes)."""
+        self._refusal_written = False
 
     # ------------------------------------------------------------ asyncio
 
@@ -139,6 +173,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.open.discard(self)
+        self._release(self._held)
         self.transport = None
         if self.worker is not None:
             self.worker.cancel()
@@ -160,7 +195,8 @@ class HttpProtocol(asyncio.Protocol):
         self._headers = {}
         self._body = []
         self._size = 0
-        self._too_large = False
+        self._declared = None
+        self._message_held = 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -169,31 +205,88 @@ class HttpProtocol(asyncio.Protocol):
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        if self._broken or self._discarding:
+            return
         length = self._headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.request_bytes_max:
-            self._too_large = True
+        if length is None or not length.isdigit():
+            return  # none (or chunked): bytes are counted as they come
+        declared = int(length)
+        if declared > self.request_bytes_max:
+            self._refuse(self._too_large())
+        elif declared:
+            self._declared = declared
+            self._hold(declared)
 
     def on_body(self, body: bytes) -> None:
+        if self._broken or self._discarding:
+            return
         self._size += len(body)
         if self._size > self.request_bytes_max:
-            self._too_large = True
-        if not self._too_large:
+            self._refuse(self._too_large())
+            return
+        if self._declared is None:
+            self._hold(len(body))
+        if not self._discarding:
             self._body.append(body)
 
     def on_message_complete(self) -> None:
+        if self._discarding:  # the refused message is read: nothing after it is
+            self._discarding = False
+            self._broken = True
+            if self._refusal_written:
+                self._close()
+            return
+        if self._broken:
+            return
         keep_alive = bool(self.parser.should_keep_alive())
         item: Request | BrookError
-        if self._too_large:
-            item = RecordTooLarge(
-                f"the request body exceeds request_bytes_max ({self.request_bytes_max} bytes)"
-            )
-            keep_alive = False
-        else:
-            try:
-                item = self._request()
-            except BrookError as exc:
-                item = exc
+        try:
+            item = self._request()
+        except BrookError as exc:
+            item = exc
+            self._release(self._message_held)
+        self._message_held = 0
         self._enqueue(item, keep_alive)
+
+    def _too_large(self) -> RecordTooLarge:
+        return RecordTooLarge(
+            f"the request body exceeds request_bytes_max ({self.request_bytes_max} bytes)"
+        )
+
+    def _hold(self, size: int) -> None:
+        """Count `size` more bytes of the message being read against the cap; past
+        it, refuse the message (503, unread) instead."""
+        connections = self.connections
+        if connections.held_bytes + size > connections.inflight_bytes_max:
+            connections.refused += 1
+            self._refuse(
+                Overloaded(
+                    f"the server holds {connections.held_bytes} bytes of requests already "
+                    f"(inflight_bytes_max {connections.inflight_bytes_max}); try again soon"
+                )
+            )
+            return
+        connections.held_bytes += size
+        connections.held_bytes_peak = max(connections.held_bytes_peak, connections.held_bytes)
+        self._held += size
+        self._message_held += size
+
+    def _release(self, size: int) -> None:
+        size = min(size, self._held)
+        self._held -= size
+        self.connections.held_bytes -= size
+
+    def _refuse(self, error: BrookError) -> None:
+        """Answer the message being read with `error` at once (after the requests
+        before it); drop the rest of its body as it comes, keeping none of it, and
+        close once it is read, or after `refused_linger_s`. Closing before the body is
+        read would reset the connection, and most clients would never see the answer."""
+        self._release(self._message_held)
+        self._message_held = 0
+        self._body = []
+        self._discarding = True
+        self._enqueue(error, keep_alive=False)
+        asyncio.get_running_loop().call_later(limits.refused_linger_s, self._close)
 
     def _enqueue(self, item: Request | BrookError, keep_alive: bool) -> None:
         self.pending.append((item, keep_alive))
@@ -224,7 +317,9 @@ class HttpProtocol(asyncio.Protocol):
         except UnicodeDecodeError:
             raise BadRequest("the URL is not valid UTF-8") from None
         method = self.parser.get_method().decode()
-        return Request(method, path, query, self._headers, b"".join(self._body))
+        body = b"".join(self._body)
+        self._body = []
+        return Request(method, path, query, self._headers, body, self._message_held)
 
     # ------------------------------------------------------------ answering
 
@@ -252,10 +347,15 @@ class HttpProtocol(asyncio.Protocol):
                     response = await self.app(item)
                 finally:
                     self.connections.finished()
+                    self._release(item.held)
+                    item.body = b""
             keep_alive = keep_alive and not self.connections.stopping
             self._write(response, keep_alive)
             if not keep_alive:
-                self._close()
+                if self._discarding:
+                    self._refusal_written = True  # closed once the body is read
+                else:
+                    self._close()
                 return
 
     def _write(self, response: Response, keep_alive: bool) -> None:
@@ -268,6 +368,7 @@ class HttpProtocol(asyncio.Protocol):
         """Answer a request that cannot be parsed after those before it, then close:
         the byte stream is out of step, so nothing after it can be trusted."""
         self._broken = True
+        self._discarding = False
         self._enqueue(error, keep_alive=False)
 
     def _close(self) -> None:

@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from brook.broker import Broker
+from brook.server.http import Connections
 from brook.stats import BATCH_SECONDS_BUCKETS
 from brook.timers.service import FIRE_LAG_BUCKETS
 
@@ -175,6 +176,31 @@ class BrookCollector(Collector):
             yield GaugeMetricFamily(
                 "brook_cache_bytes", "Disk space the local cache uses", value=cache.size_bytes
             )
+
+
+class ConnectionsCollector(Collector):
+    """Back-pressure at the HTTP edge (inflight_bytes_max)."""
+
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.connections
+        yield GaugeMetricFamily(
+            "brook_http_request_bytes_held",
+            "Request-body bytes held in memory now (capped at inflight_bytes_max)",
+            value=c.held_bytes,
+        )
+        yield GaugeMetricFamily(
+            "brook_http_request_bytes_held_peak",
+            "The most request-body bytes held in memory at once since the server started",
+            value=c.held_bytes_peak,
+        )
+        yield CounterMetricFamily(
+            "brook_http_requests_refused_overloaded",
+            "Requests answered 503 unread because inflight_bytes_max was reached",
+            value=c.refused,
+        )
 
 
 def registry_for(broker: Broker, requests: RequestCounts) -> CollectorRegistry:
