@@ -82,9 +82,9 @@ def embedded(fail_first: bool = False) -> tuple[float, float]:
         with brook.open(str(folder / "data")) as b:
             _fill(b.topic("jobs"), JOBS)
             q = b.queue("jobs", "workers")
-            syncs = b.committer.stats.syncs
+            syncs = b.core.committer.stats.syncs
             rate = _work(q, JOBS, WORKERS, fail_first)
-            per_job = (b.committer.stats.syncs - syncs) / JOBS
+            per_job = (b.core.committer.stats.syncs - syncs) / JOBS
             assert q.stats()["acked"] == JOBS
         return rate, per_job
     finally:

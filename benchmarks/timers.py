@@ -128,7 +128,7 @@ def fire(rate: int) -> tuple[float, float, float]:
             deadline = time.monotonic() + FIRE_SECONDS + 60
             topic = b.topic("fired")
             while time.monotonic() < deadline:
-                if b.has_topic("fired") and sum(topic.end_offsets().values()) >= count:
+                if b.core.has_topic("fired") and sum(topic.end_offsets().values()) >= count:
                     break
                 time.sleep(0.05)
             records: list[Record] = []

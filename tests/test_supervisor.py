@@ -114,7 +114,9 @@ def test_the_timer_loop_survives_an_unexpected_error(tmp_path: Path) -> None:
         timers._fire_due = Flaky(timers._fire_due, 2, KeyError("timer bug"))  # type: ignore[method-assign]
         b.schedule("due", b"v", delay_ms=10)
         eventually(lambda: b.supervisor.errors().get("timers") == 2)
-        eventually(lambda: b.topic("due").end_offsets() == {0: 1} if b.has_topic("due") else False)
+        eventually(
+            lambda: b.topic("due").end_offsets() == {0: 1} if b.core.has_topic("due") else False
+        )
         assert not b.supervisor.failing()
 
 
@@ -134,16 +136,16 @@ def test_maintenance_goes_on_for_other_topics_when_one_fails(tmp_path: Path) -> 
             b.create_topic(name, retention_bytes=1)
             for i in range(20):
                 b.topic(name).append(b"record %d" % i)
-        broken = b.topic_state("broken").logs[0]
+        broken = b.core.topic_state("broken").logs[0]
         broken.enforce_retention = Flaky(  # type: ignore[method-assign]
             broken.enforce_retention, 1, CorruptData("a bad segment")
         )
-        b.run_maintenance()
+        b.core.run_maintenance()
         assert b.topic("fine").start_offsets()[0] > 0, "the other topic's retention ran"
         assert b.topic("broken").start_offsets()[0] == 0
         [failure] = b.supervisor.failing()
         assert failure.task == "retention of broken/0" and "a bad segment" in failure.error
-        b.run_maintenance()  # the next round works: retention catches up and the report clears
+        b.core.run_maintenance()  # the next round works: retention catches up and the report clears
         assert b.topic("broken").start_offsets()[0] > 0
         assert not b.supervisor.failing()
 
@@ -151,13 +153,13 @@ def test_maintenance_goes_on_for_other_topics_when_one_fails(tmp_path: Path) -> 
 def test_a_completion_callback_that_raises_stops_no_answer(tmp_path: Path) -> None:
     """As when the event loop that asked has already closed."""
     with brook.open(str(tmp_path)) as b:
-        log = b.topic_state("t", create=True).logs[0]
+        log = b.core.topic_state("t", create=True).logs[0]
 
         def closed_loop(request: AppendRequest) -> None:
             raise RuntimeError("Event loop is closed")
 
         for _ in range(3):
-            b.committer.submit(AppendRequest(log, Columns([b"x"], size_bytes=1), closed_loop))
+            b.core.committer.submit(AppendRequest(log, Columns([b"x"], size_bytes=1), closed_loop))
         assert b.topic("t").append(b"after").offset == 3
 
 
@@ -165,7 +167,7 @@ def test_a_syncer_bug_answers_every_caller_and_the_syncer_goes_on(tmp_path: Path
     with brook.open(str(tmp_path)) as b:
         t = b.topic("t")
         t.append(b"first")
-        committer = b.committer
+        committer = b.core.committer
         committer._sync_and_answer = Flaky(  # type: ignore[method-assign]
             committer._sync_and_answer, 1, AttributeError("syncer bug")
         )

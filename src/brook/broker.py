@@ -17,8 +17,6 @@ from typing import Any, Protocol, TypeVar
 
 from brook import limits, validate
 from brook.clock import Clock
-from brook.commit import Committer
-from brook.commit.refusing import RefusingCommitter
 from brook.core import Core, TopicState
 from brook.errors import BadRequest
 from brook.groups.consumer import Consumer, GroupStore
@@ -119,25 +117,6 @@ class Broker:
     @property
     def read_only(self) -> bool:
         return self.core.read_only
-
-    @property
-    def committer(self) -> Committer | RefusingCommitter:
-        return self.core.committer
-
-    @property
-    def round_listeners(self) -> list[Callable[[], None]]:
-        return self.core.round_listeners
-
-    def now_ms(self) -> int:
-        """The broker's clock, in ms since the epoch."""
-        return self.core.now_ms()
-
-    def topic_state(self, name: str, create: bool = False) -> TopicState:
-        """The topic's state; created with defaults when `create`, else TopicNotFound."""
-        return self.core.topic_state(name, create)
-
-    def has_topic(self, name: str) -> bool:
-        return self.core.has_topic(name)
 
     # ------------------------------------------------------------ topics
 
@@ -258,10 +237,6 @@ class Broker:
         return self.timers.info(timer_checks.timer_id(timer_id))
 
     # ------------------------------------------------------------ running
-
-    def run_maintenance(self) -> None:
-        """Apply retention and compaction now instead of waiting for the periodic check."""
-        self.core.run_maintenance()
 
     def close(self) -> None:
         """Answer every in-flight append, then release the storage. Idempotent."""

@@ -283,10 +283,10 @@ def test_an_append_racing_a_topic_delete_gets_topic_not_found(embedded: brook.Br
     from brook.commit import AppendRequest
 
     broker.topic("doomed").append(b"x")
-    stale_log = broker.topic_state("doomed").logs[0]
+    stale_log = broker.core.topic_state("doomed").logs[0]
     broker.delete_topic("doomed")
     with pytest.raises(TopicNotFound, match="was deleted"):
-        broker.committer.append(AppendRequest(stale_log, Columns([b"late"], size_bytes=4)))
+        broker.core.committer.append(AppendRequest(stale_log, Columns([b"late"], size_bytes=4)))
     assert broker.topic("doomed").append(b"again").offset == 0, "the name can be used again"
 
 

@@ -40,5 +40,5 @@ def test_control_work_errors_reach_the_caller() -> None:
             raise ValueError("from the writer thread")
 
         with pytest.raises(ValueError, match="writer thread"):
-            b.committer.call(boom)
+            b.core.committer.call(boom)
         assert b.topic("t").append(b"still works").offset == 0

@@ -107,7 +107,7 @@ def test_rounds_stay_within_batch_bytes_max(tmp_path: Path) -> None:
             t.append_many([Record(bytes(1000))] * 3)
 
         run_threads(12, produce)
-        state = b.topic_state("t")
+        state = b.core.topic_state("t")
         segment = state.logs[0].segments[-1]
         sizes = [
             b - a
@@ -128,7 +128,7 @@ def test_segments_roll_while_batches_are_in_flight(tmp_path: Path) -> None:
                 t.append(f"{i}:{n}".encode() * 10)
 
         run_threads(8, produce)
-        assert len(b.topic_state("t").logs[0].segments) >= 3
+        assert len(b.core.topic_state("t").logs[0].segments) >= 3
         stored = t.read(0, 0, 1000)
         assert [r.offset for r in stored] == list(range(200))
     with brook.open(str(tmp_path), segment_bytes_max=2000) as b:
@@ -144,15 +144,15 @@ def test_a_clients_batches_share_a_round_with_idempotent_records() -> None:
     from brook.storage.memory import MemoryStorage
 
     with brook.Broker(MemoryStorage()) as b:
-        log = b.topic_state("t", create=True).logs[0]
-        first = b.committer.append(AppendRequest(log, Columns([b"k0"], idempotency=[b"key"])))
+        log = b.core.topic_state("t", create=True).logs[0]
+        first = b.core.committer.append(AppendRequest(log, Columns([b"k0"], idempotency=[b"key"])))
         hold, release = threading.Event(), threading.Event()
 
         def occupy_writer() -> None:
             hold.set()
             release.wait()
 
-        holder = threading.Thread(target=b.committer.call, args=(occupy_writer,))
+        holder = threading.Thread(target=b.core.committer.call, args=(occupy_writer,))
         holder.start()
         hold.wait()
         body = b"".join(encode_batch(0, 0, Columns([b"c0", b"c1"], keys=[b"x", None])))
@@ -162,7 +162,7 @@ def test_a_clients_batches_share_a_round_with_idempotent_records() -> None:
             AppendRequest(log, Columns([b"plain"]), Waiter()),
         ]
         for request in requests:
-            b.committer.submit(request)
+            b.core.committer.submit(request)
         release.set()
         holder.join()
         for request in requests:
@@ -239,7 +239,7 @@ def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
     faulty = FaultyStorage(LocalStorage(tmp_path))
     with brook.Broker(faulty) as b:
         b.create_topic("t")
-        log = b.topic_state("t").logs[0]
+        log = b.core.topic_state("t").logs[0]
         syncing, release_sync = threading.Event(), threading.Event()
         r0_answered, release_answer = threading.Event(), threading.Event()
         syncs = []
@@ -263,15 +263,15 @@ def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
 
         faulty.faults.before_sync = hold_first_sync
         r0 = AppendRequest(log, Columns([b"r0"], size_bytes=2), hold_answer)
-        b.committer.submit(r0)
+        b.core.committer.submit(r0)
         assert syncing.wait(10)
         r1 = AppendRequest(log, Columns([b"r1"], size_bytes=2), Waiter())
-        b.committer.submit(r1)
+        b.core.committer.submit(r1)
         wait_until(lambda: log.next_offset == 2)  # r1 is written behind r0
         release_sync.set()
         assert r0_answered.wait(10)  # r0's sync failed: the file is cut back to nothing
         r2 = AppendRequest(log, Columns([b"r2"], size_bytes=2), Waiter())
-        b.committer.submit(r2)
+        b.core.committer.submit(r2)
         wait_until(lambda: log.next_offset == 1)  # r2 is written where r1 was
         release_answer.set()
         for request in (r1, r2):
@@ -285,21 +285,23 @@ def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
 
 def test_the_committer_queue_is_capped_and_refuses_with_overloaded(tmp_path: Path) -> None:
     with brook.open(str(tmp_path)) as b:
-        log = b.topic_state("t", create=True).logs[0]
-        b.committer.queue_bytes_max = 100
+        log = b.core.topic_state("t", create=True).logs[0]
+        b.core.committer.queue_bytes_max = 100
         busy, release = threading.Event(), threading.Event()
 
         def occupy_writer() -> None:
             busy.set()
             assert release.wait(10)
 
-        holder = threading.Thread(target=b.committer.call, args=(occupy_writer,))
+        holder = threading.Thread(target=b.core.committer.call, args=(occupy_writer,))
         holder.start()
         assert busy.wait(10)
         first = AppendRequest(log, Columns([b"x" * 80], size_bytes=80), Waiter())
-        b.committer.submit(first)  # one request is always taken, however large
+        b.core.committer.submit(first)  # one request is always taken, however large
         with pytest.raises(Overloaded, match="commit_queue_bytes_max"):
-            b.committer.submit(AppendRequest(log, Columns([b"y" * 40], size_bytes=40), Waiter()))
+            b.core.committer.submit(
+                AppendRequest(log, Columns([b"y" * 40], size_bytes=40), Waiter())
+            )
         release.set()
         holder.join()
         assert isinstance(first.on_done, Waiter)

@@ -131,7 +131,7 @@ def test_queue_state_survives_sigkill(tmp_path: Path, served: bool) -> None:
         dead_letters = b.topic(f"{TOPIC}.dlq")
         copies = (
             [r for p in range(1) for r in dead_letters.read(p, 0, 100_000)]
-            if b.has_topic(f"{TOPIC}.dlq")
+            if b.core.has_topic(f"{TOPIC}.dlq")
             else []
         )
         origins = [

@@ -40,7 +40,7 @@ def run_and_kill(
 
 
 def fired_records(b: brook.Broker) -> list[brook.Record]:
-    if not b.has_topic(TOPIC):
+    if not b.core.has_topic(TOPIC):
         return []
     out: list[brook.Record] = []
     while True:

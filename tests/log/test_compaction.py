@@ -31,9 +31,9 @@ def test_compaction_keeps_the_latest_per_key_and_every_offset(tmp_path: Path) ->
             key = f"k{i % 5}".encode()
             acks[i] = t.append(f"v{i}".encode(), key=key if i % 7 else None)
         before = all_records(b)
-        b.run_maintenance()
+        b.core.run_maintenance()
         after = all_records(b)
-        state = b.topic_state("c").logs[0]
+        state = b.core.topic_state("c").logs[0]
         sealed_end = state.segments[-1].base_offset
         newest: dict[bytes, int] = {}
         for r in before:
@@ -67,9 +67,9 @@ def test_reading_from_a_compacted_gap_moves_on(tmp_path: Path) -> None:
         t = b.topic("c")
         for i in range(60):
             t.append(b"same-key-%d" % i, key=b"k")
-        b.run_maintenance()
+        b.core.run_maintenance()
         got = t.read(0, 0, 10)
-        assert got and got[0].offset >= b.topic_state("c").logs[0].segments[-1].base_offset
+        assert got and got[0].offset >= b.core.topic_state("c").logs[0].segments[-1].base_offset
 
 
 def test_compacting_again_reads_the_gaps_the_first_left(tmp_path: Path) -> None:
@@ -80,10 +80,10 @@ def test_compacting_again_reads_the_gaps_the_first_left(tmp_path: Path) -> None:
         for rewrite in (b"v", b"w"):
             for i in range(60):  # unique keys survive between superseded ones: gaps
                 t.append(rewrite + b"%d" % i, key=b"dup" if i % 2 else b"u%d" % i)
-            b.run_maintenance()
+            b.core.run_maintenance()
         survivors = all_records(b)
         assert [r.value for r in survivors[:3]] == [b"w0", b"w2", b"w4"]
-        partition_log = b.topic_state("c").logs[0]
+        partition_log = b.core.topic_state("c").logs[0]
         body, _ = partition_log.read_batches(0, 1000)
         assert not [item for item in scan_batches(body, 0, None) if isinstance(item, str)], (
             "the stored batches a remote client receives scan cleanly"

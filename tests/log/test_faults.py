@@ -53,7 +53,7 @@ def test_a_roll_that_seals_but_cannot_start_the_next_segment_is_finished_later(
     with brook.Broker(faulty, segment_bytes_max=300) as b:
         t = b.topic("t")
         t.append(b"x" * 100)
-        while b.topic_state("t").logs[0].segments[-1].durable_bytes < 300:
+        while b.core.topic_state("t").logs[0].segments[-1].durable_bytes < 300:
             t.append(b"x" * 100)  # the append after the segment is full rolls it
         before = all_values(b)
         faulty.faults.create_failures = 1

@@ -117,7 +117,7 @@ def test_time_retention_removes_old_segments_only(tmp_path: Path) -> None:
         fill(b, 30)
         now[0] += 120
         fill(b, 30)
-        b.run_maintenance()
+        b.core.run_maintenance()
         start = b.topic("t").start_offsets()[0]
         assert 0 < start <= 30
         assert b.topic("t").read(0, 0, 1)[0].offset == start
@@ -128,7 +128,7 @@ def test_size_retention_keeps_the_newest_bytes(tmp_path: Path) -> None:
     with brook.open(str(tmp_path), segment_bytes_max=300) as b:
         b.create_topic("t", retention_bytes=1000)
         fill(b, 200)
-        b.run_maintenance()
+        b.core.run_maintenance()
         sealed = segment_files(tmp_path)[:-1]
         assert sum(f.stat().st_size for f in sealed) < 1000 + 400
         got = b.topic("t").read(0, 0, 1000)
@@ -143,8 +143,8 @@ def test_preallocated_space_is_not_data_and_is_trimmed(
     active = segment_files(tmp_path)[-1]
     assert active.stat().st_size > 30 * 10, "space is reserved ahead of the data"
     # Simulate a crash: the reserved zero tail is still on disk when the broker reopens.
-    data_end = b.topic_state("t").logs[0].segments[-1].durable_bytes
-    b.committer.close()
+    data_end = b.core.topic_state("t").logs[0].segments[-1].durable_bytes
+    b.core.committer.close()
     with caplog.at_level(logging.WARNING, logger="brook.log"):
         b2_storage_dir = str(tmp_path)
         b.storage.close()
@@ -161,9 +161,9 @@ def test_a_read_racing_retention_reads_from_what_is_retained(tmp_path: Path) -> 
     with brook.open(str(tmp_path), segment_bytes_max=300) as b:
         b.create_topic("t", retention_bytes=600)
         fill(b, 100)
-        partition = b.topic_state("t").logs[0]
+        partition = b.core.topic_state("t").logs[0]
         stale = partition.segments  # a reader's snapshot, taken before retention runs
-        b.run_maintenance()
+        b.core.run_maintenance()
         assert partition.segments[0] is not stale[0]
         got = partition.read(0, 10)
         assert got and got[0].offset == partition.start_offset

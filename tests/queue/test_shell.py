@@ -98,7 +98,7 @@ def test_snapshots_bound_the_status_log_and_restore_the_same_state(
             q.ack(jobs[:40])
             q.nack(jobs[40:45], delay_ms=0)
             q.discard(jobs[45:], reason="poison")
-        b.run_maintenance()
+        b.core.run_maintenance()
         group = b.queues.find("jobs", "g")
         assert group is not None
         assert group.snapshot_offset > 0
@@ -164,22 +164,22 @@ def test_retention_keeps_what_queue_groups_still_need_and_compacts_the_rest(
             b.topic("jobs").append_many(
                 [Record(b"%04d" % i + b"." * 200) for i in range(start, start + 30)]
             )
-        segments = len(b.topic_state("jobs").logs[0].segments)
+        segments = len(b.core.topic_state("jobs").logs[0].segments)
         assert segments >= 4
         q = b.queue("jobs", "g", visibility_timeout_ms=3_600_000)
         jobs = q.lease(max_records=300)
         keep = {5, 150}  # one unfinished record early on, one in the middle
         q.ack([j for j in jobs if j.record.offset not in keep])
         clock.now += 120  # every sealed segment is past retention
-        b.run_maintenance()
-        log = b.topic_state("jobs").logs[0]
+        b.core.run_maintenance()
+        log = b.core.topic_state("jobs").logs[0]
         assert log.start_offset <= 5, "the segment holding an unfinished record stays"
         held = [r.offset for r in b.topic("jobs").read(0, 0, 1_000)]
         assert 5 in held and 150 in held
         assert len(held) < 300, "segments of finished records were compacted away"
         # What the group still needs is intact, at its offsets.
         q.ack([j for j in jobs if j.record.offset in keep])
-        b.run_maintenance()
+        b.core.run_maintenance()
         assert b.topic("jobs").start_offsets()[0] > 150, "nothing needed: deleted"
     with brook.Broker(LocalStorage(tmp_path), clock=clock, segment_bytes_max=4_000) as b:
         assert b.queue("jobs", "g").stats()["acked"] == 300

@@ -132,7 +132,7 @@ def test_data_deleted_by_retention_follows_fail_on_data_loss(spark: Any, tmp_pat
         b.create_topic("t", retention_bytes=6_000)
         for _ in range(20):
             b.topic("t").append_many([Record(b"y" * 100) for _ in range(5)])
-        b.run_maintenance()
+        b.core.run_maintenance()
         start = b.topic("t").read(0, 0, 1)[0].offset
     assert start > 0
     with pytest.raises(Exception, match="no longer stored"):
@@ -214,7 +214,7 @@ def test_a_compacted_topic_reads_with_its_gaps(spark: Any, tmp_path: Path) -> No
         b.create_topic("c", compaction=True)
         for i in range(120):
             b.topic("c").append(b"v%d" % i, key=b"k%d" % (i % 5))
-        b.run_maintenance()
+        b.core.run_maintenance()
         kept = []
         while got := b.topic("c").read(0, kept[-1].offset + 1 if kept else 0, 1000):
             kept.extend(got)

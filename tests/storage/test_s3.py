@@ -278,7 +278,7 @@ def test_small_chunks_are_merged_and_a_restart_reads_few_objects(
             t.append(b"record %d" % i)  # one chunk each
         storage = b.storage
         assert isinstance(storage, S3Storage)
-        name = b.topic_state("t").logs[0].segments[-1].name
+        name = b.core.topic_state("t").logs[0].segments[-1].name
 
         def merged() -> int:
             return storage.catalog().files[name].merged_chunks
@@ -303,7 +303,7 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         t = b.topic("t")
         for i in range(40):
             t.append(b"r%d" % i)
-        name = b.topic_state("t").logs[0].segments[-1].name
+        name = b.core.topic_state("t").logs[0].segments[-1].name
         storage.bucket = LandsThenFails(storage.bucket, dies_after)  # type: ignore[assignment]
         with contextlib.suppress(StorageError):
             merge_next_run(storage, name)

@@ -37,7 +37,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def values(b: brook.Broker, topic: str = "reminders") -> list[bytes]:
-    if not b.has_topic(topic):
+    if not b.core.has_topic(topic):
         return []
     return [r.value for r in b.topic(topic).read(0, 0, 10_000)]
 

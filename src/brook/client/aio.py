@@ -18,7 +18,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotFound
-from brook.queue.lifecycle import Transition
+from brook.queue.lifecycle import Backoff, Transition
 from brook.records import Ack, Job, Published, Record, TopicInfo
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
@@ -91,21 +91,23 @@ class AsyncBroker:
         max_attempts: int | None = None,
         ordering: str | None = None,
         dead_letter_topic: str | None = None,
-        backoff: Any = None,
+        backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
     ) -> AsyncQueue:
         """Queue group `group` on `topic`, created if new; settings left as None keep
         the stored ones."""
-        protocol.check_names(topic, group)
-        settings = {
-            "visibility_timeout_ms": visibility_timeout_ms,
-            "max_attempts": max_attempts,
-            "ordering": ordering,
-            "dead_letter_topic": dead_letter_topic,
-            "backoff": backoff,
-            "expire_after_ms": expire_after_ms,
-        }
-        await self._do(protocol.queue_settings(topic, group, settings))
+        await self._do(
+            protocol.queue_settings(
+                topic,
+                group,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                ordering=ordering,
+                dead_letter_topic=dead_letter_topic,
+                backoff=backoff,
+                expire_after_ms=expire_after_ms,
+            )
+        )
         return AsyncQueue(self, topic, group)
 
     async def schedule(
@@ -258,6 +260,9 @@ class AsyncConsumer:
 
     async def lag(self) -> dict[int, int]:
         return (await self._state())["lag"]
+
+    async def close(self) -> None:
+        """Consumers hold no resources of their own; provided for symmetry."""
 
     async def _state(self) -> dict[str, dict[int, int]]:
         state: dict[str, dict[int, int]] = await self._broker._do(

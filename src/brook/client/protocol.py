@@ -337,8 +337,9 @@ def _queue_path(topic: str, group_name: str, *rest: str) -> str:
     return _path("topics", topic, "queues", group_name, *rest)
 
 
-def queue_settings(topic: str, group_name: str, settings: dict[str, Any]) -> Call:
+def queue_settings(topic: str, group_name: str, **settings: Any) -> Call:
     """PUT the settings that are not None; the group is created if new. Returns its settings."""
+    check_names(topic, group_name)
     given = {name: value for name, value in settings.items() if value is not None}
     if isinstance(given.get("backoff"), msgspec.Struct):
         given["backoff"] = msgspec.structs.asdict(given["backoff"])

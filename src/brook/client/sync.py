@@ -19,7 +19,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotFound
-from brook.queue.lifecycle import Transition
+from brook.queue.lifecycle import Backoff, Transition
 from brook.records import Ack, Job, Published, Record, TopicInfo
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
@@ -92,21 +92,23 @@ class RemoteBroker:
         max_attempts: int | None = None,
         ordering: str | None = None,
         dead_letter_topic: str | None = None,
-        backoff: Any = None,
+        backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
     ) -> RemoteQueue:
         """Queue group `group` on `topic`, created if new; settings left as None keep
         the stored ones."""
-        protocol.check_names(topic, group)
-        settings = {
-            "visibility_timeout_ms": visibility_timeout_ms,
-            "max_attempts": max_attempts,
-            "ordering": ordering,
-            "dead_letter_topic": dead_letter_topic,
-            "backoff": backoff,
-            "expire_after_ms": expire_after_ms,
-        }
-        self._do(protocol.queue_settings(topic, group, settings))
+        self._do(
+            protocol.queue_settings(
+                topic,
+                group,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                ordering=ordering,
+                dead_letter_topic=dead_letter_topic,
+                backoff=backoff,
+                expire_after_ms=expire_after_ms,
+            )
+        )
         return RemoteQueue(self, topic, group)
 
     def schedule(

@@ -85,6 +85,16 @@ class GroupStore:
                 cursor.deleted = True
         self.core.storage.delete_prefix(layout.groups_of(topic))
 
+    def records_waiting(self, topic: str, group: str) -> bool:
+        """Whether a poll of the group (loaded already) would find records now."""
+        with self._mutex:
+            cursor = self._cursors.get((topic, group))
+        if cursor is None:
+            return False
+        state = self.core.topic_state(topic)
+        with cursor.mutex:
+            return any(p.durable_offset > cursor.position[p.partition] for p in state.logs)
+
     def stop(self) -> None:
         """No thread of its own."""
 
@@ -128,9 +138,9 @@ class Consumer:
             remaining = deadline - monotonic()
             if records or remaining <= 0 or self._core.closed:
                 return records
-            self._core.wait_for_records(self.has_new, remaining)
+            self._core.wait_for_records(self._has_new, remaining)
 
-    def has_new(self) -> bool:
+    def _has_new(self) -> bool:
         """True when some partition has durable records after the group's position."""
         state = self._core.topic_state(self.topic)
         return any(p.durable_offset > self._cursor.position[p.partition] for p in state.logs)

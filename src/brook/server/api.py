@@ -342,7 +342,11 @@ class Api:
         wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
         records = consumer.poll(max_records, timeout=0)
         if not records and wait_ms:
-            await self._wait(time.monotonic() + wait_ms / 1000, consumer.has_new)
+            groups = self.broker.groups
+            await self._wait(
+                time.monotonic() + wait_ms / 1000,
+                lambda: groups.records_waiting(consumer.topic, consumer.group),
+            )
             records = consumer.poll(max_records, timeout=0)
         return json_response({"records": [record_to_json(r) for r in records]})
 

@@ -54,7 +54,7 @@ class Server:
         loop = asyncio.get_running_loop()
         api = self.api = Api(self.broker, loop, self.auth)
         api.registry.register(ConnectionsCollector(self.connections))
-        self.broker.round_listeners.append(api.new_records.notify_threadsafe)
+        self.broker.core.round_listeners.append(api.new_records.notify_threadsafe)
         self._server = await loop.create_server(
             lambda: HttpProtocol(api, self.connections, self.request_bytes_max),
             self.host,
@@ -78,7 +78,7 @@ class Server:
             log.warning("stopping with %d requests still in flight", self.connections.busy)
         for connection in list(self.connections.open):
             connection.close_if_idle()
-        self.broker.round_listeners.remove(self.api.new_records.notify_threadsafe)
+        self.broker.core.round_listeners.remove(self.api.new_records.notify_threadsafe)
         self.api.queues.close()
 
 

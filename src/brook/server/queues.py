@@ -154,7 +154,7 @@ class QueueEndpoints:
                     return False
                 due = group.next_due_ms()
                 if due is not None:
-                    until_due = (due - api.broker.now_ms()) / 1000
+                    until_due = (due - api.core.now_ms()) / 1000
                     if until_due <= 0:
                         return True
                     remaining = min(remaining, until_due)

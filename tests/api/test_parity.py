@@ -1,0 +1,63 @@
+"""The embedded broker, `brook.connect` and `brook.connect_async` are one API: every
+handle has the same public methods with the same parameters (names, kinds, defaults
+and types), and the async client's are coroutines."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import pytest
+
+from brook.broker import Broker
+from brook.client.aio import AsyncBroker, AsyncConsumer, AsyncQueue, AsyncTopic
+from brook.client.sync import RemoteBroker, RemoteConsumer, RemoteQueue, RemoteTopic
+from brook.groups.consumer import Consumer
+from brook.queue.handle import Queue
+from brook.topic import Topic
+
+HANDLES = [
+    (Broker, RemoteBroker, AsyncBroker),
+    (Topic, RemoteTopic, AsyncTopic),
+    (Consumer, RemoteConsumer, AsyncConsumer),
+    (Queue, RemoteQueue, AsyncQueue),
+]
+SYNC_IN_ASYNC = {"topic"}
+"""AsyncBroker.topic makes a handle without asking the server, so it is not a coroutine."""
+
+
+def methods(cls: type) -> dict[str, Any]:
+    return {
+        name: getattr(cls, name)
+        for name in dir(cls)
+        if not name.startswith("_") and inspect.isfunction(getattr(cls, name))
+    }
+
+
+def shape(function: Any) -> tuple[list[tuple[str, Any, Any, str]], str]:
+    """A method's parameters and return type, with Remote/Async class prefixes dropped."""
+    signature = inspect.signature(function)
+
+    def plain(annotation: Any) -> str:
+        return re.sub(r"\b(Remote|Async)(?=[A-Z])", "", str(annotation))
+
+    parameters = [
+        (p.name, p.kind, p.default, plain(p.annotation))
+        for p in signature.parameters.values()
+        if p.name != "self"
+    ]
+    return parameters, plain(signature.return_annotation)
+
+
+@pytest.mark.parametrize("handles", HANDLES, ids=lambda h: h[0].__name__)
+def test_every_handle_has_the_same_methods_everywhere(handles: tuple[type, type, type]) -> None:
+    embedded, remote, asynchronous = (methods(cls) for cls in handles)
+    assert sorted(embedded) == sorted(remote) == sorted(asynchronous)
+    for name, function in embedded.items():
+        assert shape(function) == shape(remote[name]), f"{handles[1].__name__}.{name}"
+        assert shape(function) == shape(asynchronous[name]), f"{handles[2].__name__}.{name}"
+        coroutine = inspect.iscoroutinefunction(asynchronous[name])
+        assert coroutine != (name in SYNC_IN_ASYNC and handles[0] is Broker), (
+            f"{handles[2].__name__}.{name} should {'not ' if not coroutine else ''}be a coroutine"
+        )
