@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import http.client
-import json
 import logging
 import random
 import threading
@@ -21,8 +19,8 @@ from brook import limits
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest
 from brook.errors import CorruptData, StorageError
-from brook.server.app import Server
 from brook.supervisor import Supervisor, retry_after_s
+from tests.in_process import InProcess
 
 
 def eventually(check: Callable[[], object], seconds: float = 10) -> None:
@@ -177,32 +175,6 @@ def test_a_syncer_bug_answers_every_caller_and_the_syncer_goes_on(tmp_path: Path
         assert b.supervisor.errors() == {"syncer": 1}
         t.append(b"again")
         assert not b.supervisor.failing()
-
-
-class InProcess:
-    """The HTTP server over an embedded broker, on a thread of its own."""
-
-    def __init__(self, broker: brook.Broker) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.server = Server(broker, "127.0.0.1", 0)
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(10)
-
-    def get(self, path: str) -> tuple[int, Any]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
-        try:
-            connection.request("GET", path)
-            answer = connection.getresponse()
-            return answer.status, json.loads(answer.read())
-        finally:
-            connection.close()
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
 
 
 @pytest.fixture

@@ -36,6 +36,7 @@ from brook.errors import (
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
 from brook.partitioner import RoundRobin, partition_for_key
+from brook.ranges import Ranges
 from brook.records import Ack, TopicConfig, TopicInfo
 from brook.storage import Storage
 from brook.storage.readonly import ReadOnlyStorage
@@ -47,7 +48,7 @@ T = TypeVar("T")
 
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
 
-Needed = Callable[[int, int], set[int]]
+Needed = Callable[[int, int], Ranges]
 """For retention: the offsets from `base` to before `next_offset` still needed."""
 RetentionHold = Callable[[str, int], Needed | None]
 """A service's say in retention: for (topic, partition), what it still needs."""
@@ -400,8 +401,8 @@ def _union(holds: list[Needed]) -> Needed | None:
     if len(holds) == 1:
         return holds[0]
 
-    def needed(base: int, next_offset: int) -> set[int]:
-        wanted: set[int] = set()
+    def needed(base: int, next_offset: int) -> Ranges:
+        wanted = Ranges()
         for hold in holds:
             wanted |= hold(base, next_offset)
         return wanted

@@ -62,6 +62,8 @@ read_bytes_max = 8 * MIB
 poll_records_default = 500
 read_task_bytes_max_default = 64 * MIB
 """An outside reader (a Spark task) reads at most about this much of one segment."""
+read_threads = 4
+"""Threads of the server that read from storage (reads, polls), off the event loop."""
 wait_ms_max = 30_000
 """Longest long-poll (read, poll, lease) a request may ask for; longer waits are capped."""
 

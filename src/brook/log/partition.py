@@ -43,6 +43,7 @@ from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
 from brook.log.compaction import Run, keeping, survivors
 from brook.log.recovery import scan_segment
 from brook.log.segment import Segment
+from brook.ranges import Ranges
 from brook.records import Record
 from brook.storage import ReadFile, Storage
 
@@ -458,7 +459,7 @@ class PartitionLog:
         retention_ms: int | None,
         retention_bytes: int | None,
         now_ms: int,
-        needed: Callable[[int, int], set[int]] | None = None,
+        needed: Callable[[int, int], Ranges] | None = None,
     ) -> int:
         """Delete the oldest sealed segments past the limits; returns how many.
 
@@ -478,7 +479,7 @@ class PartitionLog:
             )
             if not (expired or oversize):
                 break
-            wanted = needed(segment.base_offset, segment.next_offset) if needed else set()
+            wanted = needed(segment.base_offset, segment.next_offset) if needed else Ranges()
             if not wanted and index == 0:
                 self.segments = self.segments[1:]
                 self.storage.delete(segment.name)
@@ -489,7 +490,7 @@ class PartitionLog:
             index += 1
         return removed
 
-    def _keep_only(self, index: int, wanted: set[int]) -> None:
+    def _keep_only(self, index: int, wanted: Ranges) -> None:
         """Rewrite sealed segment `index` with only the `wanted` records, once at least
         half of what it holds is not wanted (so rewrites cost little overall)."""
         segment = self.segments[index]

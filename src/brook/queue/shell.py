@@ -39,6 +39,7 @@ from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
 from brook.queue.lifecycle import Job, Settings, State, Transition
 from brook.queue.reader import RecordReader
+from brook.ranges import Ranges
 from brook.records import Job as LeasedJob
 from brook.records import Record
 
@@ -391,14 +392,15 @@ class QueueGroup:
             found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
         return found
 
-    def needed(self, partition: int, base: int, next_offset: int) -> set[int]:
+    def needed(self, partition: int, base: int, next_offset: int) -> Ranges:
         """Offsets from `base` to before `next_offset` of `partition` this group has
         not finished with: kept records (dead ones too), and all not yet offered."""
         with self.mutex:
-            wanted = {o for p, o in self.machine.jobs if p == partition and base <= o < next_offset}
+            kept = Ranges.of(
+                o for p, o in self.machine.jobs if p == partition and base <= o < next_offset
+            )
             offered = self.offered.get(partition, 0)
-        wanted.update(range(max(base, offered), next_offset))
-        return wanted
+        return kept | Ranges([(max(base, offered), next_offset)])
 
     def change_settings(self, settings: Settings) -> None:
         """Use new settings (already stored); a change of ordering rebuilds the lanes."""

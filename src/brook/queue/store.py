@@ -16,6 +16,7 @@ from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Settings
 from brook.queue.shell import QueueGroup
+from brook.ranges import Ranges
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -114,7 +115,7 @@ class QueueStore:
         self.core.storage.delete_prefix(layout.queues_of(topic))
         self.core.storage.delete_prefix(layout.queue_status_logs_of(topic))
 
-    def needed_by(self, topic: str, partition: int) -> Callable[[int, int], set[int]] | None:
+    def needed_by(self, topic: str, partition: int) -> Callable[[int, int], Ranges] | None:
         """For retention: which offsets of a range of `partition` the topic's queue
         groups still need (records not yet finished, dead ones included, since they
         may be redriven); None when the topic has no queue group."""
@@ -122,8 +123,8 @@ class QueueStore:
         if not groups:
             return None
 
-        def needed(base: int, next_offset: int) -> set[int]:
-            wanted: set[int] = set()
+        def needed(base: int, next_offset: int) -> Ranges:
+            wanted = Ranges()
             for group in groups:
                 wanted |= group.needed(partition, base, next_offset)
             return wanted

@@ -8,6 +8,7 @@ import functools
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from brook import limits, validate
@@ -116,6 +117,7 @@ class Api:
         self.auth = auth
         self.new_records = NewRecords(loop)
         self.completions = Completions(loop)
+        self.reads = ThreadPoolExecutor(limits.read_threads, thread_name_prefix="brook-read")
         self.stopping = False
         self.router = Router()
         r = self.router
@@ -157,6 +159,16 @@ class Api:
         return response
 
     # ------------------------------------------------------------ helpers
+
+    async def _read(self, fn: Any, *args: Any) -> Any:
+        """Run a read off the loop: storage may be slow (a cold disk, an S3 cache miss
+        is a network GET), and the loop must go on answering everyone else."""
+        return await self.loop.run_in_executor(self.reads, fn, *args)
+
+    def close(self) -> None:
+        """Let the reads in flight finish (the server has stopped taking requests)."""
+        self.reads.shutdown(wait=True)
+        self.queues.close()
 
     async def _blocking(self, fn: Any, *args: Any) -> Any:
         """Run a call that may wait for the committer (topic creation, deletion) off the loop."""
@@ -319,10 +331,12 @@ class Api:
         if BATCH_TYPE in request.headers.get("accept", ""):
             # Stored batches as they are: no decoding on the server (docs/PROTOCOL.md).
             body, next_offset = (
-                partition_log.read_batches(offset, limit) if limit else (b"", offset)
+                await self._read(partition_log.read_batches, offset, limit)
+                if limit
+                else (b"", offset)
             )
             return Response(200, body, BATCH_TYPE, [("brook-next-offset", str(next_offset))])
-        records = partition_log.read(offset, limit) if limit else []
+        records = await self._read(partition_log.read, offset, limit) if limit else []
         next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
         return json_response(
             {"records": [record_to_json(r) for r in records], "next_offset": next_offset}
@@ -340,14 +354,14 @@ class Api:
             _int(query, "max_records", limits.poll_records_default, low=1), limits.read_records_max
         )
         wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
-        records = consumer.poll(max_records, timeout=0)
+        records = await self._read(consumer.poll, max_records, 0)
         if not records and wait_ms:
             groups = self.broker.groups
             await self._wait(
                 time.monotonic() + wait_ms / 1000,
                 lambda: groups.records_waiting(consumer.topic, consumer.group),
             )
-            records = consumer.poll(max_records, timeout=0)
+            records = await self._read(consumer.poll, max_records, 0)
         return json_response({"records": [record_to_json(r) for r in records]})
 
     async def seek(self, request: Request, topic: str, group: str) -> Response:

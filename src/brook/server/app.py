@@ -79,7 +79,7 @@ class Server:
         for connection in list(self.connections.open):
             connection.close_if_idle()
         self.broker.core.round_listeners.remove(self.api.new_records.notify_threadsafe)
-        self.api.queues.close()
+        self.api.close()
 
 
 async def serve(server: Server) -> None:

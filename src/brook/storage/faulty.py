@@ -8,6 +8,7 @@ fsyncs (EIO), and failing creates. The wrapped storage is otherwise used as is.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from brook.errors import StorageError
@@ -22,6 +23,8 @@ class Faults:
         self.sync_failures = 0
         self.create_failures = 0
         """Creates of appendable files that fail (as a full directory or a lost answer would)."""
+        self.read_delay_s = 0.0
+        """Every read of a file waits this long first (a cold disk, a slow network GET)."""
         self.before_sync: Callable[[], None] | None = None
         """Called as each sync starts (tests use it to hold a sync while others write)."""
         self._mutex = threading.Lock()
@@ -68,6 +71,23 @@ class FaultyAppendFile:
         self._inner.close()
 
 
+class FaultyReadFile:
+    def __init__(self, inner: ReadFile, faults: Faults) -> None:
+        self._inner = inner
+        self._faults = faults
+
+    def read(self, position: int, length: int) -> bytes:
+        if self._faults.read_delay_s:
+            time.sleep(self._faults.read_delay_s)
+        return self._inner.read(position, length)
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 class FaultyStorage:
     """Wraps a storage; every call passes through unless a fault is switched on."""
 
@@ -96,7 +116,7 @@ class FaultyStorage:
         return FaultyAppendFile(self.inner.open_appendable(name), self.faults, name)
 
     def open_read(self, name: str) -> ReadFile:
-        return self.inner.open_read(name)
+        return FaultyReadFile(self.inner.open_read(name), self.faults)
 
     def read_all(self, name: str) -> bytes | None:
         return self.inner.read_all(name)
