@@ -4,6 +4,7 @@ Each scenario runs three times; the median is reported, and ratios are taken
 between medians of the same run. Results are printed and appended to
 benchmarks/RESULTS.md with the machine, settings and load average.
 Scratch data goes to BROOK_BENCH_DIR (default: a temporary folder under ./.bench).
+BROOK_BENCH_SKIP=spark,spark_s3 (for example) leaves sections out of a run.
 """
 
 from __future__ import annotations
@@ -376,49 +377,21 @@ def main() -> None:
         lines.append(f"| {title} | {med[key]:,.0f} | {runs(key)} | {target} | {ratio} |")
     report = "\n".join(lines) + "\n"
     print("\n" + report)
-    from benchmarks import queues
+    import importlib
 
-    queue_report = queues.main()
-    print("\n" + queue_report)
-    report += "\n" + queue_report
-    from benchmarks import timers
-
-    timer_report = timers.main()
-    print("\n" + timer_report)
-    report += "\n" + timer_report
-    from benchmarks import flood
-
-    flood_report = flood.main()
-    print("\n" + flood_report)
-    report += "\n" + flood_report
-    if shutil.which("wrk"):
-        from benchmarks import server
-
-        server_report = server.main()
-        print("\n" + server_report)
-        report += "\n" + server_report
-        from benchmarks import s3
-
-        s3_report = s3.main()
-        print("\n" + s3_report)
-        report += "\n" + s3_report
-        from benchmarks import takeover
-
-        takeover_report = takeover.main()
-        print("\n" + takeover_report)
-        report += "\n" + takeover_report
-    else:
-        print("wrk is not installed: the server benchmarks were skipped (make bench installs it)")
-    from benchmarks import spark
-
-    spark_report = spark.main()
-    print("\n" + spark_report)
-    report += "\n" + spark_report
-    from benchmarks import spark_s3
-
-    spark_s3_report = spark_s3.main()
-    print("\n" + spark_s3_report)
-    report += "\n" + spark_s3_report
+    skipped = {n for n in os.environ.get("BROOK_BENCH_SKIP", "").split(",") if n}
+    sections = ["queues", "timers", "flood", "server", "s3", "takeover", "spark", "spark_s3"]
+    needs_wrk = {"server", "s3", "takeover"}
+    for name in sections:
+        if name in skipped:
+            print(f"{name}: skipped (BROOK_BENCH_SKIP)")
+            continue
+        if name in needs_wrk and not shutil.which("wrk"):
+            print(f"{name}: skipped, wrk is not installed (make bench installs it)")
+            continue
+        section = importlib.import_module(f"benchmarks.{name}").main()
+        print("\n" + section)
+        report += "\n" + section
     out = Path(__file__).with_name("RESULTS.md")
     if not out.exists():
         out.write_text("# Benchmark results\n\nAppended by `make bench`; newest last.\n\n")
