@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
-	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
+	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered --durations=25
 
 # The crash and take-over tests at scale: many more kills, deaths and take-overs than
 # `make test` runs (each prints its seed; BROOK_SEED replays one).
