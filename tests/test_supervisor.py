@@ -276,3 +276,17 @@ def test_random_failures_in_every_loop_lose_nothing_and_every_loop_recovers(
             rng.random = lambda: 1.0  # type: ignore[method-assign]
         eventually(lambda: not b.supervisor.failing(), 30)
         assert sum(b.supervisor.errors().values()) > 0, f"seed {seed}: nothing was injected"
+
+
+def test_the_s3_lease_loop_reports_an_unexpected_error_and_keeps_renewing(
+    moto: Any, tmp_path: Path
+) -> None:
+    with brook.open(
+        moto.fresh_url(), endpoint_url=moto.endpoint, cache_dir=str(tmp_path), lease_ms=1_000
+    ) as b:
+        storage: Any = b.storage
+        assert storage.supervisor is b.supervisor, "the backend reports to the broker's supervisor"
+        storage.change = Flaky(storage.change, 1, RuntimeError("lease bug"))
+        eventually(lambda: b.supervisor.errors().get("s3-lease") == 1)
+        eventually(lambda: storage.change.calls >= 2 and not b.supervisor.failing())
+        b.topic("t").append(b"still the owner")

@@ -97,6 +97,8 @@ class Core:
         """Own `storage` (lock it, sweep it, recover its topics) and start the
         committer; with `read_only`, attach to it beside its owner instead, and
         refuse every write (SPEC §0). On failure everything opened is closed."""
+        if hasattr(storage, "supervisor"):  # a backend with loops of its own (S3)
+            storage.supervisor = supervisor
         try:
             if read_only:
                 storage.attach()

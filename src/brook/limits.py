@@ -1,6 +1,16 @@
 """Every limit and default Brook has, named with its unit last.
 
 Formats and the broker check against these; tests and docs refer to them by name.
+
+What bounds memory: request bodies (inflight_bytes_max, request_bytes_max), the
+committer's queue (commit_queue_bytes_max) and its rounds (batch_bytes_max), reads
+(read_records_max, read_bytes_max, wait_ms_max), a queue group's window
+(queue_window_records_max) and its snapshots, timers in memory (timer_lookahead_ms,
+timer_unflushed_max, timer_history_max), idempotency keys (idempotency_keys_max),
+staged publishes (staging_publish_bytes_in_flight), and retention's view of what queue
+groups need (ranges, brook/ranges.py). Not bounded yet: compaction's map of a
+partition's keys (it grows with the distinct keys; issue 16 moves it to a bounded,
+segment-by-segment pass).
 """
 
 from __future__ import annotations

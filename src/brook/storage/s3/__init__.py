@@ -46,6 +46,7 @@ from brook.storage.s3.merge import Merger
 from brook.storage.s3.objects import Bucket, Changed, Exists, MissingObject, fenced
 from brook.storage.s3.owner import Ownership, unchanged
 from brook.storage.s3.probe import PROBE_PREFIX, check_conditional_writes
+from brook.supervisor import Supervisor
 
 log = logging.getLogger("brook.storage.s3")
 
@@ -83,6 +84,8 @@ class S3Storage:
             )
         self.bucket = Bucket(url, endpoint_url, region, request_timeout_s)
         self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
+        self.supervisor = Supervisor()
+        """Reports the lease and merge loops' failures; the broker puts its own here."""
         self.owner = Ownership(self, take_over, wait_for_lease, lease_ms, clock)
         self._mutex = threading.Lock()
         """Guards the manifest, its ETag and the chunk tables."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook.errors import Fenced, StorageError
+from brook.errors import Fenced
 from brook.storage.s3 import manifest as m
 
 if TYPE_CHECKING:
@@ -135,8 +135,10 @@ class Merger:
             except Fenced:
                 log.warning("stopped merging %s: another broker took the prefix over", name)
                 return
-            except StorageError as exc:
-                log.warning("merging %s failed, will try again later: %s", name, exc)
+            except Exception as exc:  # reported (health, metrics); merged again after a sync
+                self._storage.supervisor.failed("s3-merge", exc, f"merging {name}")
+            else:
+                self._storage.supervisor.succeeded("s3-merge", f"merging {name}")
 
     def close(self) -> None:
         with self._cond:

@@ -183,8 +183,14 @@ class Ownership:
                     self._storage.change(unchanged)
             except Fenced:
                 return  # `lost` has said so
-            except StorageError as exc:
-                log.warning("could not renew the lease on %s: %s", self._storage.bucket.url, exc)
+            except Exception as exc:  # reported (health, metrics), tried again next look
+                self._storage.supervisor.failed(
+                    "s3-lease", exc, f"renewing the lease on {self._storage.bucket.url}"
+                )
+            else:
+                self._storage.supervisor.succeeded(
+                    "s3-lease", f"renewing the lease on {self._storage.bucket.url}"
+                )
 
     def _look_for_claim(self) -> None:
         found = self._storage.bucket.get(ls.CLAIM_KEY)
