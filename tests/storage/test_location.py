@@ -62,6 +62,9 @@ def test_options_of_another_kind_of_storage_are_refused_by_name(tmp_path: Path) 
         brook.open(str(tmp_path), take_over=True)
     with pytest.raises(BadRequest, match="endpoint_url applies to s3:// storage only"):
         brook.open(str(tmp_path), endpoint_url="http://127.0.0.1:9")
+    for elsewhere in ("memory://", "s3://bucket/prefix"):
+        with pytest.raises(BadRequest, match="preallocate_bytes applies to a directory only"):
+            brook.open(elsewhere, preallocate_bytes=1 << 20)
     options = {"endpoint_url": None, "linger_ms": 1}
     assert locations.split_options(parse(str(tmp_path)), options) == {}
     assert options == {"linger_ms": 1}, "unset S3 options are dropped, the broker's kept"

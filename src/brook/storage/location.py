@@ -77,6 +77,10 @@ def split_options(location: Location, options: dict[str, Any]) -> dict[str, Any]
     is the broker's); BadRequest for an option of another kind of storage."""
     own = {"local": LOCAL_OPTIONS, "s3": S3_OPTIONS, "memory": frozenset()}[location.kind]
     taken = {name: options.pop(name) for name in list(options) if name in own}
+    if location.kind != "local":
+        for name in LOCAL_OPTIONS:
+            if options.pop(name, None) is not None:
+                raise BadRequest(f"{name} applies to a directory only, not {location}")
     if location.kind != "s3":
         for name in OWNER_ONLY:
             if options.pop(name, None):
