@@ -39,7 +39,6 @@ from brook.errors import (
     CorruptData,
     PartitionNotFound,
     ReadOnly,
-    StorageError,
     TopicNotFound,
 )
 from brook.records import Published
@@ -323,10 +322,9 @@ class StagingService:
             with self._writer_lock(topic, writer):
                 state = self._state(topic, writer)
                 if state is not None and state.phase == "publishing":
-                    try:
+                    # Reported (health, metrics) until it works; the other writers go on.
+                    with self.core.supervisor.guard("staging", f"resuming the publish of {writer}"):
                         self._finish(topic, writer, state)
-                    except StorageError as exc:
-                        log.warning("resuming the publish of %s: %s", writer, exc)
                     continue
                 pending = False
                 for seq in sorted(folders):
