@@ -249,7 +249,8 @@ def test_random_failures_in_every_loop_lose_nothing_and_every_loop_recovers(
         return call
 
     with brook.open(str(tmp_path), linger_ms=1) as b:
-        q = b.queue("jobs", "g", visibility_timeout_ms=200)
+        # Unsettled leases end attempts; enough attempts that none dies of bad luck.
+        q = b.queue("jobs", "g", visibility_timeout_ms=200, max_attempts=1_000)
         b.timers._load_buckets = sometimes(b.timers._load_buckets, "timers")  # type: ignore[method-assign]
         b.staging.sweep = sometimes(b.staging.sweep, "staging")  # type: ignore[method-assign]
         group = b.queues.find("jobs", "g")
