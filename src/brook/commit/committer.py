@@ -436,9 +436,6 @@ class Committer:
                         batch.error = error
                 continue
             published = partition_log.publish(written)
-            dropped = StorageError(
-                "the batch was dropped after an earlier write to its partition failed"
-            )
             for batch in batches:
                 if batch.log is not partition_log or batch.error is not None:
                     continue
@@ -446,7 +443,9 @@ class Committer:
                 # when a batch written after it (a new generation) is now durable.
                 stale = batch.written is not None and batch.written.generation != written.generation
                 if not published or stale:
-                    batch.error = dropped
+                    batch.error = StorageError(
+                        "the batch was dropped after an earlier write to its partition failed"
+                    )
         for batch in batches:
             self._answer(batch)
         if self.on_round is not None:
