@@ -5,13 +5,16 @@ at a time per connection (so pipelined responses keep their order), and
 writes Responses back. Limits are enforced here:
 
 - a malformed request gets 400, and the connection is closed;
-- a body over request_bytes_max gets 413, from its Content-Length before any
-  of it is read (or as soon as it grows past it), and the connection is closed;
+- a body over request_bytes_max gets 413, at once from its Content-Length (or as
+  soon as it grows past it);
 - the bytes of request bodies held in memory across all connections (being
   read, waiting, being answered) are capped at inflight_bytes_max: a request
-  that would pass it gets 503 with Retry-After before its body is read, and its
-  connection is closed, so a flood of large requests cannot exhaust memory. A
-  body's declared length is reserved when its headers arrive.
+  that would pass it gets 503 with Retry-After at once, so a flood of large
+  requests cannot exhaust memory. A body's declared length is reserved when its
+  headers arrive.
+
+A refused body (413, 503) is read and dropped, never kept, and the connection
+then closes (within refused_linger_s).
 """
 
 from __future__ import annotations
