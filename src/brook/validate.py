@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from operator import add
 from typing import Any
 
-from brook import limits
+from brook import limits, names
 from brook.codec.batch import ClientBatches, Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData, InvalidName, RecordTooLarge
 from brook.records import Record
 
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
-
 
 def topic_name(name: Any, internal: bool = False) -> str:
     """A valid topic name; names starting with '__' are reserved for Brook's own topics."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
+    if not isinstance(name, str) or not names.NAME.fullmatch(name) or name in (".", ".."):
         raise InvalidName(f"invalid name {name!r}: use 1 to 200 of A-Z a-z 0-9 . _ -")
     if name.startswith("__") and not internal:
         raise InvalidName(f"invalid name {name!r}: names starting with '__' are reserved")

@@ -7,25 +7,25 @@ HTTP. Appends and reads use the binary batch format (docs/PROTOCOL.md).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import msgspec
 
-from brook import limits, validate
+from brook import limits, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.queue.lifecycle import State, Transition
-from brook.records import Ack, Job, Published, Record, TopicInfo
+from brook.records import Ack, Job, Published, Record
 from brook.staging import plan as staging_plan
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 
-BATCH_TYPE = "application/vnd.brook.batch"
+BATCH_TYPE = wire.BATCH_TYPE
 _json = msgspec.json.Decoder().decode
+_answer = wire.decode_answer
 
 
 class Call(NamedTuple):
@@ -41,9 +41,9 @@ class Call(NamedTuple):
 
 def error_from(status: int, body: bytes) -> BrookError:
     try:
-        error = _json(body)["error"]
-        return from_code(str(error["code"]), str(error["message"]), status)
-    except (msgspec.DecodeError, KeyError, TypeError):
+        error = _answer(body, wire.ErrorOut).error
+        return from_code(error.code, error.message, status)
+    except msgspec.DecodeError:
         text = body[:200].decode(errors="replace")
         return from_code("", f"HTTP {status}: {text}", status)
 
@@ -52,37 +52,12 @@ def _path(*parts: str) -> str:
     return "/v1/" + "/".join(quote(p, safe="") for p in parts)
 
 
-def _json_body(document: Any) -> tuple[bytes, dict[str, str]]:
-    return msgspec.json.encode(document), {"content-type": "application/json"}
-
-
-def _topic_info(document: dict[str, Any]) -> TopicInfo:
-    return TopicInfo(
-        name=document["name"],
-        partitions=document["partitions"],
-        retention_ms=document["retention_ms"],
-        retention_bytes=document["retention_bytes"],
-        compaction=document["compaction"],
-        end_offsets={int(p): o for p, o in document["end_offsets"].items()},
-    )
-
-
-def record_from_json(topic: str, item: dict[str, Any]) -> Record:
-    headers = {name: base64.b64decode(v) for name, v in item.get("headers_b64", {}).items()}
-    key = item.get("key_b64")
-    return Record(
-        base64.b64decode(item["value_b64"]),
-        None if key is None else base64.b64decode(key),
-        headers or None,
-        topic,
-        item["partition"],
-        item["offset"],
-        item["timestamp"],
-    )
+def _json_body(document: wire.In) -> tuple[bytes, dict[str, str]]:
+    return wire.encode(document), {"content-type": wire.JSON_TYPE}
 
 
 def _acks(status: int, headers: dict[str, str], body: bytes) -> list[Ack]:
-    return [Ack(a["partition"], a["offset"], a["timestamp"]) for a in _json(body)["acks"]]
+    return _answer(body, wire.Acks).acks
 
 
 # ---------------------------------------------------------------- topics
@@ -96,15 +71,21 @@ def create_topic(
     compaction: bool,
 ) -> Call:
     body, headers = _json_body(
-        {
-            "partitions": partitions,
-            "retention_ms": retention_ms,
-            "retention_bytes": retention_bytes,
-            "compaction": compaction,
-        }
+        wire.TopicSettingsIn(
+            partitions=partitions,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            compaction=compaction,
+        )
     )
     return Call(
-        "PUT", _path("topics", name), {}, body, headers, lambda s, h, b: _topic_info(_json(b)), True
+        "PUT",
+        _path("topics", name),
+        {},
+        body,
+        headers,
+        lambda s, h, b: _answer(b, wire.TopicOut).info(),
+        True,
     )
 
 
@@ -115,7 +96,7 @@ def topics() -> Call:
         {},
         None,
         {},
-        lambda s, h, b: [_topic_info(t) for t in _json(b)["topics"]],
+        lambda s, h, b: [t.info() for t in _answer(b, wire.Topics).topics],
         True,
     )
 
@@ -131,14 +112,14 @@ def end_offsets(topic: str) -> Call:
         {},
         None,
         {},
-        lambda s, h, b: _topic_info(_json(b)).end_offsets,
+        lambda s, h, b: _answer(b, wire.TopicOut).end_offsets,
         True,
     )
 
 
 def start_offsets(topic: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> dict[int, int]:
-        return {int(p): o for p, o in _json(body)["start_offsets"].items()}
+        return _answer(body, wire.TopicDetail).start_offsets
 
     return Call("GET", _path("topics", topic), {}, None, {}, parse, True)
 
@@ -210,23 +191,23 @@ def stage(
         params["partition"] = str(validate.whole(partition, "partition"))
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
-        return bool(_json(body)["staged"])
+        return _answer(body, wire.Staged).staged
 
     return Call("PUT", path, params, body, {"content-type": BATCH_TYPE}, parse, True)
 
 
 def publish(topic: str, writer: str, seq: int, parts: dict[str, int]) -> Call:
-    body, headers = _json_body({"parts": staging_plan.check_parts(parts)})
+    body, headers = _json_body(wire.PublishIn(parts=staging_plan.check_parts(parts)))
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> Published:
-        return msgspec.json.decode(body, type=Published)
+        return _answer(body, Published)
 
     return Call("POST", _staged_path(topic, writer, seq, "publish"), {}, body, headers, parse, True)
 
 
 def drop_staged(topic: str, writer: str, seq: int) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
-        return bool(_json(body)["dropped"])
+        return _answer(body, wire.Dropped).dropped
 
     return Call("DELETE", _staged_path(topic, writer, seq), {}, None, {}, parse, True)
 
@@ -263,7 +244,7 @@ def poll(topic: str, group: str, start: str, max_records: int, timeout: float) -
     params = {"max_records": max_records, "wait_ms": int(timeout * 1000), "start": start}
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Record]:
-        return [record_from_json(topic, item) for item in _json(body)["records"]]
+        return [item.record(topic) for item in _answer(body, wire.Polled).records]
 
     # Not resent: a poll moves the group's position, so a lost answer would skip records.
     return Call(
@@ -272,8 +253,7 @@ def poll(topic: str, group: str, start: str, max_records: int, timeout: float) -
 
 
 def commit(topic: str, group: str, start: str, offsets: dict[int, int] | None) -> Call:
-    document = {} if offsets is None else {"offsets": {str(p): o for p, o in offsets.items()}}
-    body, headers = _json_body(document) if document else (b"", {})
+    body, headers = (b"", {}) if offsets is None else _json_body(wire.CommitIn(offsets=offsets))
     return Call(
         "POST",
         _path("topics", topic, "groups", group, "commit"),
@@ -286,7 +266,7 @@ def commit(topic: str, group: str, start: str, offsets: dict[int, int] | None) -
 
 
 def seek(topic: str, group: str, start: str, partition: int, offset: int) -> Call:
-    body, headers = _json_body({"partition": partition, "offset": offset})
+    body, headers = _json_body(wire.SeekIn(partition=partition, offset=offset))
     return Call(
         "POST",
         _path("topics", topic, "groups", group, "seek"),
@@ -311,11 +291,8 @@ def group(topic: str, group_name: str, start: str) -> Call:
 
 
 def _group(status: int, headers: dict[str, str], body: bytes) -> dict[str, dict[int, int]]:
-    document = _json(body)
-    return {
-        name: {int(p): o for p, o in document[name].items()}
-        for name in ("positions", "committed", "lag")
-    }
+    group = _answer(body, wire.GroupOut)
+    return {"positions": group.positions, "committed": group.committed, "lag": group.lag}
 
 
 def check_start(start: str) -> str:
@@ -343,10 +320,10 @@ def queue_settings(topic: str, group_name: str, **settings: Any) -> Call:
     given = {name: value for name, value in settings.items() if value is not None}
     if isinstance(given.get("backoff"), msgspec.Struct):
         given["backoff"] = msgspec.structs.asdict(given["backoff"])
-    body, headers = _json_body(given)
+    body, headers = _json_body(wire.request(wire.QueueSettingsIn, **given))
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
-        settings: dict[str, Any] = _json(body)["settings"]
+        settings: dict[str, Any] = msgspec.to_builtins(_answer(body, wire.QueueOut).settings)
         return settings
 
     return Call("PUT", _queue_path(topic, group_name), {}, body, headers, parse, True)
@@ -356,7 +333,7 @@ def queue_state(topic: str, group_name: str, part: str) -> Call:
     """GET the group: its "settings" or its "stats"."""
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
-        document: dict[str, Any] = _json(body)[part]
+        document: dict[str, Any] = msgspec.to_builtins(getattr(_answer(body, wire.QueueOut), part))
         return document
 
     return Call("GET", _queue_path(topic, group_name), {}, None, {}, parse, True)
@@ -367,16 +344,19 @@ def lease(
 ) -> Call:
     validate.whole(max_records, "max_records", 1)
     seconds = validate.seconds(timeout, "timeout")
-    document: dict[str, Any] = {"max_records": max_records, "wait_ms": int(seconds * 1000)}
-    if visibility is not None:
-        document["visibility_timeout_ms"] = visibility
-    body, headers = _json_body(document)
+    body, headers = _json_body(
+        wire.LeaseIn(
+            max_records=max_records,
+            wait_ms=int(seconds * 1000),
+            visibility_timeout_ms=visibility,
+        )
+    )
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Job]:
         if headers.get("content-type") != BATCH_TYPE:
             return [
-                Job(record_from_json(topic, item), item["attempt"], item["receipt"])
-                for item in _json(body)["jobs"]
+                Job(item.record(topic), item.attempt, item.receipt)
+                for item in _answer(body, wire.Jobs).jobs
             ]
         meta = _json(headers.get("brook-jobs", "[]"))
         records: list[Record] = []
@@ -402,8 +382,11 @@ def lease(
 def settle(topic: str, group_name: str, action: str, receipts: list[str], **fields: Any) -> Call:
     """ack, nack, extend or discard. Not resent: if the first try landed, a second
     would find its receipts stale and report LeaseExpired for work that was done."""
-    document = {"receipts": receipts, **{k: v for k, v in fields.items() if v is not None}}
-    body, headers = _json_body(document)
+    shapes: dict[str, type[wire.In]] = {"nack": wire.NackIn, "extend": wire.ExtendIn}
+    given = {k: v for k, v in fields.items() if v is not None}
+    body, headers = _json_body(
+        wire.request(shapes.get(action, wire.SettleIn), receipts=receipts, **given)
+    )
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> None:
         return None
@@ -419,15 +402,8 @@ def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Transition]:
         return [
-            Transition(
-                t["at_ms"],
-                State(t["state"]),
-                t["attempt"],
-                t["reason"],
-                t["receipt"],
-                t["until_ms"],
-            )
-            for t in _json(body)["transitions"]
+            Transition(t.at_ms, State(t.state), t.attempt, t.reason, t.receipt, t.until_ms)
+            for t in _answer(body, wire.Trace).transitions
         ]
 
     return Call("GET", _queue_path(topic, group_name, "trace"), params, None, {}, parse, True)
@@ -436,17 +412,18 @@ def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
 def redrive(
     topic: str, group_name: str, limit: int | None, records: Iterable[tuple[int, int]] | None
 ) -> Call:
-    document: dict[str, Any] = {}
-    if validate.optional_whole(limit, "limit", 1) is not None:
-        document["limit"] = limit
     chosen = validate.positions(records)
-    if chosen is not None:
-        document["records"] = [{"partition": p, "offset": o} for p, o in chosen]
-    body, headers = _json_body(document)
+    body, headers = _json_body(
+        wire.RedriveIn(
+            limit=validate.optional_whole(limit, "limit", 1),
+            records=None
+            if chosen is None
+            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
+        )
+    )
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> int:
-        count: int = _json(body)["redriven"]
-        return count
+        return _answer(body, wire.Redriven).redriven
 
     return Call("POST", _queue_path(topic, group_name, "redrive"), {}, body, headers, parse, True)
 
@@ -454,31 +431,25 @@ def redrive(
 # ---------------------------------------------------------------- timers
 
 
-def _timer_json(spec: TimerSpec) -> dict[str, Any]:
+def _timer_in(spec: TimerSpec) -> wire.TimerIn:
     validate.topic_name(spec.topic)
     record, _ = validate.record(spec.value, spec.key, spec.headers)
-    item: dict[str, Any] = {
-        "topic": spec.topic,
-        "value_b64": base64.b64encode(record.value).decode(),
-    }
-    if record.key is not None:
-        item["key_b64"] = base64.b64encode(record.key).decode()
-    if record.headers:
-        item["headers_b64"] = {
-            name: base64.b64encode(v).decode() for name, v in record.headers.items()
-        }
-    for name in ("at", "delay_ms", "timer_id"):
-        if getattr(spec, name) is not None:
-            item[name] = getattr(spec, name)
-    return item
+    return wire.TimerIn(
+        topic=spec.topic,
+        value_b64=record.value,
+        key_b64=record.key,
+        headers_b64=record.headers or None,
+        at=spec.at,
+        delay_ms=spec.delay_ms,
+        timer_id=spec.timer_id,
+    )
 
 
 def schedule_many(specs: Sequence[TimerSpec]) -> Call:
-    body, headers = _json_body({"timers": [_timer_json(spec) for spec in specs]})
+    body, headers = _json_body(wire.TimersIn(timers=[_timer_in(spec) for spec in specs]))
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[str]:
-        ids: list[str] = _json(body)["timer_ids"]
-        return ids
+        return _answer(body, wire.ScheduledMany).timer_ids
 
     # Resent only when every timer is named: the first one stands, so nothing doubles.
     named = all(spec.timer_id is not None for spec in specs)
@@ -487,16 +458,15 @@ def schedule_many(specs: Sequence[TimerSpec]) -> Call:
 
 def timer(timer_id: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> TimerInfo:
-        document = _json(body)
-        state = document["state"]
+        out = _answer(body, wire.TimerOut)
         return TimerInfo(
-            document["timer_id"],
-            state,
-            document["topic"],
-            document["due_ms"],
-            document.get("partition"),
-            document.get("offset"),
-            document.get("fired_at_ms" if state == "fired" else "cancelled_at_ms"),
+            out.timer_id,
+            out.state,
+            out.topic,
+            out.due_ms,
+            out.partition,
+            out.offset,
+            out.fired_at_ms if out.state == "fired" else out.cancelled_at_ms,
         )
 
     return Call("GET", _path("timers", timer_id), {}, None, {}, parse, True)

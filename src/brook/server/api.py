@@ -11,7 +11,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from brook import limits, validate
+import msgspec
+
+from brook import limits, validate, wire
 from brook.broker import Broker
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
@@ -27,15 +29,7 @@ from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
 from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
-from brook.server.wire import (
-    BATCH_TYPE,
-    JSON_TYPE,
-    parse_json,
-    record_to_json,
-    records_from_batches,
-    records_from_json,
-    topic_to_json,
-)
+from brook.wire import BATCH_TYPE, JSON_TYPE, RecordOut, TopicOut, decode_request
 
 log = logging.getLogger("brook.server")
 
@@ -230,21 +224,21 @@ class Api:
         that is failing now, until it works again."""
         failing = self.broker.supervisor.failing()
         if not failing:
-            return json_response({"status": "ok"})
+            return json_response(wire.Health(status="ok"))
         return json_response(
-            {
-                "status": "failing",
-                "failing": [
-                    {
-                        "loop": f.loop,
-                        "task": f.task,
-                        "error": f.error,
-                        "since_ms": f.since_ms,
-                        "failures": f.count,
-                    }
+            wire.Health(
+                status="failing",
+                failing=[
+                    wire.Failing(
+                        loop=f.loop,
+                        task=f.task,
+                        error=f.error,
+                        since_ms=f.since_ms,
+                        failures=f.count,
+                    )
                     for f in failing
                 ],
-            },
+            ),
             status=503,
         )
 
@@ -258,30 +252,22 @@ class Api:
         topics = self.broker.topics()
         if request.key is not None:
             topics = [t for t in topics if may_use(request.key, t.name)]
-        return json_response({"topics": [topic_to_json(t) for t in topics]})
+        return json_response(wire.Topics(topics=[TopicOut.of(t) for t in topics]))
 
     async def put_topic(self, request: Request, topic: str) -> Response:
-        settings = parse_json(request.body) if request.body.strip() else {}
-        if not isinstance(settings, dict):
-            raise BadRequest("the body must be a JSON object of topic settings")
-        allowed = {"partitions", "retention_ms", "retention_bytes", "compaction"}
-        unknown = set(settings) - allowed
-        if unknown:
-            raise BadRequest(f"unknown topic settings {sorted(unknown)}; known: {sorted(allowed)}")
-        if "compaction" in settings and not isinstance(settings["compaction"], bool):
-            raise BadRequest("compaction must be true or false")
+        settings = decode_request(request.body, wire.TopicSettingsIn, empty_ok=True).given()
         info = await self._blocking(lambda: self.broker.create_topic(topic, **settings))
-        return json_response(topic_to_json(info))
+        return json_response(TopicOut.of(info))
 
     async def get_topic(self, request: Request, topic: str) -> Response:
         state = self._state(topic)
-        document = topic_to_json(state.info())
-        document["start_offsets"] = {str(p.partition): p.start_offset for p in state.logs}
-        return json_response(document)
+        starts = {p.partition: p.start_offset for p in state.logs}
+        fields = msgspec.structs.asdict(state.info())
+        return json_response(wire.TopicDetail(**fields, start_offsets=starts))
 
     async def delete_topic(self, request: Request, topic: str) -> Response:
         await self._blocking(self.broker.delete_topic, topic)
-        return json_response({"deleted": topic})
+        return json_response(wire.Deleted(deleted=topic))
 
     async def post_records(self, request: Request, topic: str) -> Response:
         try:
@@ -292,11 +278,11 @@ class Api:
         partition = None if "partition" not in request.query else _int(request.query, "partition")
         columns: Columns | ClientBatches
         if content_type == JSON_TYPE:
-            columns = records_from_json(parse_json(request.body))
+            columns = decode_request(request.body, wire.RecordsIn).columns()
             if not len(columns):
                 return json_response({"acks": []})
         elif content_type == BATCH_TYPE:
-            columns = records_from_batches(request.body)
+            columns = validate.batch_body(request.body)
             if not len(columns):
                 return json_response({"acks": []})
         else:
@@ -310,9 +296,7 @@ class Api:
         if state is None:
             state = await self._state_or_create(topic)
         acks = await self._append(state, columns, partition)
-        return json_response(
-            {"acks": acks}
-        )  # an Ack encodes as {"partition", "offset", "timestamp"}
+        return json_response(wire.Acks(acks=acks))
 
     async def get_records(self, request: Request, topic: str) -> Response:
         state = self._state(topic)
@@ -339,7 +323,7 @@ class Api:
         records = await self._read(partition_log.read, offset, limit) if limit else []
         next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
         return json_response(
-            {"records": [record_to_json(r) for r in records], "next_offset": next_offset}
+            wire.RecordPage(records=[RecordOut.of(r) for r in records], next_offset=next_offset)
         )
 
     def _consumer(self, request: Request, topic: str, group: str) -> Any:
@@ -362,29 +346,17 @@ class Api:
                 lambda: groups.records_waiting(consumer.topic, consumer.group),
             )
             records = await self._read(consumer.poll, max_records, 0)
-        return json_response({"records": [record_to_json(r) for r in records]})
+        return json_response(wire.Polled(records=[RecordOut.of(r) for r in records]))
 
     async def seek(self, request: Request, topic: str, group: str) -> Response:
-        document = parse_json(request.body)
-        if not isinstance(document, dict) or set(document) != {"partition", "offset"}:
-            raise BadRequest('the body must be {"partition": <p>, "offset": <o>}')
+        seek = decode_request(request.body, wire.SeekIn)
         consumer = self._consumer(request, topic, group)
-        consumer.seek(document["partition"], document["offset"])
+        consumer.seek(seek.partition, seek.offset)
         return json_response(self._group_json(consumer))
 
     async def commit(self, request: Request, topic: str, group: str) -> Response:
         consumer = self._consumer(request, topic, group)
-        offsets = None
-        if request.body.strip():
-            document = parse_json(request.body)
-            given = document.get("offsets") if isinstance(document, dict) else None
-            if not isinstance(given, dict):
-                raise BadRequest('the body must be {"offsets": {"<partition>": <offset>}} or empty')
-            offsets = {}
-            for partition, offset in given.items():
-                if not isinstance(partition, str) or not partition.isdigit():
-                    raise BadRequest(f"partition {partition!r} must be a number in a string")
-                offsets[int(partition)] = validate.whole(offset, f"offset of partition {partition}")
+        offsets = decode_request(request.body, wire.CommitIn, empty_ok=True).offsets
         await self._blocking(consumer.commit, offsets)
         return json_response(self._group_json(consumer))
 
@@ -392,11 +364,11 @@ class Api:
         return json_response(self._group_json(self._consumer(request, topic, group)))
 
     @staticmethod
-    def _group_json(consumer: Any) -> dict[str, Any]:
-        return {
-            "topic": consumer.topic,
-            "group": consumer.group,
-            "positions": {str(p): o for p, o in consumer.position().items()},
-            "committed": {str(p): o for p, o in consumer.committed().items()},
-            "lag": {str(p): n for p, n in consumer.lag().items()},
-        }
+    def _group_json(consumer: Any) -> wire.GroupOut:
+        return wire.GroupOut(
+            topic=consumer.topic,
+            group=consumer.group,
+            positions=consumer.position(),
+            committed=consumer.committed(),
+            lag=consumer.lag(),
+        )

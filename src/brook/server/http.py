@@ -33,7 +33,7 @@ import httptools
 from brook import limits
 from brook.config import ApiKey
 from brook.errors import BadRequest, BrookError, Overloaded, RecordTooLarge
-from brook.server.wire import error_to_json, json_encode
+from brook.wire import encode, error_body
 
 log = logging.getLogger("brook.server")
 
@@ -82,7 +82,7 @@ class Response:
 
 
 def json_response(document: Any, status: int = 200) -> Response:
-    return Response(status, json_encode(document))
+    return Response(status, encode(document))
 
 
 def error_response(error: BrookError) -> Response:
@@ -91,7 +91,7 @@ def error_response(error: BrookError) -> Response:
         extra = [("www-authenticate", 'Bearer realm="brook"')]
     elif isinstance(error, Overloaded):
         extra = [("retry-after", str(limits.overloaded_retry_after_s))]
-    return Response(error.status, error_to_json(error), headers=extra)
+    return Response(error.status, error_body(error), headers=extra)
 
 
 App = Callable[[Request], Awaitable[Response]]

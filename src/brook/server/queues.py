@@ -14,39 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import limits, validate
+from brook import limits, wire
 from brook.codec import encode_batch
 from brook.errors import BadRequest
 from brook.queue.handle import Queue
+from brook.queue.lifecycle import Transition
 from brook.records import Job, Record
 from brook.server.http import Request, Response, json_response
-from brook.server.wire import BATCH_TYPE, json_encode, parse_json, record_to_json
+from brook.wire import BATCH_TYPE, decode_request
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
 QUEUE_THREADS = 64
 """Queue calls in progress at once; each waits mostly for a group commit."""
-SETTINGS_FIELDS = (
-    "visibility_timeout_ms",
-    "max_attempts",
-    "ordering",
-    "dead_letter_topic",
-    "backoff",
-    "expire_after_ms",
-)
-
-
-def _body(request: Request, allowed: set[str]) -> dict[str, Any]:
-    if not request.body.strip():
-        return {}
-    document = parse_json(request.body)
-    if not isinstance(document, dict):
-        raise BadRequest("the body must be a JSON object")
-    unknown = set(document) - allowed
-    if unknown:
-        raise BadRequest(f"unknown fields: {', '.join(sorted(unknown))}")
-    return document
 
 
 def jobs_to_batches(jobs: list[Job]) -> tuple[bytes, str]:
@@ -67,15 +48,13 @@ def jobs_to_batches(jobs: list[Job]) -> tuple[bytes, str]:
         run.append(record)
     if run:
         parts.extend(encode_batch(run[0].offset, run[0].timestamp, run))
-    meta = json_encode([[j.record.partition, j.attempt, j.receipt] for j in jobs]).decode()
+    meta = wire.encode([[j.record.partition, j.attempt, j.receipt] for j in jobs]).decode()
     return b"".join(parts), meta
 
 
-def job_to_json(job: Job) -> dict[str, Any]:
-    out = record_to_json(job.record)
-    out["attempt"] = job.attempt
-    out["receipt"] = job.receipt
-    return out
+def job_out(job: Job) -> wire.JobOut:
+    record = wire.RecordOut.of(job.record)
+    return wire.JobOut(**msgspec.structs.asdict(record), attempt=job.attempt, receipt=job.receipt)
 
 
 class QueueEndpoints:
@@ -103,17 +82,17 @@ class QueueEndpoints:
         queue: Queue = await self._run(broker.queue, topic, group, **settings)
         return queue
 
-    def _described(self, queue: Queue) -> dict[str, Any]:
-        return {
-            "topic": queue.topic,
-            "group": queue.group,
-            "settings": queue.settings(),
-            "stats": queue.stats(),
-        }
+    def _described(self, queue: Queue) -> wire.QueueOut:
+        return wire.QueueOut(
+            topic=queue.topic,
+            group=queue.group,
+            settings=msgspec.convert(queue.settings(), wire.QueueSettingsOut),
+            stats=queue.stats(),
+        )
 
     async def put(self, request: Request, topic: str, group: str) -> Response:
-        document = _body(request, set(SETTINGS_FIELDS))
-        queue = await self._queue(topic, group, **{k: document.get(k) for k in SETTINGS_FIELDS})
+        settings = decode_request(request.body, wire.QueueSettingsIn, empty_ok=True)
+        queue = await self._queue(topic, group, **settings.given())
         return json_response(await self._run(self._described, queue))
 
     async def get(self, request: Request, topic: str, group: str) -> Response:
@@ -121,15 +100,9 @@ class QueueEndpoints:
         return json_response(await self._run(self._described, queue))
 
     async def lease(self, request: Request, topic: str, group: str) -> Response:
-        document = _body(request, {"max_records", "wait_ms", "visibility_timeout_ms"})
-        max_records = validate.whole(document.get("max_records", 10), "max_records", 1)
-        wait_ms = min(validate.whole(document.get("wait_ms", 0), "wait_ms"), limits.wait_ms_max)
-        visibility = validate.optional_whole(
-            document.get("visibility_timeout_ms"),
-            "visibility_timeout_ms",
-            1,
-            limits.visibility_timeout_ms_max,
-        )
+        asked = decode_request(request.body, wire.LeaseIn, empty_ok=True)
+        max_records, visibility = asked.max_records, asked.visibility_timeout_ms
+        wait_ms = min(asked.wait_ms, limits.wait_ms_max)
         queue = await self._queue(topic, group)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
@@ -139,7 +112,7 @@ class QueueEndpoints:
         if BATCH_TYPE in request.headers.get("accept", ""):
             body, meta = jobs_to_batches(jobs)
             return Response(200, body, BATCH_TYPE, [("brook-jobs", meta)])
-        return json_response({"jobs": [job_to_json(job) for job in jobs]})
+        return json_response(wire.Jobs(jobs=[job_out(job) for job in jobs]))
 
     async def _wait_for_work(self, queue: Queue, deadline: float) -> bool:
         """Wait on the loop until the group may have work or the deadline passes;
@@ -164,29 +137,22 @@ class QueueEndpoints:
             api.new_records.waiting -= 1
 
     def _settler(self, action: str) -> Callable[..., Any]:
-        fields = {"receipts", "reason"} | {"nack": {"delay_ms"}, "extend": {"ms"}}.get(
-            action, set()
-        )
+        shapes: dict[str, type[wire.In]] = {"nack": wire.NackIn, "extend": wire.ExtendIn}
+        shape = shapes.get(action, wire.SettleIn)
 
         async def settle(request: Request, topic: str, group: str) -> Response:
-            document = _body(request, fields)
-            receipts = document.get("receipts")
-            if not isinstance(receipts, list) or not receipts:
-                raise BadRequest('the body must hold "receipts": a list of receipt strings')
-            receipts = validate.receipts(receipts)
+            body: Any = decode_request(request.body, shape)
+            receipts = body.receipts
             queue = await self._queue(topic, group)
-            reason = document.get("reason", "")
-            if action == "ack":
+            if isinstance(body, wire.NackIn):
+                await self._run(queue.nack, receipts, body.delay_ms, body.reason)
+            elif isinstance(body, wire.ExtendIn):
+                await self._run(queue.extend, receipts, body.ms)
+            elif action == "ack":
                 await self._run(queue.ack, receipts)
-            elif action == "nack":
-                await self._run(queue.nack, receipts, document.get("delay_ms"), reason)
-            elif action == "extend":
-                if "ms" not in document:
-                    raise BadRequest('extend needs "ms": how long to keep the leases from now')
-                await self._run(queue.extend, receipts, document["ms"])
             else:
-                await self._run(queue.discard, receipts, reason)
-            return json_response({"settled": len(receipts)})
+                await self._run(queue.discard, receipts, body.reason)
+            return json_response(wire.Settled(settled=len(receipts)))
 
         return settle
 
@@ -195,26 +161,26 @@ class QueueEndpoints:
         partition = _query_int(request, "partition")
         offset = _query_int(request, "offset")
         transitions = await self._run(queue.trace, partition, offset)
-        return json_response({"transitions": msgspec.to_builtins([_row(t) for t in transitions])})
+        return json_response(wire.Trace(transitions=[_row(t) for t in transitions]))
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
-        document = _body(request, {"limit", "records"})
+        asked = decode_request(request.body, wire.RedriveIn, empty_ok=True)
         queue = await self._queue(topic, group)
-        count = await self._run(queue.redrive, document.get("limit"), document.get("records"))
-        return json_response({"redriven": count})
+        count = await self._run(queue.redrive, asked.limit, asked.positions())
+        return json_response(wire.Redriven(redriven=count))
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
 
 
-def _row(transition: Any) -> dict[str, Any]:
-    row: dict[str, Any] = msgspec.structs.asdict(transition)
+def _row(transition: Transition) -> wire.TransitionOut:
+    row = msgspec.structs.asdict(transition)
     row["state"] = transition.state.value
-    return row
+    return wire.TransitionOut(**row)
 
 
 def _query_int(request: Request, name: str) -> int:
     text = request.query.get(name)
-    if text is None or not text.lstrip("-").isdigit():
-        raise BadRequest(f"the query parameter {name} must be an integer")
-    return validate.whole(int(text), name)
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise BadRequest(f"the query parameter {name} must be a whole number")
+    return int(text)

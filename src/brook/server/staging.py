@@ -8,12 +8,13 @@ replayed appends nothing more, a drop repeated drops nothing more.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from brook import wire
 from brook.codec.batch import Columns
 from brook.errors import BadRequest
 from brook.server.http import Request, Response, json_response
-from brook.server.wire import BATCH_TYPE, JSON_TYPE, parse_json, records_from_json
+from brook.wire import BATCH_TYPE, JSON_TYPE, decode_request
 
 if TYPE_CHECKING:
     from brook.server.api import Api
@@ -22,7 +23,7 @@ SEQ_PATH = "/v1/topics/{topic}/staged/{writer}/{seq}"
 
 
 def _whole(text: str, what: str) -> int:
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
         raise BadRequest(f"{what} must be a whole number, not {text!r}")
     return int(text)
 
@@ -43,7 +44,7 @@ class StagingEndpoints:
         if content_type == BATCH_TYPE:
             records = request.body
         elif content_type == JSON_TYPE:
-            records = records_from_json(parse_json(request.body))
+            records = decode_request(request.body, wire.RecordsIn).columns()
         else:
             raise BadRequest(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
         partition = request.query.get("partition")
@@ -57,14 +58,12 @@ class StagingEndpoints:
             records,
             None if partition is None else _whole(partition, "partition"),
         )
-        return json_response({"staged": staged})
+        return json_response(wire.Staged(staged=staged))
 
     async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
-        document: Any = parse_json(request.body)
-        if not isinstance(document, dict) or set(document) != {"parts"}:
-            raise BadRequest('the body must be {"parts": {"<part id>": <chunks>, ...}}')
+        parts = decode_request(request.body, wire.PublishIn).parts
         published = await self.api.queues._run(
-            self.api.broker.staging.publish, topic, writer, _whole(seq, "seq"), document["parts"]
+            self.api.broker.staging.publish, topic, writer, _whole(seq, "seq"), parts
         )
         return json_response(published)
 
@@ -72,4 +71,4 @@ class StagingEndpoints:
         dropped = await self.api.queues._run(
             self.api.broker.staging.abort, topic, writer, _whole(seq, "seq")
         )
-        return json_response({"dropped": dropped})
+        return json_response(wire.Dropped(dropped=dropped))

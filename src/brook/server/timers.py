@@ -6,54 +6,52 @@ endpoints' pool of threads, never on the event loop.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from brook import limits
-from brook.errors import BadRequest, Forbidden, TimerNotFound
+import msgspec
+
+from brook import wire
+from brook.errors import Forbidden, TimerNotFound
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
-from brook.server.wire import RECORD_BODY_FIELDS, one_record_from_json, parse_json
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
+from brook.wire import decode_request
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
-TIMER_FIELDS = RECORD_BODY_FIELDS | {"topic", "at", "delay_ms", "timer_id"}
+
+class _Many(msgspec.Struct):
+    """Tells one timer from many before the body is decoded as either."""
+
+    timers: msgspec.Raw = msgspec.Raw()
 
 
-def timer_to_json(info: TimerInfo) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "timer_id": info.timer_id,
-        "state": info.state,
-        "topic": info.topic,
-        "due_ms": info.due_ms,
-    }
+def timer_out(info: TimerInfo) -> wire.TimerOut:
+    out = wire.TimerOut(
+        timer_id=info.timer_id,
+        state=info.state,  # type: ignore[arg-type]
+        topic=info.topic,
+        due_ms=info.due_ms,
+    )
     if info.state == "fired":
-        out.update(partition=info.partition, offset=info.offset, fired_at_ms=info.at_ms)
+        out.partition, out.offset, out.fired_at_ms = info.partition, info.offset, info.at_ms
     elif info.state == "cancelled":
-        out["cancelled_at_ms"] = info.at_ms
+        out.cancelled_at_ms = info.at_ms
     return out
 
 
-def spec_from_json(item: Any, index: int) -> TimerSpec:
-    if not isinstance(item, dict):
-        raise BadRequest(f"timer {index}: must be a JSON object")
-    unknown = set(item) - TIMER_FIELDS
-    if unknown:
-        raise BadRequest(f"timer {index}: unknown fields: {', '.join(sorted(unknown))}")
-    topic = item.get("topic")
-    if not isinstance(topic, str):
-        raise BadRequest(f"timer {index}: topic (a string) is required")
-    record = one_record_from_json(item, index)
+def spec_of(timer: wire.TimerIn) -> TimerSpec:
+    record = timer.record()
     return TimerSpec(
-        topic,
+        timer.topic,
         record.value,
-        item.get("at"),
-        item.get("delay_ms"),
+        timer.at,
+        timer.delay_ms,
         record.key,
         record.headers,
-        item.get("timer_id"),
+        timer.timer_id,
     )
 
 
@@ -66,25 +64,20 @@ class TimerEndpoints:
         r.add("DELETE", "/v1/timers/{timer}", self.cancel, "produce")
 
     async def schedule(self, request: Request) -> Response:
-        document = parse_json(request.body)
-        if not isinstance(document, dict):
-            raise BadRequest('the body must be a timer, or {"timers": [...]}')
-        many = "timers" in document
+        many = len(decode_request(request.body, _Many).timers) > 0
         if many:
-            if set(document) != {"timers"} or not isinstance(document["timers"], list):
-                raise BadRequest('the body must be {"timers": [timer, ...]}')
-            items = document["timers"]
-            if len(items) > limits.schedule_timers_max:
-                raise BadRequest(f"at most {limits.schedule_timers_max} timers per request")
+            timers = decode_request(request.body, wire.TimersIn).timers
         else:
-            items = [document]
-        specs = [spec_from_json(item, i) for i, item in enumerate(items)]
+            timers = [decode_request(request.body, wire.TimerIn)]
+        specs = [spec_of(timer) for timer in timers]
         if request.key is not None:
             for spec in specs:
                 if not may_use(request.key, spec.topic):
                     raise Forbidden(f"this key may not use topic {spec.topic}")
         ids: list[str] = await self.api.queues._run(self.api.broker.schedule_many, specs)
-        return json_response({"timer_ids": ids} if many else {"timer_id": ids[0]})
+        return json_response(
+            wire.ScheduledMany(timer_ids=ids) if many else wire.Scheduled(timer_id=ids[0])
+        )
 
     def _known(self, request: Request, timer: str) -> TimerInfo:
         info = self.api.broker.timer(timer)
@@ -93,7 +86,7 @@ class TimerEndpoints:
         return info
 
     async def get(self, request: Request, timer: str) -> Response:
-        return json_response(timer_to_json(self._known(request, timer)))
+        return json_response(timer_out(self._known(request, timer)))
 
     async def cancel(self, request: Request, timer: str) -> Response:
         info = self._known(request, timer)
@@ -103,4 +96,4 @@ class TimerEndpoints:
         )
         if not cancelled:
             raise TimerNotFound(f"timer {timer} can no longer be cancelled: it is {info.state}")
-        return json_response({"cancelled": timer})
+        return json_response(wire.Cancelled(cancelled=timer))

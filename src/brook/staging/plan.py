@@ -7,19 +7,16 @@ Kept pure so every rule here is tested without storage (tests/staging).
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from typing import Literal
 
 import msgspec
 
-from brook import validate
+from brook import names, validate
 from brook.codec.batch import Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData
 from brook.partitioner import partition_for_key
 
-_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
-"""A writer or part id: a Spark query id, a write's id, a task attempt's id."""
 CHUNKS_PER_PART_MAX = 1_000_000
 
 _CHUNK_HEADER = struct.Struct("<4sHHi")
@@ -30,7 +27,7 @@ ANY_PARTITION = -1
 
 
 def check_id(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+    if not isinstance(value, str) or not names.ID.fullmatch(value):
         raise BadRequest(f"{what} must be 1 to 200 of A-Z a-z 0-9 . _ : -, not {value!r}")
     return value
 

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
 
-from brook import limits, validate
+from brook import limits, names, validate
 from brook.errors import BadRequest
 from brook.timers.model import Timer
 
-_ID = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 HORIZON_MS_MAX = 100 * 365 * 24 * 60 * 60 * 1000
 """Timers may be due up to a century ahead."""
 
@@ -31,7 +29,7 @@ class TimerSpec(msgspec.Struct, frozen=True):
 
 
 def timer_id(value: Any) -> str:
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+    if not isinstance(value, str) or not names.ID.fullmatch(value):
         raise BadRequest(
             f"invalid timer_id {value!r}: use 1 to {limits.timer_id_chars_max} of "
             "A-Z a-z 0-9 . _ : -"

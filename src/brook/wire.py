@@ -1,0 +1,533 @@
+"""The HTTP API's JSON shapes (docs/PROTOCOL.md), defined once. Pure: no I/O.
+
+The server decodes requests and encodes answers with these Structs, the clients
+encode requests and decode answers with the same ones, and /openapi.json's
+schemas are generated from them (server/openapi.py), so the three cannot drift.
+
+Requests (`...In`) refuse unknown fields: a misspelt field is a 400, never
+silently ignored. Answers may grow fields, so clients ignore fields they do not
+know. Values, keys and header values are bytes: in requests each may be given as
+UTF-8 text (`value`, `key`, `headers`) or base64 (`value_b64`, ...), never both;
+answers always carry the base64 forms, and the text forms too when the bytes are
+valid UTF-8.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from brook import limits, validate
+from brook.codec.batch import Columns
+from brook.errors import BadRequest, BrookError
+from brook.names import Id, Name
+from brook.records import Ack, Published, Record, TopicInfo
+
+JSON_TYPE = "application/json"
+BATCH_TYPE = "application/vnd.brook.batch"
+"""The binary batch format's media type (docs/PROTOCOL.md)."""
+
+Count = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+Offset = Annotated[int, Meta(ge=0, le=2**63 - 1, description="An offset in a partition")]
+Positive = Annotated[int, Meta(ge=1, le=2**63 - 1)]
+Millis = Annotated[int, Meta(ge=0, le=2**63 - 1, description="Milliseconds")]
+Visibility = Annotated[int, Meta(ge=1, le=limits.visibility_timeout_ms_max)]
+Receipt = Annotated[str, Meta(min_length=1, max_length=200)]
+Reason = Annotated[str, Meta(description=f"Kept up to {limits.queue_reason_chars_max} characters")]
+
+
+class In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
+    """A request body: unknown fields are refused; fields left out take their defaults."""
+
+
+class Out(msgspec.Struct, kw_only=True):
+    """An answer's body: clients ignore fields they do not know (the API may grow)."""
+
+
+# ---------------------------------------------------------------- records
+
+
+def _one_of(text: Any, b64: Any, name: str) -> None:
+    if text is not None and b64 is not None:
+        raise ValueError(f"give {name} or {name}_b64, not both")
+
+
+class RecordFields(In):
+    """A record's value, key and headers, each as text or as base64."""
+
+    value: str | None = None
+    value_b64: bytes | None = None
+    key: str | None = None
+    key_b64: bytes | None = None
+    headers: dict[str, str] | None = None
+    headers_b64: dict[str, bytes] | None = None
+
+    def __post_init__(self) -> None:
+        if self.value is None and self.value_b64 is None:
+            raise ValueError("a record needs value or value_b64")
+        _one_of(self.value, self.value_b64, "value")
+        _one_of(self.key, self.key_b64, "key")
+        _one_of(self.headers, self.headers_b64, "headers")
+
+    def record(self) -> Record:
+        """The record, checked for size (RecordTooLarge)."""
+        # Text from msgspec always encodes: it refuses lone surrogates ("\ud800").
+        value = self.value_b64 if self.value is None else self.value.encode()
+        key = self.key_b64 if self.key is None else self.key.encode()
+        headers: dict[str, bytes] | None = self.headers_b64
+        if self.headers is not None:
+            headers = {name: text.encode() for name, text in self.headers.items()}
+        record, _ = validate.record(value, key, headers or None)
+        return record
+
+
+class RecordIn(RecordFields):
+    idempotency_key: (
+        Annotated[str, Meta(min_length=1, max_length=limits.idempotency_key_bytes_max)] | None
+    ) = None
+
+
+class RecordsIn(In):
+    """POST /v1/topics/{topic}/records, PUT .../staged/...: records to append."""
+
+    records: list[RecordIn]
+
+    def columns(self) -> Columns:
+        """The records as Columns to append, checked (RecordTooLarge, BadRequest)."""
+        records = [item.record() for item in self.records]
+        keys = [validate.idempotency_key(item.idempotency_key) for item in self.records]
+        return validate.sized(Columns.from_records(records, keys))
+
+
+class RecordOut(Out, omit_defaults=True):
+    partition: Count
+    offset: Offset
+    timestamp: int
+    value_b64: bytes
+    headers_b64: dict[str, bytes]
+    value: str | None = None
+    key_b64: bytes | None = None
+    key: str | None = None
+    headers: dict[str, str] | None = None
+
+    @classmethod
+    def of(cls, record: Record) -> RecordOut:
+        headers = record.headers or {}
+        return cls(
+            partition=record.partition,
+            offset=record.offset,
+            timestamp=record.timestamp,
+            value_b64=record.value,
+            value=_text(record.value),
+            key_b64=record.key,
+            key=None if record.key is None else _text(record.key),
+            headers_b64=headers,
+            headers=_texts(headers),
+        )
+
+    def record(self, topic: str) -> Record:
+        return Record(
+            self.value_b64,
+            self.key_b64,
+            self.headers_b64 or None,
+            topic,
+            self.partition,
+            self.offset,
+            self.timestamp,
+        )
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:  # the text form only when it is text
+        return None
+
+
+def _texts(headers: dict[str, bytes]) -> dict[str, str] | None:
+    try:
+        return {name: value.decode() for name, value in headers.items()}
+    except UnicodeDecodeError:
+        return None
+
+
+class Acks(Out):
+    acks: list[Ack]
+
+
+class RecordPage(Out):
+    records: list[RecordOut]
+    next_offset: Offset
+
+
+class Polled(Out):
+    records: list[RecordOut]
+
+
+# ---------------------------------------------------------------- topics
+
+
+class TopicSettingsIn(In):
+    """PUT /v1/topics/{topic}: settings left out take their defaults."""
+
+    partitions: Annotated[int, Meta(ge=1, le=limits.partitions_max)] | None = None
+    retention_ms: Positive | None = None
+    retention_bytes: Positive | None = None
+    compaction: bool | None = None
+
+    def given(self) -> dict[str, Any]:
+        return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None}
+
+
+class TopicOut(Out):
+    name: str
+    partitions: Positive
+    retention_ms: int | None
+    retention_bytes: int | None
+    compaction: bool
+    end_offsets: dict[int, Offset]
+    """Partition -> the offset the next record will get."""
+
+    @classmethod
+    def of(cls, info: TopicInfo) -> TopicOut:
+        return cls(**msgspec.structs.asdict(info))
+
+    def info(self) -> TopicInfo:
+        return TopicInfo(
+            self.name,
+            self.partitions,
+            self.retention_ms,
+            self.retention_bytes,
+            self.compaction,
+            self.end_offsets,
+        )
+
+
+class TopicDetail(TopicOut):
+    start_offsets: dict[int, Offset]
+    """Partition -> the first offset still retained."""
+
+
+class Topics(Out):
+    topics: list[TopicOut]
+
+
+class Deleted(Out):
+    deleted: str
+
+
+# ---------------------------------------------------------------- stream groups
+
+
+class CommitIn(In):
+    """Commit these offsets; without them, the group's position."""
+
+    offsets: dict[Annotated[int, Meta(ge=0)], Offset] | None = None
+
+
+class SeekIn(In):
+    partition: Count
+    offset: Offset
+
+
+class GroupOut(Out):
+    topic: str
+    group: str
+    positions: dict[int, Offset]
+    committed: dict[int, Offset]
+    lag: dict[int, Count]
+
+
+# ---------------------------------------------------------------- queue groups
+
+
+class BackoffIn(In):
+    min_ms: Millis | None = None
+    factor: Annotated[float, Meta(ge=1, le=100)] | None = None
+    max_ms: Millis | None = None
+    jitter: Annotated[float, Meta(ge=0, le=1)] | None = None
+
+
+class QueueSettingsIn(In):
+    """PUT /v1/topics/{topic}/queues/{group}: settings left out or null keep the stored ones."""
+
+    visibility_timeout_ms: Visibility | None = None
+    max_attempts: Annotated[int, Meta(ge=1, le=limits.queue_attempts_max)] | None = None
+    ordering: Literal["none", "key"] | None = None
+    dead_letter_topic: Name | None = None
+    backoff: BackoffIn | None = None
+    expire_after_ms: Positive | None = None
+
+    def given(self) -> dict[str, Any]:
+        out = msgspec.structs.asdict(self)
+        if self.backoff is not None:
+            out["backoff"] = _given(self.backoff)
+        return out
+
+
+def _given(struct: msgspec.Struct) -> dict[str, Any]:
+    return {k: v for k, v in msgspec.structs.asdict(struct).items() if v is not None}
+
+
+class BackoffOut(Out):
+    min_ms: int
+    factor: float
+    max_ms: int
+    jitter: float
+
+
+class QueueSettingsOut(Out):
+    visibility_timeout_ms: int
+    max_attempts: int
+    backoff: BackoffOut
+    expire_after_ms: int | None
+    ordering: str
+    dead_letter_topic: str
+
+
+class QueueOut(Out):
+    topic: str
+    group: str
+    settings: QueueSettingsOut
+    stats: dict[str, int]
+    """Records by state (ready, leased, retrying, dead; acked counts all ever acked)."""
+
+
+class LeaseIn(In):
+    max_records: Positive = 10
+    wait_ms: Millis = 0
+    """Long-poll up to this long (capped at wait_ms_max)."""
+    visibility_timeout_ms: Visibility | None = None
+
+
+class JobOut(RecordOut, omit_defaults=True, kw_only=True):
+    attempt: Positive
+    receipt: str
+
+
+class Jobs(Out):
+    jobs: list[JobOut]
+
+
+class SettleIn(In):
+    """ack and discard (the reason is kept for discard)."""
+
+    receipts: Annotated[list[Receipt], Meta(min_length=1)]
+    reason: Reason = ""
+
+
+class NackIn(SettleIn):
+    delay_ms: Annotated[int, Meta(ge=0, le=limits.visibility_timeout_ms_max)] | None = None
+
+
+class ExtendIn(In):
+    receipts: Annotated[list[Receipt], Meta(min_length=1)]
+    ms: Visibility
+
+
+class Settled(Out):
+    settled: Count
+
+
+class TransitionOut(Out):
+    at_ms: int
+    state: str
+    attempt: int
+    reason: str
+    receipt: str | None
+    until_ms: int
+
+
+class Trace(Out):
+    transitions: list[TransitionOut]
+
+
+class PositionIn(In):
+    partition: Count
+    offset: Offset
+
+
+class RedriveIn(In):
+    """Redrive every dead record, those named, or up to `limit` of them."""
+
+    limit: Positive | None = None
+    records: Annotated[list[PositionIn], Meta(max_length=limits.redrive_records_max)] | None = None
+
+    def positions(self) -> list[tuple[int, int]] | None:
+        return None if self.records is None else [(r.partition, r.offset) for r in self.records]
+
+
+class Redriven(Out):
+    redriven: Count
+
+
+# ---------------------------------------------------------------- timers
+
+
+class TimerIn(RecordFields, kw_only=True):
+    topic: Name
+    at: Annotated[int, Meta(ge=0, description="Due time, ms since the epoch")] | None = None
+    delay_ms: Millis | None = None
+    timer_id: Id | None = None
+
+
+class TimersIn(In):
+    timers: Annotated[list[TimerIn], Meta(max_length=limits.schedule_timers_max)]
+
+
+class Scheduled(Out):
+    timer_id: str
+
+
+class ScheduledMany(Out):
+    timer_ids: list[str]
+
+
+class TimerOut(Out, omit_defaults=True):
+    timer_id: str
+    state: Literal["pending", "fired", "cancelled"]
+    topic: str
+    due_ms: int
+    partition: Count | None = None
+    offset: Offset | None = None
+    fired_at_ms: int | None = None
+    cancelled_at_ms: int | None = None
+
+
+class Cancelled(Out):
+    cancelled: str
+
+
+# ---------------------------------------------------------------- staged writes
+
+
+class PublishIn(In):
+    parts: dict[Id, Count]
+    """Part id -> how many chunks it staged."""
+
+
+class Staged(Out):
+    staged: bool
+    """False when seq was published already."""
+
+
+class Dropped(Out):
+    dropped: bool
+
+
+# ---------------------------------------------------------------- health and errors
+
+
+class Failing(Out):
+    loop: str
+    task: str | None
+    error: str
+    since_ms: int
+    failures: int
+
+
+class Health(Out, omit_defaults=True):
+    status: Literal["ok", "failing"]
+    failing: list[Failing] | None = None
+
+
+class ErrorDetail(Out):
+    code: str
+    message: str
+
+
+class ErrorOut(Out):
+    error: ErrorDetail
+
+
+# ---------------------------------------------------------------- encoding
+
+encode = msgspec.json.Encoder().encode
+
+T = TypeVar("T")
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    return decoder
+
+
+def decode_request(body: bytes, kind: type[T], empty_ok: bool = False) -> T:
+    """A request body as `kind`; BadRequest saying what is wrong and where.
+
+    With `empty_ok`, an empty body is `kind()` (every field left out)."""
+    if empty_ok and not body.strip():
+        return kind()
+    try:
+        decoded: T = _decoder(kind).decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    return decoded
+
+
+def request(kind: type[T], **fields: Any) -> T:
+    """A request body built from Python values (the clients' side), checked like the
+    server checks it; BadRequest when a field does not fit."""
+    try:
+        return msgspec.convert(fields, kind)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def decode_answer(body: bytes, kind: type[T]) -> T:
+    """An answer's body as `kind` (the client's side); msgspec errors pass up as they are."""
+    decoded: T = _decoder(kind).decode(body)
+    return decoded
+
+
+def error_body(error: BrookError) -> bytes:
+    return encode(ErrorOut(error=ErrorDetail(code=error.code, message=error.message)))
+
+
+REQUESTS: tuple[type[In], ...] = (
+    RecordsIn,
+    TopicSettingsIn,
+    CommitIn,
+    SeekIn,
+    QueueSettingsIn,
+    LeaseIn,
+    SettleIn,
+    NackIn,
+    ExtendIn,
+    RedriveIn,
+    TimerIn,
+    TimersIn,
+    PublishIn,
+)
+ANSWERS: tuple[type[Out], ...] = (
+    Acks,
+    RecordPage,
+    Polled,
+    TopicOut,
+    TopicDetail,
+    Topics,
+    Deleted,
+    GroupOut,
+    QueueOut,
+    Jobs,
+    Settled,
+    Trace,
+    Redriven,
+    Scheduled,
+    ScheduledMany,
+    TimerOut,
+    Cancelled,
+    Staged,
+    Dropped,
+    Health,
+    ErrorOut,
+)
+"""Every shape, for the OpenAPI document's components (`Published` is records.Published)."""
+ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (Published,)
