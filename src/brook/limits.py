@@ -8,9 +8,8 @@ committer's queue (commit_queue_bytes_max) and its rounds (batch_bytes_max), rea
 (queue_window_records_max) and its snapshots, timers in memory (timer_lookahead_ms,
 timer_unflushed_max, timer_history_max), idempotency keys (idempotency_keys_max),
 staged publishes (staging_publish_bytes_in_flight), and retention's view of what queue
-groups need (ranges, brook/ranges.py). Not bounded yet: compaction's map of a
-partition's keys (it grows with the distinct keys; issue 16 moves it to a bounded,
-segment-by-segment pass).
+groups need (ranges, brook/ranges.py), and compaction (compaction_keys_max keys in its
+map; one segment decoded at a time, at most segment_bytes_max).
 """
 
 from __future__ import annotations
@@ -55,6 +54,9 @@ preallocate_bytes_default = 16 * MIB
 sync after an append need not also commit a new file size; 0 turns it off."""
 segment_bytes_max_default = 128 * MIB
 """A segment is sealed and a new one started once it holds this many bytes."""
+compaction_keys_max = 500_000
+"""Keys in one compaction pass's map (16-byte digests: about 80 MiB at most). A
+partition with more distinct keys is compacted over several passes."""
 segment_ms_max_default = 24 * 60 * 60 * 1000
 """A segment is sealed once its first batch is this old, so time retention can free it."""
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import brook
 from brook.codec import scan_batches
-from brook.log.compaction import survivors
+from brook.log.compaction import LatestOffsets, survivors
 from brook.records import Record
 
 
@@ -106,7 +106,12 @@ def test_survivors_drop_exactly_the_superseded(items: list[tuple[bytes | None, i
                 latest[key] = offset
             offset += 1
         batches.append((batch_index, records, [None] * len(records)))
-    runs, dropped = survivors(batches, latest)
+    newest = LatestOffsets(keys_max=10)
+    for batch in batches:
+        for record in batch[1]:
+            if record.key is not None:
+                newest.add(record.key, record.offset)
+    runs, dropped = survivors(batches, newest)
     kept = [r.offset for run in runs for r in run.records]
     want = [i for i, (key, _) in enumerate(items) if key is None or latest[key] == i]
     assert kept == want and dropped == len(items) - len(want)

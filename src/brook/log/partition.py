@@ -1,57 +1,35 @@
-"""The log of one partition: its segments, its writer side and its reader side.
+"""The log of one partition: its list of segments and the writer protocol.
 
 Writer side, used only by the committer (docs/ARCHITECTURE.md, "The write path"):
 `append` encodes one batch and writes it without syncing; `sync` makes what was
 written durable; `publish` then makes it readable; `fail` drops everything not
-yet published after a failed write or sync. Roll, retention and compaction run
-with the writer role while nothing is in flight. Reader side (any thread): `read`.
+yet published after a failed write or sync. Roll, retention and compaction
+(log/cleaner.py) run with the writer role while nothing is in flight.
+Reader side (any thread): `read`, `read_batches`, ... over log/reading.py,
+started again when retention or compaction retires a segment under the read.
+Opening segment files is log/files.py's job.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from itertools import repeat
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from brook import layout, limits
-from brook.codec import (
-    SEGMENT_HEADER_BYTES,
-    TRAILER_BYTES,
-    IndexEntry,
-    decode_keys,
-    decode_records,
-    decode_seal,
-    decode_segment_header,
-    encode_batch,
-    encode_seal,
-    encode_segment_header,
-    parse_header,
-    scan_batches,
-)
-from brook.codec.batch import FLAG_IDEMPOTENCY, ClientBatches, Columns, verify
-from brook.codec.segment import (
-    DURABLE_MARK_BYTES,
-    DurableMark,
-    decode_durable_mark,
-    encode_durable_mark,
-    seal_position,
-)
-from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
-from brook.log.compaction import Run, keeping, survivors
-from brook.log.recovery import scan_segment
-from brook.log.segment import Segment
+from brook.codec import SEGMENT_HEADER_BYTES, IndexEntry, encode_batch, encode_seal
+from brook.codec.batch import ClientBatches, Columns
+from brook.errors import BrookError, StorageError, TopicNotFound
+from brook.log import cleaner, reading
+from brook.log.files import create_segment, open_segment, write_durable_mark
+from brook.log.segment import Segment, SegmentRetired
 from brook.ranges import Ranges
 from brook.records import Record
-from brook.storage import ReadFile, Storage
+from brook.storage import Storage
 
 log = logging.getLogger("brook.log")
-
-"""Per partition, beside its segments: the acknowledged end of the active segment."""
-MARK_READ_ATTEMPTS = 5
-"""A mark read while the broker rewrites it fails its checksum: read it again."""
+T = TypeVar("T")
 
 
 class Written(NamedTuple):
@@ -106,8 +84,8 @@ class PartitionLog:
         self._lock = threading.Lock()
         """Between the committer's writer (append) and syncer (publish, fail)."""
         self.closed = False
-        self._compacted_through = 0
-        """How many sealed segments the last compaction saw (new ones trigger the next)."""
+        self.clean_offset = 0
+        """Where the last compaction pass stopped: the next maps keys from here on."""
 
     # ----------------------------------------------------------------- open
 
@@ -127,7 +105,7 @@ class PartitionLog:
         segments: list[Segment] = []
         for i, name in enumerate(names):
             last = i == len(names) - 1
-            segment = _open_segment(storage, name, active=last, read_only=read_only)
+            segment = open_segment(storage, name, active=last, read_only=read_only)
             if segment is None:
                 continue
             if segments and segments[-1].next_offset != segment.base_offset:
@@ -146,7 +124,7 @@ class PartitionLog:
                 segments = [Segment(storage, base, 0, now_ms, [], SEGMENT_HEADER_BYTES, 0, False)]
             return cls(storage, topic, partition, settings, segments)
         if not segments:
-            segments = [_create_segment(storage, prefix, partition, 0, now_ms)]
+            segments = [create_segment(storage, prefix, partition, 0, now_ms)]
         opened = cls(storage, topic, partition, settings, segments)
         if opened.segments[-1].sealed:
             opened._roll(now_ms)
@@ -166,55 +144,18 @@ class PartitionLog:
         An offset below the oldest retained one reads from the oldest retained.
         Raises CorruptData if a stored batch fails its checksum.
         """
-        while True:
-            segments = self.segments
-            try:
-                return self._read(segments, offset, limit, bytes_max)
-            except StorageError:
-                # Retention may have removed a segment this read was about to open:
-                # read again from what is retained now. Any other failure is real.
-                if self.segments[0] is segments[0]:
-                    raise
-
-    def _read(
-        self, segments: list[Segment], offset: int, limit: int, bytes_max: int
-    ) -> list[Record]:
         end = self.durable_offset
-        offset = max(offset, segments[0].base_offset)
-        records: list[Record] = []
-        while len(records) < limit:
-            raw, next_offset = self._batches(segments, end, offset, limit - len(records), bytes_max)
-            pos = 0
-            while pos < len(raw) and len(records) < limit:
-                header = parse_header(raw, pos)
-                assert not isinstance(header, str), "_batches returns whole, verified batches"
-                got, _ = decode_records(
-                    raw, pos, header, self.topic, self.partition, offset, limit=limit - len(records)
-                )
-                records.extend(got)
-                pos += header.length
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return records
+        return self._reading(
+            lambda segments: reading.records(
+                segments, end, self.topic, self.partition, offset, limit, bytes_max
+            )
+        )
 
     def read_keys(self, offset: int, limit: int) -> list[tuple[int, bytes | None, int]]:
         """(offset, key, timestamp) of durable records at offsets >= `offset`, at most
         about `limit` (whole batches), values left undecoded. Raises CorruptData."""
         raw, _ = self.read_batches(offset, limit)
-        out: list[tuple[int, bytes | None, int]] = []
-        pos = 0
-        while pos < len(raw):
-            header = parse_header(raw, pos)
-            assert not isinstance(header, str), "read_batches returns whole, verified batches"
-            offsets, keys = decode_keys(raw, pos, header, offset)
-            ts = header.timestamp
-            if keys is None:
-                out.extend((o, None, ts) for o in offsets)
-            else:
-                out.extend(zip(offsets, keys, repeat(ts)))
-            pos += header.length
-        return out
+        return reading.keys(raw, offset)
 
     def read_batches(
         self, offset: int, limit: int, bytes_max: int = limits.read_bytes_max
@@ -225,87 +166,41 @@ class PartitionLog:
         The first batch may start before `offset`, and the last may reach past the
         limit: callers decode from `offset` and cut at their limit. Raises CorruptData.
         """
-        segments = self.segments
-        return self._batches(
-            segments, self.durable_offset, max(offset, segments[0].base_offset), limit, bytes_max
+        end = self.durable_offset
+        return self._reading(
+            lambda segments: reading.batches(
+                segments, end, max(offset, segments[0].base_offset), limit, bytes_max
+            )
         )
-
-    def _batches(
-        self, segments: list[Segment], end: int, offset: int, limit: int, bytes_max: int
-    ) -> tuple[bytes, int]:
-        """The one walk over segments: batches from `offset` below `end`, verified."""
-        while offset < end:
-            index = bisect_right(segments, offset, key=_base_offset) - 1
-            segment = segments[index]
-            found = segment.locate(offset, min(end, offset + limit), bytes_max)
-            if found is None:
-                if index + 1 >= len(segments):
-                    break
-                offset = max(offset, segments[index + 1].base_offset)
-                continue
-            start, stop = found
-            buf = segment.read(start, stop)
-            pos, last = 0, offset
-            while pos < len(buf):
-                header = parse_header(buf, pos)
-                if isinstance(header, str) or not verify(buf, pos, header):
-                    problem = header if isinstance(header, str) else "checksum mismatch"
-                    raise CorruptData(f"{segment.name} at byte {start + pos}: {problem}")
-                if header.base_offset >= end:
-                    break
-                pos += header.length
-                last = header.next_offset
-            if last > offset:
-                return buf[:pos], min(last, end)
-            if index + 1 >= len(segments):
-                break
-            offset = max(
-                offset, segment.next_offset
-            )  # a gap left by compaction at the segment's end
-        return b"", offset
 
     def scan_idempotency(
         self, since_ms: int | None = None, from_offset: int | None = None
     ) -> list[tuple[bytes, int, int]]:
         """(idempotency key, offset, timestamp) of durable records newer than `since_ms`
-        or, with `from_offset`, in batches holding offsets from it on.
+        or, with `from_offset`, in batches holding offsets from it on (reading.py)."""
+        return self._reading(
+            lambda segments: reading.idempotency_keys(
+                segments, self.topic, self.partition, since_ms, from_offset
+            )
+        )
 
-        Reads only batches inside the window (timestamps never decrease within a
-        partition). A corrupt batch is reported and skipped, never fatal: its
-        keys are forgotten, so a retry of one of them could be appended again.
-        """
-        found: list[tuple[bytes, int, int]] = []
-        for segment in self.segments:
-            if from_offset is not None:
-                first = max(0, bisect_right(segment.bases, from_offset) - 1)
-                if segment.next_offset <= from_offset:
-                    continue
-            else:
-                assert since_ms is not None
-                first = bisect_left(segment.timestamps, since_ms)
-            if first >= len(segment.positions):
-                continue
-            start = segment.positions[first]
-            buf = segment.read(start, segment.durable_bytes)
-            for item in scan_batches(buf, 0, None):
-                if isinstance(item, str):
-                    log.error(
-                        "%s: idempotency keys after byte %d are unreadable: %s",
-                        segment.name,
-                        start,
-                        item,
-                    )
-                    break
-                pos, header = item
-                if not header.flags & FLAG_IDEMPOTENCY:
-                    continue
-                records, keys = decode_records(
-                    buf, pos, header, self.topic, self.partition, want_idempotency=True
-                )
-                for record, key in zip(records, keys or (), strict=True):
-                    if key is not None:
-                        found.append((key, record.offset, record.timestamp))
-        return found
+    def _reading(self, read: Callable[[list[Segment]], T]) -> T:
+        """Run `read` over the current segments; again over the new ones when
+        retention or compaction retired a segment it was reading."""
+        while True:
+            segments = self.segments
+            try:
+                return read(segments)
+            except SegmentRetired:
+                if self.closed:
+                    raise StorageError(
+                        f"partition {self.topic}/{self.partition} was closed during the read"
+                    ) from None
+            except StorageError:
+                # Retention may have removed a segment this read was about to open:
+                # read again from what is retained now. Any other failure is real.
+                if self.segments[0] is segments[0]:
+                    raise
 
     # ----------------------------------------------------------- the writer
 
@@ -438,21 +333,16 @@ class PartitionLog:
                 raise
             active.sealed = True
             active.close()
-        fresh = _create_segment(
+        fresh = create_segment(
             self.storage, self.prefix, self.partition, active.next_offset, now_ms
         )
         self.segments = [*self.segments, fresh]
         self._mark_durable()
 
     def _mark_durable(self) -> None:
-        """Tell readers outside the broker how much of the active segment is acknowledged.
+        write_durable_mark(self.storage, self.prefix, self.segments[-1])
 
-        Written after the sync that made it so, and never moved back, so it can
-        lag the truth but never lead it (docs/FORMAT.md, "Durable mark").
-        """
-        active = self.segments[-1]
-        mark = DurableMark(active.base_offset, active.durable_bytes, active.next_offset)
-        self.storage.write_hint(layout.durable_mark(self.prefix), encode_durable_mark(mark))
+    # ------------------------------------------- retention and compaction (writer role)
 
     def enforce_retention(
         self,
@@ -461,286 +351,41 @@ class PartitionLog:
         now_ms: int,
         needed: Callable[[int, int], Ranges] | None = None,
     ) -> int:
-        """Delete the oldest sealed segments past the limits; returns how many.
+        """Delete or trim the oldest sealed segments past the limits (log/cleaner.py);
+        returns how many were deleted."""
+        return cleaner.enforce_retention(self, retention_ms, retention_bytes, now_ms, needed)
 
-        `needed(base, next)` names the offsets in a segment that someone (queue
-        groups) still needs: such a segment is not deleted, and once at least half
-        of its records are no longer needed it is rewritten with only those, at
-        their offsets. Writer role.
-        """
-        removed = 0
-        index = 0
-        while index < len(self.segments) - 1:
-            segment = self.segments[index]
-            total = sum(s.durable_bytes for s in self.segments)
-            expired = retention_ms is not None and segment.max_timestamp < now_ms - retention_ms
-            oversize = (
-                retention_bytes is not None and total - segment.durable_bytes >= retention_bytes
-            )
-            if not (expired or oversize):
-                break
-            wanted = needed(segment.base_offset, segment.next_offset) if needed else Ranges()
-            if not wanted and index == 0:
-                self.segments = self.segments[1:]
-                self.storage.delete(segment.name)
-                removed += 1
-                continue
-            if wanted:
-                self._keep_only(index, wanted)
-            index += 1
-        return removed
-
-    def _keep_only(self, index: int, wanted: Ranges) -> None:
-        """Rewrite sealed segment `index` with only the `wanted` records, once at least
-        half of what it holds is not wanted (so rewrites cost little overall)."""
-        segment = self.segments[index]
-        if 2 * len(wanted) > segment.next_offset - segment.base_offset:
-            return  # cannot be half garbage yet, whatever it holds
-        batches = self._decoded_batches(segment)
-        held = sum(len(records) for _, records, _ in batches)
-        if 2 * len(wanted) > held:
-            return
-        runs, dropped = keeping(batches, lambda record: record.offset in wanted)
-        self._rewrite(index, runs)
-        log.info(
-            "%s: kept %d records still needed by queue groups, dropped %d",
-            segment.name,
-            held - dropped,
-            dropped,
-        )
-
-    def _rewrite(self, index: int, runs: list[Run]) -> None:
-        """Replace sealed segment `index` by one holding `runs`, atomically; readers
-        that hold the old segment keep reading the old file until they let go."""
-        segment = self.segments[index]
-        data, entries, data_end = _encode_segment(self.partition, segment, runs)
-        segment.read(0, 0)  # hold the old file open for readers of the old segment
-        self.storage.write_atomic(segment.name, data)
-        fresh = Segment(
-            self.storage,
-            segment.name,
-            segment.base_offset,
-            segment.created_ms,
-            entries,
-            data_end,
-            segment.next_offset,
-            sealed=True,
-        )
-        self.segments = [*self.segments[:index], fresh, *self.segments[index + 1 :]]
+    def compact(self) -> int:
+        """One compaction pass (log/cleaner.py); returns how many records it dropped."""
+        return cleaner.compact(self)
 
     def drop_before(self, offset: int) -> int:
-        """Delete sealed segments holding only offsets below `offset`; returns how many.
-        Writer role."""
+        """Delete sealed segments holding only offsets below `offset`; returns how many."""
         removed = 0
         while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
-            oldest = self.segments[0]
-            self.segments = self.segments[1:]
-            self.storage.delete(oldest.name)
+            self.drop_oldest()
             removed += 1
         return removed
 
-    def compact(self) -> int:
-        """Rewrite sealed segments holding records superseded by a newer one of the
-        same key; returns how many records were dropped. Writer role, nothing in flight.
+    def drop_oldest(self) -> None:
+        """Delete the oldest sealed segment; reads in progress on it finish first."""
+        oldest = self.segments[0]
+        assert len(self.segments) > 1, "the active segment is never dropped"
+        self.segments = self.segments[1:]
+        oldest.retire()
+        self.storage.delete(oldest.name)
 
-        Each rewrite replaces the file atomically; readers that already hold the
-        old segment keep reading the old file, which stays open until they let go.
-        """
-        sealed = self.segments[:-1]
-        if len(sealed) == self._compacted_through:
-            return 0
-        latest: dict[bytes, int] = {}
-        for segment in self.segments:
-            for _, records, _ in self._decoded_batches(segment):
-                for record in records:
-                    if record.key is not None:
-                        latest[record.key] = record.offset
-        dropped_total = 0
-        for index, segment in enumerate(sealed):
-            runs, dropped = survivors(self._decoded_batches(segment), latest)
-            if not dropped:
-                continue
-            self._rewrite(index, runs)
-            dropped_total += dropped
-        self._compacted_through = len(sealed)
-        return dropped_total
-
-    def _decoded_batches(
-        self, segment: Segment
-    ) -> list[tuple[int, list[Record], list[bytes | None]]]:
-        if not len(segment.positions):
-            return []
-        start = segment.positions[0]
-        buf = segment.read(start, segment.durable_bytes)
-        out = []
-        for item in scan_batches(buf, 0, None):
-            if isinstance(item, str):
-                raise CorruptData(f"{segment.name}: {item}")
-            pos, header = item
-            records, keys = decode_records(
-                buf, pos, header, self.topic, self.partition, want_idempotency=True
-            )
-            out.append((header.timestamp, records, keys or [None] * len(records)))
-        return out
+    def replace(self, index: int, fresh: Segment) -> None:
+        """Put `fresh` (a rewrite, already stored) in place of sealed segment `index`."""
+        old = self.segments[index]
+        assert old.sealed and index < len(self.segments) - 1, "only sealed segments are rewritten"
+        self.segments = [*self.segments[:index], fresh, *self.segments[index + 1 :]]
+        old.retire()
 
     def close(self) -> None:
+        """Close every file handle (reads in progress finish first)."""
         with self._lock:
             self.closed = True
             for segment in self.segments:
                 segment.close()
-
-
-def _base_offset(segment: Segment) -> int:
-    return segment.base_offset
-
-
-def _encode_segment(
-    partition: int, old: Segment, runs: list[Run]
-) -> tuple[bytes, list[IndexEntry], int]:
-    """A sealed segment holding `runs`, with the base and next offset of `old`;
-    also its index and where its batches end (where the seal starts)."""
-    parts = [encode_segment_header(partition, old.base_offset, old.created_ms)]
-    position = len(parts[0])
-    entries = []
-    for run in runs:
-        columns = Columns.from_records(run.records, run.idempotency_keys)
-        batch = encode_batch(run.records[0].offset, run.timestamp, columns)
-        entries.append(IndexEntry(run.records[0].offset, position, run.timestamp))
-        parts.extend(batch)
-        position += sum(map(len, batch))
-    parts.append(encode_seal(entries, old.next_offset, position))
-    return b"".join(parts), entries, position
-
-
-def _create_segment(
-    storage: Storage, prefix: str, partition: int, base: int, now_ms: int
-) -> Segment:
-    name = layout.segment(prefix, base)
-    header = encode_segment_header(partition, base, now_ms)
-    segment = Segment(storage, name, base, now_ms, [], len(header), base, sealed=False)
-    segment.appender = storage.create_appendable(name, header)
-    return segment
-
-
-def read_durable_mark(storage: Storage, prefix: str) -> DurableMark | None:
-    """The partition's durable mark (None when there is none); read again while a
-    rewrite by the owner makes it fail its checksum. Raises CorruptData."""
-    for _ in range(MARK_READ_ATTEMPTS):
-        raw = storage.read_all(layout.durable_mark(prefix))
-        if raw is None:
-            return None
-        mark = decode_durable_mark(raw[:DURABLE_MARK_BYTES])
-        if mark is not None:
-            return mark
-    raise CorruptData(f"{layout.durable_mark(prefix)} does not hold a valid mark")
-
-
-def _read_sealed(
-    reader: ReadFile, storage: Storage, name: str, base: int
-) -> tuple[int, Segment | None] | str:
-    """A segment's size and, when it carries a valid seal, the segment from it; or
-    why its header is not valid."""
-    size = reader.size()
-    header = decode_segment_header(reader.read(0, SEGMENT_HEADER_BYTES))
-    if isinstance(header, str) or header.base_offset != base:
-        return header if isinstance(header, str) else "base offset mismatch"
-    if size >= SEGMENT_HEADER_BYTES + TRAILER_BYTES:
-        tail_start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
-        if tail_start is not None:
-            sealed = decode_seal(reader.read(tail_start, size - tail_start), size)
-            if sealed is not None:
-                entries, next_offset, index_position = sealed
-                segment = Segment(
-                    storage,
-                    name,
-                    base,
-                    header.created_ms,
-                    entries,
-                    index_position,
-                    next_offset,
-                    True,
-                )
-                return size, segment
-    return size, None
-
-
-def _acknowledged_end(storage: Storage, prefix: str, base: int, size: int) -> int:
-    """How much of the active segment an outside reader may read: up to its durable
-    mark (what the owner acknowledged), or all of it where there is no mark (object
-    storage, where only synced chunks exist)."""
-    mark = read_durable_mark(storage, prefix)
-    if mark is not None and mark.segment_base == base:
-        return min(size, mark.durable_bytes)
-    if mark is not None and mark.segment_base < base:
-        return SEGMENT_HEADER_BYTES  # started after the mark: nothing acknowledged yet
-    return size
-
-
-def _open_segment(
-    storage: Storage, name: str, active: bool, read_only: bool = False
-) -> Segment | None:
-    """Open one segment file: from its seal if it has one, else by a recovery scan.
-
-    `read_only` looks without changing anything, as an outside reader may: the
-    active segment up to what its owner acknowledged, never recovered or started
-    again, and an older segment without a seal is damage.
-    """
-    base = int(name.rsplit("/", 1)[1].split(".")[0])
-    reader = storage.open_read(name)
-    try:
-        found = _read_sealed(reader, storage, name, base)
-        if isinstance(found, str):
-            if active and read_only:
-                return None  # its owner is creating it, or will start it again
-            if active:
-                # A crash while the file was being created: it never held a record.
-                log.warning("%s: %s; starting it again", name, found)
-                storage.delete(name)
-                return None
-            raise CorruptData(f"{name}: {found}")
-        size, sealed = found
-        if sealed is not None:
-            return sealed
-        if read_only:
-            if not active:
-                raise CorruptData(f"{name}: an older segment carries no valid seal")
-            size = _acknowledged_end(storage, name.rsplit("/", 1)[0] + "/", base, size)
-        buf = reader.read(0, size)
-    finally:
-        reader.close()
-
-    header = decode_segment_header(buf[:SEGMENT_HEADER_BYTES])
-    assert not isinstance(header, str), "_read_sealed checked the header"
-    scan = scan_segment(buf, base)
-    segment = Segment(
-        storage,
-        name,
-        base,
-        header.created_ms,
-        scan.entries,
-        scan.valid_bytes,
-        scan.next_offset,
-        False,
-    )
-    if read_only:
-        return segment
-    zero_tail = buf.count(0, scan.valid_bytes) == size - scan.valid_bytes
-    if scan.problem is not None and not zero_tail:
-        dropped = size - scan.valid_bytes
-        log.warning(
-            "recovery %s: kept offsets %d..%d, dropped %d bytes after byte %d: %s",
-            name,
-            base,
-            scan.next_offset - 1,
-            dropped,
-            scan.valid_bytes,
-            scan.problem,
-        )
-    if active:
-        segment.appender = storage.open_appendable(name)
-        if scan.valid_bytes < size:
-            segment.appender.truncate(scan.valid_bytes)
-        # Bytes written before a crash but never synced are in the page cache only:
-        # make them durable before anyone can read them.
-        segment.appender.sync()
-    return segment
+                segment.retire()

@@ -8,15 +8,28 @@ Thread rules: only the committer changes a segment (its writer appends, its
 syncer publishes, under the partition's lock). Readers may look at it at any
 time; publishing goes in an order that keeps readers safe: `durable_bytes`
 first, then index entries, then the partition's durable offset.
+
+File handles: the read handle is opened on the first read and closed when the
+segment is retired (deleted by retention, replaced by a rewrite, or its log
+closed), but only once the reads in progress have finished: each read pins it.
+A retired segment's later reads raise SegmentRetired, and the reader starts
+again from the partition's current segments.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from bisect import bisect_right
 
 from brook.codec import IndexEntry
+from brook.errors import StorageError
 from brook.storage import AppendFile, ReadFile, Storage
+
+
+class SegmentRetired(StorageError):
+    """A read reached a segment that is no longer part of its log: read again from
+    the log's current segments (PartitionLog does)."""
 
 
 class Segment:
@@ -45,6 +58,10 @@ class Segment:
         self.sealed = sealed
         self.appender: AppendFile | None = None
         self._reader: ReadFile | None = None
+        self._pins = 0
+        """Reads in progress on `_reader`."""
+        self._retired = False
+        self._handle_lock = threading.Lock()
 
     @property
     def max_timestamp(self) -> int:
@@ -86,18 +103,50 @@ class Segment:
         return start, end
 
     def read(self, start: int, end: int) -> bytes:
-        if self._reader is None:
-            self._reader = self.storage.open_read(self.name)
-        return self._reader.read(start, end - start)
+        """Bytes [start, end) of the file. Raises SegmentRetired once the segment
+        is retired, StorageError when the file cannot be read."""
+        reader = self._pin()
+        try:
+            return reader.read(start, end - start)
+        finally:
+            self._unpin()
+
+    def hold_open(self) -> None:
+        """Open the read handle now, so reads of this segment keep reading this
+        file after it is replaced by name (a rewrite), until it is retired."""
+        self._pin()
+        self._unpin()
+
+    def _pin(self) -> ReadFile:
+        with self._handle_lock:
+            if self._retired:
+                raise SegmentRetired(f"{self.name} is no longer part of its log")
+            if self._reader is None:
+                self._reader = self.storage.open_read(self.name)
+            self._pins += 1
+            return self._reader
+
+    def _unpin(self) -> None:
+        with self._handle_lock:
+            self._pins -= 1
+            if self._retired and not self._pins:
+                self._close_reader()
+
+    def retire(self) -> None:
+        """No longer part of the log: close the read handle once no read is in progress;
+        later reads raise SegmentRetired. Idempotent."""
+        with self._handle_lock:
+            self._retired = True
+            if not self._pins:
+                self._close_reader()
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def close(self) -> None:
-        """Close file handles; readers still holding this segment reopen on demand."""
+        """Close the append handle (sealed, or the log closing); reads go on."""
         if self.appender is not None:
             self.appender.close()
             self.appender = None
-
-    def __del__(self) -> None:
-        # The read handle is closed only when no reader can still hold this segment,
-        # so retention never closes a file under a concurrent read.
-        if self._reader is not None:
-            self._reader.close()

@@ -28,18 +28,12 @@ from brook import layout, limits
 from brook.codec import (
     BATCH_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
-    TRAILER_BYTES,
     BatchHeader,
     parse_header,
 )
 from brook.codec.batch import decode_records, verify
-from brook.codec.segment import (
-    decode_seal,
-    decode_segment_header,
-    seal_position,
-)
 from brook.errors import CorruptData, StorageError, TopicNotFound
-from brook.log.partition import read_durable_mark
+from brook.log.files import base_of, read_durable_mark, read_seal
 from brook.records import Record, TopicConfig
 from brook.storage import ReadFile, Storage
 
@@ -197,7 +191,7 @@ class TopicView:
     # ------------------------------------------------------------ segments
 
     def _extent(self, prefix: str, name: str, last: bool) -> Extent | None:
-        base = int(name.rsplit("/", 1)[1].split(".")[0])
+        base = base_of(name)
         try:
             reader = self.storage.open_read(name)
         except StorageError:
@@ -253,26 +247,19 @@ class TopicView:
 
 
 def _read_seal(reader: ReadFile, name: str, base: int, size: int) -> Extent | None:
-    head = decode_segment_header(reader.read(0, SEGMENT_HEADER_BYTES))
-    if isinstance(head, str) or head.base_offset != base:
-        raise CorruptData(f"{name}: {head if isinstance(head, str) else 'base offset mismatch'}")
-    if size < SEGMENT_HEADER_BYTES + TRAILER_BYTES:
-        return None
-    start = seal_position(reader.read(size - TRAILER_BYTES, TRAILER_BYTES), size)
-    if start is None:
-        return None
-    sealed = decode_seal(reader.read(start, size - start), size)
+    sealed = read_seal(reader, base, size)
+    if isinstance(sealed, str):
+        raise CorruptData(f"{name}: {sealed}")
     if sealed is None:
         return None
-    entries, next_offset, index_position = sealed
     return Extent(
         name,
         base,
-        next_offset,
-        index_position,
-        [e.base_offset for e in entries],
-        [e.position for e in entries],
-        [e.timestamp for e in entries],
+        sealed.next_offset,
+        sealed.data_end,
+        [e.base_offset for e in sealed.entries],
+        [e.position for e in sealed.entries],
+        [e.timestamp for e in sealed.entries],
     )
 
 
