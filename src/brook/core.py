@@ -38,6 +38,7 @@ from brook.log.partition import LogSettings, PartitionLog
 from brook.partitioner import RoundRobin, partition_for_key
 from brook.ranges import Ranges
 from brook.records import Ack, TopicConfig, TopicInfo
+from brook.stats import CommitStats
 from brook.storage import Storage
 from brook.storage.readonly import ReadOnlyStorage
 from brook.supervisor import Supervisor
@@ -295,6 +296,15 @@ class Core:
             assert isinstance(request.on_done, Waiter)
             request.on_done.wait()
         return acks_in_order(len(columns), requests)
+
+    def append_to(self, log: PartitionLog, columns: Columns | ClientBatches) -> list[Ack]:
+        """Append checked records to one partition as one durable batch; their acks."""
+        return self.committer.append(AppendRequest(log, columns))
+
+    @property
+    def commit_stats(self) -> CommitStats:
+        """The committer's counters (records, bytes, batches, syncs, latencies)."""
+        return self.committer.stats
 
     def submit(self, request: AppendRequest) -> None:
         """Queue an append without waiting; its `on_done` runs once it is answered."""

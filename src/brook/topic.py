@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from brook import limits, validate
-from brook.commit import AppendRequest
 from brook.core import Core, TopicState
 from brook.partitioner import partition_for_key
 from brook.records import Ack, Published, Record
@@ -42,7 +41,7 @@ class Topic:
         columns = validate.one(value, key, headers, idempotency_key)
         state = self._core.topic_state(self.name, create=True)
         partition = self._partition(state, columns.keys[0] if columns.keys else None)
-        return self._core.committer.append(AppendRequest(state.logs[partition], columns))[0]
+        return self._core.append_to(state.logs[partition], columns)[0]
 
     def append_many(
         self,

@@ -40,7 +40,7 @@ class BrookCollector(Collector):
         self.requests = requests
 
     def collect(self) -> Iterator[Metric]:
-        stats = self.broker.core.committer.stats
+        stats = self.broker.core.commit_stats
         yield CounterMetricFamily(
             "brook_records_appended", "Records made durable", value=stats.records_appended
         )

@@ -71,7 +71,7 @@ class QueueEndpoints:
         r.add("GET", base + "/trace", self.trace, "consume")
         r.add("POST", base + "/redrive", self.redrive, "consume")
 
-    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
 
     async def _queue(self, topic: str, group: str, **settings: Any) -> Queue:
@@ -79,7 +79,7 @@ class QueueEndpoints:
         existing = broker.queues.find(topic, group)
         if existing is not None and not any(v is not None for v in settings.values()):
             return Queue(existing)
-        queue: Queue = await self._run(broker.queue, topic, group, **settings)
+        queue: Queue = await self.run(broker.queue, topic, group, **settings)
         return queue
 
     def _described(self, queue: Queue) -> wire.QueueOut:
@@ -93,11 +93,11 @@ class QueueEndpoints:
     async def put(self, request: Request, topic: str, group: str) -> Response:
         settings = decode_request(request.body, wire.QueueSettingsIn, empty_ok=True)
         queue = await self._queue(topic, group, **settings.given())
-        return json_response(await self._run(self._described, queue))
+        return json_response(await self.run(self._described, queue))
 
     async def get(self, request: Request, topic: str, group: str) -> Response:
         queue = await self._queue(topic, group)
-        return json_response(await self._run(self._described, queue))
+        return json_response(await self.run(self._described, queue))
 
     async def lease(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.LeaseIn, empty_ok=True)
@@ -106,7 +106,7 @@ class QueueEndpoints:
         queue = await self._queue(topic, group)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            jobs = await self._run(queue.lease, max_records, 0, visibility)
+            jobs = await self.run(queue.lease, max_records, 0, visibility)
             if jobs or not await self._wait_for_work(queue, deadline):
                 break
         if BATCH_TYPE in request.headers.get("accept", ""):
@@ -118,7 +118,9 @@ class QueueEndpoints:
         """Wait on the loop until the group may have work or the deadline passes;
         False once the time is up (or the server stops)."""
         api = self.api
-        group = queue._group
+        group = api.broker.queues.find(queue.topic, queue.group)
+        if group is None:  # its topic was deleted meanwhile: the next lease says so
+            return True
         api.new_records.waiting += 1
         try:
             while not group.has_work():
@@ -145,13 +147,13 @@ class QueueEndpoints:
             receipts = body.receipts
             queue = await self._queue(topic, group)
             if isinstance(body, wire.NackIn):
-                await self._run(queue.nack, receipts, body.delay_ms, body.reason)
+                await self.run(queue.nack, receipts, body.delay_ms, body.reason)
             elif isinstance(body, wire.ExtendIn):
-                await self._run(queue.extend, receipts, body.ms)
+                await self.run(queue.extend, receipts, body.ms)
             elif action == "ack":
-                await self._run(queue.ack, receipts)
+                await self.run(queue.ack, receipts)
             else:
-                await self._run(queue.discard, receipts, body.reason)
+                await self.run(queue.discard, receipts, body.reason)
             return json_response(wire.Settled(settled=len(receipts)))
 
         return settle
@@ -160,13 +162,13 @@ class QueueEndpoints:
         queue = await self._queue(topic, group)
         partition = _query_int(request, "partition")
         offset = _query_int(request, "offset")
-        transitions = await self._run(queue.trace, partition, offset)
+        transitions = await self.run(queue.trace, partition, offset)
         return json_response(wire.Trace(transitions=[_row(t) for t in transitions]))
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.RedriveIn, empty_ok=True)
         queue = await self._queue(topic, group)
-        count = await self._run(queue.redrive, asked.limit, asked.positions())
+        count = await self.run(queue.redrive, asked.limit, asked.positions())
         return json_response(wire.Redriven(redriven=count))
 
     def close(self) -> None:

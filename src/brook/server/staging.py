@@ -48,7 +48,7 @@ class StagingEndpoints:
         else:
             raise BadRequest(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
         partition = request.query.get("partition")
-        staged = await self.api.queues._run(
+        staged = await self.api.queues.run(
             self.api.broker.staging.stage,
             topic,
             writer,
@@ -62,13 +62,13 @@ class StagingEndpoints:
 
     async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         parts = decode_request(request.body, wire.PublishIn).parts
-        published = await self.api.queues._run(
+        published = await self.api.queues.run(
             self.api.broker.staging.publish, topic, writer, _whole(seq, "seq"), parts
         )
         return json_response(published)
 
     async def drop(self, request: Request, topic: str, writer: str, seq: str) -> Response:
-        dropped = await self.api.queues._run(
+        dropped = await self.api.queues.run(
             self.api.broker.staging.abort, topic, writer, _whole(seq, "seq")
         )
         return json_response(wire.Dropped(dropped=dropped))

@@ -74,7 +74,7 @@ class TimerEndpoints:
             for spec in specs:
                 if not may_use(request.key, spec.topic):
                     raise Forbidden(f"this key may not use topic {spec.topic}")
-        ids: list[str] = await self.api.queues._run(self.api.broker.schedule_many, specs)
+        ids: list[str] = await self.api.queues.run(self.api.broker.schedule_many, specs)
         return json_response(
             wire.ScheduledMany(timer_ids=ids) if many else wire.Scheduled(timer_id=ids[0])
         )
@@ -91,7 +91,7 @@ class TimerEndpoints:
     async def cancel(self, request: Request, timer: str) -> Response:
         info = self._known(request, timer)
         # A pending timer may be firing right now: then it cannot be cancelled either.
-        cancelled = info.state == "pending" and await self.api.queues._run(
+        cancelled = info.state == "pending" and await self.api.queues.run(
             self.api.broker.cancel_timer, timer
         )
         if not cancelled:
