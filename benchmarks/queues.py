@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import brook
 from benchmarks.run import machine, payloads, scratch
@@ -28,6 +29,12 @@ WORKERS = 8
 SERVER_JOBS = 50_000
 SERVER_WORKERS = 16
 SQLITE_JOBS = 20_000
+
+
+def _committer(b: brook.Broker) -> Any:
+    """The broker's committer (on `b.core` since issue 16; benchmarks.compare runs older
+    versions too)."""
+    return getattr(b, "core", b).committer
 
 
 def _fill(topic: brook.Topic | brook.RemoteBroker, count: int) -> None:
@@ -82,9 +89,9 @@ def embedded(fail_first: bool = False) -> tuple[float, float]:
         with brook.open(str(folder / "data")) as b:
             _fill(b.topic("jobs"), JOBS)
             q = b.queue("jobs", "workers")
-            syncs = b.core.committer.stats.syncs
+            syncs = _committer(b).stats.syncs
             rate = _work(q, JOBS, WORKERS, fail_first)
-            per_job = (b.core.committer.stats.syncs - syncs) / JOBS
+            per_job = (_committer(b).stats.syncs - syncs) / JOBS
             assert q.stats()["acked"] == JOBS
         return rate, per_job
     finally:

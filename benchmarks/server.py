@@ -18,6 +18,9 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
+import msgspec
+
 import brook
 from brook.codec import encode_batch
 from brook.codec.batch import Columns
@@ -169,6 +172,50 @@ def batches(count: int, connections: int) -> float:
         shutil.rmtree(folder)
 
 
+def json_batches(count: int, connections: int) -> float:
+    """Records/s appended as JSON bodies of `count` records of 1 KB of text each."""
+    folder = scratch()
+    body = folder / f"batch-{count}.json"
+    text = os.urandom(384).hex()[:1024]
+    body.write_bytes(msgspec.json.encode({"records": [{"value": text}] * count}))
+    process, port = brook_serve(folder / "data")
+    try:
+        rate = wrk(
+            f"http://127.0.0.1:{port}/v1/topics/bench/records",
+            body,
+            "application/json",
+            connections,
+        )
+        return rate * count
+    finally:
+        stop(process)
+        shutil.rmtree(folder)
+
+
+def json_reads() -> float:
+    """Records/s read as JSON pages of 1,000 (GET .../records), 100-byte text records."""
+    folder = scratch()
+    total = 200_000
+    with brook.open(str(folder / "data")) as b:
+        records = [Record(os.urandom(50).hex().encode()) for _ in range(1000)]
+        for _ in range(total // 1000):
+            b.topic("bench").append_many(records)
+    process, port = brook_serve(folder / "data")
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            started = time.perf_counter()
+            offset = 0
+            while offset < total:
+                page = client.get(
+                    "/v1/topics/bench/records", params={"offset": offset, "limit": 1000}
+                ).json()
+                offset = page["next_offset"]
+            return total / (time.perf_counter() - started)
+    finally:
+        stop(process)
+        shutil.rmtree(folder)
+
+
 def consume_long_poll() -> float:
     """Records/s read through brook.connect with long-poll reads, 100-byte records."""
     folder = scratch()
@@ -200,7 +247,9 @@ def main() -> str:
         "single": lambda: single_records(memory),
         "batch32": lambda: batches(32, CONNECTIONS),
         "batch1000": lambda: batches(1000, 8),
+        "json32": lambda: json_batches(32, CONNECTIONS),
         "consume": consume_long_poll,
+        "jsonread": json_reads,
     }
     runs: dict[str, list[float]] = {name: [] for name in scenarios}
     for _ in range(TRIALS):
@@ -226,7 +275,9 @@ def main() -> str:
         f"| one 1 KB record per request, 64 connections (req/s) | {med['single']:,.0f} | {trials('single')} | >= 22,000 | {med['single'] / med['stack']:.2f}x the stack alone |",
         f"| binary batches of 32 x 1 KB, 64 connections (records/s) | {med['batch32']:,.0f} | {trials('batch32')} | >= 200,000 | |",
         f"| binary batches of 1,000 x 1 KB, 8 connections (records/s) | {med['batch1000']:,.0f} | {trials('batch1000')} | >= 300,000 | |",
+        f"| JSON batches of 32 x 1 KB text, 64 connections (records/s) | {med['json32']:,.0f} | {trials('json32')} | >= 150,000 | |",
         f"| long-poll reads through brook.connect, 100-byte records (records/s) | {med['consume']:,.0f} | {trials('consume')} | >= 500,000 | |",
+        f"| JSON reads, pages of 1,000 100-byte records (records/s) | {med['jsonread']:,.0f} | {trials('jsonread')} | | |",
         f"| resident memory of brook serve: idle / under the single-record load (MB) | {memory.get('idle', 0):.0f} / {memory.get('loaded', 0):.0f} | | idle <= 80 | |",
     ]
     return "\n".join(lines) + "\n"
