@@ -12,6 +12,7 @@ is this checkout's for both; only `brook` differs (PYTHONPATH, inherited by the
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def measure(source: Path, expression: str) -> float:
 
 
 def main(old: str, alternations: int, names: list[str]) -> str:
+    needs_wrk = any(SCENARIOS[n][1].startswith("server.") for n in names)
+    if needs_wrk and shutil.which("wrk") is None:
+        sys.exit("the HTTP scenarios need wrk: apt-get install wrk (make bench installs it)")
     tree = Path(tempfile.mkdtemp(prefix="brook-old-"))
     subprocess.run(["git", "worktree", "add", "--detach", str(tree), old], cwd=ROOT, check=True)
     try:
