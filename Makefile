@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
+# `make run PORT=8081 DATA=/var/lib/brook` overrides; left out, BROOK_PORT and BROOK_DATA,
+# then brook.toml, then the defaults (8080, ./brook-data) apply.
 run: $(STAMP)
-	$(VENV)/bin/brook serve --data ./brook-data
+	$(VENV)/bin/brook serve $(if $(DATA),--data $(DATA)) $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -12,7 +12,6 @@ import sys
 
 import uvloop
 
-from brook import limits
 from brook.server.http import Connections, HttpProtocol, Request, Response
 
 EMPTY = Response(200, b"{}")
@@ -25,9 +24,7 @@ async def nothing(request: Request) -> Response:
 async def main(port: int) -> None:
     loop = asyncio.get_running_loop()
     connections = Connections()
-    server = await loop.create_server(
-        lambda: HttpProtocol(nothing, connections, limits.request_bytes_max), "127.0.0.1", port
-    )
+    server = await loop.create_server(lambda: HttpProtocol(nothing, connections), "127.0.0.1", port)
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     print(f"ready {server.sockets[0].getsockname()[1]}", flush=True)

@@ -12,7 +12,7 @@
    through the broker, exactly once per micro-batch, and to Parquet.
 4. At the end every count written is checked against a batch recount of the events.
 
-Needs the spark extra (`pip install 'brook[spark]'`) and Java 17.
+Needs the spark extra (`pip install 'brook-broker[spark]'`) and Java 17.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ class InProcess:
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
         try:
-            connection.request(method, path, body=body)
+            headers = {"content-type": "application/octet-stream"} if body is not None else {}
+            connection.request(method, path, body=body, headers=headers)
             answer = connection.getresponse()
             return answer.status, json.loads(answer.read())
         finally:

@@ -89,7 +89,7 @@ class Served:
         method: str,
         path: str,
         body: Any = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str | None] | None = None,
         timeout: float = 30,
     ) -> tuple[int, Any]:
         """Send one request; returns the status and the body (decoded if JSON, else text)."""
@@ -105,6 +105,11 @@ class Served:
             if body is not None and not isinstance(body, bytes):
                 body = json.dumps(body).encode()
                 headers.setdefault("content-type", "application/json")
+            elif body is not None:
+                # Bytes are one raw record unless the caller says otherwise; a content-type
+                # of None sends none at all.
+                headers.setdefault("content-type", "application/octet-stream")
+            headers = {name: value for name, value in headers.items() if value is not None}
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
             data = response.read()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
@@ -76,8 +77,8 @@ def test_queue_commands(tmp_path: Path) -> None:
     assert code == 0 and out == "0/1\tattempts=1\terror='bad input'\ttwo\n"
     code, out = run("queue", "stats", "jobs", "workers", "--data", data)
     assert "acked: 1" in out and "dead: 1" in out and "ready: 1" in out
-    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven 1\n"
-    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven 0\n"
+    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven: 1 record\n"
+    assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven: 0 records\n"
     code, out = run("queue", "lease", "jobs", "workers", "-n", "5", "--data", data)
     assert sorted(line.split("\t")[-1] for line in out.splitlines()) == ["three", "two"]
     code, out = run("queue", "lease", "jobs", "bad/group", "--data", data)
@@ -104,8 +105,11 @@ def test_timer_commands(tmp_path: Path) -> None:
     assert run("timers", "cancel", "t1", "--data", data) == (0, "cancelled t1\n")
     code, out = run("timers", "cancel", "t1", "--data", data)
     assert code == 1 and "not pending" in out and "Traceback" not in out
+    minute_ago = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(
+        minutes=1
+    )
     code, out = run(
-        "timers", "schedule", "reminders", "past", "--at", "2020-01-01T00:00:00Z", "--data", data
+        "timers", "schedule", "reminders", "past", "--at", minute_ago.isoformat(), "--data", data
     )
     assert code == 0
     timer_id = out.strip()
@@ -117,7 +121,7 @@ def test_timer_commands(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.01)
     code, out = run("timers", "show", timer_id, "--data", data)
-    assert "state: fired" in out and "offset: 0" in out and "due: 2020-01-01T00:00:00+00:00" in out
+    assert "state: fired" in out and "offset: 0" in out and f"due: {minute_ago.isoformat()}" in out
     code, out = run("timers", "schedule", "reminders", "x", "--at", "next tuesday", "--data", data)
     assert code == 2 and "--at" in out
     code, out = run("timers", "show", "nope", "--data", data)
@@ -219,7 +223,7 @@ def test_the_commands_talk_to_a_running_server_with_url(tmp_path: Path) -> None:
         assert code == 0 and len([line for line in out.splitlines() if "attempt=1" in line]) == 3
         code, out = remote("queue", "stats", "jobs", "w")
         assert code == 0 and "acked: 3" in out
-        assert remote("queue", "redrive", "jobs", "w")[1] == "redriven 0\n"
+        assert remote("queue", "redrive", "jobs", "w")[1] == "redriven: 0 records\n"
         assert remote("queue", "dead", "jobs", "w")[0] == 0
         assert remote("topics", "delete", "jobs")[0] == 0
     finally:
@@ -272,3 +276,189 @@ def test_bench_on_s3_reports_requests_per_thousand_records(
     assert "object store requests per 1,000 records: PUT" in out
     with brook.open(url, endpoint_url=moto.endpoint) as b:
         assert b.topic("bench").end_offsets() == {0: 300}
+
+
+# ---------------------------------------------------------------- issue 17: one clear line
+
+
+def brook_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`brook ...` in a process of its own, as a user runs it."""
+    src = str(Path(__file__).parents[1] / "src")
+    return subprocess.run(
+        [sys.executable, "-m", "brook.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_a_port_in_use_is_one_line_naming_the_option(tmp_path: Path) -> None:
+    from tests.served import Served
+
+    served = Served(tmp_path / "a")
+    try:
+        done = brook_command("serve", "--data", str(tmp_path / "b"), "--port", str(served.port))
+    finally:
+        served.close()
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert errors == [
+        f"Error: port {served.port} on 127.0.0.1 is in use (another brook serve?); choose "
+        "another with --port / --host (BROOK_PORT, BROOK_HOST)"
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_bad_log_level_is_one_line(tmp_path: Path) -> None:
+    done = brook_command("serve", "--data", str(tmp_path / "d"), "--log-level", "bogus")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "'bogus' is not one of 'debug', 'info', 'warning', 'error'" in done.stderr
+
+
+def test_unknown_settings_in_the_config_file_are_refused_with_the_closest_name(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "brook.toml").write_text("prot = 8081\n")
+    done = brook_command("serve", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: brook.toml: prot is not a setting; did you mean port?"
+    (tmp_path / "brook.toml").write_text("request_bytes_maxx = 5\n")
+    code, out = run("--config", str(tmp_path / "brook.toml"), "topics", "list")
+    assert code == 1 and "did you mean request_bytes_max?" in out
+    assert not (tmp_path / "brook-data").exists()
+
+
+def test_every_documented_limit_is_a_setting_with_its_variable_in_help() -> None:
+    code, out = run("serve", "--help")
+    assert code == 0
+    for option in (
+        "--port",
+        "--request-bytes-max",
+        "--record-bytes-max",
+        "--inflight-bytes-max",
+        "--idempotency-window-ms",
+        "--header-timeout-s",
+        "--body-timeout-s",
+        "--idle-timeout-s",
+        "--connections-max",
+        "--access-log",
+    ):
+        assert option in out, option
+        variable = "BROOK_" + option[2:].replace("-", "_").upper()
+        assert f"env var: {variable}" in " ".join(out.split()), variable
+
+
+def test_record_bytes_max_and_the_access_log_take_effect(tmp_path: Path) -> None:
+    from tests.served import Served
+
+    served = Served(tmp_path / "d", "--record-bytes-max", "1000", "--access-log")
+    try:
+        status, answer = served.request(
+            "POST", "/v1/topics/t/records", {"records": [{"value": "x" * 1001}]}
+        )
+        assert status == 413 and "record_bytes_max (1000)" in answer["error"]["message"]
+        assert (
+            served.request("POST", "/v1/topics/t/records", {"records": [{"value": "x" * 900}]})[0]
+            == 200
+        )
+        deadline = time.monotonic() + 10
+        while not any('"logger":"brook.access"' in line for line in served.log):
+            assert time.monotonic() < deadline, "".join(served.log)
+            time.sleep(0.05)
+    finally:
+        served.close()
+    access = [line for line in served.log if '"logger":"brook.access"' in line]
+    assert '"path":"/v1/topics/t/records"' in access[0] and '"status":413' in access[0]
+    assert not any("authorization" in line.lower() for line in access)
+    started = next(line for line in served.log if "; ready" in line)
+    assert "brook 0.1.0 serving" in started and str(tmp_path / "d") in started
+
+
+def test_consume_says_where_to_start_and_refuses_unknown_topics(tmp_path: Path) -> None:
+    data = str(tmp_path / "d")
+    assert run("produce", "demo", "one", "--data", data)[0] == 0
+    code, out = run("consume", "demo", "--data", data)
+    assert code == 2 and "--group G" in out and "--from-beginning" in out
+    code, out = run("consume", "nope", "--from-beginning", "--data", data)
+    assert code == 1 and "topic_not_found" in out
+    code, out = run("consume", "nope", "--group", "g", "--data", data)
+    assert code == 1 and "topic_not_found" in out
+    code, out = run("consume", "demo", "--from-beginning", "-n", "-1", "--data", data)
+    assert code == 2 and "-n" in out
+
+
+def test_a_timer_needs_at_or_delay(tmp_path: Path) -> None:
+    code, out = run("timers", "schedule", "t", "v", "--data", str(tmp_path / "d"))
+    assert code == 2 and "--at" in out and "--delay-ms" in out
+    code, out = run(
+        "timers", "schedule", "t", "v", "--at", "1800000000", "--data", str(tmp_path / "d")
+    )
+    assert code == 1 and "give at=1800000000000" in out
+
+
+def test_messages_are_written_for_people(tmp_path: Path) -> None:
+    data = str(tmp_path / "d")
+    assert run("topics", "create", "demo", "--data", data)[0] == 0
+    code, out = run("topics", "create", "demo", "--partitions", "4", "--data", data)
+    assert code == 1 and "TopicConfig" not in out
+    assert "topic demo exists with partitions 1 (asked 4)" in out
+    code, out = run("topics", "describe", "demo", "--data", data)
+    assert "retention_ms: none (keep forever)" in out and "compaction: off" in out
+    import brook
+
+    with brook.open(data) as b:
+        b.queue("demo", "g")
+    code, out = run("queue", "stats", "demo", "g", "--data", data)
+    assert "setting backoff: min_ms 1000, factor 2.0, max_ms 300000" in out
+    assert "{" not in out and "None" not in out
+    code, out = run("produce", "demo", "--data", data, stdin="one\n")
+    assert "appended 1 record\n" in out
+
+
+def test_queue_stats_through_a_server_creates_nothing(tmp_path: Path) -> None:
+    from tests.served import Served
+
+    served = Served(tmp_path / "d")
+    try:
+        url = f"http://127.0.0.1:{served.port}"
+        code, out = run("queue", "stats", "typo", "g", "--url", url)
+        assert code == 1 and "topic_not_found" in out
+        assert (
+            served.request("POST", "/v1/topics/t/records", {"records": [{"value": "x"}]})[0] == 200
+        )
+        code, out = run("queue", "stats", "t", "typo", "--url", url)
+        assert code == 1 and "group_not_found" in out
+        assert served.request("GET", "/v1/topics/t/queues/typo")[0] == 404
+        _, topics = served.request("GET", "/v1/topics")
+        assert [t["name"] for t in topics["topics"]] == ["t"]
+    finally:
+        served.close()
+
+
+def test_make_run_takes_port_and_data() -> None:
+    root = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+
+    def serve_line(*variables: str) -> str:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-n", "run", *variables],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return next(line for line in done.stdout.splitlines() if "brook serve" in line)
+
+    assert serve_line("PORT=8181", "DATA=/tmp/brook-x").split() == [
+        ".venv/bin/brook",
+        "serve",
+        "--data",
+        "/tmp/brook-x",
+        "--port",
+        "8181",
+    ]
+    # Left out, BROOK_PORT, BROOK_DATA and brook.toml decide (flags would override them).
+    assert serve_line().split() == [".venv/bin/brook", "serve"]

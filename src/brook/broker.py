@@ -172,8 +172,11 @@ class Broker:
         dead_letter_topic: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
+        create: bool = True,
     ) -> Queue:
-        """Queue group `group` on `topic` (the topic is created with defaults if new).
+        """Queue group `group` on `topic`, created if new (and the topic, with defaults);
+        with `create=False` an unknown topic or group raises TopicNotFound or
+        GroupNotFound instead, so a look at a group never leaves one behind.
 
         Settings left as None keep the stored ones (the defaults of a new group).
         Raises InvalidName, BadRequest for bad settings.
@@ -183,6 +186,7 @@ class Broker:
             self.queues.group(
                 topic,
                 group,
+                create,
                 visibility_timeout_ms=visibility_timeout_ms,
                 max_attempts=max_attempts,
                 ordering=ordering,
@@ -223,7 +227,7 @@ class Broker:
         now = self.core.now_ms()
         ids = new_timer_ids(len(specs))
         timers = timer_checks.timers(specs, now, ids)
-        self.timers.schedule(timers)
+        self.timers.schedule(timers, given_ids=any(spec.timer_id is not None for spec in specs))
         return [t.id for t in timers]
 
     def cancel_timer(self, timer_id: str) -> bool:

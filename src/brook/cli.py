@@ -25,6 +25,7 @@ from brook.cli_errors import friendly
 from brook.cli_spark import spark
 from brook.errors import BrookError, Locked
 from brook.server import app
+from brook.server.http import HttpLimits
 from brook.storage import location as locations
 from brook.storage.s3.lease import lease_ms_default, lease_ms_min
 
@@ -75,6 +76,31 @@ def _open(data: str, **options: Any) -> brook.Broker:
         ) from None
 
 
+def plural(count: int, noun: str) -> str:
+    """ "1 record", "2 records": counts for people."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def shown(value: Any) -> str:
+    """A setting's value for people: none, on/off, or a backoff's parts, never a repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {shown(part)}" for name, part in value.items())
+    return str(value)
+
+
+def _option_names(command: click.Command) -> set[str]:
+    """Every option name of `command` and its subcommands: what brook.toml may set."""
+    names = {p.name for p in command.params if isinstance(p, click.Option) and p.name}
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _option_names(sub)
+    return names - {"config_path"}
+
+
 def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
     """click's default_map for `command` and its subcommands: the config file's options."""
     if isinstance(command, click.Group):
@@ -96,6 +122,7 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     """Brook: a durable event broker, job queue and timer service."""
     try:
         loaded = config.load(config_path)
+        config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
     except BrookError as exc:
         raise click.ClickException(exc.message) from None
     ctx.obj = loaded
@@ -111,109 +138,150 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def setting(name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """An option of `brook serve`, also read from BROOK_<NAME> and brook.toml's `<name>`;
+    --help shows its default and its environment variable."""
+    envvar = "BROOK_" + name.lstrip("-").replace("-", "_").upper()
+    kwargs.setdefault("show_default", not kwargs.get("is_flag", False))
+    return click.option(name, envvar=envvar, show_envvar=True, **kwargs)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
 @main.command()
-@data_option
-@click.option("--host", default="127.0.0.1", show_default=True, envvar="BROOK_HOST")
-@click.option(
-    "--port", default=8080, show_default=True, type=click.IntRange(0, 65535), envvar="BROOK_PORT"
-)
-@click.option(
-    "--insecure",
-    is_flag=True,
-    envvar="BROOK_INSECURE",
-    help="Allow serving on a non-loopback address without API keys.",
-)
-@click.option(
-    "--request-bytes-max",
-    default=limits.request_bytes_max,
-    show_default=True,
-    type=click.IntRange(1024),
-    envvar="BROOK_REQUEST_BYTES_MAX",
-    help="Largest request body; larger requests get 413.",
-)
-@click.option(
-    "--inflight-bytes-max",
-    default=limits.inflight_bytes_max_default,
-    show_default=True,
-    type=click.IntRange(1024),
-    envvar="BROOK_INFLIGHT_BYTES_MAX",
-    help="Request-body bytes held in memory across all connections; past it, 503 with Retry-After.",
-)
-@click.option(
-    "--tls-cert", default=None, envvar="BROOK_TLS_CERT", help="Certificate (PEM) to serve HTTPS."
-)
-@click.option(
-    "--tls-key", default=None, envvar="BROOK_TLS_KEY", help="Private key (PEM) of --tls-cert."
-)
-@click.option(
-    "--linger-ms",
-    default=limits.linger_ms_default,
-    show_default=True,
-    type=click.FloatRange(0, 1000),
-    envvar="BROOK_LINGER_MS",
-    help="Longest a batch waits for more records before it is written and synced.",
-)
-@click.option(
+@setting("--data", default="./brook-data", help="Directory holding the broker's data.")
+@setting(
     "--storage",
     default=None,
-    envvar="BROOK_STORAGE",
     help="Keep everything in object storage instead of --data: s3://bucket/prefix "
     "(credentials from the AWS_* environment variables).",
 )
-@click.option(
+@setting("--host", default="127.0.0.1", help="Address to listen on.")
+@setting(
+    "--port", default=8080, type=click.IntRange(0, 65535), help="Port to listen on (0: any free)."
+)
+@setting(
+    "--insecure", is_flag=True, help="Allow serving on a non-loopback address without API keys."
+)
+@setting("--tls-cert", default=None, help="Certificate (PEM) to serve HTTPS.")
+@setting("--tls-key", default=None, help="Private key (PEM) of --tls-cert.")
+@setting(
+    "--request-bytes-max",
+    default=limits.request_bytes_max,
+    type=click.IntRange(1024),
+    help="Largest request body; a larger one gets 413 as soon as its length is known.",
+)
+@setting(
+    "--record-bytes-max",
+    default=limits.record_bytes_max,
+    type=click.IntRange(1, limits.record_bytes_max_ceiling),
+    help="Largest record (value, key and headers); a larger one gets 413.",
+)
+@setting(
+    "--inflight-bytes-max",
+    default=limits.inflight_bytes_max_default,
+    type=click.IntRange(1024),
+    help="Request-body bytes held in memory across all connections; past it, 503 with Retry-After.",
+)
+@setting(
+    "--connections-max",
+    default=limits.connections_max_default,
+    type=click.IntRange(1),
+    help="Open connections; past it a new connection gets 503 and is closed.",
+)
+@setting(
+    "--header-timeout-s",
+    default=limits.header_timeout_s_default,
+    type=click.FloatRange(0.1),
+    help="A request's headers must arrive within this many seconds of its first byte (408).",
+)
+@setting(
+    "--body-timeout-s",
+    default=limits.body_timeout_s_default,
+    type=click.FloatRange(0.1),
+    help="A request's body must arrive within this many seconds of its headers (408).",
+)
+@setting(
+    "--idle-timeout-s",
+    default=limits.idle_timeout_s_default,
+    type=click.FloatRange(0.1),
+    help="A connection with no request in progress is closed after this many seconds.",
+)
+@setting(
+    "--linger-ms",
+    default=limits.linger_ms_default,
+    type=click.FloatRange(0, 1000),
+    help="Longest a batch waits for more records before it is written and synced.",
+)
+@setting(
+    "--idempotency-window-ms",
+    default=limits.idempotency_window_ms_default,
+    type=click.IntRange(0),
+    help="How long a record's idempotency_key is remembered: a repeat within it appends nothing.",
+)
+@setting(
     "--endpoint-url",
     default=None,
-    envvar="BROOK_ENDPOINT_URL",
     help="S3-compatible endpoint for --storage (MinIO, R2, ...); AWS when not given.",
 )
-@click.option("--region", default=None, envvar="BROOK_REGION", help="Region for --storage.")
-@click.option(
+@setting("--region", default=None, help="Region for --storage.")
+@setting(
     "--cache-dir",
     default="./brook-cache",
-    show_default=True,
-    envvar="BROOK_CACHE_DIR",
     help="Local read cache for --storage; may be lost at any time.",
 )
-@click.option(
+@setting(
     "--cache-bytes",
     default=limits.cache_bytes_default,
-    show_default=True,
     type=click.IntRange(0),
-    envvar="BROOK_CACHE_BYTES",
     help="Most disk space the read cache of --storage may use.",
 )
-@click.option(
+@setting(
     "--take-over",
     is_flag=True,
-    envvar="BROOK_TAKE_OVER",
     help="Take --storage over from a broker that still serves it (a rolling deploy): "
     "that broker is fenced and stops. Without it, a live owner makes this one refuse, "
     "and a crashed owner's lease is waited out.",
 )
-@click.option(
+@setting(
     "--lease-ms",
     default=lease_ms_default,
-    show_default=True,
     type=click.IntRange(lease_ms_min, 600_000),
-    envvar="BROOK_LEASE_MS",
     help="How long this broker's hold on --storage lasts unrenewed: how long a restart "
     "after a crash waits for it.",
 )
-@click.option("--log-level", default="info", envvar="BROOK_LOG_LEVEL", show_default=True)
+@setting(
+    "--log-level",
+    default="info",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    help="Least severe log lines shown.",
+)
+@setting(
+    "--access-log",
+    is_flag=True,
+    help="Log one line per request (method, path, status, time, bytes) at info.",
+)
 @click.pass_obj
 @friendly
 def serve(
     settings: config.Config | None,
     data: str,
+    storage: str | None,
     host: str,
     port: int,
     insecure: bool,
-    request_bytes_max: int,
-    inflight_bytes_max: int,
     tls_cert: str | None,
     tls_key: str | None,
+    request_bytes_max: int,
+    record_bytes_max: int,
+    inflight_bytes_max: int,
+    connections_max: int,
+    header_timeout_s: float,
+    body_timeout_s: float,
+    idle_timeout_s: float,
     linger_ms: float,
-    storage: str | None,
+    idempotency_window_ms: int,
     endpoint_url: str | None,
     region: str | None,
     cache_dir: str,
@@ -221,8 +289,13 @@ def serve(
     take_over: bool,
     lease_ms: int,
     log_level: str,
+    access_log: bool,
 ) -> None:
-    """Serve the HTTP API for the broker on --data (or --storage) until SIGTERM or Ctrl-C."""
+    """Serve the HTTP API for the broker on --data (or --storage) until SIGTERM or Ctrl-C.
+
+    Every option can also be set in brook.toml (its name with underscores) or in the
+    environment variable shown beside it.
+    """
     keys = settings.keys if settings is not None else []
     if not _is_loopback(host) and not keys and not insecure:
         raise click.ClickException(
@@ -231,10 +304,16 @@ def serve(
         )
     tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
+    limits.record_bytes_max = record_bytes_max  # this process serves one broker
+    common: dict[str, Any] = {
+        "linger_ms": linger_ms,
+        "idempotency_window_ms": idempotency_window_ms,
+    }
     if storage is not None:
+        where = storage
         broker = _open(
             storage,
-            linger_ms=linger_ms,
+            **common,
             endpoint_url=endpoint_url,
             region=region,
             cache_dir=cache_dir,
@@ -249,13 +328,21 @@ def serve(
                 "--take-over applies to --storage s3://...: a directory is locked while its "
                 "broker runs; stop that broker first"
             )
-        broker = _open(data, linger_ms=linger_ms)
+        where = os.path.abspath(data)
+        broker = _open(data, **common)
+    http_limits = HttpLimits(
+        request_bytes_max=request_bytes_max,
+        inflight_bytes_max=inflight_bytes_max,
+        header_timeout_s=header_timeout_s,
+        body_timeout_s=body_timeout_s,
+        idle_timeout_s=idle_timeout_s,
+        connections_max=connections_max,
+    )
+    server = app.Server(broker, host, port, keys, tls, http_limits, access_log=access_log)
     try:
-        uvloop.run(
-            app.serve(
-                app.Server(broker, host, port, request_bytes_max, keys, tls, inflight_bytes_max)
-            )
-        )
+        uvloop.run(app.serve(server, where))
+    except app.CannotListen as exc:
+        raise click.ClickException(str(exc)) from None
     finally:
         with contextlib.suppress(BrookError):  # a fenced broker cannot finish its writes
             broker.close()
@@ -354,8 +441,13 @@ def topics_describe(name: str, data: str, url: str | None, api_key: str | None) 
         for info in b.topics():
             if info.name == name:
                 click.echo(f"name: {info.name}\npartitions: {info.partitions}")
+                keep = " (keep forever)"
                 click.echo(
-                    f"retention_ms: {info.retention_ms}\nretention_bytes: {info.retention_bytes}"
+                    f"retention_ms: {shown(info.retention_ms)}"
+                    f"{keep if info.retention_ms is None else ''}\n"
+                    f"retention_bytes: {shown(info.retention_bytes)}"
+                    f"{keep if info.retention_bytes is None else ''}\n"
+                    f"compaction: {shown(info.compaction)}"
                 )
                 start = b.topic(name).start_offsets()
                 for p, end in info.end_offsets.items():
@@ -398,7 +490,9 @@ def _at_ms(text: str) -> int:
 @timers.command("schedule")
 @click.argument("topic")
 @click.argument("value")
-@click.option("--delay-ms", type=int, default=None, help="Fire this many ms from now.")
+@click.option(
+    "--delay-ms", type=click.IntRange(0), default=None, help="Fire this many ms from now (0: now)."
+)
 @click.option("--at", "at", default=None, help="Fire at this time: ms since the epoch or ISO 8601.")
 @click.option("--key", default=None, help="The record's key (UTF-8).")
 @click.option("--id", "timer_id", default=None, help="The timer's id (default: a new one).")
@@ -415,7 +509,11 @@ def timers_schedule(
     url: str | None,
     api_key: str | None,
 ) -> None:
-    """Schedule VALUE to be appended to TOPIC later; prints the timer's id."""
+    """Schedule VALUE to be appended to TOPIC later (--at or --delay-ms); prints its id."""
+    if (at is None) == (delay_ms is None):
+        raise click.UsageError(
+            "give --at TIME (ms since the epoch or ISO 8601) or --delay-ms MS, exactly one"
+        )
     due = None if at is None else _at_ms(at)
     with _connect(data, url, api_key) as b:
         click.echo(
@@ -473,11 +571,11 @@ def queue() -> None:
 def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str | None) -> None:
     """Print the group's settings and its records by state."""
     with _connect(data, url, api_key, read_only=True) as b:
-        q = b.queue(topic, group)
+        q = b.queue(topic, group, create=False)
         for name, value in q.stats().items():
             click.echo(f"{name}: {value}")
         for name, value in q.settings().items():
-            click.echo(f"setting {name}: {value}")
+            click.echo(f"setting {name}: {shown(value)}")
 
 
 @queue.command("lease")
@@ -513,7 +611,7 @@ def queue_lease(
             click.echo(f"{r.partition}\t{r.offset}\tattempt={job.attempt}\t{job.receipt}\t{value}")
         if then_ack and jobs:
             q.ack(jobs)
-            click.echo(f"acked {len(jobs)}", err=True)
+            click.echo(f"acked {plural(len(jobs), 'record')}", err=True)
 
 
 @queue.command("dead")
@@ -530,7 +628,7 @@ def queue_dead(
     The dead-letter topic is a log: records redriven since still appear in it.
     """
     with _connect(data, url, api_key, read_only=True) as b:
-        target = b.queue(topic, group).settings()["dead_letter_topic"]
+        target = b.queue(topic, group, create=False).settings()["dead_letter_topic"]
         if target not in {info.name for info in b.topics()}:
             click.echo(f"no dead records yet ({target} is empty)", err=True)
             return
@@ -565,7 +663,8 @@ def queue_redrive(
 ) -> None:
     """Put dead records back to work, their attempts counted afresh."""
     with _connect(data, url, api_key) as b:
-        click.echo(f"redriven {b.queue(topic, group).redrive(limit=limit)}")
+        count = b.queue(topic, group, create=False).redrive(limit=limit)
+        click.echo(f"redriven: {plural(count, 'record')}")
 
 
 @main.command()
@@ -588,7 +687,7 @@ def produce(
         lines = [brook.Record(line.rstrip("\n").encode(), key=key_bytes) for line in sys.stdin]
         for start in range(0, len(lines), 1000):
             t.append_many(lines[start : start + 1000])
-        click.echo(f"appended {len(lines)} records", err=True)
+        click.echo(f"appended {plural(len(lines), 'record')}", err=True)
 
 
 @main.command()
@@ -597,7 +696,7 @@ def produce(
 @click.option(
     "--from-beginning", is_flag=True, help="Without --group: print every retained record."
 )
-@click.option("-n", "count", type=int, default=None, help="Stop after N records.")
+@click.option("-n", "count", type=click.IntRange(1), default=None, help="Stop after N records.")
 @broker_options
 @friendly
 def consume(
@@ -614,10 +713,16 @@ def consume(
     With --group, from the group's position, committing as it goes. Without, nothing is
     recorded anywhere: --from-beginning reads every partition from its oldest record.
     """
+    if group is None and not from_beginning:
+        raise click.UsageError(
+            "say where to start: --group G (from the group's position, committing as it goes) "
+            "or --from-beginning (every retained record, nothing recorded)"
+        )
+    if group is not None and from_beginning:
+        raise click.UsageError("--from-beginning is for reading without a group; drop one of them")
     with _connect(data, url, api_key, read_only=group is None) as b:
         if group is None:
-            records = _read_all(b, topic, count) if from_beginning else []
-            for record in records:
+            for record in _read_all(b, topic, count):
                 click.echo(record.value.decode(errors="replace"))
             return
         consumer = b.consumer(topic, group)

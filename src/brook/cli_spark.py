@@ -54,9 +54,11 @@ def _session(app: str, master: str) -> Iterator[Any]:
         from brook.spark.session import local_session
     except ImportError as exc:
         raise click.ClickException(
-            f"Spark is not installed ({exc.name}): pip install 'brook[spark]'"
+            f"Spark is not installed ({exc.name}): pip install 'brook-broker[spark]'"
         ) from None
-    session = local_session(app, master=master, **{"spark.ui.showConsoleProgress": "false"})
+    with _progress() as bar:  # Spark takes its time to start: say so
+        bar.add_task("starting Spark (10 to 20 s)", total=None)
+        session = local_session(app, master=master, **{"spark.ui.showConsoleProgress": "false"})
     try:
         yield session
     except PySparkException as exc:
@@ -126,9 +128,24 @@ def _check_queue(data: str, topic: str, group: str, options: dict[str, str]) -> 
         storage.close()
 
 
+def _progress() -> Any:
+    """A progress display on a terminal (Spark's start-up, then its tasks); nothing
+    when standard error is not one."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
+
+    return Progress(
+        SpinnerColumn(),
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        transient=True,
+        disable=not sys.stderr.isatty(),
+    )
+
+
 @click.group()
 def spark() -> None:
-    """Spark jobs over topics (needs the spark extra: pip install 'brook[spark]')."""
+    """Spark jobs over topics (needs the spark extra: pip install 'brook-broker[spark]')."""
 
 
 @spark.command("export")
@@ -173,15 +190,10 @@ def spark_export(
     """Export a range of TOPIC to Parquet under OUTPUT, one folder per day (UTC)."""
     first, stop = _edge(starting), _edge(ending)  # bad input fails here, before Spark starts
     _check_export(data, topic, output, (first, stop), mode, _options(endpoint_url, region))
-    from rich.progress import Progress
-
     from brook.spark import jobs
 
-    with (
-        _session("brook-export", master) as session,
-        Progress(transient=True, disable=not sys.stderr.isatty()) as bar,
-    ):
-        task = bar.add_task(f"exporting {topic}", total=None)
+    with _session("brook-export", master) as session, _progress() as bar:
+        task = bar.add_task(f"exporting {topic}: Spark tasks done", total=None)
         result = jobs.export(
             session,
             data,
@@ -193,9 +205,10 @@ def spark_export(
             _options(endpoint_url, region),
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
+    days = f"{len(result.dates)} day{'' if len(result.dates) == 1 else 's'}"
     click.echo(
-        f"exported {result.rows} records of {topic} to {output} "
-        f"({len(result.dates)} day(s): {', '.join(result.dates) or 'none'})"
+        f"exported {result.rows:,} record{'' if result.rows == 1 else 's'} of {topic} to "
+        f"{output} ({days}: {', '.join(result.dates) or 'none'})"
     )
 
 
@@ -281,4 +294,4 @@ def spark_queue(
                 count = jobs.redrive(chosen, topic, group, url=url, api_key=api_key)
             else:
                 count = jobs.redrive(chosen, topic, group, path=data)
-            click.echo(f"redriven {count}")
+            click.echo(f"redriven: {count:,} record{'' if count == 1 else 's'}")

@@ -14,6 +14,7 @@ API keys are `[[auth.keys]]` tables:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import tomllib
@@ -75,6 +76,16 @@ def load(path: str | None) -> Config:
                 f"{path}: key {key.name!r}: scopes must be some of {', '.join(SCOPES)}"
             )
     return Config({name.replace("-", "_"): value for name, value in document.items()}, keys)
+
+
+def check_names(loaded: Config, known: set[str], path: str) -> None:
+    """BadRequest naming the first key of the file that is no option, with the closest
+    option's name: a misspelt setting must not be ignored in silence."""
+    for name in sorted(loaded.options):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else "; see brook serve --help"
+            raise BadRequest(f"{path}: {name} is not a setting{hint}")
 
 
 def key_stanza(name: str, key: str, scopes: list[str], topics: list[str]) -> str:

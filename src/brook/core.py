@@ -237,7 +237,10 @@ class Core:
             state = self.committer.call(lambda: self._create_on_writer(name, config))
             assert isinstance(state, TopicState)
         if exact and state.config != config:
-            raise Conflict(f"topic {name} exists with other settings: {state.config}")
+            raise Conflict(
+                f"topic {name} exists with {_differences(state.config, config)}; "
+                "use the settings it has, or delete it first"
+            )
         return state
 
     def _create_on_writer(self, name: str, config: TopicConfig) -> TopicState:
@@ -471,3 +474,21 @@ def acks_in_order(count: int, answered: list[tuple[list[int], AppendRequest]]) -
     if error is not None:
         raise error
     return acks
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _differences(have: TopicConfig, asked: TopicConfig) -> str:
+    """The settings in which `asked` differs from `have`, for people:
+    "partitions 1 (asked 4), retention_ms none (asked 86400000)"."""
+    return ", ".join(
+        f"{name} {_shown(getattr(have, name))} (asked {_shown(getattr(asked, name))})"
+        for name in have.__struct_fields__
+        if getattr(have, name) != getattr(asked, name)
+    )

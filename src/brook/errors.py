@@ -1,6 +1,6 @@
 """Every error Brook raises on purpose, each carrying the HTTP status it maps to.
 
-    BrookError                      500  base class; never raised itself
+    BrookError                      500  base class; raised as itself only for a bug (internal)
     ├── BadRequest                  400  malformed input (offsets, settings, record fields)
     │   └── InvalidName             400  topic or group name outside [A-Za-z0-9._-]{1,200}
     ├── Unauthorized                401
@@ -8,7 +8,10 @@
     ├── NotFound                    404
     │   ├── TopicNotFound           404
     │   ├── PartitionNotFound       404
-    │   └── TimerNotFound           404  no pending timer by that id (DELETE), or none known
+    │   ├── TimerNotFound           404  no pending timer by that id (DELETE), or none known
+    │   └── GroupNotFound           404  no queue group by that name on the topic
+    ├── MethodNotAllowed            405  the path exists, the method does not
+    ├── RequestTimeout              408  headers or body sent too slowly; the connection closes
     ├── Conflict                    409
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
@@ -16,6 +19,7 @@
     │   └── ReadOnly                409  a write on a broker opened with read_only=True
     ├── DataLoss                    410  records a reader asked for are no longer stored (retention)
     ├── RecordTooLarge              413
+    ├── UnsupportedMediaType        415  a body whose content-type the route does not take
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
     │   ├── CorruptData             503  stored bytes failed their checksum; never served as data
     │   ├── Unavailable             503  the client could not reach the server (or got no answer)
@@ -77,6 +81,23 @@ class TimerNotFound(NotFound):
     code = "timer_not_found"
 
 
+class GroupNotFound(NotFound):
+    code = "group_not_found"
+
+
+class MethodNotAllowed(BrookError):
+    status = 405
+    code = "method_not_allowed"
+
+
+class RequestTimeout(BrookError):
+    """The client sent a request's headers or body too slowly (header_timeout_s,
+    body_timeout_s); the connection is closed."""
+
+    status = 408
+    code = "request_timeout"
+
+
 class Conflict(BrookError):
     status = 409
     code = "conflict"
@@ -106,6 +127,11 @@ class DataLoss(BrookError):
 class RecordTooLarge(BrookError):
     status = 413
     code = "record_too_large"
+
+
+class UnsupportedMediaType(BrookError):
+    status = 415
+    code = "unsupported_media_type"
 
 
 class StorageError(BrookError):

@@ -19,7 +19,10 @@ MIB = 1024 * KIB
 
 # Records and batches.
 record_bytes_max = 8 * MIB
-"""Largest record (key + value + headers) accepted by append."""
+"""Largest record (key + value + headers) accepted by append. A process-wide
+setting: `brook serve --record-bytes-max` sets it for the server's process."""
+record_bytes_max_ceiling = 64 * MIB
+"""The most record_bytes_max may be set to (a record must fit a batch and a request)."""
 batch_records_max = 1_000_000
 """Most records a single batch may hold; a format bound checked on decode."""
 batch_bytes_format_max = 256 * MIB
@@ -38,6 +41,14 @@ overloaded_retry_after_s = 1
 refused_linger_s = 10.0
 """A request refused before its body was read (413, 503) is answered at once; its
 body is then read and dropped for up to this long before the connection closes."""
+header_timeout_s_default = 10.0
+"""From a request's first byte to the end of its headers; slower gets 408 and a close."""
+body_timeout_s_default = 60.0
+"""From the end of a request's headers to the end of its body; slower gets 408."""
+idle_timeout_s_default = 75.0
+"""A connection with no request in progress is closed after this long."""
+connections_max_default = 1024
+"""Open connections; a connection beyond them is answered 503 and closed."""
 
 # Group commit.
 linger_ms_default = 2.0
@@ -144,5 +155,8 @@ timer_history_ms = 24 * 60 * 60 * 1000
 schedule of the same id) this long, at most timer_history_max of them."""
 timer_history_max = 100_000
 timer_id_chars_max = 200
+timer_at_past_max_ms = 24 * 60 * 60 * 1000
+"""A timer's `at` may be this far in the past (it fires at once); further back is
+refused as a mistake, usually seconds given as milliseconds."""
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""

@@ -11,6 +11,10 @@ import msgspec
 _encode = msgspec.json.Encoder().encode
 
 
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+"""A LogRecord's own attributes; any other was given as `extra` and is logged as a field."""
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -20,6 +24,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        for name, value in vars(record).items():
+            if name not in _STANDARD and name not in entry:
+                entry[name] = value
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return _encode(entry).decode()

@@ -102,12 +102,12 @@ class Topic:
 
         `limit` is capped at read_records_max. An offset below the oldest
         retained one reads from the oldest retained. Raises TopicNotFound,
-        BadRequest (unknown partition, negative offset or limit), CorruptData.
+        PartitionNotFound, BadRequest (negative offset, limit below 1), CorruptData.
         """
         state = self._core.topic_state(self.name)
         partition_log = state.log(validate.whole(partition, "partition"))
         offset = validate.whole(offset, "offset")
-        limit = min(validate.whole(limit, "limit"), limits.read_records_max)
+        limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
         return partition_log.read(offset, limit)
 
     def end_offsets(self) -> dict[int, int]:

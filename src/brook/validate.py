@@ -235,8 +235,11 @@ def receipts(jobs: Any) -> list[str]:
     out = []
     for item in items:
         receipt = getattr(item, "receipt", item)
-        if not isinstance(receipt, str) or not 0 < len(receipt) <= 200:
+        if not isinstance(receipt, str):
             raise BadRequest(f"expected a Job or a receipt string, not {item!r}")
+        if not names.RECEIPT.fullmatch(receipt):
+            shown = receipt if len(receipt) <= 60 else receipt[:60] + "..."
+            raise BadRequest(f"{shown!r} is not a receipt: give the receipt a lease returned")
         out.append(receipt)
     return out
 

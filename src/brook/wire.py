@@ -21,11 +21,14 @@ from msgspec import Meta
 
 from brook import limits, validate
 from brook.codec.batch import Columns
+from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
-from brook.names import Id, Name
+from brook.names import Id, Name, Receipt
 from brook.records import Ack, Published, Record, TopicInfo
 
 JSON_TYPE = "application/json"
+RAW_TYPE = "application/octet-stream"
+"""A POST of records with this type is one record whose value is the body, as it is."""
 BATCH_TYPE = "application/vnd.brook.batch"
 """The binary batch format's media type (docs/PROTOCOL.md)."""
 
@@ -34,7 +37,6 @@ Offset = Annotated[int, Meta(ge=0, le=2**63 - 1, description="An offset in a par
 Positive = Annotated[int, Meta(ge=1, le=2**63 - 1)]
 Millis = Annotated[int, Meta(ge=0, le=2**63 - 1, description="Milliseconds")]
 Visibility = Annotated[int, Meta(ge=1, le=limits.visibility_timeout_ms_max)]
-Receipt = Annotated[str, Meta(min_length=1, max_length=200)]
 Reason = Annotated[str, Meta(description=f"Kept up to {limits.queue_reason_chars_max} characters")]
 
 
@@ -469,6 +471,12 @@ def decode_request(body: bytes, kind: type[T], empty_ok: bool = False) -> T:
         raise BadRequest(f"invalid body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise BadRequest("the body is not valid JSON: it is not UTF-8") from None
+    except RecursionError:
+        raise BadRequest("the body is not valid JSON: it is nested too deeply") from None
+    if has_duplicates(body, decoded):
+        raise BadRequest("invalid body: an object names the same field twice")
     return decoded
 
 

@@ -229,6 +229,8 @@ def test_bad_calls_are_refused(broker: Any) -> None:
     with pytest.raises(BadRequest):
         q.extend("0.0.1.1.abc", 0)
     with pytest.raises(LeaseExpired):
+        q.ack("0.0.1.1.00000abc")
+    with pytest.raises(BadRequest, match="is not a receipt"):
         q.ack("0.0.1.1.abc")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import brook
-from brook.errors import BadRequest, InvalidName
+from brook.errors import BadRequest, Conflict, InvalidName
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -64,7 +64,9 @@ def test_timers_fire_in_due_order_and_cancelled_ones_never(broker: Any) -> None:
 
 def test_the_first_timer_with_an_id_stands(broker: Any) -> None:
     assert broker.schedule("reminders", b"first", delay_ms=200, timer_id="dup") == "dup"
-    assert broker.schedule("reminders", b"second", delay_ms=10, timer_id="dup") == "dup"
+    assert broker.schedule("reminders", b"first", delay_ms=10, timer_id="dup") == "dup"
+    with pytest.raises(Conflict, match="another value"):
+        broker.schedule("reminders", b"second", delay_ms=10, timer_id="dup")
     broker.schedule("reminders", b"sentinel", delay_ms=400)
     wait_for(lambda: len(values(broker)) == 2)
     assert values(broker) == [b"first", b"sentinel"]

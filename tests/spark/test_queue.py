@@ -132,7 +132,7 @@ def test_brook_spark_queue_on_the_command_line(
     assert lines[0].split() == ["ready=18", "leased=4", "retrying=2", "acked=13", "dead=3"]
     assert lines[1] == "3 record(s) where state = 'dead'"
     assert all("\tdead\t" in line and "error='poison'" in line for line in lines[2:5])
-    assert lines[-1] == "redriven 3"
+    assert lines[-1] == "redriven: 3 records"
     missing = subprocess.run(  # found before Spark starts: a master it cannot use is fine
         [*run[:-3], "nope", "--data", str(data), "--master", "no-such-master"],
         capture_output=True,

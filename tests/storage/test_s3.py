@@ -471,3 +471,14 @@ def test_missing_credentials_are_named_not_a_metadata_error(moto: MotoServer) ->
     )
     assert "no AWS credentials were found" in out.stdout, out.stdout + out.stderr
     assert "AWS_ACCESS_KEY_ID" in out.stdout and "spark.executorEnv" in out.stdout
+
+
+def test_a_missing_bucket_is_named_with_its_endpoint(moto: MotoServer, tmp_path: Path) -> None:
+    """Not a truncated XML 404: the bucket, where it was looked for, and what to check."""
+    for read_only in (False, True):
+        with pytest.raises(StorageError) as caught:
+            opened(moto, "s3://no-such-bucket/p", tmp_path / "cache", read_only=read_only)
+        message = caught.value.message
+        assert message.startswith(f"bucket no-such-bucket at {moto.endpoint}"), message
+        assert "does not exist" in message and "--endpoint-url" in message
+        assert "<?xml" not in message

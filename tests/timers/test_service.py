@@ -12,7 +12,7 @@ import pytest
 
 import brook
 from brook import limits
-from brook.errors import BadRequest, InvalidName
+from brook.errors import BadRequest, Conflict, InvalidName
 from tests.s3server import MotoServer
 
 HOUR_S = 3600.0
@@ -108,13 +108,35 @@ def test_cancelled_timers_never_fire(tmp_path: Path) -> None:
 
 
 def test_scheduling_an_id_again_keeps_the_first(tmp_path: Path) -> None:
+    """A retry of the same schedule (same topic and record, any due time) keeps the
+    first; the same id for another record or topic is a Conflict, and a batch holding
+    one schedules nothing."""
     clock = Clock()
     with brook.open(str(tmp_path), clock=clock) as b:
         assert b.schedule("reminders", b"first", delay_ms=1_000, timer_id="x") == "x"
-        assert b.schedule("reminders", b"second", delay_ms=10, timer_id="x") == "x"
+        assert b.schedule("reminders", b"first", delay_ms=10, timer_id="x") == "x"
+        with pytest.raises(Conflict, match="another value"):
+            b.schedule("reminders", b"second", delay_ms=10, timer_id="x")
+        with pytest.raises(Conflict, match="for topic reminders, not other"):
+            b.schedule("other", b"first", delay_ms=10, timer_id="x")
+        with pytest.raises(Conflict, match="another value"):
+            b.schedule_many(
+                [
+                    brook.TimerSpec("reminders", b"new", delay_ms=10, timer_id="z"),
+                    brook.TimerSpec("reminders", b"third", delay_ms=10, timer_id="x"),
+                ]
+            )
+        assert b.timer("z") is None
+        with pytest.raises(Conflict, match="given twice"):
+            b.schedule_many(
+                [
+                    brook.TimerSpec("reminders", b"a", delay_ms=10, timer_id="w"),
+                    brook.TimerSpec("reminders", b"b", delay_ms=10, timer_id="w"),
+                ]
+            )
         ids = b.schedule_many(
             [
-                brook.TimerSpec("reminders", b"third", delay_ms=10, timer_id="x"),
+                brook.TimerSpec("reminders", b"first", delay_ms=10, timer_id="x"),
                 brook.TimerSpec("reminders", b"other", delay_ms=2_000, timer_id="y"),
             ]
         )
@@ -122,6 +144,30 @@ def test_scheduling_an_id_again_keeps_the_first(tmp_path: Path) -> None:
         move(b, clock, 5)
         wait_for(lambda: len(values(b)) == 2)
         assert values(b) == [b"first", b"other"]
+        # Fired: the topic is still checked (the record is no longer held).
+        with pytest.raises(Conflict, match="exists already for topic reminders"):
+            b.schedule("other", b"first", timer_id="x")
+    with brook.open(str(tmp_path), clock=clock) as b:  # checks hold after a restart
+        b.schedule("reminders", b"later", delay_ms=60_000, timer_id="v")
+    with (
+        brook.open(str(tmp_path), clock=clock) as b,
+        pytest.raises(Conflict, match="another value"),
+    ):
+        b.schedule("reminders", b"changed", delay_ms=60_000, timer_id="v")
+
+
+def test_an_at_far_in_the_past_is_refused_as_seconds_given_as_ms(tmp_path: Path) -> None:
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        seconds = clock.ms() // 1000
+        with pytest.raises(BadRequest, match=f"give at={seconds * 1000}"):
+            b.schedule("reminders", b"v", at=seconds)
+        with pytest.raises(BadRequest, match="more than 24 hours ago"):
+            b.schedule_many([brook.TimerSpec("reminders", b"v", at=5)])
+        # Within the tolerance: due now, it fires.
+        b.schedule("reminders", b"late", at=clock.ms() - 60_000, timer_id="late")
+        move(b, clock, 1)
+        wait_for(lambda: values(b) == [b"late"])
 
 
 def test_timers_due_while_the_broker_was_down_fire_on_start_in_due_order(tmp_path: Path) -> None:

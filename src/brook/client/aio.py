@@ -93,13 +93,16 @@ class AsyncBroker:
         dead_letter_topic: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
+        create: bool = True,
     ) -> AsyncQueue:
-        """Queue group `group` on `topic`, created if new; settings left as None keep
-        the stored ones."""
+        """Queue group `group` on `topic`, created if new (and the topic); with
+        `create=False` an unknown topic or group raises TopicNotFound or GroupNotFound.
+        Settings left as None keep the stored ones."""
         await self._do(
             protocol.queue_settings(
                 topic,
                 group,
+                create,
                 visibility_timeout_ms=visibility_timeout_ms,
                 max_attempts=max_attempts,
                 ordering=ordering,

@@ -216,7 +216,7 @@ def read(topic: str, partition: int, offset: int, limit: int) -> Call:
     validate.whole(partition, "partition")
     validate.whole(offset, "offset")
     # Capped as embedded reads are; the server sends whole batches, so cut here too.
-    limit = min(validate.whole(limit, "limit"), limits.read_records_max)
+    limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Record]:
         records: list[Record] = []
@@ -314,8 +314,9 @@ def _queue_path(topic: str, group_name: str, *rest: str) -> str:
     return _path("topics", topic, "queues", group_name, *rest)
 
 
-def queue_settings(topic: str, group_name: str, **settings: Any) -> Call:
-    """PUT the settings that are not None; the group is created if new. Returns its settings."""
+def queue_settings(topic: str, group_name: str, create: bool = True, **settings: Any) -> Call:
+    """PUT the settings that are not None; the group is created if new (unless not
+    `create`: then 404 for an unknown topic or group). Returns its settings."""
     check_names(topic, group_name)
     given = {name: value for name, value in settings.items() if value is not None}
     if isinstance(given.get("backoff"), msgspec.Struct):
@@ -326,7 +327,8 @@ def queue_settings(topic: str, group_name: str, **settings: Any) -> Call:
         settings: dict[str, Any] = msgspec.to_builtins(_answer(body, wire.QueueOut).settings)
         return settings
 
-    return Call("PUT", _queue_path(topic, group_name), {}, body, headers, parse, True)
+    params = {} if create else {"create": "false"}
+    return Call("PUT", _queue_path(topic, group_name), params, body, headers, parse, True)
 
 
 def queue_state(topic: str, group_name: str, part: str) -> Call:

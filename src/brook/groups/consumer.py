@@ -10,12 +10,12 @@ commit: delivery is at-least-once.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from brook import layout, limits, validate
-from brook.errors import BadRequest, PartitionNotFound, TopicNotFound
+from brook.errors import BadRequest, TopicNotFound
 from brook.records import Record
 
 if TYPE_CHECKING:
@@ -167,16 +167,15 @@ class Consumer:
         """Durably store the group's position: everything polled so far is done.
 
         With `offsets` ({partition: next offset}), commit those instead for the
-        partitions named (the position poll continues from is not moved).
-        Raises PartitionNotFound, BadRequest, StorageError.
+        partitions named (the position poll continues from is not moved); an
+        offset past the partition's end is a BadRequest, since the group would
+        skip records not yet written. Raises PartitionNotFound, StorageError.
         """
         cursor = self._cursor
         if offsets is not None:
-            partitions = self._core.topic_state(self.topic).config.partitions
+            state = self._core.topic_state(self.topic)
             for partition, offset in offsets.items():
-                if validate.whole(partition, "partition") >= partitions:
-                    raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
-                validate.whole(offset, f"offset of partition {partition}")
+                _within(state, partition, offset)
         with cursor.commit_mutex:
             if cursor.deleted:
                 raise TopicNotFound(f"topic {self.topic} was deleted")
@@ -194,12 +193,9 @@ class Consumer:
                 cursor.committed = offsets
 
     def seek(self, partition: int, offset: int) -> None:
-        """Move the group's position on `partition`; the next poll starts there."""
-        state = self._core.topic_state(self.topic)
-        partition = validate.whole(partition, "partition")
-        if partition >= state.config.partitions:
-            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
-        offset = validate.whole(offset, "offset")
+        """Move the group's position on `partition`; the next poll starts there.
+        At most the partition's end (BadRequest past it); PartitionNotFound."""
+        partition, offset = _within(self._core.topic_state(self.topic), partition, offset)
         with self._cursor.mutex:
             self._cursor.position[partition] = offset
 
@@ -225,3 +221,17 @@ class Consumer:
 
     def close(self) -> None:
         """Consumers hold no resources of their own; provided for symmetry."""
+
+
+def _within(state: TopicState, partition: Any, offset: Any) -> tuple[int, int]:
+    """(partition, offset) checked: a partition of the topic, an offset at most its end."""
+    partition = validate.whole(partition, "partition")
+    partition_log = state.log(partition)
+    offset = validate.whole(offset, f"offset of partition {partition}")
+    end = partition_log.durable_offset
+    if offset > end:
+        raise BadRequest(
+            f"offset {offset} is past the end of partition {partition} of {state.name} "
+            f"(its next offset is {end}): the group would skip records not yet written"
+        )
+    return partition, offset

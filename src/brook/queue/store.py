@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from brook import layout, limits, validate
-from brook.errors import NotFound
+from brook.errors import GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Settings
@@ -67,12 +67,15 @@ class QueueStore:
     def _open_log(self, topic: str, group: str) -> PartitionLog:
         return self.core.open_log(layout.queue_status_log(topic, group), 0, self.log_settings)
 
-    def group(self, topic: str, group: str, **given: Any) -> QueueGroup:
-        """The group, created or with its settings updated by the arguments that are not None."""
+    def group(self, topic: str, group: str, create: bool = True, **given: Any) -> QueueGroup:
+        """The group, with its settings updated by the arguments that are not None;
+        created (and its topic) when new, unless `create` is False: then TopicNotFound
+        or GroupNotFound. A read-only broker creates nothing."""
         validate.topic_name(topic)
         validate.group_name(group)
-        if self.core.read_only and self.find(topic, group) is None:
-            raise NotFound(f"queue group {group} of topic {topic} does not exist")
+        if (self.core.read_only or not create) and self.find(topic, group) is None:
+            self.core.topic_state(topic)  # TopicNotFound first: it says more
+            raise GroupNotFound(f"topic {topic} has no queue group {group}")
         self.core.topic_state(topic, create=True)
         storage = self.core.storage
         name = layout.queue_settings(topic, group)

@@ -18,35 +18,26 @@ from brook.broker import Broker
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
 from brook.core import TopicState, acks_in_order, route
-from brook.errors import BadRequest, BrookError, PartitionNotFound, StorageError, TopicNotFound
+from brook.errors import (
+    BadRequest,
+    BrookError,
+    PartitionNotFound,
+    TopicNotFound,
+    UnsupportedMediaType,
+)
 from brook.log.partition import PartitionLog
 from brook.records import Ack
-from brook.server import openapi
+from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
-from brook.server.http import Request, Response, error_response, json_response
+from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
 from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
-from brook.wire import BATCH_TYPE, JSON_TYPE, RecordOut, TopicOut, decode_request
+from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, TopicOut, decode_request
 
 log = logging.getLogger("brook.server")
-
-
-def _int(query: dict[str, str], name: str, default: int | None = None, low: int = 0) -> int:
-    text = query.get(name)
-    if text is None or text == "":
-        if default is None:
-            raise BadRequest(f"the query parameter {name} is required")
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest(f"{name} must be an integer, not {text!r}") from None
-    if value < low:
-        raise BadRequest(f"{name} must be at least {low}, not {value}")
-    return value
 
 
 class Completions:
@@ -130,27 +121,51 @@ class Api:
         self.timers = TimerEndpoints(self)
         self.staging = StagingEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
-        r.add("GET", "/openapi.json", self.openapi, None)
+        r.add("GET", "/openapi.json", self.openapi, "any")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
+        self._query_names = {
+            route: tuple(name for name, *_ in operation.query)
+            for route, operation in openapi.OPERATIONS.items()
+        }
 
     async def __call__(self, request: Request) -> Response:
         template = "unmatched"
         try:
-            route, params = self.router.match(request.method, request.path)
+            try:
+                route, params = self.router.match(request.method, request.path)
+            except BrookError:
+                if self.auth.enabled:  # with keys, only a key holder learns what exists
+                    self.auth.identify(request.headers.get("authorization"))
+                raise
             template = route.template
             if self.auth.enabled and route.scope is not None:
                 request.key = self.auth.check(
                     request.headers.get("authorization"), route.scope, params.get("topic")
                 )
+            if request.query:
+                self._check_query(request, route.template)
             response: Response = await route.handler(request, **params)
         except BrookError as exc:
             response = error_response(exc)
         except Exception:
+            # A bug, not bad input and not storage: 500, which clients do not retry blindly.
             log.exception("unexpected error answering %s %s", request.method, request.path)
-            response = error_response(StorageError("internal error; see the server log"))
+            response = error_response(BrookError("internal error; see the server log"))
         self.requests.add(template, request.method, response.status)
         return response
+
+    def _check_query(self, request: Request, template: str) -> None:
+        """Refuse query parameters the route does not take: a misspelt `?ofset=5` would
+        otherwise be ignored and the default used."""
+        method = "GET" if request.method == "HEAD" else request.method
+        known = self._query_names.get((method, template), ())
+        for name in request.query:
+            if name not in known:
+                takes = f"it takes {', '.join(known)}" if known else "it takes none"
+                raise BadRequest(
+                    f"unknown query parameter {name!r} for {method} {template}; {takes}"
+                )
 
     # ------------------------------------------------------------ helpers
 
@@ -274,8 +289,10 @@ class Api:
             state: TopicState | None = self._state(topic)
         except TopicNotFound:
             state = None  # created below, once the body has proved sound
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        partition = None if "partition" not in request.query else _int(request.query, "partition")
+        content_type = media_type(request)
+        partition = (
+            None if "partition" not in request.query else query.number(request.query, "partition")
+        )
         columns: Columns | ClientBatches
         if content_type == JSON_TYPE:
             columns = decode_request(request.body, wire.RecordsIn).columns()
@@ -285,6 +302,11 @@ class Api:
             columns = validate.batch_body(request.body)
             if not len(columns):
                 return json_response({"acks": []})
+        elif content_type != RAW_TYPE:
+            raise UnsupportedMediaType(
+                f"send records as {JSON_TYPE}, one raw record as {RAW_TYPE}, or a binary "
+                f"batch as {BATCH_TYPE}; not {content_type or 'a body without content-type'}"
+            )
         else:
             key = request.query.get("key")
             columns = validate.one(
@@ -300,27 +322,23 @@ class Api:
 
     async def get_records(self, request: Request, topic: str) -> Response:
         state = self._state(topic)
-        query = request.query
-        partition = _int(query, "partition", 0)
+        params = request.query
+        partition = query.number(params, "partition", 0)
         if partition >= state.config.partitions:
             raise PartitionNotFound(f"topic {topic} has no partition {partition}")
-        offset = _int(query, "offset", 0)
-        limit = min(_int(query, "limit", 1000), limits.read_records_max)
-        wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
+        offset = query.number(params, "offset", 0)
+        limit = min(query.number(params, "limit", 1000, low=1), limits.read_records_max)
+        wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
         partition_log = state.logs[partition]
-        if wait_ms and limit:
+        if wait_ms:
             await self._wait(
                 time.monotonic() + wait_ms / 1000, lambda: partition_log.durable_offset > offset
             )
         if BATCH_TYPE in request.headers.get("accept", ""):
             # Stored batches as they are: no decoding on the server (docs/PROTOCOL.md).
-            body, next_offset = (
-                await self._read(partition_log.read_batches, offset, limit)
-                if limit
-                else (b"", offset)
-            )
+            body, next_offset = await self._read(partition_log.read_batches, offset, limit)
             return Response(200, body, BATCH_TYPE, [("brook-next-offset", str(next_offset))])
-        records = await self._read(partition_log.read, offset, limit) if limit else []
+        records = await self._read(partition_log.read, offset, limit)
         next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
         return json_response(
             wire.RecordPage(records=[RecordOut.of(r) for r in records], next_offset=next_offset)
@@ -333,11 +351,12 @@ class Api:
 
     async def poll(self, request: Request, topic: str, group: str) -> Response:
         consumer = self._consumer(request, topic, group)
-        query = request.query
+        params = request.query
         max_records = min(
-            _int(query, "max_records", limits.poll_records_default, low=1), limits.read_records_max
+            query.number(params, "max_records", limits.poll_records_default, low=1),
+            limits.read_records_max,
         )
-        wait_ms = min(_int(query, "wait_ms", 0), limits.wait_ms_max)
+        wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
         records = await self._read(consumer.poll, max_records, 0)
         if not records and wait_ms:
             groups = self.broker.groups

@@ -8,17 +8,18 @@ early, answer with `connection: close`, then close the broker.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import ssl
 import threading
 
-from brook import limits
+import brook
 from brook.broker import Broker
 from brook.config import ApiKey
 from brook.server.api import Api
 from brook.server.auth import Authenticator
-from brook.server.http import Connections, HttpProtocol
+from brook.server.http import Connections, HttpLimits, HttpProtocol
 from brook.server.metrics import ConnectionsCollector
 
 log = logging.getLogger("brook.server")
@@ -35,18 +36,17 @@ class Server:
         broker: Broker,
         host: str,
         port: int,
-        request_bytes_max: int = limits.request_bytes_max,
         keys: list[ApiKey] | None = None,
         tls: ssl.SSLContext | None = None,
-        inflight_bytes_max: int = limits.inflight_bytes_max_default,
+        http_limits: HttpLimits | None = None,
+        access_log: bool = False,
     ) -> None:
         self.broker = broker
         self.host = host
         self.port = port
-        self.request_bytes_max = request_bytes_max
         self.auth = Authenticator(keys or [])
         self.tls = tls
-        self.connections = Connections(inflight_bytes_max)
+        self.connections = Connections(http_limits, access_log)
         self._server: asyncio.Server | None = None
         self.api: Api | None = None
 
@@ -55,14 +55,19 @@ class Server:
         api = self.api = Api(self.broker, loop, self.auth)
         api.registry.register(ConnectionsCollector(self.connections))
         self.broker.core.round_listeners.append(api.new_records.notify_threadsafe)
-        self._server = await loop.create_server(
-            lambda: HttpProtocol(api, self.connections, self.request_bytes_max),
-            self.host,
-            self.port,
-            reuse_address=True,
-            ssl=self.tls,
-        )
+        try:
+            self._server = await loop.create_server(
+                lambda: HttpProtocol(api, self.connections),
+                self.host,
+                self.port,
+                reuse_address=True,
+                ssl=self.tls,
+            )
+        except OSError as exc:
+            api.close()
+            raise CannotListen(self.host, self.port, exc) from None
         self.port = self._server.sockets[0].getsockname()[1]
+        self.connections.start_sweeping()
 
     async def stop(self) -> None:
         assert self._server is not None and self.api is not None
@@ -78,12 +83,29 @@ class Server:
             log.warning("stopping with %d requests still in flight", self.connections.busy)
         for connection in list(self.connections.open):
             connection.close_if_idle()
+        self.connections.stop_sweeping()
         self.broker.core.round_listeners.remove(self.api.new_records.notify_threadsafe)
         self.api.close()
 
 
-async def serve(server: Server) -> None:
-    """Serve until SIGTERM or SIGINT, then stop gracefully."""
+class CannotListen(Exception):
+    """The address cannot be listened on; the message says what to do."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        if error.errno == errno.EADDRINUSE:
+            why = f"port {port} on {host} is in use (another brook serve?)"
+        elif error.errno == errno.EACCES:
+            why = f"not allowed to listen on port {port} (ports below 1024 need privileges)"
+        elif error.errno == errno.EADDRNOTAVAIL:
+            why = f"{host} is not an address of this machine"
+        else:
+            why = f"cannot listen on {host}:{port}: {error.strerror or error}"
+        super().__init__(f"{why}; choose another with --port / --host (BROOK_PORT, BROOK_HOST)")
+
+
+async def serve(server: Server, where: str = "") -> None:
+    """Serve until SIGTERM or SIGINT, then stop gracefully. `where` names the
+    data's location for the start-up line."""
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -93,7 +115,15 @@ async def serve(server: Server) -> None:
     keys = len(server.auth.keys)
     keys_note = f"{keys} API keys" if keys else "no API keys (open)"
     shown = server.host if ":" not in server.host else f"[{server.host}]"
-    log.info("listening on %s://%s:%d with %s; ready", scheme, shown, server.port, keys_note)
+    log.info(
+        "brook %s serving %s; listening on %s://%s:%d with %s; ready",
+        brook.__version__,
+        where or "its storage",
+        scheme,
+        shown,
+        server.port,
+        keys_note,
+    )
     fenced = getattr(server.broker.storage, "fenced", None)
     watch = asyncio.create_task(_stop_when_fenced(fenced, stop)) if fenced is not None else None
     await stop.wait()

@@ -15,6 +15,14 @@ writes Responses back. Limits are enforced here:
 
 A refused body (413, 503) is read and dropped, never kept, and the connection
 then closes (within refused_linger_s).
+
+Slow and idle clients are bounded too (a slowloris holds many connections open
+by sending a byte now and then): a request's headers must arrive within
+header_timeout_s of its first byte and its body within body_timeout_s of its
+headers (else 408 and a close), a connection with no request in progress is
+closed after idle_timeout_s, and past connections_max open connections a new one
+is answered 503 and closed. One sweep a second checks every deadline, so the
+path of a request pays only for reading the clock.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ import asyncio
 import collections
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, cast
 from urllib.parse import parse_qsl, unquote
@@ -32,17 +42,32 @@ import httptools
 
 from brook import limits
 from brook.config import ApiKey
-from brook.errors import BadRequest, BrookError, Overloaded, RecordTooLarge
+from brook.errors import BadRequest, BrookError, Overloaded, RecordTooLarge, RequestTimeout
 from brook.wire import encode, error_body
 
 log = logging.getLogger("brook.server")
+access_log = logging.getLogger("brook.access")
 
 PIPELINE_REQUESTS_MAX = 64
 """Reading from a connection pauses while this many of its requests wait."""
+SWEEP_S = 1.0
+"""How often connection deadlines are checked."""
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """The limits the HTTP layer enforces (brook/limits.py has their defaults)."""
+
+    request_bytes_max: int = limits.request_bytes_max
+    inflight_bytes_max: int = limits.inflight_bytes_max_default
+    header_timeout_s: float = limits.header_timeout_s_default
+    body_timeout_s: float = limits.body_timeout_s_default
+    idle_timeout_s: float = limits.idle_timeout_s_default
+    connections_max: int = limits.connections_max_default
 
 
 class Request:
-    __slots__ = ("body", "headers", "held", "key", "method", "path", "query")
+    __slots__ = ("body", "headers", "held", "key", "method", "path", "query", "size", "started")
 
     def __init__(
         self,
@@ -63,6 +88,8 @@ class Request:
         """The API key the request was authorised with, when keys are configured."""
         self.held = held
         """Bytes counted against inflight_bytes_max for it, released once answered."""
+        self.size = len(body)
+        self.started = time.monotonic()
 
 
 class Response:
@@ -79,6 +106,11 @@ class Response:
         self.body = body
         self.content_type = content_type
         self.headers = headers or []
+
+
+def media_type(request: Request) -> str:
+    """The request's content-type without its parameters, lower-case ("" if none)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
 def json_response(document: Any, status: int = 200) -> Response:
@@ -116,20 +148,44 @@ def _head(response: Response, keep_alive: bool) -> bytes:
 
 
 class Connections:
-    """The open connections and the requests being handled (for a graceful stop), and
-    the request-body bytes they hold in memory (for inflight_bytes_max)."""
+    """The open connections and the requests being handled (for a graceful stop), the
+    request-body bytes they hold in memory (for inflight_bytes_max), and their deadlines."""
 
-    def __init__(self, inflight_bytes_max: int = limits.inflight_bytes_max_default) -> None:
+    def __init__(self, http_limits: HttpLimits | None = None, access_log: bool = False) -> None:
+        self.limits = http_limits or HttpLimits()
+        self.access_log = access_log
+        """Log one line per request answered (brook.access, at info)."""
         self.open: set[HttpProtocol] = set()
         self.busy = 0
         self.idle = asyncio.Event()
         self.idle.set()
         self.stopping = False
-        self.inflight_bytes_max = inflight_bytes_max
+        self.inflight_bytes_max = self.limits.inflight_bytes_max
         self.held_bytes = 0
         self.held_bytes_peak = 0
         self.refused = 0
         """Requests answered 503 because inflight_bytes_max was reached."""
+        self.refused_connections = 0
+        """Connections answered 503 because connections_max were open."""
+        self.timed_out = 0
+        """Requests answered 408 (headers or body too slow)."""
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def start_sweeping(self) -> None:
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    def stop_sweeping(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            now = time.monotonic()
+            for connection in list(self.open):
+                deadline = connection.deadline
+                if deadline is not None and now > deadline:
+                    connection.deadline_passed()
 
     def started(self) -> None:
         self.busy += 1
@@ -142,10 +198,11 @@ class Connections:
 
 
 class HttpProtocol(asyncio.Protocol):
-    def __init__(self, app: App, connections: Connections, request_bytes_max: int) -> None:
+    def __init__(self, app: App, connections: Connections) -> None:
         self.app = app
         self.connections = connections
-        self.request_bytes_max = request_bytes_max
+        self.limits = connections.limits
+        self.request_bytes_max = connections.limits.request_bytes_max
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.pending: collections.deque[tuple[Request | BrookError, bool]] = collections.deque()
@@ -166,13 +223,47 @@ class HttpProtocol(asyncio.Protocol):
         self._discarding = False
         """A refused message's body is being read and dropped (then the connection closes)."""
         self._refusal_written = False
+        self.phase = "idle"
+        """idle (no request in progress), headers, body, or answering."""
+        self.deadline: float | None = None
+        """When the phase must have ended (monotonic seconds); None: no deadline."""
+        self._over_cap = False
+        self.peer = ""
 
     # ------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
-        self.connections.open.add(self)
+        connections = self.connections
+        if connections.access_log:
+            address = transport.get_extra_info("peername")
+            self.peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else ""
+        if len(connections.open) >= self.limits.connections_max:
+            # Answered once its request's headers are in (a reply before the request is
+            # read would be lost to a reset), within the header timeout at most.
+            self._over_cap = True
+            connections.refused_connections += 1
+            self.deadline = time.monotonic() + self.limits.header_timeout_s
+        else:
+            self.deadline = time.monotonic() + self.limits.idle_timeout_s
+        connections.open.add(self)
+
+    def deadline_passed(self) -> None:
+        """The sweep found this connection past its deadline."""
+        phase = self.phase
+        self.deadline = None
+        if phase in ("headers", "body") and not self._broken and not self._discarding:
+            self.connections.timed_out += 1
+            timeout = (
+                self.limits.header_timeout_s if phase == "headers" else self.limits.body_timeout_s
+            )
+            self._reject(
+                RequestTimeout(f"the request's {phase} did not arrive within {timeout:g} s")
+            )
+            asyncio.get_running_loop().call_later(limits.refused_linger_s, self._close)
+        else:
+            self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.open.discard(self)
@@ -194,6 +285,8 @@ class HttpProtocol(asyncio.Protocol):
     # ------------------------------------------------------------ httptools callbacks
 
     def on_message_begin(self) -> None:
+        self.phase = "headers"
+        self.deadline = time.monotonic() + self.limits.header_timeout_s
         self._url = b""
         self._headers = {}
         self._body = []
@@ -209,6 +302,16 @@ class HttpProtocol(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         if self._broken or self._discarding:
+            return
+        self.phase = "body"
+        self.deadline = time.monotonic() + self.limits.body_timeout_s
+        if self._over_cap:
+            self._refuse(
+                Overloaded(
+                    f"the server has {self.limits.connections_max} connections open "
+                    "(connections_max); try again soon"
+                )
+            )
             return
         length = self._headers.get("content-length")
         if length is None or not length.isdigit():
@@ -241,6 +344,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         if self._broken:
             return
+        self.phase = "answering"
+        self.deadline = None
         keep_alive = bool(self.parser.should_keep_alive())
         item: Request | BrookError
         try:
@@ -330,6 +435,9 @@ class HttpProtocol(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         while self.transport is not None:
             if not self.pending:
+                if self.phase == "answering":  # not already reading the next request
+                    self.phase = "idle"
+                    self.deadline = time.monotonic() + self.limits.idle_timeout_s
                 self._idle = loop.create_future()
                 await self._idle
                 self._idle = None
@@ -353,7 +461,9 @@ class HttpProtocol(asyncio.Protocol):
                     self._release(item.held)
                     item.body = b""
             keep_alive = keep_alive and not self.connections.stopping
-            self._write(response, keep_alive)
+            if self.connections.access_log:
+                self._log_access(item, response)
+            self._write(response, keep_alive, isinstance(item, Request) and item.method == "HEAD")
             if not keep_alive:
                 if self._discarding:
                     self._refusal_written = True  # closed once the body is read
@@ -361,11 +471,44 @@ class HttpProtocol(asyncio.Protocol):
                     self._close()
                 return
 
-    def _write(self, response: Response, keep_alive: bool) -> None:
+    def _log_access(self, item: Request | BrookError, response: Response) -> None:
+        """One line per request: never its headers (they may hold an API key) or body."""
+        peer = self.peer
+        if isinstance(item, Request):
+            ms = round((time.monotonic() - item.started) * 1000, 3)
+            access_log.info(
+                "%s %s %d %.1f ms",
+                item.method,
+                item.path,
+                response.status,
+                ms,
+                extra={
+                    "method": item.method,
+                    "path": item.path,
+                    "status": response.status,
+                    "ms": ms,
+                    "bytes_in": item.size,
+                    "bytes_out": len(response.body),
+                    "peer": peer,
+                },
+            )
+        else:  # refused before it became a request (malformed, too large, too slow)
+            access_log.info(
+                "refused %d %s",
+                response.status,
+                item.code,
+                extra={"status": response.status, "error": item.code, "peer": peer},
+            )
+
+    def _write(self, response: Response, keep_alive: bool, head_only: bool = False) -> None:
+        """Write the response; for HEAD, its head alone (with the body's length)."""
         if self.transport is None:
             return
         head = _head(response, keep_alive)
-        self.transport.writelines([head, response.body])
+        if head_only:
+            self.transport.write(head)
+        else:
+            self.transport.writelines([head, response.body])
 
     def _reject(self, error: BrookError) -> None:
         """Answer a request that cannot be parsed after those before it, then close:

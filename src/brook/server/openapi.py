@@ -48,6 +48,12 @@ class Operation(NamedTuple):
 
 WAIT = ("wait_ms", COUNT, f"Long-poll up to this long (capped at {limits.wait_ms_max})", False)
 PARTITION = ("partition", COUNT, "Every record goes to this partition (default: by key)", False)
+START = (
+    "start",
+    {"enum": ["earliest", "latest"]},
+    "Where a group new to the broker starts (default earliest)",
+    False,
+)
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 
@@ -69,7 +75,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         wire.Acks,
         wire.RecordsIn,
         query=(("key", {"type": "string"}, "Key of a raw-body record", False), PARTITION),
-        binary=("application/octet-stream", wire.BATCH_TYPE),
+        binary=(wire.RAW_TYPE, wire.BATCH_TYPE),
     ),
     ("GET", "/v1/topics/{topic}/records"): Operation(
         "Read records at offsets >= offset",
@@ -84,27 +90,47 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/v1/topics/{topic}/groups/{group}/poll"): Operation(
         "Poll a stream group (advances its position)",
         wire.Polled,
-        query=(("max_records", {"type": "integer", "minimum": 1}, "Most records", False), WAIT),
+        query=(
+            ("max_records", {"type": "integer", "minimum": 1}, "Most records", False),
+            WAIT,
+            START,
+        ),
     ),
     ("POST", "/v1/topics/{topic}/groups/{group}/commit"): Operation(
         "Commit the group's position, or the offsets given",
         wire.GroupOut,
         wire.CommitIn,
         body_required=False,
+        query=(START,),
     ),
     ("POST", "/v1/topics/{topic}/groups/{group}/seek"): Operation(
-        "Move the group's position on one partition", wire.GroupOut, wire.SeekIn
+        "Move the group's position on one partition (at most its end)",
+        wire.GroupOut,
+        wire.SeekIn,
+        query=(START,),
     ),
     ("GET", "/v1/topics/{topic}/groups/{group}"): Operation(
-        "A stream group's positions and lag", wire.GroupOut
+        "A stream group's positions and lag", wire.GroupOut, query=(START,)
     ),
     ("PUT", QUEUE): Operation(
         "Create a queue group or change its settings (null keeps a setting)",
         wire.QueueOut,
         wire.QueueSettingsIn,
         body_required=False,
+        query=(
+            (
+                "create",
+                {"type": "boolean"},
+                "false: only change an existing group (404 if there is none); default true, "
+                "which also creates the topic when the key may append to it",
+                False,
+            ),
+        ),
     ),
-    ("GET", QUEUE): Operation("A queue group's settings and records by state", wire.QueueOut),
+    ("GET", QUEUE): Operation(
+        "A queue group's settings and records by state (404 if it does not exist)",
+        wire.QueueOut,
+    ),
     ("POST", QUEUE + "/lease"): Operation(
         "Lease records (long-polls up to wait_ms); answered once durable",
         wire.Jobs,

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import limits, wire
+from brook import limits, validate, wire
 from brook.codec import encode_batch
-from brook.errors import BadRequest
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Transition
 from brook.records import Job, Record
+from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
 
@@ -74,12 +74,19 @@ class QueueEndpoints:
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
 
-    async def _queue(self, topic: str, group: str, **settings: Any) -> Queue:
+    async def _queue(
+        self, request: Request, topic: str, group: str, create: str = "", **settings: Any
+    ) -> Queue:
+        """The group, which must exist unless `create` says what may be created: "group"
+        (on an existing topic: a lease) or "topic" (a PUT: the topic too, when the
+        caller's key may create topics). A look never creates anything."""
         broker = self.api.broker
         existing = broker.queues.find(topic, group)
         if existing is not None and not any(v is not None for v in settings.values()):
             return Queue(existing)
-        queue: Queue = await self.run(broker.queue, topic, group, **settings)
+        if create != "topic" or not _may_create_topics(request):
+            self.api.core.topic_state(validate.topic_name(topic))  # TopicNotFound
+        queue: Queue = await self.run(broker.queue, topic, group, create=bool(create), **settings)
         return queue
 
     def _described(self, queue: Queue) -> wire.QueueOut:
@@ -92,18 +99,19 @@ class QueueEndpoints:
 
     async def put(self, request: Request, topic: str, group: str) -> Response:
         settings = decode_request(request.body, wire.QueueSettingsIn, empty_ok=True)
-        queue = await self._queue(topic, group, **settings.given())
+        create = "topic" if query.flag(request.query, "create", True) else ""
+        queue = await self._queue(request, topic, group, create, **settings.given())
         return json_response(await self.run(self._described, queue))
 
     async def get(self, request: Request, topic: str, group: str) -> Response:
-        queue = await self._queue(topic, group)
+        queue = await self._queue(request, topic, group)
         return json_response(await self.run(self._described, queue))
 
     async def lease(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.LeaseIn, empty_ok=True)
         max_records, visibility = asked.max_records, asked.visibility_timeout_ms
         wait_ms = min(asked.wait_ms, limits.wait_ms_max)
-        queue = await self._queue(topic, group)
+        queue = await self._queue(request, topic, group, "group")
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             jobs = await self.run(queue.lease, max_records, 0, visibility)
@@ -145,7 +153,7 @@ class QueueEndpoints:
         async def settle(request: Request, topic: str, group: str) -> Response:
             body: Any = decode_request(request.body, shape)
             receipts = body.receipts
-            queue = await self._queue(topic, group)
+            queue = await self._queue(request, topic, group)
             if isinstance(body, wire.NackIn):
                 await self.run(queue.nack, receipts, body.delay_ms, body.reason)
             elif isinstance(body, wire.ExtendIn):
@@ -159,15 +167,15 @@ class QueueEndpoints:
         return settle
 
     async def trace(self, request: Request, topic: str, group: str) -> Response:
-        queue = await self._queue(topic, group)
-        partition = _query_int(request, "partition")
-        offset = _query_int(request, "offset")
+        queue = await self._queue(request, topic, group)
+        partition = query.number(request.query, "partition")
+        offset = query.number(request.query, "offset")
         transitions = await self.run(queue.trace, partition, offset)
         return json_response(wire.Trace(transitions=[_row(t) for t in transitions]))
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.RedriveIn, empty_ok=True)
-        queue = await self._queue(topic, group)
+        queue = await self._queue(request, topic, group)
         count = await self.run(queue.redrive, asked.limit, asked.positions())
         return json_response(wire.Redriven(redriven=count))
 
@@ -181,8 +189,8 @@ def _row(transition: Transition) -> wire.TransitionOut:
     return wire.TransitionOut(**row)
 
 
-def _query_int(request: Request, name: str) -> int:
-    text = request.query.get(name)
-    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 18:
-        raise BadRequest(f"the query parameter {name} must be a whole number")
-    return int(text)
+def _may_create_topics(request: Request) -> bool:
+    """Without keys anyone may; with keys, those that may append (which creates
+    topics) or administer."""
+    key = request.key
+    return key is None or "produce" in key.scopes or "admin" in key.scopes

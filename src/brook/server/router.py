@@ -5,14 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from brook.errors import BrookError, NotFound
+from brook.errors import MethodNotAllowed, NotFound
 
 Handler = Callable[..., Awaitable[Any]]
-
-
-class MethodNotAllowed(BrookError):
-    status = 405
-    code = "method_not_allowed"
 
 
 class Route(NamedTuple):
@@ -71,8 +66,10 @@ class Router:
                     break
             else:
                 route = methods.get(method)
+                if route is None and method == "HEAD":  # GET's answer without its body
+                    route = methods.get("GET")
                 if route is None:
-                    allowed = ", ".join(sorted(methods))
+                    allowed = ", ".join(sorted({*methods, *(["HEAD"] if "GET" in methods else [])}))
                     raise MethodNotAllowed(f"{method} is not allowed on {path}; use {allowed}")
                 return route, params
         raise NotFound(f"no such endpoint: {path}")

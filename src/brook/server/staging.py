@@ -12,20 +12,15 @@ from typing import TYPE_CHECKING
 
 from brook import wire
 from brook.codec.batch import Columns
-from brook.errors import BadRequest
-from brook.server.http import Request, Response, json_response
+from brook.errors import UnsupportedMediaType
+from brook.server.http import Request, Response, json_response, media_type
+from brook.server.query import whole
 from brook.wire import BATCH_TYPE, JSON_TYPE, decode_request
 
 if TYPE_CHECKING:
     from brook.server.api import Api
 
 SEQ_PATH = "/v1/topics/{topic}/staged/{writer}/{seq}"
-
-
-def _whole(text: str, what: str) -> int:
-    if not (text.isascii() and text.isdigit()) or len(text) > 18:
-        raise BadRequest(f"{what} must be a whole number, not {text!r}")
-    return int(text)
 
 
 class StagingEndpoints:
@@ -39,36 +34,36 @@ class StagingEndpoints:
     async def stage(
         self, request: Request, topic: str, writer: str, seq: str, part: str, chunk: str
     ) -> Response:
-        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        content_type = media_type(request)
         records: Columns | bytes
         if content_type == BATCH_TYPE:
             records = request.body
         elif content_type == JSON_TYPE:
             records = decode_request(request.body, wire.RecordsIn).columns()
         else:
-            raise BadRequest(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
+            raise UnsupportedMediaType(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
         partition = request.query.get("partition")
         staged = await self.api.queues.run(
             self.api.broker.staging.stage,
             topic,
             writer,
-            _whole(seq, "seq"),
+            whole(seq, "seq"),
             part,
-            _whole(chunk, "chunk"),
+            whole(chunk, "chunk"),
             records,
-            None if partition is None else _whole(partition, "partition"),
+            None if partition is None else whole(partition, "partition"),
         )
         return json_response(wire.Staged(staged=staged))
 
     async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         parts = decode_request(request.body, wire.PublishIn).parts
         published = await self.api.queues.run(
-            self.api.broker.staging.publish, topic, writer, _whole(seq, "seq"), parts
+            self.api.broker.staging.publish, topic, writer, whole(seq, "seq"), parts
         )
         return json_response(published)
 
     async def drop(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         dropped = await self.api.queues.run(
-            self.api.broker.staging.abort, topic, writer, _whole(seq, "seq")
+            self.api.broker.staging.abort, topic, writer, whole(seq, "seq")
         )
         return json_response(wire.Dropped(dropped=dropped))

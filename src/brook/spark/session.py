@@ -3,13 +3,15 @@
 Spark's Python workers run `PYSPARK_PYTHON` (else `python3` on PATH), which must
 be the interpreter Brook is installed in; Spark binds to loopback with no UI; a
 deep driver stack keeps a query stopped mid-batch from printing a Java
-StackOverflowError.
+StackOverflowError; Spark logs only errors (log4j2.properties beside this file),
+from its start on.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -32,7 +34,10 @@ def local_session(app_name: str = "brook", master: str = "local[2]", **conf: str
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.extraJavaOptions", "-Xss16m")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Xss16m -Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
+        )
         .config("spark.sql.session.timeZone", "UTC")
     )
     if master.startswith("local-cluster"):

@@ -12,9 +12,11 @@ the last flush are held until the shell writes them to their buckets.
 from __future__ import annotations
 
 import heapq
+import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from brook.errors import Conflict
 from brook.timers.index import IdIndex
 from brook.timers.model import Timer, TimerInfo
 
@@ -22,6 +24,18 @@ _TOPIC_BITS = 20
 """Low bits of a packed pending entry that number its topic (a million topics; due
 times up to the year 2500 fit in the 44 bits above)."""
 _TOPIC_MASK = (1 << _TOPIC_BITS) - 1
+
+
+def check_of(timer: Timer) -> int:
+    """A checksum of the timer's record (value, key, headers): a repeat of its id with
+    another record is told from a retry of the same schedule by it."""
+    check = zlib.crc32(timer.value)
+    if timer.key is not None:
+        check = zlib.crc32(b"\x00k" + timer.key, check)
+    if timer.headers:
+        for name in sorted(timer.headers):
+            check = zlib.crc32(b"\x00h" + name.encode() + b"\x00" + timer.headers[name], check)
+    return check
 
 
 def bucket_of(due_ms: int, bucket_ms: int) -> int:
@@ -72,9 +86,14 @@ class TimerBook:
 
     # ------------------------------------------------------------ calls
 
-    def schedule(self, timers: Iterable[Timer]) -> list[Timer]:
+    def schedule(self, timers: Sequence[Timer], given_ids: bool = True) -> list[Timer]:
         """Take new timers; returns those accepted. A timer whose id is pending or
-        in the history is a duplicate: the first one stands, nothing changes."""
+        in the history is a repeat: the first one stands, nothing changes. A repeat
+        for another topic, or (while pending) with another record, is a mistake:
+        Conflict, and none of `timers` is taken. `given_ids` False says every id is
+        new (made by the broker), so none needs looking for."""
+        if given_ids:
+            self._check_repeats(timers)
         accepted: list[Timer] = []
         history, index, loaded_until = self.history, self._index, self.loaded_until_ms
         bucket_ms, unflushed = self.bucket_ms, self.unflushed
@@ -91,6 +110,38 @@ class TimerBook:
             accepted.append(timer)
         self.unflushed_count += len(accepted)
         return accepted
+
+    def _check_repeats(self, timers: Sequence[Timer]) -> None:
+        seen: dict[str, Timer] = {}
+        for timer in timers:
+            first = seen.setdefault(timer.id, timer)
+            if first is not timer:
+                if first.topic != timer.topic or check_of(first) != check_of(timer):
+                    raise Conflict(f"timer {timer.id} is given twice with different records")
+                continue
+            remembered = self.history.get(timer.id) if self.history else None
+            if remembered is not None:
+                if remembered.topic != timer.topic:
+                    raise Conflict(
+                        f"timer {timer.id} exists already for topic {remembered.topic}, not "
+                        f"{timer.topic} (it is {remembered.state}); give the new one another id"
+                    )
+                continue
+            entry = self.pending.entry(timer.id)
+            if entry is None:
+                continue
+            packed, check = entry
+            _, topic = self._unpack(packed)
+            if topic != timer.topic:
+                raise Conflict(
+                    f"timer {timer.id} is pending already for topic {topic}, not {timer.topic}; "
+                    "give the new one another id"
+                )
+            if check != check_of(timer):
+                raise Conflict(
+                    f"timer {timer.id} is pending already with another value, key or headers; "
+                    "cancel it first, or give the new one another id"
+                )
 
     def knows(self, timer_id: str) -> bool:
         return timer_id in self.pending or timer_id in self.history
@@ -241,7 +292,7 @@ class TimerBook:
             number = self._topics[timer.topic] = len(self._topic_names)
             assert number <= _TOPIC_MASK, "more topics with timers than a packed entry numbers"
             self._topic_names.append(timer.topic)
-        if not self.pending.add(timer.id, timer.due_ms << _TOPIC_BITS | number):
+        if not self.pending.add(timer.id, timer.due_ms << _TOPIC_BITS | number, check_of(timer)):
             return False
         start = bucket_of(timer.due_ms, self.bucket_ms)
         self._per_bucket[start] = self._per_bucket.get(start, 0) + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,11 +39,15 @@ def timer_id(value: Any) -> str:
 
 
 def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:
-    """When a timer is due: `at`, or `delay_ms` from now, or now."""
+    """When a timer is due: `at`, or `delay_ms` from now, or now. An `at` more than
+    timer_at_past_max_ms ago is refused: it is almost always seconds given as
+    milliseconds (1800000000 is January 1970, not 2027)."""
     if at is not None and delay_ms is not None:
         raise BadRequest("give at or delay_ms, not both")
     if at is not None:
         due = validate.whole(at, "at", 0)
+        if due < now_ms - limits.timer_at_past_max_ms:
+            raise BadRequest(_too_old(due, now_ms))
     elif delay_ms is not None:
         due = now_ms + validate.whole(delay_ms, "delay_ms", 0)
     else:
@@ -52,6 +57,18 @@ def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:
     return due
 
 
+def _too_old(at: int, now_ms: int) -> str:
+    when = datetime.datetime.fromtimestamp(at / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    hint = ""
+    if now_ms - limits.timer_at_past_max_ms <= at * 1000 <= now_ms + HORIZON_MS_MAX:
+        hint = f" (if {at} is in seconds, give at={at * 1000})"
+    limit_h = limits.timer_at_past_max_ms // 3_600_000
+    return (
+        f"at={at} is {when}, more than {limit_h} hours ago: at is in milliseconds since the "
+        f"epoch{hint}; for a timer due now, leave at and delay_ms out"
+    )
+
+
 def timers(specs: Sequence[TimerSpec], now_ms: int, new_ids: Iterator[str]) -> list[Timer]:
     """Checked Timers from specs; those without an id are named by `new_ids` in turn.
     Each topic is checked once; a plain bytes value needs no more than a type check."""
@@ -59,12 +76,13 @@ def timers(specs: Sequence[TimerSpec], now_ms: int, new_ids: Iterator[str]) -> l
         validate.topic_name(topic)
     out = []
     latest = now_ms + HORIZON_MS_MAX
+    earliest = now_ms - limits.timer_at_past_max_ms
     for spec in specs:
         at, value = spec.at, spec.value
         if (
             type(at) is int  # exactly int: a bool is refused, as validate.whole does
             and spec.delay_ms is None
-            and 0 <= at <= latest
+            and earliest <= at <= latest
             and type(value) is bytes
             and len(value) <= limits.record_bytes_max
             and spec.key is None

@@ -1,12 +1,13 @@
-"""A compact map from timer id to one int: pending timers' ids without a Python
-object per timer.
+"""A compact map from timer id to one int and a 32-bit check: pending timers'
+ids without a Python object per timer.
 
 A million pending timers as a dict of str to int cost about 150 bytes each in
 objects, and leave the allocator fragmented after a burst of scheduling. Here
 an id is kept as its 128-bit BLAKE2b digest in two arrays of 64-bit words, with
-its value in a third: open addressing with linear probing, at most half full,
-about 50 bytes a timer. Two ids share a digest with odds of about 2^-128 per
-pair: for all purposes never.
+its value in a third and its check (a checksum of the timer's record, to tell a
+second schedule of the id with another record) in a fourth: open addressing with
+linear probing, at most half full, about 60 bytes a timer. Two ids share a
+digest with odds of about 2^-128 per pair: for all purposes never.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class IdIndex:
         self._high = array("Q", bytes(8 * slots))
         self._low = array("Q", bytes(8 * slots))
         self._values = array("Q", bytes(8 * slots))
+        self._checks = array("I", bytes(4 * slots))
         self._mask = slots - 1
         self._count = 0
         self._used = 0
@@ -50,6 +52,11 @@ class IdIndex:
     def get(self, timer_id: str) -> int | None:
         slot = self._find(*_digest(timer_id))
         return None if slot < 0 else self._values[slot]
+
+    def entry(self, timer_id: str) -> tuple[int, int] | None:
+        """(value, check) of `timer_id`, or None."""
+        slot = self._find(*_digest(timer_id))
+        return None if slot < 0 else (self._values[slot], self._checks[slot])
 
     def _find(self, high: int, low: int) -> int:
         """The slot holding the digest, or -1."""
@@ -71,9 +78,9 @@ class IdIndex:
             return
         if 2 * (self._used + 1) > len(self._high):
             self._grow()
-        self._put(high, low, value)
+        self._put(high, low, value, 0)
 
-    def add(self, timer_id: str, value: int) -> bool:
+    def add(self, timer_id: str, value: int, check: int = 0) -> bool:
         """Map `timer_id` to `value` unless it is there already; whether it was added.
         (One digest and one probe, for the common case of scheduling.)"""
         high, low = _digest(timer_id)
@@ -88,10 +95,10 @@ class IdIndex:
             slot = (slot + 1) & mask
         if 2 * (self._used + 1) > len(highs):
             self._grow()
-        self._put(high, low, value)
+        self._put(high, low, value, check)
         return True
 
-    def _put(self, high: int, low: int, value: int) -> None:
+    def _put(self, high: int, low: int, value: int, check: int) -> None:
         highs, mask = self._high, self._mask
         slot = low & mask
         while highs[slot] > _GONE:
@@ -101,6 +108,7 @@ class IdIndex:
         highs[slot] = high
         self._low[slot] = low
         self._values[slot] = value
+        self._checks[slot] = check
         self._count += 1
 
     def pop(self, timer_id: str, default: int | None = None) -> int | None:
@@ -119,13 +127,13 @@ class IdIndex:
     def _grow(self) -> None:
         """Rehash into a table sized for twice the live entries (tombstones dropped)."""
         live = [
-            (high, low, value)
-            for high, low, value in zip(self._high, self._low, self._values, strict=True)
-            if high > _GONE
+            entry
+            for entry in zip(self._high, self._low, self._values, self._checks, strict=True)
+            if entry[0] > _GONE
         ]
         slots = _MIN_SLOTS
         while slots < 4 * max(len(live), 1):
             slots *= 2
         self._reset(slots)
-        for high, low, value in live:
-            self._put(high, low, value)
+        for high, low, value, check in live:
+            self._put(high, low, value, check)

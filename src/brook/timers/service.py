@@ -146,7 +146,7 @@ class TimerService:
                 break
             for record in records:
                 entry = files.decode_entry(record.value)
-                book.schedule(entry.scheduled)
+                book.schedule(entry.scheduled, given_ids=False)  # checked when first taken
                 for info in entry.ended:
                     book.ended(info)
             offset = records[-1].offset + 1
@@ -183,9 +183,11 @@ class TimerService:
 
     # ------------------------------------------------------------ calls
 
-    def schedule(self, timers: Sequence[Timer]) -> None:
+    def schedule(self, timers: Sequence[Timer], given_ids: bool = True) -> None:
         """Take timers (checked by the caller); returns once they are durable.
-        A timer whose id is known already is left as it is (the first stands)."""
+        A timer whose id is known already is left as it is (the first stands);
+        Conflict if it names another topic or record. `given_ids` False: every id
+        was made by the broker, so none can be known."""
         with self.mutex:
             self._check_usable()
             # Back-pressure: timers wait in memory only until flushed, so a burst of
@@ -195,7 +197,7 @@ class TimerService:
             ):
                 self._wake.notify()
                 self._flushed.wait(1.0)
-            accepted = self.book.schedule(timers)
+            accepted = self.book.schedule(timers, given_ids)
             if not accepted:
                 return
             request = self._submit(files.LogEntry(scheduled=accepted))

@@ -147,6 +147,7 @@ class S3Storage:
         assert self.read_only, "the owner's catalog is always current"
         found = self.bucket.get(m.MANIFEST_KEY)
         if found is None:
+            self.bucket.list("")  # StorageError naming the bucket when it does not exist
             raise StorageError(f"{self.bucket.url}: no Brook data here (no {m.MANIFEST_KEY})")
         try:
             manifest = m.decode(found[0])

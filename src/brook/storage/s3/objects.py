@@ -81,10 +81,28 @@ _METADATA_ADDRESS = "169.254.169.254"
 """Where the store client asks for credentials when none are configured (an instance role)."""
 
 
-def _failure(action: str, key: str, exc: Exception) -> StorageError:
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+_ACCESS_CODES = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403 Forbidden")
+
+
+def _failure(action: str, key: str, exc: Exception, where: str = "") -> StorageError:
+    """One line saying what failed and, for the usual mistakes (no credentials, a
+    bucket that does not exist, a key that may not use it), what to do; `where` names
+    the bucket and endpoint."""
+    text = str(exc).strip()
+    first_line = text.splitlines()[0] if text else type(exc).__name__
     if _METADATA_ADDRESS in first_line:
         return StorageError(f"S3 {action} of {key} failed: {CREDENTIALS_HELP} ({first_line})")
+    if "NoSuchBucket" in text:
+        return StorageError(
+            f"{where or 'the bucket'} does not exist: create it, or check --storage, "
+            "--endpoint-url and --region (BROOK_STORAGE, BROOK_ENDPOINT_URL, BROOK_REGION)"
+        )
+    if any(code in text for code in _ACCESS_CODES):
+        return StorageError(
+            f"S3 {action} of {key} in {where or 'the bucket'} was refused (access denied): "
+            "check the credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or "
+            "AWS_PROFILE) and that they may read and write the bucket"
+        )
     return StorageError(f"S3 {action} of {key} failed: {first_line}")
 
 
@@ -132,6 +150,12 @@ class Bucket:
         except Exception as exc:
             raise StorageError(f"cannot use {url}: {exc}") from None
         self.counts = RequestCounts()
+        self.where = f"bucket {bucket} at {endpoint_url or 'AWS S3'}" + (
+            f" ({region})" if region else ""
+        )
+
+    def _failure(self, action: str, key: str, exc: Exception) -> StorageError:
+        return _failure(action, key, exc, self.where)
 
     def create(self, key: str, data: bytes | memoryview) -> str:
         """Store a new object; returns its ETag. Raises Exists or StorageError."""
@@ -141,7 +165,7 @@ class Bucket:
         except AlreadyExistsError:
             raise Exists(key) from None
         except Exception as exc:
-            raise _failure("create", key, exc) from None
+            raise self._failure("create", key, exc) from None
 
     def put(self, key: str, data: bytes) -> None:
         """Store or overwrite an object unconditionally (only for hints). Raises StorageError."""
@@ -149,7 +173,7 @@ class Bucket:
         try:
             obstore.put(self._store, key, data)
         except Exception as exc:
-            raise _failure("write", key, exc) from None
+            raise self._failure("write", key, exc) from None
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         """Replace the object if it still has `etag`; returns the new ETag.
@@ -160,7 +184,7 @@ class Bucket:
         except PreconditionError:
             raise Changed(key) from None
         except Exception as exc:
-            raise _failure("replace", key, exc) from None
+            raise self._failure("replace", key, exc) from None
 
     def get(self, key: str) -> tuple[bytes, str] | None:
         """The object's bytes and ETag, or None when it does not exist."""
@@ -172,7 +196,7 @@ class Bucket:
             return None
         except Exception as exc:
             self.counts.add("get")
-            raise _failure("read", key, exc) from None
+            raise self._failure("read", key, exc) from None
         self.counts.add("get", received=len(data))
         return data, str(result.meta["e_tag"])
 
@@ -188,7 +212,7 @@ class Bucket:
             raise MissingObject(f"{self.url}: object {key} is missing") from None
         except Exception as exc:
             self.counts.add("get")
-            raise _failure("read", key, exc) from None
+            raise self._failure("read", key, exc) from None
         self.counts.add("get", received=len(data))
         return data
 
@@ -202,7 +226,7 @@ class Bucket:
                 for meta in page
             ]
         except Exception as exc:
-            raise _failure("listing", prefix, exc) from None
+            raise self._failure("listing", prefix, exc) from None
         return sorted(found)
 
     def delete(self, key: str) -> None:
@@ -219,4 +243,4 @@ class Bucket:
             except FileNotFoundError:
                 continue
             except Exception as exc:
-                raise _failure("delete", some[0], exc) from None
+                raise self._failure("delete", some[0], exc) from None
