@@ -47,6 +47,7 @@ def test_the_documented_patterns_are_the_names_made() -> None:
             layout.staging_chunk("t", "w", 4, "p", 1),
             "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
         ),
+        (layout.endpoint("hook"), "endpoints/<endpoint>.json"),
     ]
     assert sorted(p for _, p in made) == sorted(set(layout.PATTERNS) - {layout.LOCK})
     for name, pattern in made:

@@ -1,7 +1,8 @@
 """The embedded broker: `brook.open(...)`, a small façade over the core and its services.
 
 It builds the parts in order — the core (storage, clock, committer, topics),
-then stream groups, queue groups, timers and staged writes, each on the core —
+then stream groups, queue groups, timers, staged writes, endpoints and the
+delivery loop, each on the core —
 and closes them in reverse: services stop their threads, the core answers
 every in-flight append and stops writing, services close their logs, the core
 releases the storage. If opening fails half-way, what was started is closed.
@@ -18,13 +19,18 @@ from typing import Any, Protocol, TypeVar
 from brook import limits, validate
 from brook.clock import Clock
 from brook.core import Core, TopicState
+from brook.delivery import handle as delivery_handle
+from brook.delivery.addresses import Resolver
+from brook.delivery.handle import Endpoint
+from brook.delivery.service import Deliverer, system_resolver
+from brook.delivery.store import EndpointStore
 from brook.errors import BadRequest
 from brook.groups.consumer import Consumer, GroupStore
 from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
-from brook.records import TopicConfig, TopicInfo
+from brook.records import EndpointInfo, TopicConfig, TopicInfo
 from brook.staging.service import StagingService
 from brook.storage import Storage
 from brook.supervisor import Supervisor
@@ -65,10 +71,14 @@ class Broker:
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
         clock: Clock | Callable[[], float] = time.time,
         read_only: bool = False,
+        delivery_allow_private_networks: bool = False,
+        delivery_resolver: Resolver = system_resolver,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
-        every write raises ReadOnly (SPEC §0)."""
+        every write raises ReadOnly (SPEC §0). Delivery calls only public addresses
+        unless `delivery_allow_private_networks`; `delivery_resolver` resolves
+        endpoints' hosts (tests give a fake one)."""
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
@@ -100,6 +110,12 @@ class Broker:
             self.queues = self._started(QueueStore(self.core))
             self.timers = self._started(TimerService(self.core))
             self.staging = self._started(StagingService(self.core))
+            self.endpoint_store = self._started(
+                EndpointStore(self.core, self.queues, bool(delivery_allow_private_networks))
+            )
+            self.delivery = self._started(
+                Deliverer(self.core, self.endpoint_store, delivery_resolver)
+            )
         except BaseException:
             self._close_parts()
             raise
@@ -239,6 +255,68 @@ class Broker:
         """A timer's state: pending, fired (where), cancelled; None if unknown."""
         self.core.check_open()
         return self.timers.info(timer_checks.timer_id(timer_id))
+
+    # ------------------------------------------------------------ delivery
+
+    def create_endpoint(
+        self,
+        name: str,
+        url: str | None = None,
+        topics: Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        rate_limit_per_s: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+        ordering: str | None = None,
+        enabled: bool | None = None,
+        start: str | None = None,
+    ) -> EndpointInfo:
+        """Create endpoint `name` (url and topics needed), or change the settings
+        given (None keeps a setting). Records of every topic matching `topics` (names
+        or glob patterns) appended from now on (or all retained, start="earliest") are
+        posted to `url`, signed. The answer carries the secret when one was made or
+        given: it is shown this once. Raises BadRequest, InvalidName."""
+        self.core.check_open()
+        given = {
+            "url": url,
+            "topics": None if topics is None else list(topics),
+            "secret": secret,
+            "headers": headers,
+            "timeout_ms": timeout_ms,
+            "max_in_flight": max_in_flight,
+            "rate_limit_per_s": rate_limit_per_s,
+            "max_attempts": max_attempts,
+            "backoff": backoff,
+            "expire_after_ms": expire_after_ms,
+            "ordering": ordering,
+            "enabled": enabled,
+            "start": start,
+        }
+        endpoint, made = self.endpoint_store.put(
+            name, {k: v for k, v in given.items() if v is not None}
+        )
+        return delivery_handle.info(endpoint, made)
+
+    def endpoints(self) -> list[EndpointInfo]:
+        """Every endpoint, by name (no secrets)."""
+        self.core.check_open()
+        return [delivery_handle.info(e) for e in self.endpoint_store.endpoints()]
+
+    def endpoint(self, name: str) -> Endpoint:
+        """A handle on endpoint `name`: stats, attempts, redrive, enable, disable,
+        test. Raises EndpointNotFound."""
+        self.core.check_open()
+        return Endpoint(self.endpoint_store, self.delivery, name)
+
+    def delete_endpoint(self, name: str) -> None:
+        """Delete the endpoint and its queue groups: records not yet delivered never
+        will be. Raises EndpointNotFound."""
+        self.endpoint_store.delete(name)
 
     # ------------------------------------------------------------ running
 

@@ -223,7 +223,9 @@ def spark_export(
     help="Which records: a SQL condition over the columns (state, attempts, error, "
     "changed_at, key, value, ...); see docs/SPARK.md.",
 )
-@click.option("--show", type=int, default=20, show_default=True, help="Most records listed.")
+@click.option(
+    "--show", type=click.IntRange(0), default=20, show_default=True, help="Most records listed."
+)
 @click.option(
     "--redrive",
     is_flag=True,

@@ -121,6 +121,8 @@ class Core:
         self.round_listeners: list[Callable[[], None]] = []
         """Called (on the syncer thread) after every commit round; must be quick."""
         self.topic_deleted_hooks: list[Callable[[str], None]] = []
+        self.topic_created_hooks: list[Callable[[str], None]] = []
+        """Called on the writer role once a topic exists: they must not wait for it."""
         """Called with the writer role when a topic is deleted, after its records."""
         self.maintainers: list[tuple[str, Callable[[], None]]] = []
         """(task name, work) run with the writer role at every maintenance."""
@@ -252,6 +254,8 @@ class Core:
         self.storage.write_atomic(layout.topic_config(name), msgspec.json.encode(config))
         state = TopicState(name, config, logs)
         self._topics = {**self._topics, name: state}
+        for hook in self.topic_created_hooks:
+            hook(name)
         return state
 
     def delete_topic(self, name: str) -> None:

@@ -6,50 +6,54 @@ the other is a classic way in. So request bodies that repeat a name are refused.
 
 msgspec, which decodes the bodies, keeps the last silently, and Python's json
 module, which can see every pair, costs twice msgspec's decode on a batch of
-records. So the check is in two steps:
+records. So the check counts instead, and parses again only when counting
+cannot tell:
 
-1. Cheap and exact for compact JSON: count the keys written in the body (every
-   `":` that is not an escaped quote inside a string) and compare with the keys
-   the decoded value holds. Equal means no name was repeated. It is only trusted
-   when no quote is followed by white space and no key ends in a backslash,
-   which are the two ways a key can hide from the count.
-2. Otherwise (or when the counts differ, for example because a field was given
-   as null or as its default), the exact check: parse again with every pair.
+1. Every colon outside a string separates a key from its value, so a body with
+   exactly as many colons as the decoded value holds keys repeats none (one
+   byte count: ~9 µs for 32 records of 1 KB).
+2. When strings hold colons too, count the keys themselves: a quote followed by
+   a colon (after white space) ends a key, if it is not escaped. With no escaped
+   quote before a colon anywhere, equal counts again mean no repeat.
+3. Otherwise (or when the counts differ, for example because a field was given
+   as null or as its default): parse again with every pair (the exact check).
+
+Each count can only be too high (a colon or a quote inside a string), never too
+low, and a repeated key makes the body hold more keys than the value: so equal
+counts prove there is no repeat, and a count that is off only costs time.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import msgspec
 
-_QUOTE_THEN_SPACE = (b'" ', b'"\n', b'"\r', b'"\t')
+_KEY_END = re.compile(rb'"\s*:')
+_ESCAPED_KEY_END = re.compile(rb'\\"\s*:')
 
 
 def has_duplicates(body: bytes, decoded: Any) -> bool:
     """Whether `body`, valid JSON that msgspec decoded to `decoded` (a Struct, dict,
     list or scalar), repeats a name within one object."""
-    if _countable(body) and _written_keys(body) == _held_keys(decoded):
+    held = _held_keys(decoded)
+    if body.count(b":") == held:
+        return False
+    escaped = b"\\" in body and _ESCAPED_KEY_END.search(body) is not None
+    if not escaped and len(_KEY_END.findall(body)) == held:
         return False
     return _exact(body)
-
-
-def _countable(body: bytes) -> bool:
-    return b'\\":' not in body and not any(pattern in body for pattern in _QUOTE_THEN_SPACE)
-
-
-def _written_keys(body: bytes) -> int:
-    """Keys in a valid, countable JSON body: a quote followed by a colon ends a key,
-    unless it is an escaped quote inside a string (a string's own closing quote
-    cannot be followed by a colon unless the string is a key)."""
-    return body.count(b'":') - body.count(b'\\":')
 
 
 def _held_keys(value: Any) -> int:
     """Keys a decoded value would have needed at least: fields that are set to
     something other than their default, and every dict entry."""
     if isinstance(value, msgspec.Struct):
+        counted = getattr(value, "keys_held", None)
+        if counted is not None:  # a hot shape counts itself, faster
+            return int(counted())
         count = 0
         defaults = _defaults(type(value))
         for name in value.__struct_fields__:

@@ -9,7 +9,8 @@
     │   ├── TopicNotFound           404
     │   ├── PartitionNotFound       404
     │   ├── TimerNotFound           404  no pending timer by that id (DELETE), or none known
-    │   └── GroupNotFound           404  no queue group by that name on the topic
+    │   ├── GroupNotFound           404  no queue group by that name on the topic
+    │   └── EndpointNotFound        404  no delivery endpoint by that name
     ├── MethodNotAllowed            405  the path exists, the method does not
     ├── RequestTimeout              408  headers or body sent too slowly; the connection closes
     ├── Conflict                    409
@@ -83,6 +84,10 @@ class TimerNotFound(NotFound):
 
 class GroupNotFound(NotFound):
     code = "group_not_found"
+
+
+class EndpointNotFound(NotFound):
+    code = "endpoint_not_found"
 
 
 class MethodNotAllowed(BrookError):

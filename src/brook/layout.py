@@ -25,6 +25,7 @@ TIMER_LOG = "__timers"
 TIMER_BUCKETS = "timers/buckets/"
 TIMER_CHECKPOINT = "timers/checkpoint.json"
 STAGING = "staging/"
+ENDPOINTS = "endpoints/"
 STAGING_STATE_FILE = "state.json"
 
 
@@ -129,6 +130,18 @@ def staging_chunk(topic: str, writer: str, seq: int, part: str, chunk: int) -> s
     return f"{staging_seq(topic, writer, seq)}{part}/{chunk:08d}"
 
 
+def endpoint(name: str) -> str:
+    """An endpoint's settings and secrets (delivery, docs/DELIVERY.md)."""
+    return f"{ENDPOINTS}{name}.json"
+
+
+def parse_endpoint(name: str) -> str | None:
+    """The endpoint named by an `endpoint` file name, or None if it is not one."""
+    if not name.startswith(ENDPOINTS) or not name.endswith(".json") or name.count("/") != 1:
+        return None
+    return name[len(ENDPOINTS) : -len(".json")]
+
+
 PATTERNS = (
     LOCK,
     "topics/<topic>/topic.json",
@@ -142,5 +155,6 @@ PATTERNS = (
     "timers/checkpoint.json",
     "staging/<topic>/<writer>/state.json",
     "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
+    "endpoints/<endpoint>.json",
 )
 """Every name pattern above, as docs/FORMAT.md writes it."""

@@ -24,6 +24,11 @@ NAME = re.compile(f"[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}")
 """Use with fullmatch (a `$` in Python also matches before a final newline)."""
 ID = re.compile(f"[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}")
 
+PATTERN = re.compile(rf"[A-Za-z0-9._*?\[\]!-]{{1,{limits.topic_name_chars_max}}}")
+"""A topic name or a glob pattern of them (an endpoint's topics)."""
+HEADER = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}")
+"""An HTTP header name (RFC 9110's token)."""
+
 RECEIPT_PATTERN = r"^[0-9]{1,10}\.[0-9]{1,19}\.[0-9]{1,10}\.[0-9]{1,20}\.[0-9a-f]{8}$"
 """A lease's receipt as queue groups make them: partition.offset.attempt.serial.token."""
 RECEIPT = re.compile(RECEIPT_PATTERN[1:-1])

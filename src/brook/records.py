@@ -69,3 +69,72 @@ class Published(msgspec.Struct, frozen=True):
     since (this one was then published, or given up, before it)."""
     replayed: bool
     """True when this call found the publish done or begun already (a replay)."""
+
+
+class EndpointInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A delivery endpoint's settings (SPEC §7). `secret` is set only in the answer
+    that made or changed the secret: it is shown once, never again."""
+
+    name: str
+    url: str
+    topics: list[str]
+    headers: dict[str, str]
+    timeout_ms: int
+    max_in_flight: int
+    rate_limit_per_s: int | None
+    max_attempts: int
+    backoff: dict[str, float]
+    expire_after_ms: int | None
+    ordering: str
+    enabled: bool
+    start: str
+    disabled_reason: str
+    created_ms: int
+    secret: str | None = None
+
+
+class DeliveryStats(msgspec.Struct, frozen=True, kw_only=True):
+    """An endpoint's records by state (over its topics), and how its attempts go."""
+
+    ready: int
+    leased: int
+    retrying: int
+    acked: int
+    dead: int
+    in_flight: int
+    breaker: str
+    """closed, open or half_open."""
+    success_rate: float | None
+    """The share of recent attempts answered 2xx (None before any)."""
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    attempts: dict[str, int]
+    """Attempts since the broker started, by what followed: ack, retry, dead, disable."""
+    last_error: str
+    last_error_ms: int
+
+
+class Attempt(msgspec.Struct, frozen=True, kw_only=True):
+    """One delivery attempt of a record, as its queue group's status log keeps it."""
+
+    attempt: int
+    at_ms: int
+    state: str
+    """What followed: acked, retrying or dead."""
+    status: int | None
+    latency_ms: float
+    error: str
+    reason: str
+    excerpt: bytes
+    """The first 2 KiB of the answer's body."""
+
+
+class TestResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of `endpoint.test()`: a signed request sent now, outside any queue."""
+
+    __test__ = False  # not a pytest test class
+
+    status: int | None
+    latency_ms: float
+    error: str
+    excerpt: bytes

@@ -96,6 +96,20 @@ class RecordsIn(In):
 
     records: list[RecordIn]
 
+    def keys_held(self) -> int:
+        """How many keys a body needs at least to decode to this (for duplicate_keys):
+        `records`, each record's fields that are not null, and every header."""
+        count = 1
+        astuple = msgspec.structs.astuple
+        for record in self.records:
+            fields = astuple(record)
+            count += len(fields) - fields.count(None)
+            if record.headers:
+                count += len(record.headers)
+            if record.headers_b64:
+                count += len(record.headers_b64)
+        return count
+
     def columns(self) -> Columns:
         """The records as Columns to append, checked (RecordTooLarge, BadRequest)."""
         records = [item.record() for item in self.records]
@@ -333,6 +347,17 @@ class Settled(Out):
     settled: Count
 
 
+class OutcomeOut(Out):
+    """How an attempt went (delivery's attempts): the HTTP status or why there was
+    none, how long it took, and the start of the answer."""
+
+    status: int | None
+    latency_ms: float
+    error: str
+    excerpt_b64: bytes
+    excerpt: str | None = None
+
+
 class TransitionOut(Out):
     at_ms: int
     state: str
@@ -340,6 +365,7 @@ class TransitionOut(Out):
     reason: str
     receipt: str | None
     until_ms: int
+    outcome: OutcomeOut | None = None
 
 
 class Trace(Out):
@@ -449,6 +475,121 @@ class ErrorOut(Out):
 encode = msgspec.json.Encoder().encode
 
 T = TypeVar("T")
+# ---------------------------------------------------------------- delivery endpoints
+
+
+class EndpointIn(In):
+    """PUT /v1/endpoints/{endpoint}: create (url and topics needed) or change the
+    settings given; null or absent keeps a setting."""
+
+    url: Annotated[str, Meta(min_length=1, max_length=2048)] | None = None
+    topics: Annotated[list[str], Meta(min_length=1, max_length=100)] | None = None
+    secret: Annotated[str, Meta(max_length=200)] | None = None
+    headers: dict[str, str] | None = None
+    timeout_ms: Annotated[int, Meta(ge=100, le=300_000)] | None = None
+    max_in_flight: Annotated[int, Meta(ge=1, le=1024)] | None = None
+    rate_limit_per_s: Annotated[int, Meta(ge=1, le=100_000)] | None = None
+    max_attempts: Annotated[int, Meta(ge=1, le=limits.queue_attempts_max)] | None = None
+    backoff: BackoffIn | None = None
+    expire_after_ms: Positive | None = None
+    ordering: Literal["none", "key"] | None = None
+    enabled: bool | None = None
+    start: Literal["latest", "earliest"] | None = None
+
+    def given(self) -> dict[str, Any]:
+        fields = _given(self)
+        if self.backoff is not None:
+            fields["backoff"] = _given(self.backoff)
+        return fields
+
+
+class EndpointOut(Out):
+    name: str
+    url: str
+    topics: list[str]
+    headers: dict[str, str]
+    timeout_ms: int
+    max_in_flight: int
+    rate_limit_per_s: int | None
+    max_attempts: int
+    backoff: dict[str, float]
+    expire_after_ms: int | None
+    ordering: str
+    enabled: bool
+    start: str
+    disabled_reason: str
+    created_ms: int
+    secret: str | None = None
+    """Only in the answer that made or changed the secret: shown once."""
+
+
+class Endpoints(Out):
+    endpoints: list[EndpointOut]
+
+
+class DeliveryStatsOut(Out):
+    ready: Count
+    leased: Count
+    retrying: Count
+    acked: Count
+    dead: Count
+    in_flight: Count
+    breaker: Literal["closed", "open", "half_open"]
+    success_rate: float | None
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    attempts: dict[str, int]
+    last_error: str
+    last_error_ms: int
+
+
+class AttemptOut(Out):
+    attempt: int
+    at_ms: int
+    state: Literal["acked", "retrying", "dead"]
+    status: int | None
+    latency_ms: float
+    error: str
+    reason: str
+    excerpt_b64: bytes
+    excerpt: str | None = None
+
+
+class Attempts(Out):
+    attempts: list[AttemptOut]
+
+
+class EndpointRedriveIn(In):
+    """Dead records back to work: of one topic or all, up to limit, or those named."""
+
+    topic: Name | None = None
+    limit: Positive | None = None
+    records: Annotated[list[PositionIn], Meta(max_length=limits.redrive_records_max)] | None = None
+
+    def positions(self) -> list[tuple[int, int]] | None:
+        if self.records is None:
+            return None
+        return [(p.partition, p.offset) for p in self.records]
+
+
+class TestOut(Out):
+    __test__ = False
+
+    status: int | None
+    latency_ms: float
+    error: str
+    excerpt_b64: bytes
+    excerpt: str | None = None
+
+
+class RotateIn(In):
+    secret: Annotated[str, Meta(max_length=200)] | None = None
+
+
+class Rotated(Out):
+    secret: str
+
+
 _decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
 
 
@@ -513,6 +654,9 @@ REQUESTS: tuple[type[In], ...] = (
     TimerIn,
     TimersIn,
     PublishIn,
+    EndpointIn,
+    EndpointRedriveIn,
+    RotateIn,
 )
 ANSWERS: tuple[type[Out], ...] = (
     Acks,
@@ -536,6 +680,12 @@ ANSWERS: tuple[type[Out], ...] = (
     Dropped,
     Health,
     ErrorOut,
+    EndpointOut,
+    Endpoints,
+    DeliveryStatsOut,
+    Attempts,
+    TestOut,
+    Rotated,
 )
 """Every shape, for the OpenAPI document's components (`Published` is records.Published)."""
 ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (Published,)

@@ -11,8 +11,15 @@ from typing import Any
 import pytest
 
 from brook.broker import Broker
-from brook.client.aio import AsyncBroker, AsyncConsumer, AsyncQueue, AsyncTopic
-from brook.client.sync import RemoteBroker, RemoteConsumer, RemoteQueue, RemoteTopic
+from brook.client.aio import AsyncBroker, AsyncConsumer, AsyncEndpoint, AsyncQueue, AsyncTopic
+from brook.client.sync import (
+    RemoteBroker,
+    RemoteConsumer,
+    RemoteEndpoint,
+    RemoteQueue,
+    RemoteTopic,
+)
+from brook.delivery.handle import Endpoint
 from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.topic import Topic
@@ -22,6 +29,7 @@ HANDLES = [
     (Topic, RemoteTopic, AsyncTopic),
     (Consumer, RemoteConsumer, AsyncConsumer),
     (Queue, RemoteQueue, AsyncQueue),
+    (Endpoint, RemoteEndpoint, AsyncEndpoint),
 ]
 SYNC_IN_ASYNC = {"topic"}
 """AsyncBroker.topic makes a handle without asking the server, so it is not a coroutine."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import brook
@@ -141,6 +141,7 @@ class _CountingStorage:
         return Counted()
 
 
+@settings(deadline=None)  # each example writes files: its first can be slow on a busy disk
 @given(
     st.lists(st.integers(1, 60), min_size=1, max_size=25),
     st.integers(1, 400),

@@ -19,7 +19,17 @@ from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotFound
 from brook.queue.lifecycle import Backoff, Transition
-from brook.records import Ack, Job, Published, Record, TopicInfo
+from brook.records import (
+    Ack,
+    Attempt,
+    DeliveryStats,
+    EndpointInfo,
+    Job,
+    Published,
+    Record,
+    TestResult,
+    TopicInfo,
+)
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -151,6 +161,62 @@ class AsyncBroker:
         except TimerNotFound:
             return None
         return info
+
+    # ------------------------------------------------------------ delivery
+
+    async def create_endpoint(
+        self,
+        name: str,
+        url: str | None = None,
+        topics: Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        rate_limit_per_s: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+        ordering: str | None = None,
+        enabled: bool | None = None,
+        start: str | None = None,
+    ) -> EndpointInfo:
+        """Create endpoint `name` (url and topics needed) or change the settings given;
+        the answer carries the secret when one was made or given (shown once)."""
+        info: EndpointInfo = await self._do(
+            protocol.create_endpoint(
+                name,
+                url=url,
+                topics=topics,
+                secret=secret,
+                headers=headers,
+                timeout_ms=timeout_ms,
+                max_in_flight=max_in_flight,
+                rate_limit_per_s=rate_limit_per_s,
+                max_attempts=max_attempts,
+                backoff=backoff,
+                expire_after_ms=expire_after_ms,
+                ordering=ordering,
+                enabled=enabled,
+                start=start,
+            )
+        )
+        return info
+
+    async def endpoints(self) -> list[EndpointInfo]:
+        """Every endpoint, by name (no secrets)."""
+        found: list[EndpointInfo] = await self._do(protocol.endpoints())
+        return found
+
+    async def endpoint(self, name: str) -> AsyncEndpoint:
+        """A handle on endpoint `name`. Raises EndpointNotFound."""
+        await self._do(protocol.endpoint_info(name))
+        return AsyncEndpoint(self, name)
+
+    async def delete_endpoint(self, name: str) -> None:
+        """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
+        await self._do(protocol.delete_endpoint(name))
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -334,3 +400,55 @@ class AsyncQueue:
 
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.topic} group={self.group}>"
+
+
+class AsyncEndpoint:
+    """A delivery endpoint over HTTP, as coroutines; the same methods as the embedded one's handle."""
+
+    def __init__(self, broker: AsyncBroker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+
+    async def info(self) -> EndpointInfo:
+        info: EndpointInfo = await self._broker._do(protocol.endpoint_info(self.name))
+        return info
+
+    async def stats(self) -> DeliveryStats:
+        stats: DeliveryStats = await self._broker._do(protocol.endpoint_stats(self.name))
+        return stats
+
+    async def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
+        found: list[Attempt] = await self._broker._do(
+            protocol.endpoint_attempts(self.name, topic, partition, offset)
+        )
+        return found
+
+    async def redrive(
+        self,
+        topic: str | None = None,
+        limit: int | None = None,
+        records: Iterable[tuple[int, int]] | None = None,
+    ) -> int:
+        count: int = await self._broker._do(
+            protocol.endpoint_redrive(self.name, topic, limit, records)
+        )
+        return count
+
+    async def enable(self) -> EndpointInfo:
+        info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "enable"))
+        return info
+
+    async def disable(self) -> EndpointInfo:
+        info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "disable"))
+        return info
+
+    async def rotate_secret(self, secret: str | None = None) -> str:
+        made: str = await self._broker._do(protocol.rotate_secret(self.name, secret))
+        return made
+
+    async def test(self) -> TestResult:
+        result: TestResult = await self._broker._do(protocol.endpoint_test(self.name))
+        return result
+
+    def __repr__(self) -> str:
+        return f"<AsyncEndpoint {self.name}>"

@@ -17,8 +17,17 @@ from brook import limits, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.queue.lifecycle import State, Transition
-from brook.records import Ack, Job, Published, Record
+from brook.queue.lifecycle import Outcome, State, Transition
+from brook.records import (
+    Ack,
+    Attempt,
+    DeliveryStats,
+    EndpointInfo,
+    Job,
+    Published,
+    Record,
+    TestResult,
+)
 from brook.staging import plan as staging_plan
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -404,7 +413,19 @@ def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Transition]:
         return [
-            Transition(t.at_ms, State(t.state), t.attempt, t.reason, t.receipt, t.until_ms)
+            Transition(
+                t.at_ms,
+                State(t.state),
+                t.attempt,
+                t.reason,
+                t.receipt,
+                t.until_ms,
+                None
+                if t.outcome is None
+                else Outcome(
+                    t.outcome.status, t.outcome.latency_ms, t.outcome.error, t.outcome.excerpt_b64
+                ),
+            )
             for t in _answer(body, wire.Trace).transitions
         ]
 
@@ -479,3 +500,126 @@ def cancel_timer(timer_id: str) -> Call:
         return True
 
     return Call("DELETE", _path("timers", timer_id), {}, None, {}, parse, False)
+
+
+# ---------------------------------------------------------------- delivery endpoints
+
+
+def _endpoint_info(out: wire.EndpointOut) -> EndpointInfo:
+    return msgspec.convert(msgspec.structs.asdict(out), EndpointInfo)
+
+
+def _endpoint(status: int, headers: dict[str, str], body: bytes) -> EndpointInfo:
+    return _endpoint_info(_answer(body, wire.EndpointOut))
+
+
+def create_endpoint(name: str, **settings: Any) -> Call:
+    """PUT the settings that are not None; the endpoint is created if new."""
+    validate.topic_name(name)
+    given = {k: v for k, v in settings.items() if v is not None}
+    if isinstance(given.get("backoff"), msgspec.Struct):
+        given["backoff"] = msgspec.structs.asdict(given["backoff"])
+    if "topics" in given:
+        given["topics"] = list(given["topics"])
+    body, headers = _json_body(wire.request(wire.EndpointIn, **given))
+    # Resent safely: the same settings again change nothing (a secret given again is the
+    # same secret; one made by the first try would be replaced by the second's).
+    return Call("PUT", _path("endpoints", name), {}, body, headers, _endpoint, "secret" in given)
+
+
+def endpoints() -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[EndpointInfo]:
+        return [_endpoint_info(e) for e in _answer(body, wire.Endpoints).endpoints]
+
+    return Call("GET", "/v1/endpoints", {}, None, {}, parse, True)
+
+
+def endpoint_info(name: str) -> Call:
+    validate.topic_name(name)
+    return Call("GET", _path("endpoints", name), {}, None, {}, _endpoint, True)
+
+
+def delete_endpoint(name: str) -> Call:
+    validate.topic_name(name)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
+        return None
+
+    return Call("DELETE", _path("endpoints", name), {}, None, {}, parse, False)
+
+
+def endpoint_stats(name: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> DeliveryStats:
+        out = _answer(body, wire.DeliveryStatsOut)
+        return msgspec.convert(msgspec.structs.asdict(out), DeliveryStats)
+
+    return Call("GET", _path("endpoints", name, "stats"), {}, None, {}, parse, True)
+
+
+def endpoint_attempts(name: str, topic: str, partition: int, offset: int) -> Call:
+    params = {
+        "topic": validate.topic_name(topic),
+        "partition": validate.whole(partition, "partition"),
+        "offset": validate.whole(offset, "offset"),
+    }
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Attempt]:
+        return [
+            Attempt(
+                attempt=a.attempt,
+                at_ms=a.at_ms,
+                state=a.state,
+                status=a.status,
+                latency_ms=a.latency_ms,
+                error=a.error,
+                reason=a.reason,
+                excerpt=a.excerpt_b64,
+            )
+            for a in _answer(body, wire.Attempts).attempts
+        ]
+
+    return Call("GET", _path("endpoints", name, "attempts"), params, None, {}, parse, True)
+
+
+def endpoint_redrive(
+    name: str, topic: str | None, limit: int | None, records: Iterable[tuple[int, int]] | None
+) -> Call:
+    chosen = validate.positions(records)
+    body, headers = _json_body(
+        wire.EndpointRedriveIn(
+            topic=None if topic is None else validate.topic_name(topic),
+            limit=validate.optional_whole(limit, "limit", 1),
+            records=None
+            if chosen is None
+            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
+        )
+    )
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
+        return _answer(body, wire.Redriven).redriven
+
+    return Call("POST", _path("endpoints", name, "redrive"), {}, body, headers, parse, True)
+
+
+def endpoint_action(name: str, action: str) -> Call:
+    """enable or disable: the endpoint's settings after."""
+    return Call("POST", _path("endpoints", name, action), {}, b"", {}, _endpoint, True)
+
+
+def endpoint_test(name: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> TestResult:
+        out = _answer(body, wire.TestOut)
+        return TestResult(
+            status=out.status, latency_ms=out.latency_ms, error=out.error, excerpt=out.excerpt_b64
+        )
+
+    return Call("POST", _path("endpoints", name, "test"), {}, b"", {}, parse, False)
+
+
+def rotate_secret(name: str, secret: str | None) -> Call:
+    body, headers = _json_body(wire.RotateIn(secret=secret))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> str:
+        return _answer(body, wire.Rotated).secret
+
+    return Call("POST", _path("endpoints", name, "rotate-secret"), {}, body, headers, parse, False)

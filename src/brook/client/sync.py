@@ -20,7 +20,17 @@ from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotFound
 from brook.queue.lifecycle import Backoff, Transition
-from brook.records import Ack, Job, Published, Record, TopicInfo
+from brook.records import (
+    Ack,
+    Attempt,
+    DeliveryStats,
+    EndpointInfo,
+    Job,
+    Published,
+    Record,
+    TestResult,
+    TopicInfo,
+)
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -150,6 +160,62 @@ class RemoteBroker:
         except TimerNotFound:
             return None
         return info
+
+    # ------------------------------------------------------------ delivery
+
+    def create_endpoint(
+        self,
+        name: str,
+        url: str | None = None,
+        topics: Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        rate_limit_per_s: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+        ordering: str | None = None,
+        enabled: bool | None = None,
+        start: str | None = None,
+    ) -> EndpointInfo:
+        """Create endpoint `name` (url and topics needed) or change the settings given;
+        the answer carries the secret when one was made or given (shown once)."""
+        info: EndpointInfo = self._do(
+            protocol.create_endpoint(
+                name,
+                url=url,
+                topics=topics,
+                secret=secret,
+                headers=headers,
+                timeout_ms=timeout_ms,
+                max_in_flight=max_in_flight,
+                rate_limit_per_s=rate_limit_per_s,
+                max_attempts=max_attempts,
+                backoff=backoff,
+                expire_after_ms=expire_after_ms,
+                ordering=ordering,
+                enabled=enabled,
+                start=start,
+            )
+        )
+        return info
+
+    def endpoints(self) -> list[EndpointInfo]:
+        """Every endpoint, by name (no secrets)."""
+        found: list[EndpointInfo] = self._do(protocol.endpoints())
+        return found
+
+    def endpoint(self, name: str) -> RemoteEndpoint:
+        """A handle on endpoint `name`. Raises EndpointNotFound."""
+        self._do(protocol.endpoint_info(name))
+        return RemoteEndpoint(self, name)
+
+    def delete_endpoint(self, name: str) -> None:
+        """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
+        self._do(protocol.delete_endpoint(name))
 
     def close(self) -> None:
         self._http.close()
@@ -335,3 +401,53 @@ class RemoteQueue:
 
     def __repr__(self) -> str:
         return f"<RemoteQueue {self.topic} group={self.group}>"
+
+
+class RemoteEndpoint:
+    """A delivery endpoint over HTTP; the same methods as the embedded one's handle."""
+
+    def __init__(self, broker: RemoteBroker, name: str) -> None:
+        self._broker = broker
+        self.name = name
+
+    def info(self) -> EndpointInfo:
+        info: EndpointInfo = self._broker._do(protocol.endpoint_info(self.name))
+        return info
+
+    def stats(self) -> DeliveryStats:
+        stats: DeliveryStats = self._broker._do(protocol.endpoint_stats(self.name))
+        return stats
+
+    def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
+        found: list[Attempt] = self._broker._do(
+            protocol.endpoint_attempts(self.name, topic, partition, offset)
+        )
+        return found
+
+    def redrive(
+        self,
+        topic: str | None = None,
+        limit: int | None = None,
+        records: Iterable[tuple[int, int]] | None = None,
+    ) -> int:
+        count: int = self._broker._do(protocol.endpoint_redrive(self.name, topic, limit, records))
+        return count
+
+    def enable(self) -> EndpointInfo:
+        info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "enable"))
+        return info
+
+    def disable(self) -> EndpointInfo:
+        info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "disable"))
+        return info
+
+    def rotate_secret(self, secret: str | None = None) -> str:
+        made: str = self._broker._do(protocol.rotate_secret(self.name, secret))
+        return made
+
+    def test(self) -> TestResult:
+        result: TestResult = self._broker._do(protocol.endpoint_test(self.name))
+        return result
+
+    def __repr__(self) -> str:
+        return f"<RemoteEndpoint {self.name}>"

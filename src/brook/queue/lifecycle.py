@@ -81,6 +81,18 @@ class Job(msgspec.Struct, frozen=True, array_like=True, gc=False):
         return self.state is State.READY and self.attempt == 0 and self.lives == 0
 
 
+class Outcome(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """How an attempt went, as the group's consumer tells it when it settles the
+    record (the broker's delivery workers do: an HTTP status, how long it took,
+    why it failed, the start of the answer)."""
+
+    status: int | None = None
+    latency_ms: float = 0.0
+    error: str = ""
+    """Why there was no status (timeout, connection, ...), or ""."""
+    excerpt: bytes = b""
+
+
 class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One line of a record's trace, as appended to the status log."""
 
@@ -91,6 +103,9 @@ class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
     receipt: str | None = None
     until_ms: int = 0
     """Lease expiry for `leased`; when it is due again for `retrying`."""
+    outcome: Outcome | None = None
+    """For the transition that ended an attempt, when the consumer told how it went.
+    (Last, so that entries written before it existed read as None.)"""
 
 
 def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
@@ -37,7 +39,7 @@ from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
-from brook.queue.lifecycle import Job, Settings, State, Transition
+from brook.queue.lifecycle import Job, Outcome, Settings, State, Transition
 from brook.queue.reader import RecordReader
 from brook.ranges import Ranges
 from brook.records import Job as LeasedJob
@@ -309,9 +311,11 @@ class QueueGroup:
         reason: str = "",
         delay_ms: int | None = None,
         extend_ms: int = 0,
+        outcome: Outcome | None = None,
     ) -> None:
         """Apply `action` to every live receipt, durably; then raise LeaseExpired
-        naming the receipts that were not live (the others are settled)."""
+        naming the receipts that were not live (the others are settled). `outcome`
+        (how the attempt went) is kept with the transitions that end the attempts."""
         assert action in ACTIONS
         with self.mutex:
             self._check_usable()
@@ -319,6 +323,14 @@ class QueueGroup:
             changes, stale = self.machine.settle_many(
                 now, receipts, action, reason, delay_ms, extend_ms
             )
+            if outcome is not None:
+                ended = {_position_of(r) for r in receipts}
+                changes = [
+                    (position, msgspec.structs.replace(t, outcome=outcome))
+                    if position in ended and t.state in _ENDS_ATTEMPT
+                    else (position, t)
+                    for position, t in changes
+                ]
             request = self._submit(changes) if changes else None
             self._maybe_snapshot()
         self._after(request, changes)
@@ -517,3 +529,12 @@ def _within(runs: list[tuple[int, int]], offset: int) -> bool:
     """Whether `offset` falls in one of `runs` ((first, after last), sorted, apart)."""
     i = bisect.bisect_right(runs, (offset, float("inf"))) - 1
     return i >= 0 and runs[i][0] <= offset < runs[i][1]
+
+
+_ENDS_ATTEMPT = (State.ACKED, State.RETRYING, State.DEAD)
+
+
+def _position_of(receipt: str) -> Position:
+    """The (partition, offset) a receipt names (partition.offset.attempt.serial.token)."""
+    partition, offset, _ = receipt.split(".", 2)
+    return int(partition), int(offset)

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from brook import layout, limits, validate
+from brook.codec.batch import Columns
 from brook.errors import GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
+from brook.queue import status
 from brook.queue.lifecycle import Settings
 from brook.queue.shell import QueueGroup
 from brook.ranges import Ranges
@@ -67,12 +69,23 @@ class QueueStore:
     def _open_log(self, topic: str, group: str) -> PartitionLog:
         return self.core.open_log(layout.queue_status_log(topic, group), 0, self.log_settings)
 
-    def group(self, topic: str, group: str, create: bool = True, **given: Any) -> QueueGroup:
+    def group(
+        self,
+        topic: str,
+        group: str,
+        create: bool = True,
+        internal: bool = False,
+        start: str = "earliest",
+        **given: Any,
+    ) -> QueueGroup:
         """The group, with its settings updated by the arguments that are not None;
         created (and its topic) when new, unless `create` is False: then TopicNotFound
-        or GroupNotFound. A read-only broker creates nothing."""
+        or GroupNotFound. A read-only broker creates nothing. `internal` allows a
+        reserved group name (`__...`, the broker's own groups); a new group takes
+        the topic's records from the oldest retained, or with `start="latest"` only
+        those appended after it was created."""
         validate.topic_name(topic)
-        validate.group_name(group)
+        validate.topic_name(group, internal=internal)
         if (self.core.read_only or not create) and self.find(topic, group) is None:
             self.core.topic_state(topic)  # TopicNotFound first: it says more
             raise GroupNotFound(f"topic {topic} has no queue group {group}")
@@ -97,10 +110,40 @@ class QueueStore:
                 storage.write_atomic(name, queue_settings.encode(merged))
             # The writer role opens the log (it may create a segment); reading it back is ours.
             status_log = self.core.call(lambda: self._open_log(topic, group))
+            if start == "latest" and status_log.durable_offset == 0:
+                self._start_at_end(topic, status_log)
             opened = QueueGroup(self.core, topic, group, merged, status_log)
             with self._mutex:
                 self._groups[(topic, group)] = opened
             return opened
+
+    def _start_at_end(self, topic: str, status_log: PartitionLog) -> None:
+        """Make a new group's first status entry a snapshot that places it at the
+        topic's end: every record before is finished for it."""
+        ends = {p.partition: p.durable_offset for p in self.core.topic_state(topic).logs}
+        snapshot = status.Snapshot(
+            offered=ends, floor=dict(ends), acked=[], jobs=[], unlettered=[], acked_count=0
+        )
+        entry = status.encode(status.Entry(snapshot=snapshot))
+        self.core.append_to(status_log, Columns([entry], size_bytes=len(entry)))
+
+    def delete_group(self, topic: str, group: str) -> bool:
+        """Delete a group, its settings and its status log (whatever it had not
+        finished is forgotten); whether it existed."""
+        with self._create_mutex:
+            with self._mutex:
+                found = self._groups.pop((topic, group), None)
+
+            def on_writer() -> None:
+                if found is not None:
+                    found.status_log.close()
+                self.core.storage.delete(layout.queue_settings(topic, group))
+                self.core.storage.delete_prefix(
+                    layout.topic_prefix(layout.queue_status_log(topic, group))
+                )
+
+            self.core.call(on_writer)
+        return found is not None
 
     def groups(self) -> list[QueueGroup]:
         with self._mutex:

@@ -29,6 +29,7 @@ from brook.log.partition import PartitionLog
 from brook.records import Ack
 from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
+from brook.server.endpoints import EndpointEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
@@ -120,6 +121,7 @@ class Api:
         self.queues = QueueEndpoints(self)
         self.timers = TimerEndpoints(self)
         self.staging = StagingEndpoints(self)
+        self.endpoints = EndpointEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
         r.add("GET", "/openapi.json", self.openapi, "any")
         self.requests = RequestCounts()

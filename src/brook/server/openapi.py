@@ -27,6 +27,7 @@ PATH_PARAMETERS = {
     "timer": ID,
     "writer": ID,
     "part": ID,
+    "endpoint": NAME,
     "seq": COUNT,
     "chunk": COUNT,
 }
@@ -56,6 +57,7 @@ START = (
 )
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
+ENDPOINT = "/v1/endpoints/{endpoint}"
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/v1/health"): Operation("Ready to serve; 503 names the failing loops", wire.Health),
@@ -189,6 +191,50 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Drop what was staged for seq (false if it was published)", wire.Dropped
     ),
 }
+OPERATIONS.update(
+    {
+        ("GET", "/v1/endpoints"): Operation("List delivery endpoints (no secrets)", wire.Endpoints),
+        ("PUT", ENDPOINT): Operation(
+            "Create a delivery endpoint (url and topics needed) or change its settings; "
+            "the answer shows a secret made or given, once",
+            wire.EndpointOut,
+            wire.EndpointIn,
+        ),
+        ("GET", ENDPOINT): Operation("An endpoint's settings", wire.EndpointOut),
+        ("DELETE", ENDPOINT): Operation("Delete an endpoint and its queue groups", wire.Deleted),
+        ("GET", ENDPOINT + "/stats"): Operation(
+            "Records by state, in flight, breaker, success rate, latency", wire.DeliveryStatsOut
+        ),
+        ("GET", ENDPOINT + "/attempts"): Operation(
+            "Every attempt to deliver one record",
+            wire.Attempts,
+            query=(
+                ("topic", {"type": "string"}, "The record's topic", True),
+                ("partition", COUNT, "The record's partition", True),
+                ("offset", COUNT, "The record's offset", True),
+            ),
+        ),
+        ("POST", ENDPOINT + "/redrive"): Operation(
+            "Put dead records back to work (of one topic or all, up to limit, or those named)",
+            wire.Redriven,
+            wire.EndpointRedriveIn,
+            body_required=False,
+        ),
+        ("POST", ENDPOINT + "/enable"): Operation("Deliver again", wire.EndpointOut),
+        ("POST", ENDPOINT + "/disable"): Operation(
+            "Stop delivering; records wait", wire.EndpointOut
+        ),
+        ("POST", ENDPOINT + "/test"): Operation(
+            "Send a signed test request now and tell how it went", wire.TestOut
+        ),
+        ("POST", ENDPOINT + "/rotate-secret"): Operation(
+            "A new secret (made, or the one given); the old one signs too for a day",
+            wire.Rotated,
+            wire.RotateIn,
+            body_required=False,
+        ),
+    }
+)
 ALTERNATIVES: dict[tuple[str, str], tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     ("POST", "/v1/timers"): (wire.TimersIn, wire.ScheduledMany),
 }

@@ -17,7 +17,7 @@ import msgspec
 from brook import limits, validate, wire
 from brook.codec import encode_batch
 from brook.queue.handle import Queue
-from brook.queue.lifecycle import Transition
+from brook.queue.lifecycle import Outcome, Transition
 from brook.records import Job, Record
 from brook.server import query
 from brook.server.http import Request, Response, json_response
@@ -184,9 +184,30 @@ class QueueEndpoints:
 
 
 def _row(transition: Transition) -> wire.TransitionOut:
-    row = msgspec.structs.asdict(transition)
-    row["state"] = transition.state.value
-    return wire.TransitionOut(**row)
+    outcome = transition.outcome
+    return wire.TransitionOut(
+        at_ms=transition.at_ms,
+        state=transition.state.value,
+        attempt=transition.attempt,
+        reason=transition.reason,
+        receipt=transition.receipt,
+        until_ms=transition.until_ms,
+        outcome=None if outcome is None else outcome_out(outcome),
+    )
+
+
+def outcome_out(outcome: Outcome) -> wire.OutcomeOut:
+    try:
+        text: str | None = outcome.excerpt.decode()
+    except UnicodeDecodeError:
+        text = None
+    return wire.OutcomeOut(
+        status=outcome.status,
+        latency_ms=outcome.latency_ms,
+        error=outcome.error,
+        excerpt_b64=outcome.excerpt,
+        excerpt=text,
+    )
 
 
 def _may_create_topics(request: Request) -> bool:

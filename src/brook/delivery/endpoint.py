@@ -1,0 +1,246 @@
+"""An endpoint: where records are delivered, and how (SPEC §7). Pure: no I/O.
+
+`Endpoint` is what is stored (`endpoints/<name>.json`); `merge` applies the
+settings a user gives to the stored ones (or to the defaults), checking each;
+`public` is what the API shows (never a secret: a secret is shown once, when it
+is made).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import msgspec
+
+from brook import limits, names, validate
+from brook.delivery import addresses, signing
+from brook.errors import BadRequest
+from brook.queue import settings as queue_settings
+from brook.queue.lifecycle import Backoff
+
+ORDERINGS = ("none", "key")
+STARTS = ("latest", "earliest")
+ROTATION_MS = 24 * 60 * 60 * 1000
+"""After a secret changes, requests are signed with the old one too for this long."""
+TIMEOUT_MS_MAX = 5 * 60 * 1000
+IN_FLIGHT_MAX = 1024
+RATE_MAX = 100_000
+HEADERS_MAX = 32
+RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
+"""Headers an endpoint may not set (the request's framing is the broker's), beside every
+`webhook-*` and `brook-*` one."""
+GROUP_PREFIX = "__endpoint."
+"""The queue groups of an endpoint are named this and its name (a reserved name)."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    url: str
+    topics: tuple[str, ...]
+    """Topic names or glob patterns (`orders.*`)."""
+    headers: dict[str, str] = {}
+    timeout_ms: int = 15_000
+    max_in_flight: int = 16
+    rate_limit_per_s: int | None = None
+    max_attempts: int = 10
+    backoff: Backoff = Backoff()
+    expire_after_ms: int | None = None
+    ordering: str = "none"
+    enabled: bool = True
+    start: str = "latest"
+    """Where a (topic, endpoint) pair starts: records appended from its creation on, or
+    ("earliest") every retained record."""
+
+
+class Secret(msgspec.Struct, frozen=True, array_like=True):
+    value: str
+    until_ms: int | None = None
+    """None for the current secret; for an older one, when requests stop being signed
+    with it too."""
+
+
+class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    settings: Settings
+    secrets: tuple[Secret, ...]
+    """The current secret first, then those being rotated out."""
+    created_ms: int
+    disabled_reason: str = ""
+    """Why it is disabled, when it is: by hand, or the endpoint answered 410."""
+
+    def matches(self, topic: str) -> bool:
+        """Whether records of `topic` are delivered here."""
+        if topic.startswith("__"):
+            return False
+        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.settings.topics)
+
+    def signing_keys(self, now_ms: int) -> list[bytes]:
+        """The keys to sign with now: the current secret's, then those still rotating out."""
+        return [
+            signing.key_of(s.value)
+            for s in self.secrets
+            if s.until_ms is None or s.until_ms > now_ms
+        ]
+
+    def group(self) -> str:
+        """The name of this endpoint's queue group on each of its topics."""
+        return GROUP_PREFIX + self.name
+
+    def dead_letter_topic(self, topic: str) -> str:
+        return f"{topic}.{self.name}.dlq"
+
+
+def group_endpoint(group: str) -> str | None:
+    """The endpoint a queue group delivers to, if it is an endpoint's."""
+    return group.removeprefix(GROUP_PREFIX) if group.startswith(GROUP_PREFIX) else None
+
+
+_FIELDS = {f.name for f in msgspec.structs.fields(Settings)}
+
+
+def merge(
+    name: str,
+    stored: Endpoint | None,
+    given: dict[str, Any],
+    now_ms: int,
+    allow_private: bool,
+) -> tuple[Endpoint, str | None]:
+    """`stored` (or a new endpoint) with the settings in `given` applied, each checked
+    (BadRequest, InvalidName naming the bad one). A `secret` in `given` replaces the
+    current one (which keeps signing for ROTATION_MS); a new endpoint without one gets
+    a new secret. Returns the endpoint and the secret made or given, if any (shown once)."""
+    validate.topic_name(name)
+    unknown = set(given) - _FIELDS - {"secret"}
+    if unknown:
+        raise BadRequest(f"unknown endpoint settings: {', '.join(sorted(unknown))}")
+    if stored is None and ("url" not in given or "topics" not in given):
+        raise BadRequest("a new endpoint needs a url and topics")
+    base = stored.settings if stored is not None else None
+    changes: dict[str, Any] = {}
+    for field, value in given.items():
+        if value is None or field == "secret":
+            continue
+        changes[field] = _checked(field, value, allow_private)
+    if base is None:
+        settings = Settings(**changes)
+    else:
+        settings = msgspec.structs.replace(base, **changes) if changes else base
+    if stored is not None and settings.start != stored.settings.start:
+        raise BadRequest("start applies when an endpoint is created; it cannot change")
+    for topic in settings.topics:
+        literal = not any(c in topic for c in "*?[")
+        if literal and len(f"{topic}.{name}.dlq") > limits.topic_name_chars_max:
+            raise BadRequest(f"the dead-letter topic {topic}.{name}.dlq is too long a name")
+    secret = given.get("secret")
+    if secret is not None:
+        signing.key_of(secret)
+    elif stored is None:
+        secret = signing.new_secret()
+    secrets = stored.secrets if stored is not None else ()
+    if secret is not None:
+        secrets = rotated(secrets, secret, now_ms)
+    endpoint = Endpoint(
+        name=name,
+        settings=settings,
+        secrets=secrets,
+        created_ms=stored.created_ms if stored is not None else now_ms,
+        disabled_reason=_disabled_reason(stored, settings, given),
+    )
+    return endpoint, secret
+
+
+def _disabled_reason(stored: Endpoint | None, settings: Settings, given: dict[str, Any]) -> str:
+    if settings.enabled:
+        return ""
+    if given.get("enabled") is False:
+        return "disabled by hand"
+    return stored.disabled_reason if stored is not None else "disabled by hand"
+
+
+def rotated(secrets: tuple[Secret, ...], new: str, now_ms: int) -> tuple[Secret, ...]:
+    """`new` as the current secret; the current one signs too for ROTATION_MS more;
+    those whose time ran out are dropped."""
+    kept = [
+        Secret(s.value, now_ms + ROTATION_MS if s.until_ms is None else s.until_ms)
+        for s in secrets
+        if s.value != new
+    ]
+    return (Secret(new), *[s for s in kept if s.until_ms is not None and s.until_ms > now_ms])
+
+
+def _checked(field: str, value: Any, allow_private: bool) -> Any:
+    if field == "url":
+        return addresses.check_url(value, allow_private)
+    if field == "topics":
+        if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
+            raise BadRequest("topics must be a non-empty list of topic names or glob patterns")
+        if len(value) > 100:
+            raise BadRequest("an endpoint takes at most 100 topics or patterns")
+        for pattern in value:
+            if not isinstance(pattern, str) or not names.PATTERN.fullmatch(pattern):
+                raise BadRequest(
+                    f"invalid topic or pattern {pattern!r}: use A-Z a-z 0-9 . _ - and * ? [ ]"
+                )
+        return tuple(dict.fromkeys(value))
+    if field == "headers":
+        return _headers(value)
+    if field == "timeout_ms":
+        return validate.whole(value, "timeout_ms", 100, TIMEOUT_MS_MAX)
+    if field == "max_in_flight":
+        return validate.whole(value, "max_in_flight", 1, IN_FLIGHT_MAX)
+    if field == "rate_limit_per_s":
+        return validate.whole(value, "rate_limit_per_s", 1, RATE_MAX)
+    if field == "max_attempts":
+        return validate.whole(value, "max_attempts", 1, limits.queue_attempts_max)
+    if field == "backoff":
+        return queue_settings.backoff(value)
+    if field == "expire_after_ms":
+        return validate.whole(value, "expire_after_ms", 1)
+    if field == "ordering":
+        if value not in ORDERINGS:
+            raise BadRequest(f"ordering must be 'none' or 'key', not {value!r}")
+        return value
+    if field == "enabled":
+        if not isinstance(value, bool):
+            raise BadRequest(f"enabled must be true or false, not {value!r}")
+        return value
+    if field == "start":
+        if value not in STARTS:
+            raise BadRequest(f"start must be 'latest' or 'earliest', not {value!r}")
+        return value
+    raise AssertionError(field)
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or len(value) > HEADERS_MAX:
+        raise BadRequest(f"headers must be an object of at most {HEADERS_MAX} names to text")
+    out = {}
+    for header, text in value.items():
+        if not isinstance(header, str) or not names.HEADER.fullmatch(header):
+            raise BadRequest(f"invalid header name {header!r}")
+        lowered = header.lower()
+        if lowered in RESERVED_HEADERS or lowered.startswith(("webhook-", "brook-")):
+            raise BadRequest(f"the header {header} is set by the broker; choose another name")
+        if not isinstance(text, str) or len(text) > 4096 or any(c in text for c in "\r\n\0"):
+            raise BadRequest(f"header {header}: a value is text of at most 4,096 characters")
+        out[header] = text
+    return out
+
+
+def public(endpoint: Endpoint) -> dict[str, Any]:
+    """The endpoint as the API shows it: its settings, never its secrets."""
+    document: dict[str, Any] = msgspec.to_builtins(endpoint.settings)
+    document["topics"] = list(endpoint.settings.topics)
+    document["name"] = endpoint.name
+    document["created_ms"] = endpoint.created_ms
+    document["disabled_reason"] = endpoint.disabled_reason
+    document["secrets"] = len(endpoint.secrets)
+    return document
+
+
+def encode(endpoint: Endpoint) -> bytes:
+    return msgspec.json.encode(endpoint)
+
+
+def decode(raw: bytes) -> Endpoint:
+    return msgspec.json.decode(raw, type=Endpoint)

@@ -1,0 +1,166 @@
+"""`b.endpoint(name)`: look at an endpoint's delivery and act on it (SPEC §7).
+
+The same methods exist on the remote clients' endpoints (brook.connect)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from brook import validate
+from brook.delivery import endpoint as ep
+from brook.errors import TopicNotFound
+from brook.queue.lifecycle import State
+from brook.records import Attempt, DeliveryStats, EndpointInfo, TestResult
+
+if TYPE_CHECKING:
+    from brook.delivery.service import Deliverer
+    from brook.delivery.store import EndpointStore
+
+_ENDED = {State.ACKED: "acked", State.RETRYING: "retrying", State.DEAD: "dead"}
+
+
+def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
+    """What the API tells of an endpoint; `secret` only when it was just made or given."""
+    s = endpoint.settings
+    return EndpointInfo(
+        name=endpoint.name,
+        url=s.url,
+        topics=list(s.topics),
+        headers=dict(s.headers),
+        timeout_ms=s.timeout_ms,
+        max_in_flight=s.max_in_flight,
+        rate_limit_per_s=s.rate_limit_per_s,
+        max_attempts=s.max_attempts,
+        backoff=msgspec.to_builtins(s.backoff),
+        expire_after_ms=s.expire_after_ms,
+        ordering=s.ordering,
+        enabled=s.enabled,
+        start=s.start,
+        disabled_reason=endpoint.disabled_reason,
+        created_ms=endpoint.created_ms,
+        secret=secret,
+    )
+
+
+class Endpoint:
+    def __init__(self, store: EndpointStore, deliverer: Deliverer, name: str) -> None:
+        store.get(name)  # EndpointNotFound
+        self._store = store
+        self._deliverer = deliverer
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self.name}>"
+
+    def info(self) -> EndpointInfo:
+        """Its settings (never its secret)."""
+        return info(self._store.get(self.name))
+
+    def stats(self) -> DeliveryStats:
+        """Records by state over its topics, in flight, breaker, success rate, latency."""
+        endpoint = self._store.get(self.name)
+        counts = {"ready": 0, "leased": 0, "retrying": 0, "acked": 0, "dead": 0}
+        for group in self._store.groups(endpoint):
+            for state, count in group.stats().items():
+                if state in counts:
+                    counts[state] += count
+        seen = self._deliverer.stats(self.name)
+        return DeliveryStats(
+            **counts,
+            in_flight=self._deliverer.in_flight(self.name),
+            breaker=self._deliverer.breaker_state(self.name),
+            success_rate=seen.success_rate(),
+            latency_p50_ms=seen.latency_ms(0.5),
+            latency_p99_ms=seen.latency_ms(0.99),
+            attempts=dict(seen.attempts),
+            last_error=seen.last_error,
+            last_error_ms=seen.last_error_ms,
+        )
+
+    def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
+        """Every attempt to deliver the record, oldest first ([] if none yet)."""
+        validate.topic_name(topic)
+        group = self._group(topic)
+        out = []
+        for t in group.trace(
+            validate.whole(partition, "partition"), validate.whole(offset, "offset")
+        ):
+            ended_by_time = t.state is State.DEAD and t.outcome is None  # expiry, lease lost
+            if t.state not in _ENDED or (t.outcome is None and not ended_by_time):
+                continue
+            outcome = t.outcome
+            out.append(
+                Attempt(
+                    attempt=t.attempt,
+                    at_ms=t.at_ms,
+                    state=_ENDED[t.state],
+                    status=None if outcome is None else outcome.status,
+                    latency_ms=0.0 if outcome is None else outcome.latency_ms,
+                    error="" if outcome is None else outcome.error,
+                    reason=t.reason,
+                    excerpt=b"" if outcome is None else outcome.excerpt,
+                )
+            )
+        return out
+
+    def redrive(
+        self,
+        topic: str | None = None,
+        limit: int | None = None,
+        records: Iterable[tuple[int, int]] | None = None,
+    ) -> int:
+        """Put dead records back to work (of one topic, or of all), attempts counted
+        afresh; up to `limit`, or those of `records` ((partition, offset) pairs of
+        `topic`). Returns how many."""
+        endpoint = self._store.get(self.name)
+        limit = validate.optional_whole(limit, "limit", 1)
+        positions = validate.positions(records)
+        if positions is not None and topic is None:
+            validate.topic_name(topic)  # InvalidName: records name offsets of one topic
+        groups = (
+            [self._group(validate.topic_name(topic))]
+            if topic is not None
+            else self._store.groups(endpoint)
+        )
+        done = 0
+        for group in groups:
+            left = None if limit is None else limit - done
+            if left is not None and left <= 0:
+                break
+            done += group.redrive(left, positions)
+        if done:
+            self._deliverer.wake()
+        return done
+
+    def enable(self) -> EndpointInfo:
+        """Deliver again (after a 410, or a disable)."""
+        return info(self._store.set_enabled(self.name, True))
+
+    def disable(self) -> EndpointInfo:
+        """Stop delivering; records wait in their queue groups."""
+        return info(self._store.set_enabled(self.name, False, "disabled by hand"))
+
+    def rotate_secret(self, secret: str | None = None) -> str:
+        """A new secret (or `secret`); requests are signed with the old one too for a
+        day, so receivers can switch without losing a request."""
+        return self._store.rotate_secret(self.name, secret)
+
+    def test(self) -> TestResult:
+        """Send a signed test request now (outside every queue) and tell how it went."""
+        result = self._deliverer.test(self._store.get(self.name))
+        return TestResult(
+            status=result.status,
+            latency_ms=round(result.latency_ms, 3),
+            error="" if result.error is None else f"{result.error.value}: {result.error_message}",
+            excerpt=result.excerpt,
+        )
+
+    def _group(self, topic: str) -> Any:
+        endpoint = self._store.get(self.name)
+        for group in self._store.groups(endpoint):
+            if group.topic == topic:
+                return group
+        raise TopicNotFound(f"endpoint {self.name} delivers nothing from topic {topic}")

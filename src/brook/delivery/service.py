@@ -1,0 +1,489 @@
+"""The delivery loop: leases records from every endpoint's queue groups and posts
+them to the endpoint, each endpoint isolated from the others (SPEC §7).
+
+One asyncio event loop on a thread of its own (supervised: "delivery"). Each
+round it visits the enabled endpoints in turn, starting one further along each
+time (round-robin), and gives each as many new attempts as it has room for:
+its in-flight budget (`max_in_flight`) less what it has in flight, one while its
+breaker probes, none while it is open. An attempt waits for the endpoint's
+pacing (`rate_limit_per_s`) just before it is sent, so a slow or failing
+endpoint holds only its own budget: the others' attempts never wait behind it.
+
+Leasing and settling wait for the status log to be durable, so they run on a
+pool of threads; the HTTP requests are the loop's (httpx, a connection pool per
+endpoint, no redirects followed, at most EXCERPT_BYTES_MAX of an answer read).
+Every attempt resolves the endpoint's host and checks each address (addresses.py)
+before it connects, and then connects to the address it checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import contextlib
+import ipaddress
+import logging
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import msgspec
+
+from brook.delivery import addresses, signing
+from brook.delivery.breaker import Breaker
+from brook.delivery.endpoint import Endpoint
+from brook.delivery.outcome import (
+    EXCERPT_BYTES_MAX,
+    Action,
+    ErrorKind,
+    Result,
+    Verdict,
+    judge,
+)
+from brook.delivery.pacing import Pacing
+from brook.delivery.stats import EndpointStats
+from brook.delivery.store import EndpointStore
+from brook.errors import BrookError, Closed, LeaseExpired
+from brook.queue.lifecycle import Outcome
+from brook.queue.shell import QueueGroup
+from brook.records import Job, Record
+
+if TYPE_CHECKING:
+    from brook.core import Core
+
+log = logging.getLogger("brook.delivery")
+
+LEASE_RECORDS_MAX = 100
+"""Most records one lease of one group takes."""
+IDLE_WAIT_S = 0.5
+"""With nothing to do, the loop looks again at least this often (retries come due)."""
+RECONCILE_S = 2.0
+"""How often topics made since are given their endpoints' groups."""
+THREADS = 32
+CONNECT_TIMEOUT_S_MAX = 10.0
+STOP_WAIT_S = 5.0
+"""On stop, attempts in flight get this long to finish; the rest are retried later."""
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to (blocking: run off the loop)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in found))
+
+
+class Runtime:
+    """What the loop keeps for one endpoint between rounds."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.breaker = Breaker()
+        self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
+        self.in_flight = 0
+        self.next_group = 0
+        self.stats = EndpointStats()
+        self.client: httpx.AsyncClient | None = None
+
+    def update(self, endpoint: Endpoint) -> None:
+        old = self.endpoint.settings
+        self.endpoint = endpoint
+        if endpoint.settings.rate_limit_per_s != old.rate_limit_per_s:
+            self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
+        if (
+            endpoint.settings.max_in_flight != old.max_in_flight
+            or endpoint.settings.timeout_ms != old.timeout_ms
+        ) and self.client is not None:
+            client, self.client = self.client, None
+            asyncio.get_running_loop().create_task(client.aclose())
+
+    def http(self) -> httpx.AsyncClient:
+        if self.client is None:
+            settings = self.endpoint.settings
+            timeout = settings.timeout_ms / 1000
+            self.client = httpx.AsyncClient(
+                follow_redirects=False,
+                timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S_MAX)),
+                limits=httpx.Limits(
+                    max_connections=settings.max_in_flight,
+                    max_keepalive_connections=settings.max_in_flight,
+                ),
+                trust_env=False,
+            )
+        return self.client
+
+
+class Deliverer:
+    def __init__(
+        self,
+        core: Core,
+        store: EndpointStore,
+        resolver: addresses.Resolver = system_resolver,
+    ) -> None:
+        self.core = core
+        self.store = store
+        self.resolver = resolver
+        self.allow_private = store.allow_private
+        self.runtimes: dict[str, Runtime] = {}
+        self._rng = random.Random()
+        self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._start = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._thread: threading.Thread | None = None
+        self._reconcile_now = False
+        if not core.read_only:
+            store.changed.append(self.wake)
+            core.round_listeners.append(self.wake)
+            core.topic_created_hooks.append(self._topic_created)
+            self._thread = core.supervisor.start("delivery", self._run, self._stop)
+
+    # ------------------------------------------------------------ outside
+
+    def wake(self) -> None:
+        """Look again now (new records, a changed endpoint); from any thread."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(wake.set)
+
+    def _topic_created(self, topic: str) -> None:
+        """On the writer role: a new topic may need its endpoints' groups now."""
+        self._reconcile_now = True
+        self.wake()
+
+    def stats(self, name: str) -> EndpointStats:
+        runtime = self.runtimes.get(name)
+        return runtime.stats if runtime is not None else EndpointStats()
+
+    def breaker_state(self, name: str) -> str:
+        runtime = self.runtimes.get(name)
+        return runtime.breaker.state.value if runtime is not None else "closed"
+
+    def in_flight(self, name: str) -> int:
+        runtime = self.runtimes.get(name)
+        return runtime.in_flight if runtime is not None else 0
+
+    def stop(self) -> None:
+        """Stop the loop (before the queue groups and the committer close)."""
+        self._stop.set()
+        self.wake()
+        if self._thread is not None:
+            self._thread.join()
+        with contextlib.suppress(ValueError):
+            self.core.round_listeners.remove(self.wake)
+        self._pool.shutdown(wait=True)
+
+    def close(self) -> None:
+        """Nothing more to close: stop ended the loop and its connections."""
+
+    # ------------------------------------------------------------ the loop
+
+    def _run(self) -> float:
+        """One life of the event loop (the supervisor starts another if it fails)."""
+        asyncio.run(self._main())
+        return 0.0
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        reconciled = 0.0
+        try:
+            while not self._stop.is_set():
+                # Cleared before the round, so a wake-up during it (new records, a stop)
+                # is not lost: the wait below then returns at once.
+                self._wake.clear()
+                if self._reconcile_now or time.monotonic() - reconciled >= RECONCILE_S:
+                    self._reconcile_now = False
+                    await self._blocking(self.store.reconcile)
+                    reconciled = time.monotonic()
+                started = await self._round()
+                if started or self._stop.is_set():
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._idle_wait())
+        finally:
+            await self._finish()
+
+    def _idle_wait(self) -> float:
+        now = self.core.now_ms()
+        waits = [IDLE_WAIT_S]
+        for runtime in self.runtimes.values():
+            probe = runtime.breaker.next_probe_ms()
+            if probe is not None:
+                waits.append(max(0.001, (probe - now) / 1000))
+        return min(waits)
+
+    async def _finish(self) -> None:
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        for runtime in self.runtimes.values():
+            if runtime.client is not None:
+                await runtime.client.aclose()
+                runtime.client = None
+        self._loop = None
+
+    async def _blocking(self, fn: Callable[[], object]) -> object:
+        assert self._loop is not None
+        return await self._loop.run_in_executor(self._pool, fn)
+
+    def _runtimes(self) -> list[Runtime]:
+        """A runtime per endpoint (made or updated), in round-robin order."""
+        endpoints = self.store.endpoints()
+        names = {e.name for e in endpoints}
+        for gone in [n for n in self.runtimes if n not in names]:
+            dropped = self.runtimes.pop(gone)
+            if dropped.client is not None:
+                asyncio.get_running_loop().create_task(dropped.client.aclose())
+        out = []
+        for endpoint in endpoints:
+            found = self.runtimes.get(endpoint.name)
+            if found is None:
+                found = self.runtimes[endpoint.name] = Runtime(endpoint)
+            elif found.endpoint is not endpoint:
+                found.update(endpoint)
+            out.append(found)
+        if out:
+            self._start = (self._start + 1) % len(out)
+            out = out[self._start :] + out[: self._start]
+        return out
+
+    async def _round(self) -> int:
+        """Start what every endpoint has room for; how many attempts started."""
+        started = 0
+        now = self.core.now_ms()
+        for runtime in self._runtimes():
+            endpoint = runtime.endpoint
+            if not endpoint.settings.enabled or not runtime.breaker.allows(now):
+                continue
+            room = endpoint.settings.max_in_flight - runtime.in_flight
+            if runtime.breaker.state.value == "half_open":
+                room = min(room, 1 - runtime.in_flight)
+            if room <= 0:
+                continue
+            groups = [g for g in self.store.groups(endpoint) if g.has_work()]
+            if not groups:
+                continue
+            group = groups[runtime.next_group % len(groups)]
+            runtime.next_group += 1
+            count = min(room, LEASE_RECORDS_MAX)
+            jobs = await self._lease(group, count)
+            for job in jobs:
+                runtime.in_flight += 1
+                task = asyncio.get_running_loop().create_task(self._attempt(runtime, group, job))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            started += len(jobs)
+        return started
+
+    async def _lease(self, group: QueueGroup, count: int) -> list[Job]:
+        try:
+            jobs = await self._blocking(lambda: group.lease(count, 0, None))
+        except Closed:
+            raise
+        except BrookError as exc:
+            log.warning("delivery: leasing from %s/%s failed: %s", group.topic, group.group, exc)
+            return []
+        assert isinstance(jobs, list)
+        return jobs
+
+    # ------------------------------------------------------------ one attempt
+
+    async def _attempt(self, runtime: Runtime, group: QueueGroup, job: Job) -> None:
+        try:
+            while True:
+                wait = runtime.pacing.wait_ms(self.core.now_ms())
+                if wait <= 0 and runtime.pacing.take(self.core.now_ms()):
+                    break
+                await asyncio.sleep(max(wait, 1) / 1000)
+            probe = runtime.breaker.started()
+            result = await self._send(runtime.endpoint, job, runtime)
+            now = self.core.now_ms()
+            verdict = judge(result, job.attempt, runtime.endpoint.settings.backoff, now, self._rng)
+            runtime.breaker.ended(verdict.action is Action.RETRY, now, probe)
+            runtime.stats.record(result, verdict, now)
+            await self._settle(runtime, group, job, result, verdict)
+        except Exception:
+            log.exception("delivery to %s failed unexpectedly", runtime.endpoint.name)
+        finally:
+            runtime.in_flight -= 1
+            if self._wake is not None:
+                self._wake.set()
+
+    def test(self, endpoint: Endpoint) -> Result:
+        """Send a signed test request to `endpoint` now, outside every queue (from any
+        thread but the loop's); its result."""
+        loop = self._loop
+        if loop is None:
+            return Result(error=ErrorKind.CONNECTION, error_message="delivery is not running")
+        record = Record(
+            value=msgspec.json.encode({"type": "brook.test", "endpoint": endpoint.name}),
+            headers={"content-type": b"application/json"},
+            topic="",
+            partition=0,
+            offset=0,
+        )
+        job = Job(record, 1, "")
+        message_id = f"test:{uuid.uuid4().hex}"
+
+        async def send() -> Result:
+            runtime = Runtime(endpoint)
+            try:
+                return await self._send(endpoint, job, runtime, message_id)
+            finally:
+                if runtime.client is not None:
+                    await runtime.client.aclose()
+
+        future = asyncio.run_coroutine_threadsafe(send(), loop)
+        return future.result(endpoint.settings.timeout_ms / 1000 + CONNECT_TIMEOUT_S_MAX)
+
+    async def _send(
+        self, endpoint: Endpoint, job: Job, runtime: Runtime, message_id: str | None = None
+    ) -> Result:
+        record = job.record
+        settings = endpoint.settings
+        parts = urlsplit(settings.url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        started = time.monotonic()
+        try:
+            address = await self._pick(host, port)
+        except addresses.Refused as exc:
+            return Result(error=ErrorKind.ADDRESS, error_message=str(exc))
+        except OSError as exc:
+            return Result(error=ErrorKind.DNS, error_message=f"{host}: {exc.strerror or exc}")
+        shown = f"[{address}]" if ":" in address else address
+        target = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
+        message_id = message_id or f"{record.topic}:{record.partition}:{record.offset}"
+        timestamp = int(self.core.now_ms() // 1000)
+        headers = dict(settings.headers)
+        record_headers = record.headers or {}
+        content_type = record_headers.get("content-type")
+        headers.update(
+            {
+                "host": parts.netloc.rsplit("@", 1)[-1],
+                "content-type": content_type.decode("latin-1")
+                if content_type is not None
+                else "application/octet-stream",
+                "user-agent": "brook-delivery",
+                "webhook-id": message_id,
+                "webhook-timestamp": str(timestamp),
+                "webhook-signature": signing.signature_header(
+                    endpoint.signing_keys(self.core.now_ms()), message_id, timestamp, record.value
+                ),
+                "brook-attempt": str(job.attempt),
+            }
+        )
+        if record.topic:  # a test request has no record behind it
+            headers["brook-topic"] = record.topic
+            headers["brook-partition"] = str(record.partition)
+            headers["brook-offset"] = str(record.offset)
+        if record.key is not None:
+            headers["brook-key"] = base64.b64encode(record.key).decode()
+        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
+        client = runtime.http()
+        try:
+            async with asyncio.timeout(settings.timeout_ms / 1000):
+                request = client.build_request(
+                    "POST", target, headers=headers, content=record.value, extensions=extensions
+                )
+                response = await client.send(request, stream=True)
+                try:
+                    excerpt = b""
+                    async for chunk in response.aiter_raw():
+                        excerpt += chunk
+                        if len(excerpt) >= EXCERPT_BYTES_MAX:
+                            break
+                finally:
+                    await response.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            return Result(
+                error=ErrorKind.TIMEOUT,
+                error_message=f"no answer within {settings.timeout_ms} ms",
+                latency_ms=_ms_since(started),
+            )
+        except httpx.ConnectError as exc:
+            kind = (
+                ErrorKind.TLS
+                if "SSL" in str(exc) or "certificate" in str(exc)
+                else ErrorKind.CONNECTION
+            )
+            return Result(error=kind, error_message=_first_line(exc), latency_ms=_ms_since(started))
+        except (httpx.RemoteProtocolError, httpx.LocalProtocolError, httpx.DecodingError) as exc:
+            return Result(
+                error=ErrorKind.PROTOCOL,
+                error_message=_first_line(exc),
+                latency_ms=_ms_since(started),
+            )
+        except (httpx.TransportError, OSError) as exc:
+            return Result(
+                error=ErrorKind.CONNECTION,
+                error_message=_first_line(exc),
+                latency_ms=_ms_since(started),
+            )
+        return Result(
+            status=response.status_code,
+            latency_ms=_ms_since(started),
+            retry_after=response.headers.get("retry-after"),
+            excerpt=excerpt[:EXCERPT_BYTES_MAX],
+        )
+
+    async def _pick(self, host: str, port: int) -> str:
+        assert self._loop is not None
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            return addresses.pick(host, port, self.resolver, self.allow_private)
+        found = await self._loop.run_in_executor(self._pool, self.resolver, host, port)
+        return addresses.pick(host, port, lambda h, p: found, self.allow_private)
+
+    async def _settle(
+        self, runtime: Runtime, group: QueueGroup, job: Job, result: Result, verdict: Verdict
+    ) -> None:
+        outcome = Outcome(
+            result.status,
+            round(result.latency_ms, 3),
+            "" if result.error is None else f"{result.error.value}: {result.error_message}",
+            result.excerpt,
+        )
+        receipts = [job.receipt]
+        action = verdict.action
+
+        def settle() -> None:
+            if action is Action.ACK:
+                group.settle(receipts, "ack", outcome=outcome)
+            elif action is Action.DEAD:
+                group.settle(receipts, "discard", verdict.reason, outcome=outcome)
+            elif action is Action.RETRY:
+                group.settle(receipts, "nack", verdict.reason, verdict.delay_ms, outcome=outcome)
+            else:  # DISABLE: the record waits, its attempt spent
+                group.settle(receipts, "nack", verdict.reason, 0, outcome=outcome)
+                self.store.set_enabled(runtime.endpoint.name, False, verdict.reason)
+
+        try:
+            await self._blocking(settle)
+        except LeaseExpired:
+            # The lease ran out first (a very slow answer): the record is leased again.
+            log.info("delivery to %s: %s outlived its lease", runtime.endpoint.name, job.receipt)
+
+
+def _ms_since(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else type(exc).__name__

@@ -1,0 +1,55 @@
+"""What the delivery loop saw of one endpoint's attempts, for `stats` and /metrics.
+Kept in memory (the status log holds every attempt durably; these are figures)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+from brook.delivery.outcome import Action, Result, Verdict
+
+RECENT = 1000
+"""Success rate and latency percentiles are over this many most recent attempts."""
+
+
+class EndpointStats:
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self.attempts: collections.Counter[str] = collections.Counter()
+        """Attempts by outcome: the action taken (ack, retry, dead, disable)."""
+        self.statuses: collections.Counter[str] = collections.Counter()
+        """Attempts by HTTP status, or error kind when there was none."""
+        self._recent: collections.deque[tuple[bool, float]] = collections.deque(maxlen=RECENT)
+        self.last_error = ""
+        self.last_error_ms = 0
+
+    def record(self, result: Result, verdict: Verdict, now_ms: int = 0) -> None:
+        with self._mutex:
+            self.attempts[verdict.action.value] += 1
+            key = (
+                str(result.status)
+                if result.status is not None
+                else str(result.error.value if result.error else "error")
+            )
+            self.statuses[key] += 1
+            ok = verdict.action is Action.ACK
+            self._recent.append((ok, result.latency_ms))
+            if not ok:
+                self.last_error = verdict.reason
+                self.last_error_ms = now_ms
+
+    def success_rate(self) -> float | None:
+        """The share of recent attempts answered 2xx; None before any."""
+        with self._mutex:
+            if not self._recent:
+                return None
+            return sum(ok for ok, _ in self._recent) / len(self._recent)
+
+    def latency_ms(self, quantile: float) -> float | None:
+        """A quantile (0.5, 0.99) of recent attempts' latency; None before any."""
+        with self._mutex:
+            if not self._recent:
+                return None
+            ordered = sorted(latency for _, latency in self._recent)
+        index = min(len(ordered) - 1, int(quantile * len(ordered)))
+        return round(ordered[index], 3)

@@ -1,0 +1,130 @@
+"""The HTTP endpoints of delivery endpoints (SPEC §4 and §7, docs/PROTOCOL.md).
+
+Endpoints can send any topic's records anywhere, so every route needs the
+`admin` scope. Changes wait for storage (a file, queue groups), so they run on
+the queue endpoints' pool of threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from brook import wire
+from brook.delivery.handle import Endpoint
+from brook.errors import BadRequest
+from brook.records import Attempt, DeliveryStats, EndpointInfo, TestResult
+from brook.server import query
+from brook.server.http import Request, Response, json_response
+from brook.wire import decode_request
+
+if TYPE_CHECKING:
+    from brook.server.api import Api
+
+BASE = "/v1/endpoints/{endpoint}"
+
+
+def endpoint_out(info: EndpointInfo) -> wire.EndpointOut:
+    return msgspec.convert(msgspec.structs.asdict(info), wire.EndpointOut)
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def attempt_out(attempt: Attempt) -> wire.AttemptOut:
+    fields = msgspec.structs.asdict(attempt)
+    excerpt = fields.pop("excerpt")
+    return wire.AttemptOut(**fields, excerpt_b64=excerpt, excerpt=_text(excerpt))
+
+
+def stats_out(stats: DeliveryStats) -> wire.DeliveryStatsOut:
+    return wire.DeliveryStatsOut(**msgspec.structs.asdict(stats))
+
+
+def test_out(result: TestResult) -> wire.TestOut:
+    return wire.TestOut(
+        status=result.status,
+        latency_ms=result.latency_ms,
+        error=result.error,
+        excerpt_b64=result.excerpt,
+        excerpt=_text(result.excerpt),
+    )
+
+
+class EndpointEndpoints:
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        r = api.router
+        r.add("GET", "/v1/endpoints", self.list, "admin")
+        r.add("PUT", BASE, self.put, "admin")
+        r.add("GET", BASE, self.get, "admin")
+        r.add("DELETE", BASE, self.delete, "admin")
+        r.add("GET", BASE + "/stats", self.stats, "admin")
+        r.add("GET", BASE + "/attempts", self.attempts, "admin")
+        r.add("POST", BASE + "/redrive", self.redrive, "admin")
+        r.add("POST", BASE + "/enable", self.enable, "admin")
+        r.add("POST", BASE + "/disable", self.disable, "admin")
+        r.add("POST", BASE + "/test", self.test, "admin")
+        r.add("POST", BASE + "/rotate-secret", self.rotate_secret, "admin")
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self.api.queues.run(fn, *args, **kwargs)
+
+    def _handle(self, name: str) -> Endpoint:
+        handle: Endpoint = self.api.broker.endpoint(name)
+        return handle
+
+    async def list(self, request: Request) -> Response:
+        infos = self.api.broker.endpoints()
+        return json_response(wire.Endpoints(endpoints=[endpoint_out(i) for i in infos]))
+
+    async def put(self, request: Request, endpoint: str) -> Response:
+        given = decode_request(request.body, wire.EndpointIn).given()
+        info = await self._run(self.api.broker.create_endpoint, endpoint, **given)
+        return json_response(endpoint_out(info))
+
+    async def get(self, request: Request, endpoint: str) -> Response:
+        return json_response(endpoint_out(self._handle(endpoint).info()))
+
+    async def delete(self, request: Request, endpoint: str) -> Response:
+        await self._run(self.api.broker.delete_endpoint, endpoint)
+        return json_response(wire.Deleted(deleted=endpoint))
+
+    async def stats(self, request: Request, endpoint: str) -> Response:
+        handle = self._handle(endpoint)
+        return json_response(stats_out(await self._run(handle.stats)))
+
+    async def attempts(self, request: Request, endpoint: str) -> Response:
+        topic = request.query.get("topic")
+        if topic is None:
+            raise BadRequest("the query parameter topic is required")
+        partition = query.number(request.query, "partition")
+        offset = query.number(request.query, "offset")
+        handle = self._handle(endpoint)
+        found = await self._run(handle.attempts, topic, partition, offset)
+        return json_response(wire.Attempts(attempts=[attempt_out(a) for a in found]))
+
+    async def redrive(self, request: Request, endpoint: str) -> Response:
+        asked = decode_request(request.body, wire.EndpointRedriveIn, empty_ok=True)
+        handle = self._handle(endpoint)
+        count = await self._run(handle.redrive, asked.topic, asked.limit, asked.positions())
+        return json_response(wire.Redriven(redriven=count))
+
+    async def enable(self, request: Request, endpoint: str) -> Response:
+        return json_response(endpoint_out(await self._run(self._handle(endpoint).enable)))
+
+    async def disable(self, request: Request, endpoint: str) -> Response:
+        return json_response(endpoint_out(await self._run(self._handle(endpoint).disable)))
+
+    async def test(self, request: Request, endpoint: str) -> Response:
+        return json_response(test_out(await self._run(self._handle(endpoint).test)))
+
+    async def rotate_secret(self, request: Request, endpoint: str) -> Response:
+        asked = decode_request(request.body, wire.RotateIn, empty_ok=True)
+        secret = await self._run(self._handle(endpoint).rotate_secret, asked.secret)
+        return json_response(wire.Rotated(secret=secret))

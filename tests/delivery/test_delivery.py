@@ -1,0 +1,180 @@
+"""Delivery end to end in an embedded broker, to real local HTTP receivers."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+import brook
+from brook.delivery.endpoint import GROUP_PREFIX
+from brook.errors import BadRequest, NotFound
+from tests.delivery.receivers import Answer, Got, Receiver, wait_for
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[brook.Broker]:
+    with brook.open(str(tmp_path / "data"), delivery_allow_private_networks=True) as b:
+        yield b
+
+
+def put(b: brook.Broker, name: str, **given: Any) -> tuple[Any, str | None]:
+    return b.endpoint_store.put(name, given)
+
+
+def group(b: brook.Broker, topic: str, name: str) -> Any:
+    return b.queues.group(topic, GROUP_PREFIX + name, create=False, internal=True)
+
+
+def stats(b: brook.Broker, topic: str, name: str) -> dict[str, int]:
+    """The endpoint's group's counts ({} until the delivery loop made the group)."""
+    try:
+        counts: dict[str, int] = group(b, topic, name).stats()
+    except NotFound:
+        return {}
+    return counts
+
+
+def test_every_record_arrives_signed_with_its_bytes_and_headers(broker: brook.Broker) -> None:
+    with Receiver() as receiver:
+        broker.topic("orders").append(b"before the endpoint")  # not delivered: start=latest
+        _, secret = put(broker, "hook", url=receiver.url, topics=["orders"])
+        assert secret is not None and secret.startswith("whsec_")
+        values = [f"order {i}".encode() for i in range(50)]
+        acks = broker.topic("orders").append_many(
+            [brook.Record(v, key=b"k%d" % (i % 3)) for i, v in enumerate(values)]
+        )
+        broker.topic("orders").append(
+            b'{"json": true}', headers={"content-type": b"application/json"}
+        )
+        wait_for(lambda: len(receiver.requests()) >= 51)
+        wait_for(lambda: stats(broker, "orders", "hook")["acked"] == 51)
+        got = receiver.requests()
+        assert sorted(g.body for g in got) == sorted([*values, b'{"json": true}'])
+        verifier = Webhook(secret)
+        for request in got:
+            verifier.verify(request.body, request.headers, json_parse=False)
+            offset = int(request.headers["brook-offset"])
+            assert request.headers["webhook-id"] == f"orders:0:{offset}"
+            assert request.headers["brook-topic"] == "orders"
+            assert request.headers["brook-attempt"] == "1"
+            if request.body == b'{"json": true}':
+                assert request.headers["content-type"] == "application/json"
+                assert "brook-key" not in request.headers
+            else:
+                assert request.headers["content-type"] == "application/octet-stream"
+                key = base64.b64decode(request.headers["brook-key"])
+                assert key == b"k%d" % ((offset - acks[0].offset) % 3)
+        assert all(g.body != b"before the endpoint" for g in got)
+
+
+def test_start_earliest_delivers_what_was_there(broker: brook.Broker) -> None:
+    with Receiver() as receiver:
+        broker.topic("old").append_many([brook.Record(b"a"), brook.Record(b"b")])
+        put(broker, "hook", url=receiver.url, topics=["ol*"], start="earliest")
+        wait_for(lambda: sorted(g.body for g in receiver.requests()) == [b"a", b"b"])
+
+
+def test_a_topic_made_later_is_delivered_from_its_first_record(broker: brook.Broker) -> None:
+    with Receiver() as receiver:
+        put(broker, "hook", url=receiver.url, topics=["events.*"])
+        broker.topic("events.signup").append(b"first")
+        wait_for(lambda: [g.body for g in receiver.requests()] == [b"first"], 30)
+
+
+def test_failures_are_retried_with_backoff_then_dead_letters(broker: brook.Broker) -> None:
+    def answer(got: Got) -> Answer:
+        return Answer(500, b"boom " * 1000)
+
+    with Receiver(answer) as receiver:
+        put(
+            broker,
+            "hook",
+            url=receiver.url,
+            topics=["jobs"],
+            max_attempts=3,
+            backoff={"min_ms": 10, "max_ms": 20, "jitter": 0},
+        )
+        broker.topic("jobs").append(b"doomed")
+        wait_for(lambda: stats(broker, "jobs", "hook").get("dead") == 1)
+        assert [g.headers["brook-attempt"] for g in receiver.requests()] == ["1", "2", "3"]
+        trace = group(broker, "jobs", "hook").trace(0, 0)
+        ended = [t for t in trace if t.outcome is not None]
+        assert [t.outcome.status for t in ended] == [500, 500, 500]
+        assert all(len(t.outcome.excerpt) == 2048 for t in ended)
+        dead = broker.topic("jobs.hook.dlq").read(0, 0)
+        assert [r.value for r in dead] == [b"doomed"]
+
+
+def test_a_4xx_is_dead_at_once_and_410_disables(broker: brook.Broker) -> None:
+    statuses = {b"bad": 400, b"gone": 410}
+
+    def answer(got: Got) -> Answer:
+        return Answer(statuses.get(got.body, 200))
+
+    with Receiver(answer) as receiver:
+        put(broker, "hook", url=receiver.url, topics=["t"])
+        broker.topic("t").append(b"bad")
+        wait_for(lambda: stats(broker, "t", "hook").get("dead") == 1)
+        assert len(receiver.requests()) == 1
+        broker.topic("t").append(b"gone")
+        wait_for(lambda: not broker.endpoint_store.get("hook").settings.enabled)
+        assert "410" in broker.endpoint_store.get("hook").disabled_reason
+        broker.topic("t").append(b"waits")
+        time.sleep(0.5)
+        assert [g.body for g in receiver.requests()] == [b"bad", b"gone"]
+        statuses.clear()
+        broker.endpoint_store.set_enabled("hook", True)
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 2)
+        assert sorted(g.body for g in receiver.requests()[2:]) == [b"gone", b"waits"]
+
+
+def test_retry_after_is_honoured(broker: brook.Broker) -> None:
+    calls: list[float] = []
+
+    def answer(got: Got) -> Answer:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return Answer(429, headers={"retry-after": "1"})
+        return Answer(200)
+
+    with Receiver(answer) as receiver:
+        put(broker, "hook", url=receiver.url, topics=["t"], backoff={"min_ms": 10, "jitter": 0})
+        broker.topic("t").append(b"x")
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 1)
+        assert calls[1] - calls[0] >= 0.95
+
+
+def test_private_addresses_are_refused_unless_allowed(tmp_path: Path) -> None:
+    with (
+        brook.open(str(tmp_path / "data")) as b,
+        pytest.raises(BadRequest, match="delivery_allow_private_networks"),
+    ):
+        put(b, "hook", url="http://127.0.0.1:9/hook", topics=["t"])
+
+
+def test_a_name_that_resolves_to_a_private_address_is_refused_on_each_attempt(
+    tmp_path: Path,
+) -> None:
+    answers = {"hooks.example.com": ["10.0.0.5"]}
+    with brook.open(
+        str(tmp_path / "data"), delivery_resolver=lambda host, port: answers[host]
+    ) as b:
+        put(
+            b,
+            "hook",
+            url="http://hooks.example.com/x",
+            topics=["t"],
+            max_attempts=2,
+            backoff={"min_ms": 10, "jitter": 0},
+        )
+        b.topic("t").append(b"x")
+        wait_for(lambda: stats(b, "t", "hook").get("dead") == 1)
+        trace = group(b, "t", "hook").trace(0, 0)
+        errors = [t.outcome.error for t in trace if t.outcome is not None]
+        assert errors and all("10.0.0.5, a private address" in e for e in errors)

@@ -1,0 +1,128 @@
+"""Endpoints on every surface: embedded, brook.connect, brook.connect_async, HTTP, CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from standardwebhooks.webhooks import Webhook
+
+import brook
+from brook.cli import main
+from brook.errors import BadRequest, EndpointNotFound
+from tests.delivery.receivers import Answer, Got, Receiver, wait_for
+from tests.served import Served
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    config = tmp_path / "brook.toml"
+    config.write_text("delivery_allow_private_networks = true\n")
+    server = Served(tmp_path / "data", config=config)
+    yield server
+    server.close()
+
+
+def test_the_remote_client_creates_shows_and_deletes_endpoints(served: Served) -> None:
+    with Receiver() as receiver, brook.connect(f"http://127.0.0.1:{served.port}") as b:
+        made = b.create_endpoint("hook", receiver.url, ["orders"], max_attempts=3)
+        assert made.secret is not None and made.max_attempts == 3
+        assert [e.name for e in b.endpoints()] == ["hook"]
+        assert b.endpoints()[0].secret is None, "a secret is shown once"
+        b.topic("orders").append(b"hello")
+        wait_for(lambda: [g.body for g in receiver.requests()] == [b"hello"])
+        Webhook(made.secret).verify(b"hello", receiver.requests()[0].headers, json_parse=False)
+        handle = b.endpoint("hook")
+        wait_for(lambda: handle.stats().acked == 1)
+        stats = handle.stats()
+        assert stats.breaker == "closed" and stats.success_rate == 1.0
+        attempts = handle.attempts("orders", 0, 0)
+        assert [(a.attempt, a.status, a.state) for a in attempts] == [(1, 200, "acked")]
+        assert handle.disable().enabled is False
+        assert handle.enable().enabled is True
+        result = handle.test()
+        assert result.status == 200
+        test_request = receiver.requests()[-1]
+        assert test_request.headers["webhook-id"].startswith("test:")
+        Webhook(made.secret).verify(test_request.body, test_request.headers, json_parse=False)
+        new_secret = handle.rotate_secret()
+        assert new_secret != made.secret
+        b.delete_endpoint("hook")
+        with pytest.raises(EndpointNotFound):
+            b.endpoint("hook")
+        with pytest.raises(BadRequest):
+            b.create_endpoint("new", receiver.url)  # no topics
+
+
+def test_the_async_client_has_the_same_endpoints(served: Served) -> None:
+    async def run() -> None:
+        async with brook.connect_async(f"http://127.0.0.1:{served.port}") as b:
+            made = await b.create_endpoint("a", "https://hooks.example.com/x", ["t"])
+            assert made.secret is not None
+            handle = await b.endpoint("a")
+            assert (await handle.stats()).ready == 0
+            assert [e.name for e in await b.endpoints()] == ["a"]
+            await b.delete_endpoint("a")
+
+    asyncio.run(run())
+
+
+def test_http_answers_for_bad_endpoints(served: Served) -> None:
+    status, answer = served.request("PUT", "/v1/endpoints/x", {"url": "ftp://x", "topics": ["t"]})
+    assert status == 400
+    status, answer = served.request(
+        "PUT", "/v1/endpoints/x", {"url": "https://a.example", "topics": ["t"], "bogus": 1}
+    )
+    assert status == 400
+    status, answer = served.request("GET", "/v1/endpoints/nope")
+    assert (status, answer["error"]["code"]) == (404, "endpoint_not_found")
+    status, answer = served.request(
+        "GET", "/v1/endpoints/nope/attempts?topic=t&partition=0&offset=0"
+    )
+    assert status == 404
+
+
+def test_the_command_line_manages_endpoints(served: Served) -> None:
+    def answer(got: Got) -> Answer:
+        return Answer(500)
+
+    with Receiver(answer) as receiver:
+        url = f"http://127.0.0.1:{served.port}"
+        runner = CliRunner()
+
+        def run(*args: str) -> tuple[int, str]:
+            result = runner.invoke(main, [*args, "--url", url])
+            return result.exit_code, result.output
+
+        code, out = run(
+            "endpoints",
+            "create",
+            "hook",
+            receiver.url,
+            "--topic",
+            "jobs",
+            "--max-attempts",
+            "2",
+        )
+        assert code == 0 and "secret (shown once" in out and "max_attempts: 2" in out
+        code, out = run("endpoints", "list")
+        assert out.startswith("hook\tenabled\t")
+        with brook.connect(url) as b:
+            b.topic("jobs").append(b"x")
+            wait_for(lambda: b.endpoint("hook").stats().dead == 1, 30)
+        code, out = run("endpoints", "attempts", "hook", "jobs", "0", "0")
+        assert code == 0 and out.count("\t500\t") == 2
+        code, out = run("endpoints", "show", "hook")
+        assert "dead: 1" in out and "last error: 500" in out
+        receiver.answer = lambda got: Answer(200)
+        code, out = run("endpoints", "redrive", "hook")
+        assert out == "redriven: 1 record\n"
+        code, out = run("endpoints", "test", "hook")
+        assert code == 0 and out.startswith("200\t")
+        code, out = run("endpoints", "delete", "hook")
+        assert code == 0
+        code, out = run("endpoints", "show", "hook")
+        assert code == 1 and "endpoint_not_found" in out
