@@ -39,6 +39,12 @@ def test_the_remote_client_creates_shows_and_deletes_endpoints(served: Served) -
         wait_for(lambda: handle.stats().acked == 1)
         stats = handle.stats()
         assert stats.breaker == "closed" and stats.success_rate == 1.0
+        _, metrics = served.request("GET", "/metrics")
+        assert 'brook_delivery_attempts_total{endpoint="hook",outcome="ack"} 1.0' in metrics
+        assert 'brook_delivery_responses_total{endpoint="hook",status="200"} 1.0' in metrics
+        assert 'brook_delivery_latency_seconds_count{endpoint="hook"} 1.0' in metrics
+        assert 'brook_delivery_backlog{endpoint="hook"} 0.0' in metrics
+        assert 'brook_delivery_breaker_open{endpoint="hook",state="closed"} 0.0' in metrics
         attempts = handle.attempts("orders", 0, 0)
         assert [(a.attempt, a.status, a.state) for a in attempts] == [(1, 200, "acked")]
         assert handle.disable().enabled is False

@@ -139,20 +139,41 @@ class Deliverer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
         self._reconcile_now = False
+        self._wake_pending = False
         if not core.read_only:
             store.changed.append(self.wake)
-            core.round_listeners.append(self.wake)
+            core.round_listeners.append(self._records_appended)
             core.topic_created_hooks.append(self._topic_created)
             self._thread = core.supervisor.start("delivery", self._run, self._stop)
 
     # ------------------------------------------------------------ outside
 
     def wake(self) -> None:
-        """Look again now (new records, a changed endpoint); from any thread."""
+        """Look again now (a changed endpoint, a stop); from any thread."""
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(wake.set)
+                loop.call_soon_threadsafe(self._woken)
+
+    def _records_appended(self) -> None:
+        """After each commit round (the syncer's thread): new records may be
+        deliverable. Costs nothing without endpoints, and at most one wake-up of the
+        loop per round of its own, however many commit rounds pass meanwhile."""
+        if self._wake_pending or not self.store.has_endpoints():
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return  # not running: it looks at every group when it starts
+        self._wake_pending = True
+        try:
+            loop.call_soon_threadsafe(self._woken)
+        except RuntimeError:  # the loop closed meanwhile
+            self._wake_pending = False
+
+    def _woken(self) -> None:
+        self._wake_pending = False
+        if self._wake is not None:
+            self._wake.set()
 
     def _topic_created(self, topic: str) -> None:
         """On the writer role: a new topic may need its endpoints' groups now."""
@@ -178,7 +199,7 @@ class Deliverer:
         if self._thread is not None:
             self._thread.join()
         with contextlib.suppress(ValueError):
-            self.core.round_listeners.remove(self.wake)
+            self.core.round_listeners.remove(self._records_appended)
         self._pool.shutdown(wait=True)
 
     def close(self) -> None:

@@ -3,6 +3,7 @@ Kept in memory (the status log holds every attempt durably; these are figures)."
 
 from __future__ import annotations
 
+import bisect
 import collections
 import threading
 
@@ -10,6 +11,8 @@ from brook.delivery.outcome import Action, Result, Verdict
 
 RECENT = 1000
 """Success rate and latency percentiles are over this many most recent attempts."""
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""The attempt-latency histogram's upper bounds (seconds) for /metrics."""
 
 
 class EndpointStats:
@@ -22,6 +25,9 @@ class EndpointStats:
         self._recent: collections.deque[tuple[bool, float]] = collections.deque(maxlen=RECENT)
         self.last_error = ""
         self.last_error_ms = 0
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
+        """Attempts per latency bucket (the last: above every bound)."""
+        self.latency_sum_s = 0.0
 
     def record(self, result: Result, verdict: Verdict, now_ms: int = 0) -> None:
         with self._mutex:
@@ -34,6 +40,9 @@ class EndpointStats:
             self.statuses[key] += 1
             ok = verdict.action is Action.ACK
             self._recent.append((ok, result.latency_ms))
+            seconds = result.latency_ms / 1000
+            self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+            self.latency_sum_s += seconds
             if not ok:
                 self.last_error = verdict.reason
                 self.last_error_ms = now_ms

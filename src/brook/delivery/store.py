@@ -67,6 +67,9 @@ class EndpointStore:
             raise EndpointNotFound(f"no endpoint {name} exists")
         return found
 
+    def has_endpoints(self) -> bool:
+        return bool(self._endpoints)
+
     def endpoints(self) -> list[Endpoint]:
         return [self._endpoints[name] for name in sorted(self._endpoints)]
 

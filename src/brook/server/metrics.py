@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from brook.broker import Broker
+from brook.delivery.stats import LATENCY_BUCKETS_S
 from brook.server.http import Connections
 from brook.stats import BATCH_SECONDS_BUCKETS
 from brook.timers.service import FIRE_LAG_BUCKETS
@@ -84,6 +85,7 @@ class BrookCollector(Collector):
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
         yield from self._queues()
+        yield from self._delivery()
         yield from self._timers()
         yield from self._object_storage()
         yield from self._background()
@@ -144,6 +146,61 @@ class BrookCollector(Collector):
             oldest.add_metric([group.topic, group.group], age / 1000)
         yield records
         yield oldest
+
+    def _delivery(self) -> Iterator[Metric]:
+        """Per endpoint: attempts by outcome and status, latency, in flight, breaker, backlog."""
+        attempts = CounterMetricFamily(
+            "brook_delivery_attempts",
+            "Delivery attempts, by what followed (ack, retry, dead, disable)",
+            labels=["endpoint", "outcome"],
+        )
+        statuses = CounterMetricFamily(
+            "brook_delivery_responses",
+            "Delivery attempts by HTTP status, or by error kind when there was none",
+            labels=["endpoint", "status"],
+        )
+        latency = HistogramMetricFamily(
+            "brook_delivery_latency_seconds",
+            "How long delivery attempts took",
+            labels=["endpoint"],
+        )
+        in_flight = GaugeMetricFamily(
+            "brook_delivery_in_flight", "Attempts in flight", labels=["endpoint"]
+        )
+        breaker = GaugeMetricFamily(
+            "brook_delivery_breaker_open",
+            "1 while the endpoint's circuit breaker is open (or probing), else 0",
+            labels=["endpoint", "state"],
+        )
+        backlog = GaugeMetricFamily(
+            "brook_delivery_backlog",
+            "Records waiting to be delivered (ready, leased or retrying)",
+            labels=["endpoint"],
+        )
+        deliverer = self.broker.delivery
+        for endpoint in self.broker.endpoint_store.endpoints():
+            name = endpoint.name
+            stats = deliverer.stats(name)
+            for outcome, count in sorted(stats.attempts.items()):
+                attempts.add_metric([name, outcome], count)
+            for status, count in sorted(stats.statuses.items()):
+                statuses.add_metric([name, status], count)
+            buckets, total = [], 0
+            for bound, count in zip(
+                (*LATENCY_BUCKETS_S, float("inf")), stats.latency_counts, strict=True
+            ):
+                total += count
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), total))
+            latency.add_metric([name], buckets, sum_value=stats.latency_sum_s)
+            in_flight.add_metric([name], deliverer.in_flight(name))
+            state = deliverer.breaker_state(name)
+            breaker.add_metric([name, state], 0 if state == "closed" else 1)
+            waiting = 0
+            for group in self.broker.endpoint_store.groups(endpoint):
+                counts = group.counts()
+                waiting += counts["ready"] + counts["leased"] + counts["retrying"]
+            backlog.add_metric([name], waiting)
+        yield from (attempts, statuses, latency, in_flight, breaker, backlog)
 
     def _object_storage(self) -> Iterator[Metric]:
         """What the object store bills for: requests by kind and bytes moved (S3 only)."""
