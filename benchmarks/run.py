@@ -380,7 +380,17 @@ def main() -> None:
     import importlib
 
     skipped = {n for n in os.environ.get("BROOK_BENCH_SKIP", "").split(",") if n}
-    sections = ["queues", "timers", "flood", "server", "s3", "takeover", "spark", "spark_s3"]
+    sections = [
+        "queues",
+        "timers",
+        "delivery",
+        "flood",
+        "server",
+        "s3",
+        "takeover",
+        "spark",
+        "spark_s3",
+    ]
     needs_wrk = {"server", "s3", "takeover"}
     for name in sections:
         if name in skipped:

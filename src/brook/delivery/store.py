@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.delivery")
 
-LEASE_MARGIN_MS = 30_000
+LEASE_MARGIN_MS = 10_000
 """A delivery group's visibility timeout is the endpoint's timeout and this: a lease
-outlives its request, so only a worker that died leaves a record to expire."""
+outlives its request and its settling. (A broker that died leaves leases behind; the
+next start ends them at once, see Deliverer._release_leases.)"""
 
 
 class EndpointStore:

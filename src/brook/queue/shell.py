@@ -311,11 +311,12 @@ class QueueGroup:
         reason: str = "",
         delay_ms: int | None = None,
         extend_ms: int = 0,
-        outcome: Outcome | None = None,
+        outcome: Outcome | dict[str, Outcome] | None = None,
     ) -> None:
         """Apply `action` to every live receipt, durably; then raise LeaseExpired
         naming the receipts that were not live (the others are settled). `outcome`
-        (how the attempt went) is kept with the transitions that end the attempts."""
+        (how the attempt went; or one per receipt) is kept with the transitions that
+        end the attempts."""
         assert action in ACTIONS
         with self.mutex:
             self._check_usable()
@@ -324,10 +325,13 @@ class QueueGroup:
                 now, receipts, action, reason, delay_ms, extend_ms
             )
             if outcome is not None:
-                ended = {_position_of(r) for r in receipts}
+                if isinstance(outcome, dict):
+                    told = {_position_of(r): o for r, o in outcome.items()}
+                else:
+                    told = dict.fromkeys((_position_of(r) for r in receipts), outcome)
                 changes = [
-                    (position, msgspec.structs.replace(t, outcome=outcome))
-                    if position in ended and t.state in _ENDS_ATTEMPT
+                    (position, msgspec.structs.replace(t, outcome=told[position]))
+                    if position in told and t.state in _ENDS_ATTEMPT
                     else (position, t)
                     for position, t in changes
                 ]
@@ -369,6 +373,16 @@ class QueueGroup:
         if not self.core.read_only:
             self.tick()
         return self.counts()
+
+    def leased_receipts(self) -> list[str]:
+        """The receipts of every live lease (for a consumer that knows the holders died:
+        the broker's own delivery loop, on start)."""
+        with self.mutex:
+            return [
+                job.receipt
+                for job in self.machine.jobs.values()
+                if job.state is State.LEASED and job.receipt is not None
+            ]
 
     def counts(self) -> dict[str, int]:
         """Records by state as they stand, and the oldest ready record's age; writes nothing."""
