@@ -77,8 +77,9 @@ def test_the_async_client_has_the_same_endpoints(served: Served) -> None:
 
 
 def test_http_answers_for_bad_endpoints(served: Served) -> None:
-    status, answer = served.request("PUT", "/v1/endpoints/x", {"url": "ftp://x", "topics": ["t"]})
-    assert status == 400
+    for url in ("ftp://x", "http://[::1", "http://a b/"):
+        status, answer = served.request("PUT", "/v1/endpoints/x", {"url": url, "topics": ["t"]})
+        assert status == 400, (url, answer)
     status, answer = served.request(
         "PUT", "/v1/endpoints/x", {"url": "https://a.example", "topics": ["t"], "bogus": 1}
     )

@@ -15,6 +15,7 @@ private address (or `localhost`) is refused when the endpoint is created.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -24,6 +25,7 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 """(host, port) -> the addresses it resolves to, as text."""
 
+_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 
 
@@ -57,9 +59,18 @@ def check_url(url: str, allow_private: bool) -> str:
     """The URL, if it may be an endpoint's; BadRequest saying what is wrong."""
     if not isinstance(url, str) or len(url) > 2048:
         raise BadRequest("url must be an http or https URL of at most 2,048 characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # a bracketed host that is no IPv6 address
+        raise BadRequest(f"url {url[:100]!r} has no valid host") from None
+    if parts.scheme not in ("http", "https") or not host:
         raise BadRequest(f"url must be http:// or https:// with a host, not {url[:100]!r}")
+    if not (host.startswith("[") or _HOST.fullmatch(host) or ":" in host):
+        raise BadRequest(
+            f"{host[:100]!r} is not a host name (letters, digits, '-' and '.'; "
+            "an international name in its xn-- form)"
+        )
     if parts.username is not None or parts.password is not None:
         raise BadRequest("put credentials in the endpoint's headers, not in its url")
     if parts.fragment:
@@ -70,7 +81,6 @@ def check_url(url: str, allow_private: bool) -> str:
         raise BadRequest(f"the port of {url[:100]!r} is not a port") from None
     if allow_private:
         return url
-    host = parts.hostname
     if host == "localhost" or host.endswith(".localhost"):
         raise BadRequest(_private_hint(url, "a loopback address"))
     try:
