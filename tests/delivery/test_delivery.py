@@ -178,3 +178,35 @@ def test_a_name_that_resolves_to_a_private_address_is_refused_on_each_attempt(
         trace = group(b, "t", "hook").trace(0, 0)
         errors = [t.outcome.error for t in trace if t.outcome is not None]
         assert errors and all("10.0.0.5, a private address" in e for e in errors)
+
+
+def test_a_topic_added_to_an_endpoint_is_delivered_from_the_change_on(
+    broker: brook.Broker,
+) -> None:
+    with Receiver() as receiver:
+        broker.topic("old").append(b"history")
+        put(broker, "hook", url=receiver.url, topics=["t"])
+        put(broker, "hook", topics=["t", "old"])
+        broker.topic("old").append(b"new")
+        wait_for(lambda: stats(broker, "old", "hook").get("acked") == 1)
+        assert [g.body for g in receiver.requests()] == [b"new"]
+
+
+def test_an_endpoint_deleted_half_way_stays_deleted(tmp_path: Path) -> None:
+    """A crash after the endpoint's file went but before its groups did: the next start
+    deletes the orphaned groups and delivers nothing more."""
+    data = str(tmp_path / "data")
+    with brook.open(data, delivery_allow_private_networks=True) as b:
+        b.topic("t").append(b"x")
+        put(b, "hook", url="http://127.0.0.1:9/hook", topics=["t"], enabled=False)
+        store = b.endpoint_store
+
+        def crash(*args: Any) -> bool:
+            raise RuntimeError("the machine died")
+
+        store.queues.delete_group = crash  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            store.delete("hook")
+    with brook.open(data, delivery_allow_private_networks=True) as b:
+        assert b.endpoints() == []
+        assert [g.group for g in b.queues.groups()] == []

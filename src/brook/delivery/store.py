@@ -88,7 +88,7 @@ class EndpointStore:
         with self._mutex:
             stored = self._endpoints.get(name)
             endpoint, secret = ep.merge(name, stored, given, self.core.now_ms(), self.allow_private)
-            self._align_groups(endpoint, new=stored is None)
+            self._align_groups(endpoint, by_hand=True)
             self._store(endpoint)
         return endpoint, secret
 
@@ -98,10 +98,13 @@ class EndpointStore:
         self.core.check_open()
         with self._mutex:
             endpoint = self.get(name)
-            for group in self.groups(endpoint):
-                self.queues.delete_group(group.topic, group.group)
+            # The endpoint first: a crash before its groups are gone leaves orphans that
+            # the next start deletes, never an endpoint whose groups are missing (which
+            # would be made again from the topics' oldest records).
             self.core.storage.delete(layout.endpoint(name))
             del self._endpoints[name]
+            for group in self.groups(endpoint):
+                self.queues.delete_group(group.topic, group.group)
         self._notify()
 
     def set_enabled(self, name: str, enabled: bool, reason: str = "") -> Endpoint:
@@ -144,7 +147,7 @@ class EndpointStore:
             return
         with self._mutex:
             for endpoint in list(self._endpoints.values()):
-                self._align_groups(endpoint, new=False)
+                self._align_groups(endpoint, by_hand=False)
 
     def stop(self) -> None:
         """No thread of its own (the delivery loop reconciles)."""
@@ -154,9 +157,11 @@ class EndpointStore:
 
     # ------------------------------------------------------------ inside
 
-    def _align_groups(self, endpoint: Endpoint, new: bool) -> None:
+    def _align_groups(self, endpoint: Endpoint, by_hand: bool) -> None:
         """Holding the mutex: a group on each topic the endpoint matches, with the
-        endpoint's settings; none on the others."""
+        endpoint's settings; none on the others. A group made when the endpoint is
+        created or changed starts where the endpoint's `start` says; one made by
+        `reconcile` is for a topic made since, all of whose records are new."""
         name = endpoint.group()
         have = {g.topic: g for g in self.groups(endpoint)}
         for state in self.core.topic_states():
@@ -166,8 +171,7 @@ class EndpointStore:
             settings = self._queue_settings(endpoint, topic)
             group = have.pop(topic, None)
             if group is None:
-                # A topic found after the endpoint was made holds only later records.
-                start = endpoint.settings.start if new else "earliest"
+                start = endpoint.settings.start if by_hand else "earliest"
                 self.queues.group(topic, name, internal=True, start=start, **settings)
             elif _differs(group, settings):
                 self.queues.group(topic, name, internal=True, **settings)
