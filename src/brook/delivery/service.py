@@ -44,6 +44,7 @@ import uvloop
 
 from brook.delivery import addresses, signing
 from brook.delivery.breaker import Breaker
+from brook.delivery.breaker import State as BreakerState
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import (
     EXCERPT_BYTES_MAX,
@@ -213,6 +214,8 @@ class Deliverer:
             self._thread.join()
         with contextlib.suppress(ValueError):
             self.core.round_listeners.remove(self._records_appended)
+            self.core.topic_created_hooks.remove(self._topic_created)
+            self.store.changed.remove(self.wake)
         self._pool.shutdown(wait=True)
 
     def close(self) -> None:
@@ -282,6 +285,9 @@ class Deliverer:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         for runtime in self.runtimes.values():
+            # Records leased ahead and never sent: the next life of the loop ends their
+            # leases on start (_release_leases), so their receipts are not to be used.
+            runtime.ahead.clear()
             if runtime.client is not None:
                 await runtime.client.close()
                 runtime.client = None
@@ -324,7 +330,7 @@ class Deliverer:
                 continue
             budget = endpoint.settings.max_in_flight
             room = budget - runtime.in_flight
-            if runtime.breaker.state.value == "half_open":
+            if runtime.breaker.state is BreakerState.HALF_OPEN:
                 room = min(room, 1 - runtime.in_flight)
             while room > 0 and runtime.ahead:
                 group, job = runtime.ahead.popleft()
