@@ -24,7 +24,7 @@ from brook.codec.batch import Columns
 from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
 from brook.names import Id, Name, Receipt
-from brook.records import Ack, Published, Record, TopicInfo
+from brook.records import Ack, DeliveryStats, EndpointInfo, Published, Record, TopicInfo
 
 JSON_TYPE = "application/json"
 RAW_TYPE = "application/octet-stream"
@@ -136,9 +136,9 @@ class RecordOut(Out, omit_defaults=True):
             offset=record.offset,
             timestamp=record.timestamp,
             value_b64=record.value,
-            value=_text(record.value),
+            value=text_of(record.value),
             key_b64=record.key,
-            key=None if record.key is None else _text(record.key),
+            key=None if record.key is None else text_of(record.key),
             headers_b64=headers,
             headers=_texts(headers),
         )
@@ -155,7 +155,8 @@ class RecordOut(Out, omit_defaults=True):
         )
 
 
-def _text(data: bytes) -> str | None:
+def text_of(data: bytes) -> str | None:
+    """`data` as text when it is valid UTF-8, else None (answers carry base64 too)."""
     try:
         return data.decode()
     except UnicodeDecodeError:  # the text form only when it is text
@@ -503,44 +504,9 @@ class EndpointIn(In):
         return fields
 
 
-class EndpointOut(Out):
-    name: str
-    url: str
-    topics: list[str]
-    headers: dict[str, str]
-    timeout_ms: int
-    max_in_flight: int
-    rate_limit_per_s: int | None
-    max_attempts: int
-    backoff: dict[str, float]
-    expire_after_ms: int | None
-    ordering: str
-    enabled: bool
-    start: str
-    disabled_reason: str
-    created_ms: int
-    secret: str | None = None
-    """Only in the answer that made or changed the secret: shown once."""
-
-
 class Endpoints(Out):
-    endpoints: list[EndpointOut]
-
-
-class DeliveryStatsOut(Out):
-    ready: Count
-    leased: Count
-    retrying: Count
-    acked: Count
-    dead: Count
-    in_flight: Count
-    breaker: Literal["closed", "open", "half_open"]
-    success_rate: float | None
-    latency_p50_ms: float | None
-    latency_p99_ms: float | None
-    attempts: dict[str, int]
-    last_error: str
-    last_error_ms: int
+    endpoints: list[EndpointInfo]
+    """records.EndpointInfo is the answer's shape itself (as Published is)."""
 
 
 class AttemptOut(Out):
@@ -680,12 +646,10 @@ ANSWERS: tuple[type[Out], ...] = (
     Dropped,
     Health,
     ErrorOut,
-    EndpointOut,
     Endpoints,
-    DeliveryStatsOut,
     Attempts,
     TestOut,
     Rotated,
 )
 """Every shape, for the OpenAPI document's components (`Published` is records.Published)."""
-ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (Published,)
+ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (Published, EndpointInfo, DeliveryStats)

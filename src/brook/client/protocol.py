@@ -505,12 +505,8 @@ def cancel_timer(timer_id: str) -> Call:
 # ---------------------------------------------------------------- delivery endpoints
 
 
-def _endpoint_info(out: wire.EndpointOut) -> EndpointInfo:
-    return msgspec.convert(msgspec.structs.asdict(out), EndpointInfo)
-
-
 def _endpoint(status: int, headers: dict[str, str], body: bytes) -> EndpointInfo:
-    return _endpoint_info(_answer(body, wire.EndpointOut))
+    return _answer(body, EndpointInfo)
 
 
 def create_endpoint(name: str, **settings: Any) -> Call:
@@ -529,7 +525,7 @@ def create_endpoint(name: str, **settings: Any) -> Call:
 
 def endpoints() -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[EndpointInfo]:
-        return [_endpoint_info(e) for e in _answer(body, wire.Endpoints).endpoints]
+        return _answer(body, wire.Endpoints).endpoints
 
     return Call("GET", "/v1/endpoints", {}, None, {}, parse, True)
 
@@ -550,8 +546,7 @@ def delete_endpoint(name: str) -> Call:
 
 def endpoint_stats(name: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> DeliveryStats:
-        out = _answer(body, wire.DeliveryStatsOut)
-        return msgspec.convert(msgspec.structs.asdict(out), DeliveryStats)
+        return _answer(body, DeliveryStats)
 
     return Call("GET", _path("endpoints", name, "stats"), {}, None, {}, parse, True)
 

@@ -14,10 +14,10 @@ import msgspec
 from brook import wire
 from brook.delivery.handle import Endpoint
 from brook.errors import BadRequest
-from brook.records import Attempt, DeliveryStats, EndpointInfo, TestResult
+from brook.records import Attempt, TestResult
 from brook.server import query
 from brook.server.http import Request, Response, json_response
-from brook.wire import decode_request
+from brook.wire import decode_request, text_of
 
 if TYPE_CHECKING:
     from brook.server.api import Api
@@ -25,25 +25,10 @@ if TYPE_CHECKING:
 BASE = "/v1/endpoints/{endpoint}"
 
 
-def endpoint_out(info: EndpointInfo) -> wire.EndpointOut:
-    return msgspec.convert(msgspec.structs.asdict(info), wire.EndpointOut)
-
-
-def _text(data: bytes) -> str | None:
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return None
-
-
 def attempt_out(attempt: Attempt) -> wire.AttemptOut:
     fields = msgspec.structs.asdict(attempt)
     excerpt = fields.pop("excerpt")
-    return wire.AttemptOut(**fields, excerpt_b64=excerpt, excerpt=_text(excerpt))
-
-
-def stats_out(stats: DeliveryStats) -> wire.DeliveryStatsOut:
-    return wire.DeliveryStatsOut(**msgspec.structs.asdict(stats))
+    return wire.AttemptOut(**fields, excerpt_b64=excerpt, excerpt=text_of(excerpt))
 
 
 def test_out(result: TestResult) -> wire.TestOut:
@@ -52,7 +37,7 @@ def test_out(result: TestResult) -> wire.TestOut:
         latency_ms=result.latency_ms,
         error=result.error,
         excerpt_b64=result.excerpt,
-        excerpt=_text(result.excerpt),
+        excerpt=text_of(result.excerpt),
     )
 
 
@@ -81,15 +66,15 @@ class EndpointEndpoints:
 
     async def list(self, request: Request) -> Response:
         infos = self.api.broker.endpoints()
-        return json_response(wire.Endpoints(endpoints=[endpoint_out(i) for i in infos]))
+        return json_response(wire.Endpoints(endpoints=infos))
 
     async def put(self, request: Request, endpoint: str) -> Response:
         given = decode_request(request.body, wire.EndpointIn).given()
         info = await self._run(self.api.broker.create_endpoint, endpoint, **given)
-        return json_response(endpoint_out(info))
+        return json_response(info)
 
     async def get(self, request: Request, endpoint: str) -> Response:
-        return json_response(endpoint_out(self._handle(endpoint).info()))
+        return json_response(self._handle(endpoint).info())
 
     async def delete(self, request: Request, endpoint: str) -> Response:
         await self._run(self.api.broker.delete_endpoint, endpoint)
@@ -97,7 +82,7 @@ class EndpointEndpoints:
 
     async def stats(self, request: Request, endpoint: str) -> Response:
         handle = self._handle(endpoint)
-        return json_response(stats_out(await self._run(handle.stats)))
+        return json_response(await self._run(handle.stats))
 
     async def attempts(self, request: Request, endpoint: str) -> Response:
         topic = request.query.get("topic")
@@ -116,10 +101,10 @@ class EndpointEndpoints:
         return json_response(wire.Redriven(redriven=count))
 
     async def enable(self, request: Request, endpoint: str) -> Response:
-        return json_response(endpoint_out(await self._run(self._handle(endpoint).enable)))
+        return json_response(await self._run(self._handle(endpoint).enable))
 
     async def disable(self, request: Request, endpoint: str) -> Response:
-        return json_response(endpoint_out(await self._run(self._handle(endpoint).disable)))
+        return json_response(await self._run(self._handle(endpoint).disable))
 
     async def test(self, request: Request, endpoint: str) -> Response:
         return json_response(test_out(await self._run(self._handle(endpoint).test)))

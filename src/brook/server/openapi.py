@@ -14,7 +14,7 @@ import msgspec
 
 import brook
 from brook import limits, names, wire
-from brook.records import Published
+from brook.records import DeliveryStats, EndpointInfo, Published
 from brook.server.router import Router
 
 REF = "#/components/schemas/{name}"
@@ -197,13 +197,13 @@ OPERATIONS.update(
         ("PUT", ENDPOINT): Operation(
             "Create a delivery endpoint (url and topics needed) or change its settings; "
             "the answer shows a secret made or given, once",
-            wire.EndpointOut,
+            EndpointInfo,
             wire.EndpointIn,
         ),
-        ("GET", ENDPOINT): Operation("An endpoint's settings", wire.EndpointOut),
+        ("GET", ENDPOINT): Operation("An endpoint's settings", EndpointInfo),
         ("DELETE", ENDPOINT): Operation("Delete an endpoint and its queue groups", wire.Deleted),
         ("GET", ENDPOINT + "/stats"): Operation(
-            "Records by state, in flight, breaker, success rate, latency", wire.DeliveryStatsOut
+            "Records by state, in flight, breaker, success rate, latency", DeliveryStats
         ),
         ("GET", ENDPOINT + "/attempts"): Operation(
             "Every attempt to deliver one record",
@@ -220,10 +220,8 @@ OPERATIONS.update(
             wire.EndpointRedriveIn,
             body_required=False,
         ),
-        ("POST", ENDPOINT + "/enable"): Operation("Deliver again", wire.EndpointOut),
-        ("POST", ENDPOINT + "/disable"): Operation(
-            "Stop delivering; records wait", wire.EndpointOut
-        ),
+        ("POST", ENDPOINT + "/enable"): Operation("Deliver again", EndpointInfo),
+        ("POST", ENDPOINT + "/disable"): Operation("Stop delivering; records wait", EndpointInfo),
         ("POST", ENDPOINT + "/test"): Operation(
             "Send a signed test request now and tell how it went", wire.TestOut
         ),

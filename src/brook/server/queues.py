@@ -197,16 +197,12 @@ def _row(transition: Transition) -> wire.TransitionOut:
 
 
 def outcome_out(outcome: Outcome) -> wire.OutcomeOut:
-    try:
-        text: str | None = outcome.excerpt.decode()
-    except UnicodeDecodeError:
-        text = None
     return wire.OutcomeOut(
         status=outcome.status,
         latency_ms=outcome.latency_ms,
         error=outcome.error,
         excerpt_b64=outcome.excerpt,
-        excerpt=text,
+        excerpt=wire.text_of(outcome.excerpt),
     )
 
 
