@@ -242,6 +242,8 @@ def test_half_sent_headers_get_408_and_a_close(strict: Served) -> None:
         answer = closed_within(connection, 5)
     assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
     assert time.monotonic() - started < 4
+    _, metrics = strict.request("GET", "/metrics")
+    assert "brook_http_requests_timed_out_total 1.0" in metrics
 
 
 def test_a_body_that_stops_coming_gets_408(strict: Served) -> None:
@@ -288,6 +290,9 @@ def test_connections_past_the_cap_get_503_and_the_others_are_served(strict: Serv
     finally:
         for connection in held:
             connection.close()
+    time.sleep(0.2)
+    _, metrics = strict.request("GET", "/metrics")
+    assert "brook_http_connections_refused_total 1.0" in metrics
 
 
 # ---------------------------------------------------------------- with API keys

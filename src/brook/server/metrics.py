@@ -236,7 +236,8 @@ class BrookCollector(Collector):
 
 
 class ConnectionsCollector(Collector):
-    """Back-pressure at the HTTP edge (inflight_bytes_max)."""
+    """Back-pressure and limits at the HTTP edge (inflight_bytes_max, connections_max,
+    the header and body timeouts)."""
 
     def __init__(self, connections: Connections) -> None:
         self.connections = connections
@@ -257,6 +258,19 @@ class ConnectionsCollector(Collector):
             "brook_http_requests_refused_overloaded",
             "Requests answered 503 unread because inflight_bytes_max was reached",
             value=c.refused,
+        )
+        yield CounterMetricFamily(
+            "brook_http_connections_refused",
+            "Connections answered 503 because connections_max were open",
+            value=c.refused_connections,
+        )
+        yield CounterMetricFamily(
+            "brook_http_requests_timed_out",
+            "Requests answered 408: headers or body slower than header_timeout_s, body_timeout_s",
+            value=c.timed_out,
+        )
+        yield GaugeMetricFamily(
+            "brook_http_connections_open", "Connections open now", value=len(c.open)
         )
 
 
