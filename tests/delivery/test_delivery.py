@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,6 +133,60 @@ def test_a_4xx_is_dead_at_once_and_410_disables(broker: brook.Broker) -> None:
         broker.endpoint_store.set_enabled("hook", True)
         wait_for(lambda: stats(broker, "t", "hook").get("acked") == 2)
         assert sorted(g.body for g in receiver.requests()[2:]) == [b"gone", b"waits"]
+
+
+def test_records_leased_ahead_go_back_unsent_when_the_endpoint_is_disabled(
+    broker: brook.Broker,
+) -> None:
+    with Receiver(lambda got: Answer(delay_s=0.4)) as receiver:
+        put(broker, "hook", url=receiver.url, topics=["t"], max_in_flight=2)
+        broker.topic("t").append_many([brook.Record(b"%d" % i) for i in range(20)])
+        wait_for(lambda: stats(broker, "t", "hook").get("leased", 0) > 2)  # some ahead
+        broker.endpoint("hook").disable()
+        wait_for(lambda: stats(broker, "t", "hook").get("leased") == 0)
+        sent = {int(g.headers["brook-offset"]) for g in receiver.requests()}
+        assert stats(broker, "t", "hook")["acked"] == len(sent) < 20
+        unsent = [offset for offset in range(20) if offset not in sent]
+        given_back = [
+            offset
+            for offset in unsent
+            if any(
+                t.reason == "released unsent" for t in group(broker, "t", "hook").trace(0, offset)
+            )
+        ]
+        assert given_back, "no record was leased ahead and given back"
+        for offset in unsent:  # no attempt spent on a record never sent
+            assert broker.endpoint("hook").attempts("t", 0, offset) == []
+        broker.endpoint("hook").enable()
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 20)
+        assert {g.headers["brook-attempt"] for g in receiver.requests()} == {"1"}
+
+
+def test_after_a_new_secret_both_sign_for_a_day(broker: brook.Broker) -> None:
+    with Receiver() as receiver:
+        _, old = put(broker, "hook", url=receiver.url, topics=["t"])
+        new = broker.endpoint("hook").rotate_secret()
+        broker.topic("t").append(b"signed twice")
+        wait_for(lambda: len(receiver.requests()) == 1)
+        (got,) = receiver.requests()
+        assert len(got.headers["webhook-signature"].split(" ")) == 2
+        for secret in (old, new):  # a receiver on either secret accepts it
+            Webhook(secret).verify(got.body, got.headers, json_parse=False)
+        clock = broker.core.clock
+        later = time.time() + 24 * 3600 + 1
+        clock.wall = lambda: later
+        try:
+            broker.topic("t").append(b"signed once")
+            wait_for(lambda: len(receiver.requests()) == 2)
+        finally:
+            clock.wall = time.time
+        last = receiver.requests()[1]
+        stamp = datetime.datetime.fromtimestamp(
+            int(last.headers["webhook-timestamp"]), tz=datetime.UTC
+        )
+        assert stamp.timestamp() >= later - 60  # signed a day on, so too new for verify()
+        expected = Webhook(new).sign(last.headers["webhook-id"], stamp, last.body.decode())
+        assert last.headers["webhook-signature"] == expected  # the new secret's alone
 
 
 def test_retry_after_is_honoured(broker: brook.Broker) -> None:

@@ -60,7 +60,7 @@ def test_ordered_keys_are_leased_one_at_a_time_in_order(plan: list[tuple[str, bo
     assert all(not offsets for offsets in pending.values())
 
 
-def test_unordered_retries_go_to_the_back_and_everyone_gets_turns() -> None:
+def test_unordered_retries_take_turns_with_first_attempts() -> None:
     queue: FairQueue[str] = FairQueue()
     for item in ("a1", "a2"):
         queue.add("a", item)
@@ -69,3 +69,19 @@ def test_unordered_retries_go_to_the_back_and_everyone_gets_turns() -> None:
     queue.put_back("a", "a1")
     assert [queue.pop() for _ in range(3)] == [("b", "b1"), ("a", "a2"), ("a", "a1")]
     assert queue.pop() is None and len(queue) == 0
+
+
+def test_a_retry_backlog_does_not_starve_new_records() -> None:
+    """After an outage every record is a retry; records new since still get every
+    other turn, not a place behind the whole backlog."""
+    queue: FairQueue[str] = FairQueue()
+    for n in range(1000):
+        queue.put_back(None, f"retry{n}")
+    for n in range(10):
+        queue.add(None, f"new{n}")
+    first = [queue.pop() for _ in range(20)]
+    assert all(popped is not None and popped[0] is None for popped in first)
+    assert sorted(item for _, item in first if item.startswith("new")) == [
+        f"new{n}" for n in range(10)
+    ]
+    assert len(queue) == 1000 - 10

@@ -56,7 +56,10 @@ class OneRecord(RuleBasedStateMachine):
         return data.draw(st.sampled_from(self.receipts))
 
     @precondition(lambda self: bool(self.receipts))
-    @rule(data=st.data(), action=st.sampled_from(["ack", "nack", "extend", "discard"]))
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(["ack", "nack", "extend", "discard", "release"]),
+    )
     def settle(self, data: st.DataObject, action: str) -> None:
         receipt = self._receipt(data)
         live = (
@@ -71,6 +74,9 @@ class OneRecord(RuleBasedStateMachine):
                 self._apply(lc.nack(self.job, SETTINGS, receipt, self.now, "boom", None, self.rng))
             elif action == "extend":
                 self._apply(lc.extend(self.job, receipt, self.now, 500))
+            elif action == "release":
+                self._apply(lc.release(self.job, receipt, self.now))
+                self.deliveries -= 1  # never sent: no delivery, no attempt spent
             else:
                 self._apply(lc.discard(self.job, receipt, self.now, "poison"))
         except LeaseExpired:

@@ -22,6 +22,19 @@ STEPS = 4_000
 
 
 def check(core: GroupCore, settings: Settings, context: str) -> None:
+    # Liveness: a ready record is handed out unless its key has a record out already.
+    out_keys = {
+        core.keys.get(p)
+        for p, job in core.jobs.items()
+        if job.state in (State.LEASED, State.RETRYING) and settings.ordering == "key"
+    }
+    leasable = any(
+        job.state is State.READY and (core.keys.get(p) is None or core.keys.get(p) not in out_keys)
+        for p, job in core.jobs.items()
+    )
+    assert core.has_ready() == leasable, (
+        f"a lease would hand out {'nothing' if leasable else 'a held record'} ({context})"
+    )
     receipts = [job.receipt for job in core.jobs.values() if job.state is State.LEASED]
     assert len(receipts) == len(set(receipts)), f"two live leases share a receipt ({context})"
     for job in core.jobs.values():
@@ -29,7 +42,7 @@ def check(core: GroupCore, settings: Settings, context: str) -> None:
     if settings.ordering == "key":
         by_key: dict[object, list[tuple[Position, State]]] = {}
         for position, job in sorted(core.jobs.items()):
-            if job.state is not State.DEAD:
+            if job.state is not State.DEAD and position in core.keys:
                 by_key.setdefault(core.keys[position], []).append((position, job.state))
         for key, records in by_key.items():
             out = [p for p, state in records if state in (State.LEASED, State.RETRYING)]
@@ -51,7 +64,8 @@ def test_every_record_ends_exactly_once(ordering: str) -> None:
     )
     keys = [rng.randrange(KEYS) for _ in range(RECORDS)]
     # As in a topic, all records of a key are in one partition (here key % 2).
-    records = [((key % 2, i), f"k{key}", 0) for i, key in enumerate(keys)]
+    # Key 0 stands for records without a key (they have no order to keep).
+    records = [((key % 2, i), f"k{key}" if key else None, 0) for i, key in enumerate(keys)]
     core = GroupCore(settings, random.Random(seed + 1))
     for position, key, timestamp in records:
         core.offer(position, key, timestamp)
@@ -81,7 +95,7 @@ def test_every_record_ends_exactly_once(ordering: str) -> None:
         elif roll < 0.93 and held:
             receipt, position = held.pop(rng.randrange(len(held)))
             action = rng.choices(
-                ["ack", "nack", "extend", "discard", "walk off"], [60, 25, 5, 3, 7]
+                ["ack", "nack", "extend", "discard", "release", "walk off"], [60, 25, 5, 3, 5, 7]
             )[0]
             if action != "walk off":  # a worker that dies keeps its lease until it expires
                 settle(receipt, position, action)
@@ -111,4 +125,5 @@ def test_every_record_ends_exactly_once(ordering: str) -> None:
     assert core.stats()["acked"] == len(acked_positions)
     rebuilt = GroupCore.rebuild(settings, random.Random(0), records, log)
     assert rebuilt.stats() == core.stats(), f"the status log disagrees (seed {seed})"
+    assert rebuilt.jobs == core.jobs, f"the status log rebuilds other jobs (seed {seed})"
     assert ended[State.ACKED] == len(acked_positions)

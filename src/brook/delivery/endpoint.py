@@ -32,6 +32,11 @@ RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding
 `webhook-*` and `brook-*` one."""
 GROUP_PREFIX = "__endpoint."
 """The queue groups of an endpoint are named this and its name (a reserved name)."""
+LEASE_MARGIN_MS = 10_000
+"""A delivery group's visibility timeout is the endpoint's timeout and this: a record
+leased ahead may wait this long for a free slot or its pacing and still be sent. (A
+broker that died leaves leases behind; the next start ends them at once, see
+Deliverer._release_leases.)"""
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +90,11 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     def group(self) -> str:
         """The name of this endpoint's queue group on each of its topics."""
         return GROUP_PREFIX + self.name
+
+    @property
+    def lease_ms(self) -> int:
+        """The visibility timeout of the endpoint's queue groups."""
+        return self.settings.timeout_ms + LEASE_MARGIN_MS
 
     def dead_letter_topic(self, topic: str) -> str:
         return f"{topic}.{self.name}.dlq"

@@ -2,12 +2,10 @@
 them to the endpoint, each endpoint isolated from the others (SPEC §7).
 
 One asyncio event loop on a thread of its own (supervised: "delivery"). Each
-round it visits the enabled endpoints in turn, starting one further along each
-time (round-robin), and gives each as many new attempts as it has room for:
-its in-flight budget (`max_in_flight`) less what it has in flight, one while its
-breaker probes, none while it is open. An attempt waits for the endpoint's
-pacing (`rate_limit_per_s`) just before it is sent, so a slow or failing
-endpoint holds only its own budget: the others' attempts never wait behind it.
+round asks the scheduler (scheduler.py: which attempts start, which groups to
+lease from, which records to give back) and does what its plan says, every
+lease, send and settlement a task of its own, so a slow or failing endpoint
+holds only its own budget: the others' attempts never wait behind it.
 
 Leasing and settling wait for the status log to be durable, so they run on a
 pool of threads; the HTTP requests are the loop's (aiohttp, a connection pool per
@@ -22,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -43,8 +40,6 @@ import msgspec
 import uvloop
 
 from brook.delivery import addresses, signing
-from brook.delivery.breaker import Breaker
-from brook.delivery.breaker import State as BreakerState
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import (
     EXCERPT_BYTES_MAX,
@@ -54,7 +49,7 @@ from brook.delivery.outcome import (
     Verdict,
     judge,
 )
-from brook.delivery.pacing import Pacing
+from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
 from brook.delivery.stats import EndpointStats
 from brook.delivery.store import EndpointStore
 from brook.errors import BrookError, Closed, LeaseExpired
@@ -67,8 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.delivery")
 
-LEASE_RECORDS_MAX = 100
-"""Most records one lease of one group takes."""
 IDLE_WAIT_S = 0.5
 """With nothing to do, the loop looks again at least this often (retries come due)."""
 RECONCILE_S = 2.0
@@ -85,26 +78,18 @@ def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
-class Runtime:
-    """What the loop keeps for one endpoint between rounds."""
+class Runtime(Lane[QueueGroup]):
+    """What the loop keeps for one endpoint: the scheduler's lane, and its HTTP
+    client and statistics."""
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self.breaker = Breaker()
-        self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
-        self.in_flight = 0
-        self.next_group = 0
-        self.ahead: collections.deque[tuple[QueueGroup, Job]] = collections.deque()
-        """Records leased and not yet sent (at most max_in_flight)."""
-        self.leasing = False
+        super().__init__(endpoint)
         self.stats = EndpointStats()
         self.client: aiohttp.ClientSession | None = None
 
     def update(self, endpoint: Endpoint) -> None:
         old = self.endpoint.settings
-        self.endpoint = endpoint
-        if endpoint.settings.rate_limit_per_s != old.rate_limit_per_s:
-            self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
+        super().update(endpoint)
         if (
             endpoint.settings.max_in_flight != old.max_in_flight
             or endpoint.settings.timeout_ms != old.timeout_ms
@@ -142,14 +127,13 @@ class Deliverer:
         self.store = store
         self.resolver = resolver
         self.allow_private = store.allow_private
-        self.runtimes: dict[str, Runtime] = {}
+        self.scheduler = Scheduler[QueueGroup](Runtime)
         self._rng = random.Random()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
-        self._start = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._acks: dict[tuple[str, str], Acks] = {}
         self._thread: threading.Thread | None = None
         self._reconcile_now = False
@@ -194,16 +178,21 @@ class Deliverer:
         self._reconcile_now = True
         self.wake()
 
+    def _runtime(self, name: str) -> Runtime | None:
+        lane = self.scheduler.lanes.get(name)
+        assert lane is None or isinstance(lane, Runtime)
+        return lane
+
     def stats(self, name: str) -> EndpointStats:
-        runtime = self.runtimes.get(name)
+        runtime = self._runtime(name)
         return runtime.stats if runtime is not None else EndpointStats()
 
     def breaker_state(self, name: str) -> str:
-        runtime = self.runtimes.get(name)
+        runtime = self._runtime(name)
         return runtime.breaker.state.value if runtime is not None else "closed"
 
     def in_flight(self, name: str) -> int:
-        runtime = self.runtimes.get(name)
+        runtime = self._runtime(name)
         return runtime.in_flight if runtime is not None else 0
 
     def stop(self) -> None:
@@ -271,8 +260,8 @@ class Deliverer:
     def _idle_wait(self) -> float:
         now = self.core.now_ms()
         waits = [IDLE_WAIT_S]
-        for runtime in self.runtimes.values():
-            probe = runtime.breaker.next_probe_ms()
+        for lane in self.scheduler.lanes.values():
+            probe = lane.breaker.next_probe_ms()
             if probe is not None:
                 waits.append(max(0.001, (probe - now) / 1000))
         return min(waits)
@@ -284,88 +273,75 @@ class Deliverer:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        for runtime in self.runtimes.values():
-            # Records leased ahead and never sent: the next life of the loop ends their
-            # leases on start (_release_leases), so their receipts are not to be used.
-            runtime.ahead.clear()
-            if runtime.client is not None:
-                await runtime.client.close()
-                runtime.client = None
+        for lane in self.scheduler.lanes.values():
+            unsent = list(lane.ahead)
+            lane.ahead.clear()
+            with contextlib.suppress(Exception):  # else the next start ends their leases
+                await self._release(unsent)
+            assert isinstance(lane, Runtime)
+            if lane.client is not None:
+                await lane.client.close()
+                lane.client = None
         self._loop = None
 
     async def _blocking(self, fn: Callable[[], object]) -> object:
         assert self._loop is not None
         return await self._loop.run_in_executor(self._pool, fn)
 
-    def _runtimes(self) -> list[Runtime]:
-        """A runtime per endpoint (made or updated), in round-robin order."""
-        endpoints = self.store.endpoints()
-        names = {e.name for e in endpoints}
-        for gone in [n for n in self.runtimes if n not in names]:
-            dropped = self.runtimes.pop(gone)
-            if dropped.client is not None:
-                asyncio.get_running_loop().create_task(dropped.client.close())
-        out = []
-        for endpoint in endpoints:
-            found = self.runtimes.get(endpoint.name)
-            if found is None:
-                found = self.runtimes[endpoint.name] = Runtime(endpoint)
-            elif found.endpoint is not endpoint:
-                found.update(endpoint)
-            out.append(found)
-        if out:
-            self._start = (self._start + 1) % len(out)
-            out = out[self._start :] + out[: self._start]
-        return out
-
     async def _round(self) -> int:
-        """Start what every endpoint has room for, from the records it has leased ahead,
-        and lease more in the background when that store runs low; how many attempts
-        (and leases) started."""
-        started = 0
+        """Do what the scheduler plans now; how many attempts and leases started."""
         now = self.core.now_ms()
-        for runtime in self._runtimes():
-            endpoint = runtime.endpoint
-            if not endpoint.settings.enabled or not runtime.breaker.allows(now):
-                continue
-            budget = endpoint.settings.max_in_flight
-            room = budget - runtime.in_flight
-            if runtime.breaker.state is BreakerState.HALF_OPEN:
-                room = min(room, 1 - runtime.in_flight)
-            while room > 0 and runtime.ahead:
-                group, job = runtime.ahead.popleft()
-                runtime.in_flight += 1
-                room -= 1
-                started += 1
-                self._spawn(self._attempt(runtime, group, job))
-            if runtime.leasing or len(runtime.ahead) >= budget:
-                continue
-            groups = [g for g in self.store.groups(endpoint) if g.has_work()]
-            if not groups:
-                continue
-            group = groups[runtime.next_group % len(groups)]
-            runtime.next_group += 1
-            runtime.leasing = True
-            started += 1
-            self._spawn(self._lease_ahead(runtime, group, min(budget, LEASE_RECORDS_MAX)))
-        return started
+        plan = self.scheduler.plan(now, self.store.endpoints(), self._groups_with_work)
+        for lane in plan.dropped:
+            assert isinstance(lane, Runtime)
+            if lane.client is not None:
+                self._spawn(lane.client.close())
+        if plan.releases:
+            self._spawn(self._release(plan.releases))
+        for send in plan.sends:
+            self._spawn(self._attempt(send))
+        for lease in plan.leases:
+            self._spawn(self._lease_ahead(lease, now))
+        return len(plan.sends) + len(plan.leases)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _groups_with_work(self, endpoint: Endpoint) -> list[QueueGroup]:
+        return [group for group in self.store.groups(endpoint) if group.has_work()]
+
+    def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _lease_ahead(self, runtime: Runtime, group: QueueGroup, count: int) -> None:
-        """Lease up to `count` records for the endpoint to send as it has room: a lease
-        is one durable write, so one per record would bound the pace. Runs beside the
+    async def _lease_ahead(self, lease: Lease[QueueGroup], asked_at_ms: int) -> None:
+        """Lease records for an endpoint to send as it has room. Runs beside the
         rounds, so a slow lease holds up no other endpoint."""
+        jobs: list[Job] = []
         try:
-            jobs = await self._lease(group, count)
-            runtime.ahead.extend((group, job) for job in jobs)
+            jobs = await self._lease(lease.group, lease.size)
         finally:
-            runtime.leasing = False
+            back = self.scheduler.leased(lease.lane, lease.group, jobs, asked_at_ms)
+            if back:
+                await self._release(back)
             if self._wake is not None:
                 self._wake.set()
+
+    async def _release(self, unsent: list[Ahead[QueueGroup]]) -> None:
+        """Give records leased ahead back unsent: ready again, no attempt spent."""
+        by_group: dict[QueueGroup, list[str]] = {}
+        for ahead in unsent:
+            by_group.setdefault(ahead.group, []).append(ahead.job.receipt)
+        for group, receipts in by_group.items():
+            try:
+                await self._blocking(functools.partial(group.settle, receipts, "release"))
+            except LeaseExpired:
+                pass  # those ran out meanwhile: ready again already
+            except BrookError as exc:
+                log.warning(
+                    "delivery: giving back %d records of %s failed (%s); their leases run out",
+                    len(receipts),
+                    group.topic,
+                    exc,
+                )
 
     async def _lease(self, group: QueueGroup, count: int) -> list[Job]:
         try:
@@ -380,24 +356,30 @@ class Deliverer:
 
     # ------------------------------------------------------------ one attempt
 
-    async def _attempt(self, runtime: Runtime, group: QueueGroup, job: Job) -> None:
+    async def _attempt(self, send: Send[QueueGroup]) -> None:
+        runtime, (group, job, _) = send.lane, send.ahead
+        assert isinstance(runtime, Runtime)
+        scheduler = self.scheduler
+        failed: bool | None = None
+        probe = False
         try:
-            while True:
-                wait = runtime.pacing.wait_ms(self.core.now_ms())
-                if wait <= 0 and runtime.pacing.take(self.core.now_ms()):
-                    break
-                await asyncio.sleep(max(wait, 1) / 1000)
-            probe = runtime.breaker.started()
+            while (wait := scheduler.pace(runtime, self.core.now_ms())) > 0:
+                await asyncio.sleep(wait / 1000)
+            if not scheduler.sendable(send, self.core.now_ms()):
+                await self._release([send.ahead])
+                return
+            probe = scheduler.started(runtime)
+            failed = True  # until it is known otherwise
             result = await self._send(runtime.endpoint, job, runtime)
             now = self.core.now_ms()
             verdict = judge(result, job.attempt, runtime.endpoint.settings.backoff, now, self._rng)
-            runtime.breaker.ended(verdict.action is Action.RETRY, now, probe)
+            failed = verdict.action is Action.RETRY
             runtime.stats.record(result, verdict, now)
             await self._settle(runtime, group, job, result, verdict)
         except Exception:
             log.exception("delivery to %s failed unexpectedly", runtime.endpoint.name)
         finally:
-            runtime.in_flight -= 1
+            scheduler.ended(runtime, failed, self.core.now_ms(), probe)
             if self._wake is not None:
                 self._wake.set()
 
@@ -559,10 +541,15 @@ class Deliverer:
                 group.settle(receipts, "nack", verdict.reason, verdict.delay_ms, outcome=outcome)
             else:  # DISABLE: the record waits, its attempt spent
                 group.settle(receipts, "nack", verdict.reason, 0, outcome=outcome)
-                self.store.set_enabled(runtime.endpoint.name, False, verdict.reason)
+                disabled.append(
+                    self.store.set_enabled(runtime.endpoint.name, False, verdict.reason)
+                )
 
+        disabled: list[Endpoint] = []
         try:
             await self._blocking(settle)
+            if disabled:  # at once: attempts waiting for their pacing must not go out
+                runtime.update(disabled[0])
         except LeaseExpired:
             # The lease ran out first (a very slow answer): the record is leased again.
             log.info("delivery to %s: %s outlived its lease", runtime.endpoint.name, job.receipt)

@@ -35,11 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.delivery")
 
-LEASE_MARGIN_MS = 10_000
-"""A delivery group's visibility timeout is the endpoint's timeout and this: a lease
-outlives its request and its settling. (A broker that died leaves leases behind; the
-next start ends them at once, see Deliverer._release_leases.)"""
-
 
 class EndpointStore:
     def __init__(self, core: Core, queues: QueueStore, allow_private: bool = False) -> None:
@@ -182,7 +177,7 @@ class EndpointStore:
     def _queue_settings(endpoint: Endpoint, topic: str) -> dict[str, Any]:
         s = endpoint.settings
         return {
-            "visibility_timeout_ms": s.timeout_ms + LEASE_MARGIN_MS,
+            "visibility_timeout_ms": endpoint.lease_ms,
             "max_attempts": s.max_attempts,
             "backoff": s.backoff,
             "expire_after_ms": s.expire_after_ms,

@@ -7,15 +7,26 @@ ordering by key, a lane is held while one of its records is out (leased or
 waiting to retry), and that record goes back to the front of its lane, so a
 key's records are leased one at a time in offset order while other keys flow.
 Records without a key share one lane, which is never held: they have no order to keep.
+
+Where order is not kept, a record ready for another attempt goes to a retry lane
+of its key, which takes turns like any other: after an outage, a backlog of a
+hundred thousand retries gets every other turn, and records new since get the
+others, rather than waiting behind the whole backlog.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 Item = TypeVar("Item")
+
+
+class Again(NamedTuple):
+    """The lane of a key's records that are ready for another attempt."""
+
+    key: Hashable
 
 
 class FairQueue(Generic[Item]):
@@ -55,11 +66,16 @@ class FairQueue(Generic[Item]):
         if key not in self._turns and key not in self._held:
             self._turns[key] = None
 
+    def add_again(self, key: Hashable, item: Item) -> None:
+        """A record ready for another attempt, where order is not kept: to the back
+        of its key's retry lane."""
+        self.add(Again(key), item)
+
     def put_back(self, key: Hashable, item: Item) -> None:
         """A record that was out is ready again: to the front of its lane if ordered
-        (it comes before later records of its key), else to the back."""
+        (it comes before later records of its key), else to its key's retry lane."""
         if not self.ordered or key is None:
-            self.add(key, item)
+            self.add_again(key, item)
             return
         self._lanes.setdefault(key, deque()).appendleft(item)
         self._count += 1
@@ -67,7 +83,7 @@ class FairQueue(Generic[Item]):
         self._turns[key] = None
 
     def pop(self) -> tuple[Hashable, Item] | None:
-        """The next record by turns, or None when every lane is empty or held.
+        """The next record and its key by turns, or None when every lane is empty or held.
         With ordering, its lane is held until `release` or `put_back`."""
         turns = self._turns
         if not turns:
@@ -81,18 +97,19 @@ class FairQueue(Generic[Item]):
             if not lane:
                 del self._lanes[key]
                 del turns[key]
-            return key, item
+            return (key.key if type(key) is Again else key), item
         key, _ = turns.popitem(last=False)
         lane = self._lanes[key]
         item = lane.popleft()
         self._count -= 1
-        if self.ordered and key is not None:
+        record_key = key.key if type(key) is Again else key
+        if self.ordered and record_key is not None:
             self._held.add(key)
         elif lane:
             self._turns[key] = None  # its next turn comes after every other key's
         if not lane:
             del self._lanes[key]
-        return key, item
+        return record_key, item
 
     def release(self, key: Hashable) -> None:
         """The key's record that was out is finished (acked or dead): its lane flows again."""

@@ -148,7 +148,8 @@ class GroupCore:
         delay_ms: int | None = None,
         extend_ms: int = 0,
     ) -> list[Change]:
-        """ack, nack, extend or discard the lease named by `receipt`. Raises LeaseExpired."""
+        """ack, nack, extend, discard or release the lease named by `receipt`.
+        Raises LeaseExpired."""
         changes = self.tick(now_ms)
         self._settle(changes, now_ms, receipt, action, reason, delay_ms, extend_ms)
         return changes
@@ -205,6 +206,8 @@ class GroupCore:
             result = lc.extend(job, receipt, now_ms, extend_ms)
         elif action == "discard":
             result = lc.discard(job, receipt, now_ms, reason)
+        elif action == "release":
+            result = lc.release(job, receipt, now_ms)
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)
@@ -277,9 +280,15 @@ class GroupCore:
             elif job.state is State.RETRYING:
                 heapq.heappush(core._retries, (job.ready_at_ms, position))
                 core._ready.holding(key)
+        ready = core._ready
         for position, job in core.jobs.items():
-            if job.state is State.READY:
-                core._ready.add(keys.get(position), position)
+            if job.state is not State.READY:
+                continue
+            key = keys.get(position)
+            if job.attempt > 0 and (not ready.ordered or key is None):
+                ready.add_again(key, position)  # where put_back left it
+            else:
+                ready.add(key, position)
         return core
 
     def _enter(self, position: Position, job: Job) -> None:

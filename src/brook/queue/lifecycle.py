@@ -7,13 +7,16 @@
      │ due                │  │  └── discard, or nack / lease expiry on the last attempt,
      │                    │  │      or past expire_after_ms ─────────────────▶ dead
   retrying ◀── nack ──────┘  │                                                  │
-     ▲                       └── lease expiry (attempts left): ready at once    │
+     ▲                       ├── lease expiry (attempts left): ready at once    │
+     │                       └── release (never sent): ready, attempt not spent │
      └──────────────────────────────────────── redrive (attempts from 0) ◀──────┘
 ```
 
 Attempts count deliveries: the first lease is attempt 1; a nack or an expired
 lease ends an attempt; with `max_attempts=N` a record is delivered at most N
-times, then it is dead. A receipt names one lease; it is valid only while that
+times, then it is dead. A lease given back unused (`release`: the broker's own
+delivery leases ahead of sending, and gives back what it did not send) is no
+attempt. A receipt names one lease; it is valid only while that
 lease is live. Every function takes the time (`now_ms`) from its caller and
 returns a new `Job` and the `Transition` to append to the status log; nothing
 is changed in place.
@@ -213,6 +216,18 @@ def discard(job: Job, receipt: str, now_ms: int, reason: str) -> tuple[Job, Tran
     return _dead(job, now_ms, reason or "discarded")
 
 
+def release(job: Job, receipt: str, now_ms: int) -> tuple[Job, Transition]:
+    """Give the lease back unused (the record was never sent): ready again at once,
+    the attempt the lease began not spent. The transition names the receipt it
+    ends, which is how `replay` tells it from a redrive."""
+    _live(job, receipt, now_ms)
+    attempt = job.attempt - 1
+    ready = msgspec.structs.replace(
+        job, state=State.READY, attempt=attempt, receipt=None, ready_at_ms=now_ms
+    )
+    return ready, Transition(now_ms, State.READY, attempt, "released unsent", receipt)
+
+
 def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
     """Put a dead record back to work, its attempts counted afresh."""
     assert job.state is State.DEAD, f"redriving a {job.state.value} record"
@@ -234,6 +249,10 @@ def replay(job: Job, transition: Transition) -> Job:
             lease_until_ms=transition.until_ms,
         )
     if state is State.READY:
+        if transition.receipt is not None:  # a lease given back unused
+            return msgspec.structs.replace(
+                job, state=state, attempt=transition.attempt, receipt=None, ready_at_ms=at
+            )
         if transition.attempt == 0:  # redriven: a new life
             return Job(State.READY, since_ms=at, ready_at_ms=at, lives=job.lives + 1)
         return msgspec.structs.replace(job, state=state, receipt=None, ready_at_ms=at)

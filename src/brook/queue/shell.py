@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.queue")
 
-ACTIONS = ("ack", "nack", "extend", "discard")
+ACTIONS = ("ack", "nack", "extend", "discard", "release")
+"""What `settle` does; `release` (a lease given back unused) is the delivery loop's own."""
 
 
 class QueueGroup:
