@@ -18,7 +18,6 @@ record whose lease would run out before its answer could come.
 from __future__ import annotations
 
 import collections
-import math
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, NamedTuple, TypeVar
 
@@ -33,8 +32,13 @@ Group = TypeVar("Group", bound=Hashable)
 
 LEASE_RECORDS_MAX = 100
 """Most records one lease of one group takes."""
-AHEAD_OF_PACING_S = 2.0
-"""A rate-limited endpoint leases at most this many seconds of its rate ahead."""
+AHEAD_S = 1.0
+"""An endpoint leases about this many seconds of its pace ahead: enough that leases
+(one durable write each) are few at a fast endpoint's pace, few enough that a record
+leased ahead waits well within its lease's margin at a slow one's."""
+AHEAD_MAX = 2 * LEASE_RECORDS_MAX
+LATENCY_WEIGHT = 0.1
+"""The weight of each new answer in an endpoint's running latency."""
 SEND_MARGIN_MS = 1_000
 """A record is sent only while its lease outlives the answer's timeout by this much."""
 
@@ -60,6 +64,8 @@ class Lane(Generic[Group]):
         self.leasing = False
         """A lease for this endpoint is under way (one at a time)."""
         self.next_group = 0
+        self.latency_ms: float | None = None
+        """The running mean of its answers' latency (None before the first)."""
 
     def update(self, endpoint: Endpoint) -> None:
         """The endpoint's settings changed."""
@@ -67,13 +73,23 @@ class Lane(Generic[Group]):
             self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
         self.endpoint = endpoint
 
-    def lease_size(self) -> int:
-        """How many records one lease for this endpoint takes."""
+    def ahead_target(self) -> int:
+        """How many records to hold leased ahead: AHEAD_S of the endpoint's pace (its
+        budget over its latency, at most its rate), the budget before any answer."""
         settings = self.endpoint.settings
-        size = min(settings.max_in_flight, LEASE_RECORDS_MAX)
+        if self.latency_ms is None:
+            pace = float(settings.max_in_flight)
+        else:
+            pace = settings.max_in_flight / max(self.latency_ms, 0.1) * 1000 * AHEAD_S
         if settings.rate_limit_per_s is not None:
-            size = min(size, max(1, math.ceil(settings.rate_limit_per_s * AHEAD_OF_PACING_S)))
-        return size
+            pace = min(pace, settings.rate_limit_per_s * AHEAD_S)
+        return max(1, min(AHEAD_MAX, round(pace)))
+
+    def answered(self, latency_ms: float) -> None:
+        if self.latency_ms is None:
+            self.latency_ms = latency_ms
+        else:
+            self.latency_ms += LATENCY_WEIGHT * (latency_ms - self.latency_ms)
 
 
 class Send(NamedTuple, Generic[Group]):
@@ -132,7 +148,8 @@ class Scheduler(Generic[Group]):
                 lane.in_flight += 1
                 room -= 1
                 plan.sends.append(Send(lane, lane.ahead.popleft()))
-            if lane.leasing or len(lane.ahead) >= settings.max_in_flight or room < 0:
+            target = lane.ahead_target()
+            if lane.leasing or len(lane.ahead) * 2 > target or room < 0:
                 continue
             if lane.breaker.state is BreakerState.HALF_OPEN and lane.in_flight:
                 continue  # the probe is out: nothing to lease for until it answers
@@ -142,8 +159,9 @@ class Scheduler(Generic[Group]):
             group = groups[lane.next_group % len(groups)]
             lane.next_group += 1
             lane.leasing = True
-            count = 1 if lane.breaker.state is BreakerState.HALF_OPEN else lane.lease_size()
-            plan.leases.append(Lease(lane, group, count))
+            probing = lane.breaker.state is BreakerState.HALF_OPEN
+            size = 1 if probing else min(target - len(lane.ahead), LEASE_RECORDS_MAX)
+            plan.leases.append(Lease(lane, group, size))
         return plan
 
     def _sync(self, endpoints: Iterable[Endpoint]) -> tuple[list[Lane[Group]], list[Lane[Group]]]:
@@ -206,9 +224,17 @@ class Scheduler(Generic[Group]):
         return lane.breaker.started()
 
     @staticmethod
-    def ended(lane: Lane[Group], failed: bool | None, now_ms: int, probe: bool) -> None:
-        """An attempt is over: `failed` as the breaker counts it, or None when it was
-        never sent (its record given back)."""
+    def ended(
+        lane: Lane[Group],
+        failed: bool | None,
+        now_ms: int,
+        probe: bool,
+        latency_ms: float | None = None,
+    ) -> None:
+        """An attempt is over (its answer came, or it never went: `failed` None, its
+        record given back): its slot is free. Its settling may still be under way."""
         lane.in_flight -= 1
         if failed is not None:
             lane.breaker.ended(failed, now_ms, probe)
+        if latency_ms is not None:
+            lane.answered(latency_ms)

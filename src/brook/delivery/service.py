@@ -19,11 +19,9 @@ before it connects, and then connects to the address it checked.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
 import functools
-import ipaddress
 import logging
 import random
 import socket
@@ -33,13 +31,12 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import msgspec
 import uvloop
 
-from brook.delivery import addresses, signing
+from brook.delivery import addresses
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import (
     EXCERPT_BYTES_MAX,
@@ -49,6 +46,7 @@ from brook.delivery.outcome import (
     Verdict,
     judge,
 )
+from brook.delivery.request import Target
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
 from brook.delivery.stats import EndpointStats
 from brook.delivery.store import EndpointStore
@@ -86,6 +84,13 @@ class Runtime(Lane[QueueGroup]):
         super().__init__(endpoint)
         self.stats = EndpointStats()
         self.client: aiohttp.ClientSession | None = None
+        self._target: Target | None = None
+
+    def target(self) -> Target:
+        """What every attempt to the endpoint shares, for its settings as they stand."""
+        if self._target is None or self._target.endpoint is not self.endpoint:
+            self._target = Target(self.endpoint)
+        return self._target
 
     def update(self, endpoint: Endpoint) -> None:
         old = self.endpoint.settings
@@ -170,6 +175,11 @@ class Deliverer:
 
     def _woken(self) -> None:
         self._wake_pending = False
+        if self._wake is not None:
+            self._wake.set()
+
+    def _look_again(self) -> None:
+        """On the loop: plan another round (an attempt ended, a lease came back)."""
         if self._wake is not None:
             self._wake.set()
 
@@ -322,8 +332,7 @@ class Deliverer:
             back = self.scheduler.leased(lease.lane, lease.group, jobs, asked_at_ms)
             if back:
                 await self._release(back)
-            if self._wake is not None:
-                self._wake.set()
+            self._look_again()
 
     async def _release(self, unsent: list[Ahead[QueueGroup]]) -> None:
         """Give records leased ahead back unsent: ready again, no attempt spent."""
@@ -357,11 +366,15 @@ class Deliverer:
     # ------------------------------------------------------------ one attempt
 
     async def _attempt(self, send: Send[QueueGroup]) -> None:
+        """One attempt. Its slot of the endpoint's budget is held until the answer
+        comes (or, when the answer disables the endpoint, until that is stored), not
+        while the outcome is made durable: settling waits for a status-log sync."""
         runtime, (group, job, _) = send.lane, send.ahead
         assert isinstance(runtime, Runtime)
         scheduler = self.scheduler
         failed: bool | None = None
         probe = False
+        slot = True
         try:
             while (wait := scheduler.pace(runtime, self.core.now_ms())) > 0:
                 await asyncio.sleep(wait / 1000)
@@ -375,13 +388,17 @@ class Deliverer:
             verdict = judge(result, job.attempt, runtime.endpoint.settings.backoff, now, self._rng)
             failed = verdict.action is Action.RETRY
             runtime.stats.record(result, verdict, now)
+            if verdict.action is not Action.DISABLE:
+                slot = False
+                scheduler.ended(runtime, failed, now, probe, result.latency_ms)
+                self._look_again()
             await self._settle(runtime, group, job, result, verdict)
         except Exception:
             log.exception("delivery to %s failed unexpectedly", runtime.endpoint.name)
         finally:
-            scheduler.ended(runtime, failed, self.core.now_ms(), probe)
-            if self._wake is not None:
-                self._wake.set()
+            if slot:
+                scheduler.ended(runtime, failed, self.core.now_ms(), probe)
+                self._look_again()
 
     def test(self, endpoint: Endpoint) -> Result:
         """Send a signed test request to `endpoint` now, outside every queue (from any
@@ -414,53 +431,26 @@ class Deliverer:
         self, endpoint: Endpoint, job: Job, runtime: Runtime, message_id: str | None = None
     ) -> Result:
         record = job.record
-        settings = endpoint.settings
-        parts = urlsplit(settings.url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        target = runtime.target()
         started = time.monotonic()
         try:
-            address = await self._pick(host, port)
+            address = await self._pick(target)
         except addresses.Refused as exc:
             return Result(error=ErrorKind.ADDRESS, error_message=str(exc))
         except OSError as exc:
-            return Result(error=ErrorKind.DNS, error_message=f"{host}: {exc.strerror or exc}")
-        shown = f"[{address}]" if ":" in address else address
-        target = urlunsplit((parts.scheme, f"{shown}:{port}", parts.path or "/", parts.query, ""))
+            return Result(
+                error=ErrorKind.DNS, error_message=f"{target.host}: {exc.strerror or exc}"
+            )
         message_id = message_id or f"{record.topic}:{record.partition}:{record.offset}"
-        timestamp = int(self.core.now_ms() // 1000)
-        headers = dict(settings.headers)
-        record_headers = record.headers or {}
-        content_type = record_headers.get("content-type")
-        headers.update(
-            {
-                "host": parts.netloc.rsplit("@", 1)[-1],
-                "content-type": content_type.decode("latin-1")
-                if content_type is not None
-                else "application/octet-stream",
-                "user-agent": "brook-delivery",
-                "webhook-id": message_id,
-                "webhook-timestamp": str(timestamp),
-                "webhook-signature": signing.signature_header(
-                    endpoint.signing_keys(self.core.now_ms()), message_id, timestamp, record.value
-                ),
-                "brook-attempt": str(job.attempt),
-            }
-        )
-        if record.topic:  # a test request has no record behind it
-            headers["brook-topic"] = record.topic
-            headers["brook-partition"] = str(record.partition)
-            headers["brook-offset"] = str(record.offset)
-        if record.key is not None:
-            headers["brook-key"] = base64.b64encode(record.key).decode()
+        headers = target.headers_for(record, job.attempt, message_id, self.core.now_ms())
         client = runtime.http()
         try:
             async with client.post(
-                target,
+                target.url(address),
                 data=record.value,
                 headers=headers,
                 allow_redirects=False,
-                server_hostname=host if parts.scheme == "https" else None,
+                server_hostname=target.host if target.scheme == "https" else None,
             ) as response:
                 excerpt = await response.content.read(EXCERPT_BYTES_MAX)
                 status = response.status
@@ -468,7 +458,7 @@ class Deliverer:
         except TimeoutError:
             return Result(
                 error=ErrorKind.TIMEOUT,
-                error_message=f"no answer within {settings.timeout_ms} ms",
+                error_message=f"no answer within {endpoint.settings.timeout_ms} ms",
                 latency_ms=_ms_since(started),
             )
         except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
@@ -504,14 +494,16 @@ class Deliverer:
             excerpt=excerpt[:EXCERPT_BYTES_MAX],
         )
 
-    async def _pick(self, host: str, port: int) -> str:
+    async def _pick(self, target: Target) -> str:
+        """The address to connect to, checked (addresses.pick): a name is resolved
+        again for every attempt, so one that later resolves to a private address is
+        refused too; an address in the URL is checked once."""
         assert self._loop is not None
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None:
-            return addresses.pick(host, port, self.resolver, self.allow_private)
+        host, port = target.host, target.port
+        if target.literal:
+            if target.address is None:
+                target.address = addresses.pick(host, port, self.resolver, self.allow_private)
+            return target.address
         found = await self._loop.run_in_executor(self._pool, self.resolver, host, port)
         return addresses.pick(host, port, lambda h, p: found, self.allow_private)
 
@@ -531,7 +523,7 @@ class Deliverer:
             acks = self._acks.get((group.topic, group.group))
             if acks is None or acks.group is not group:
                 acks = self._acks[(group.topic, group.group)] = Acks(self, group)
-            await acks.ack(job.receipt, outcome)
+            acks.add(job.receipt, outcome)
             return
 
         def settle() -> None:
@@ -556,48 +548,43 @@ class Deliverer:
 
 
 class Acks:
-    """A group's acks, settled many per durable write: each attempt that ended 2xx
-    waits for the write that holds its ack; acks that come while one is written go
-    in the next (group commit, as appends do)."""
+    """A group's acks, settled many per durable write: acks that come while one is
+    written go in the next (group commit, as appends do). Nothing waits for them: the
+    attempt is over when its answer came, and an ack lost to a crash only means the
+    record is sent again (at least once)."""
 
     def __init__(self, deliverer: Deliverer, group: QueueGroup) -> None:
         self.deliverer = deliverer
         self.group = group
-        self._pending: list[tuple[str, Outcome, asyncio.Future[None]]] = []
+        self._pending: dict[str, Outcome] = {}
         self._writing = False
 
-    async def ack(self, receipt: str, outcome: Outcome) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((receipt, outcome, done))
+    def add(self, receipt: str, outcome: Outcome) -> None:
+        self._pending[receipt] = outcome
         if not self._writing:
             self._writing = True
-            asyncio.get_running_loop().create_task(self._write())
-        await done
+            self.deliverer._spawn(self._write())
 
     async def _write(self) -> None:
+        group = self.group
         try:
             while self._pending:
-                batch, self._pending = self._pending, []
-                receipts = [receipt for receipt, _, _ in batch]
-                outcomes = {receipt: outcome for receipt, outcome, _ in batch}
-                error: BaseException | None = None
+                batch, self._pending = self._pending, {}
                 try:
                     await self.deliverer._blocking(
-                        functools.partial(self.group.settle, receipts, "ack", outcome=outcomes)
+                        functools.partial(group.settle, list(batch), "ack", outcome=batch)
                     )
-                except LeaseExpired:
+                except LeaseExpired as exc:
                     # Those leases ran out first (their records are leased again); the
                     # others were acked.
-                    pass
-                except Exception as exc:
-                    error = exc
-                for _, _, done in batch:
-                    if done.done():
-                        continue
-                    if error is None:
-                        done.set_result(None)
-                    else:
-                        done.set_exception(error)
+                    log.info("delivery on %s: %s", group.topic, exc)
+                except BrookError as exc:
+                    log.warning(
+                        "delivery on %s: %d acks not stored (%s); their records are sent again",
+                        group.topic,
+                        len(batch),
+                        exc,
+                    )
         finally:
             self._writing = False
 

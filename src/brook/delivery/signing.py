@@ -51,9 +51,8 @@ def key_of(secret: str) -> bytes:
 
 def sign(key: bytes, message_id: str, timestamp_s: int, body: bytes) -> str:
     """One `v1,<base64>` signature."""
-    mac = hmac.new(key, f"{message_id}.{timestamp_s}.".encode(), hashlib.sha256)
-    mac.update(body)
-    return "v1," + base64.b64encode(mac.digest()).decode()
+    signed = f"{message_id}.{timestamp_s}.".encode() + body
+    return "v1," + base64.b64encode(hmac.digest(key, signed, hashlib.sha256)).decode()
 
 
 def signature_header(keys: Iterable[bytes], message_id: str, timestamp_s: int, body: bytes) -> str:
