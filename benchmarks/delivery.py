@@ -26,6 +26,7 @@ RECORDS = 20_000
 ISOLATION_RECORDS = 10_000
 OUTAGE_RECORDS = int(os.environ.get("BROOK_BENCH_OUTAGE_RECORDS", "100000"))
 OUTAGE_S = float(os.environ.get("BROOK_BENCH_OUTAGE_S", "60"))
+OUTAGE_TRIALS = int(os.environ.get("BROOK_BENCH_OUTAGE_TRIALS", str(TRIALS)))
 
 
 def receiver(status: int = 200, delay_s: float = 0.0) -> tuple[Any, str]:
@@ -143,6 +144,10 @@ def outage() -> dict[str, float]:
                 [sys.executable, "-m", "benchmarks.null_server", port], r"ready (\d+)"
             )
             back_at = time.monotonic()
+            acks_before = stats.attempts["ack"]
+            while stats.attempts["ack"] == acks_before:  # the breaker's probe finds it back
+                time.sleep(0.005)
+            found = time.monotonic() - back_at
             wait_acked(b, "orders", "partner", 10_000 + filled)
             drained = time.monotonic() - back_at
             assert b.endpoint("partner").stats().dead == 0
@@ -150,6 +155,7 @@ def outage() -> dict[str, float]:
                 "before_rate": before_rate,
                 "peak_attempts_per_s_down": max(attempts_per_s) if attempts_per_s else 0,
                 "drained_s": drained,
+                "found_s": found,
                 "records": float(filled),
             }
     finally:
@@ -159,19 +165,20 @@ def outage() -> dict[str, float]:
 
 def main() -> str:
     load_before = os.getloadavg()
-    rates, baselines, ratios = [], [], []
+    rates, baselines, ratios, outages = [], [], [], []
     for _ in range(TRIALS):
         rates.append(throughput())
         baselines.append(queue_baseline())
         ratios.append(isolation())
-    outage_result = outage()
+    for _ in range(OUTAGE_TRIALS):
+        outages.append(outage())
     rate, base, ratio = (statistics.median(x) for x in (rates, baselines, ratios))
+    o = sorted(outages, key=lambda result: result["drained_s"])[len(outages) // 2]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
     def listed(values: list[float]) -> str:
         return ", ".join(f"{v:,.2f}" if v < 10 else f"{v:,.0f}" for v in values)
 
-    o = outage_result
     return "\n".join(
         [
             f"## Delivery to HTTP endpoints — {stamp}",
@@ -193,9 +200,12 @@ def main() -> str:
             f"{ratio:.2f} | {listed(ratios)} | >= 0.9 | |",
             f"| outage: {o['records']:,.0f} records arrive while the endpoint is down "
             f"{OUTAGE_S:.0f} s; seconds from its return to an empty backlog | "
-            f"{o['drained_s']:.1f} | 1 | <= 20 s | 0 lost, 0 dead; attempts/s while down at "
-            f"most {o['peak_attempts_per_s_down']:,.0f} against {o['before_rate']:,.0f} "
-            "deliveries/s before |",
+            f"{o['drained_s']:.1f} | {listed([x['drained_s'] for x in outages])} | <= 20 s | "
+            f"0 lost, 0 dead; found back after {listed([x['found_s'] for x in outages])} s "
+            f"(the breaker's probe), then {o['records'] / (o['drained_s'] - o['found_s']):,.0f} "
+            f"deliveries/s; attempts/s while down at most "
+            f"{max(x['peak_attempts_per_s_down'] for x in outages):,.0f} against "
+            f"{o['before_rate']:,.0f} deliveries/s before |",
         ]
     )
 
