@@ -174,6 +174,7 @@ def main() -> str:
         outages.append(outage())
     rate, base, ratio = (statistics.median(x) for x in (rates, baselines, ratios))
     o = sorted(outages, key=lambda result: result["drained_s"])[len(outages) // 2]
+    drained = ", ".join(f"{result['drained_s']:.1f}" for result in outages)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
     def listed(values: list[float]) -> str:
@@ -200,7 +201,8 @@ def main() -> str:
             f"{ratio:.2f} | {listed(ratios)} | >= 0.9 | |",
             f"| outage: {o['records']:,.0f} records arrive while the endpoint is down "
             f"{OUTAGE_S:.0f} s; seconds from its return to an empty backlog | "
-            f"{o['drained_s']:.1f} | {listed([x['drained_s'] for x in outages])} | <= 20 s | "
+            f"{o['drained_s']:.1f} | {drained} | "
+            "<= 20 s | "
             f"0 lost, 0 dead; found back after {listed([x['found_s'] for x in outages])} s "
             f"(the breaker's probe), then {o['records'] / (o['drained_s'] - o['found_s']):,.0f} "
             f"deliveries/s; attempts/s while down at most "
