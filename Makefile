@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint reliability bench pipeline-demo clean
+.PHONY: run test lint system-packages reliability bench pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,13 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-test: lint
+# Debian packages the tests drive: chromium, for the dashboard's tests in a real
+# browser. Installed only when missing (that needs root and Debian's package registry).
+system-packages:
+	@test -x /usr/bin/chromium || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test: lint system-packages
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered --durations=25
 
 # The crash and take-over tests at scale: many more kills, deaths and take-overs than

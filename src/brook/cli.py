@@ -346,7 +346,9 @@ def serve(
         idle_timeout_s=idle_timeout_s,
         connections_max=connections_max,
     )
-    server = app.Server(broker, host, port, keys, tls, http_limits, access_log=access_log)
+    server = app.Server(
+        broker, host, port, keys, tls, http_limits, access_log=access_log, where=where
+    )
     try:
         uvloop.run(app.serve(server, where))
     except app.CannotListen as exc:

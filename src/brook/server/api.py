@@ -36,6 +36,8 @@ from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
 from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
+from brook.server.ui.dashboard import PREFIX as UI_PREFIX
+from brook.server.ui.dashboard import Dashboard
 from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, TopicOut, decode_request
 
 log = logging.getLogger("brook.server")
@@ -95,7 +97,11 @@ class NewRecords:
 
 class Api:
     def __init__(
-        self, broker: Broker, loop: asyncio.AbstractEventLoop, auth: Authenticator
+        self,
+        broker: Broker,
+        loop: asyncio.AbstractEventLoop,
+        auth: Authenticator,
+        where: str = "",
     ) -> None:
         self.broker = broker
         self.core = broker.core
@@ -124,6 +130,7 @@ class Api:
         self.endpoints = EndpointEndpoints(self)
         r.add("GET", "/metrics", self.metrics, "admin")
         r.add("GET", "/openapi.json", self.openapi, "any")
+        self.ui = Dashboard(broker, auth, self._read, where or "its storage")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
         self._query_names = {
@@ -132,6 +139,10 @@ class Api:
         }
 
     async def __call__(self, request: Request) -> Response:
+        if request.path == UI_PREFIX or request.path.startswith(UI_PREFIX + "/"):
+            page = await self.ui(request)  # its own login, errors and pages
+            self.requests.add(UI_PREFIX, request.method, page.status)
+            return page
         template = "unmatched"
         try:
             try:
@@ -180,6 +191,7 @@ class Api:
         """Let the reads in flight finish (the server has stopped taking requests)."""
         self.reads.shutdown(wait=True)
         self.queues.close()
+        self.ui.close()
 
     async def _blocking(self, fn: Any, *args: Any) -> Any:
         """Run a call that may wait for the committer (topic creation, deletion) off the loop."""

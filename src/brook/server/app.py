@@ -40,8 +40,11 @@ class Server:
         tls: ssl.SSLContext | None = None,
         http_limits: HttpLimits | None = None,
         access_log: bool = False,
+        where: str = "",
     ) -> None:
         self.broker = broker
+        self.where = where
+        """The data's location, as the operator named it (for the log and the dashboard)."""
         self.host = host
         self.port = port
         self.auth = Authenticator(keys or [])
@@ -52,7 +55,7 @@ class Server:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        api = self.api = Api(self.broker, loop, self.auth)
+        api = self.api = Api(self.broker, loop, self.auth, self.where)
         api.registry.register(ConnectionsCollector(self.connections))
         self.broker.core.round_listeners.append(api.new_records.notify_threadsafe)
         try:

@@ -1,0 +1,1 @@
+"""The operator's dashboard at /ui (SPEC §8)."""

@@ -1,0 +1,309 @@
+"""The dashboard at /ui (SPEC §8): server-rendered pages for the people who run the
+broker, served by the broker's own HTTP server.
+
+Pages are Jinja2 templates over what `views` reads; forms are plain HTML posts;
+one small script of our own (static/refresh.js) swaps a page's main part every
+few seconds. Nothing is loaded from outside the broker, and the
+Content-Security-Policy says so to the browser. With API keys configured, a page
+needs a login (a key, checked as the API checks it; the session cookie names the
+key, never holds it), and every action needs the `admin` scope and a CSRF token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from brook.broker import Broker
+from brook.config import ApiKey
+from brook.errors import BadRequest, BrookError, Forbidden, NotFound, Unauthorized
+from brook.server.auth import Authenticator, may_use
+from brook.server.http import Request, Response
+from brook.server.ui import views
+from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies, set_cookie
+
+log = logging.getLogger("brook.ui")
+
+PREFIX = "/ui"
+FORM_BYTES_MAX = 64 * 1024
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+SECURITY_HEADERS = [
+    (
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "same-origin"),
+    ("cache-control", "no-store"),
+]
+
+Reader = Callable[..., Awaitable[Any]]
+
+
+class Viewer:
+    """Who is looking: the key they logged in with (None when the broker has no keys)."""
+
+    def __init__(self, key: ApiKey | None) -> None:
+        self.key = key
+
+    @property
+    def name(self) -> str:
+        return self.key.name if self.key is not None else ""
+
+    @property
+    def admin(self) -> bool:
+        return self.key is None or "admin" in self.key.scopes
+
+    def may_see(self, topic: str) -> bool:
+        return self.key is None or may_use(self.key, topic)
+
+
+class Dashboard:
+    def __init__(self, broker: Broker, auth: Authenticator, read: Reader, storage: str) -> None:
+        self.broker = broker
+        self.auth = auth
+        self.read = read
+        """Runs a call off the event loop (storage may be slow)."""
+        self.storage = storage
+        self.signer = Signer()
+        self.rates = views.Rates()
+        self.started_s = time.monotonic()
+        self._ticker: asyncio.Task[None] | None = None
+        self.templates = jinja2.Environment(
+            loader=jinja2.PackageLoader("brook.server.ui", "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters.update(
+            {"count": _count, "size": _size, "duration": _duration, "time_ms": _time_ms}
+        )
+        self.templates.globals["sparkline"] = _sparkline
+
+    def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+
+    # ------------------------------------------------------------ requests
+
+    async def __call__(self, request: Request) -> Response:
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        browser = cookies(request.headers.get("cookie"))
+        csrf_cookie = browser.get(CSRF_COOKIE)
+        set_cookies = []
+        if not csrf_cookie:
+            csrf_cookie = self.signer.new_csrf_cookie()
+            set_cookies.append(set_cookie(CSRF_COOKIE, csrf_cookie))
+        try:
+            response = await self._route(request, browser, csrf_cookie)
+        except Unauthorized:
+            target = urllib.parse.quote(request.path + _query_string(request), safe="/")
+            response = _redirect(f"{PREFIX}/login?next={target}")
+        except BrookError as exc:
+            response = self._error(exc, csrf_cookie)
+        except Exception:
+            log.exception("unexpected error answering %s %s", request.method, request.path)
+            response = self._error(BrookError("internal error; see the server log"), csrf_cookie)
+        response.headers.extend(("set-cookie", value) for value in set_cookies)
+        response.headers.extend(SECURITY_HEADERS)
+        return response
+
+    async def _route(self, request: Request, browser: dict[str, str], csrf: str) -> Response:
+        path = request.path.rstrip("/") or PREFIX
+        method = "GET" if request.method == "HEAD" else request.method
+        if path.startswith(f"{PREFIX}/static/"):
+            return self._static(path.removeprefix(f"{PREFIX}/static/"))
+        if path == f"{PREFIX}/login":
+            if method == "POST":
+                return self._login(request, csrf)
+            if not self.auth.enabled:
+                return _redirect(PREFIX)  # no keys: nothing to log in with
+            return self._page("login.html", csrf, None, next=request.query.get("next", PREFIX))
+        if method == "POST":
+            form = self._form(request, csrf)
+            viewer = self._viewer(browser)
+            if path == f"{PREFIX}/logout":
+                response = _redirect(f"{PREFIX}/login" if self.auth.enabled else PREFIX)
+                response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, "", 0)))
+                return response
+            if not viewer.admin:
+                raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope for actions")
+            raise NotFound(f"no such action: {path} (fields: {', '.join(sorted(form))})")
+        if method != "GET":
+            raise BadRequest(f"{request.method} is not used by the dashboard; use GET or POST")
+        viewer = self._viewer(browser)
+        if path == PREFIX:
+            overview = views.overview(self.broker, self.rates, self.started_s, self.storage)
+            overview.topics = [t for t in overview.topics if viewer.may_see(t.name)]
+            return self._page("overview.html", csrf, viewer, page=overview)
+        parts = path.removeprefix(PREFIX + "/").split("/")
+        if len(parts) == 2 and parts[0] == "topics":
+            name = urllib.parse.unquote(parts[1])
+            if not viewer.may_see(name):
+                raise Forbidden(f"key {viewer.name!r} may not use topic {name!r}")
+            query = request.query
+            page = await self.read(
+                views.topic,
+                self.broker,
+                name,
+                _whole(query, "partition", 0),
+                _whole(query, "before", None),
+                query.get("key", ""),
+                query.get("form", "auto"),
+            )
+            return self._page("topic.html", csrf, viewer, page=page)
+        raise NotFound(f"no such page: {request.path}")
+
+    def _viewer(self, browser: dict[str, str]) -> Viewer:
+        if not self.auth.enabled:
+            return Viewer(None)
+        name = self.signer.session_key(browser.get(SESSION_COOKIE), _now_ms())
+        key = next((k for k in self.auth.keys if k.name == name), None)
+        if key is None:
+            raise Unauthorized("log in with an API key")
+        return Viewer(key)
+
+    def _form(self, request: Request, csrf: str) -> dict[str, str]:
+        """A posted form's fields, once its CSRF token proved it came from our page."""
+        if len(request.body) > FORM_BYTES_MAX:
+            raise BadRequest(f"a form is at most {FORM_BYTES_MAX} bytes")
+        try:
+            text = request.body.decode()
+        except UnicodeDecodeError:
+            raise BadRequest("a form is UTF-8") from None
+        fields = dict(urllib.parse.parse_qsl(text, keep_blank_values=True))
+        if not self.signer.csrf_ok(csrf, fields.get("csrf")):
+            raise Forbidden("the form's CSRF token is missing or wrong; reload the page and retry")
+        return fields
+
+    def _login(self, request: Request, csrf: str) -> Response:
+        form = self._form(request, csrf)
+        target = form.get("next", PREFIX)
+        if not target.startswith(PREFIX) or target.startswith(f"{PREFIX}/login"):
+            target = PREFIX  # never off the dashboard
+        if not self.auth.enabled:
+            return _redirect(target)
+        try:
+            key = self.auth.identify(f"Bearer {form.get('key', '')}")
+        except Unauthorized:
+            log.warning("dashboard: a login with an unknown key was refused")
+            response = self._page(
+                "login.html", csrf, None, next=target, error="That key is not valid."
+            )
+            response.status = 401
+            return response
+        response = _redirect(target)
+        response.headers.append(
+            ("set-cookie", set_cookie(SESSION_COOKIE, self.signer.session(key.name, _now_ms())))
+        )
+        return response
+
+    # ------------------------------------------------------------ answers
+
+    def _page(self, template: str, csrf: str, viewer: Viewer | None, **values: Any) -> Response:
+        body = self.templates.get_template(template).render(
+            csrf=self.signer.csrf_token(csrf),
+            viewer=viewer,
+            keys=self.auth.enabled,
+            prefix=PREFIX,
+            **values,
+        )
+        return Response(200, body.encode(), "text/html; charset=utf-8")
+
+    def _error(self, error: BrookError, csrf: str) -> Response:
+        response = self._page("error.html", csrf, None, status=error.status, message=str(error))
+        response.status = error.status
+        return response
+
+    def _static(self, name: str) -> Response:
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        if "/" in name or suffix not in STATIC_TYPES:
+            raise NotFound(f"no such file: {html.escape(name)}")
+        try:
+            data = resources.files("brook.server.ui").joinpath("static", name).read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no such file: {name}") from None
+        return Response(200, data, STATIC_TYPES[suffix])
+
+    async def _tick(self) -> None:
+        """Sample every topic's end offsets for the append rates, while the server runs."""
+        while True:
+            with contextlib.suppress(BrookError):
+                self.rates.sample(self.broker)
+            await asyncio.sleep(views.RATE_EVERY_S)
+
+
+def _redirect(location: str) -> Response:
+    return Response(303, b"", "text/plain; charset=utf-8", [("location", location)])
+
+
+def _query_string(request: Request) -> str:
+    return "?" + urllib.parse.urlencode(request.query) if request.query else ""
+
+
+def _whole(query: dict[str, str], name: str, default: Any) -> Any:
+    if name not in query or query[name] == "":
+        return default
+    text = query[name]
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
+        raise BadRequest(f"{name} is a whole number, not {text[:40]!r}")
+    return int(text)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _count(n: int | float | None) -> str:
+    return "\u2013" if n is None else f"{n:,.0f}"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    days, seconds = divmod(seconds, 86400)
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+def _time_ms(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _sparkline(points: list[float], width: int = 120, height: int = 24) -> str:
+    """An inline SVG polyline of `points` (nothing fetched; allowed by the page's CSP)."""
+    if len(points) < 2:
+        return ""
+    top = max(points) or 1.0
+    step = width / (len(points) - 1)
+    coords = " ".join(
+        f"{i * step:.1f},{height - 2 - (p / top) * (height - 4):.1f}" for i, p in enumerate(points)
+    )
+    return (
+        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="appends per second over the last minute">'
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{coords}"/></svg>'
+    )

@@ -1,0 +1,221 @@
+"""What each dashboard page shows, read from the broker's public parts: no HTTP,
+no HTML. Every figure comes from state the broker keeps (end offsets, segment
+sizes, counters), never from a scan of records, so a page costs the same with a
+million records as with ten; the record browser reads one page of records.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from brook import __version__
+from brook.broker import Broker
+from brook.errors import BadRequest
+from brook.records import Record
+
+RATE_SAMPLES = 13
+"""Samples of every topic's end offsets kept for the append-rate sparkline: one
+per RATE_EVERY_S, so the sparkline covers the last minute."""
+RATE_EVERY_S = 5.0
+VALUE_SHOWN_MAX = 300
+"""Characters of a record's value shown in the browser (the rest is cut)."""
+PAGE_RECORDS = 50
+
+
+@dataclass
+class TopicRow:
+    name: str
+    partitions: int
+    records: int
+    """Offsets handed out, over all partitions (records appended, retention aside)."""
+    bytes: int
+    rate_per_s: float | None
+    """Appends per second over the last minute (None until two samples exist)."""
+    sparkline: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Overview:
+    version: str
+    uptime_s: float
+    storage: str
+    read_only: bool
+    failing: list[tuple[str, str]]
+    """(loop, error) of every background loop failing now."""
+    topics: list[TopicRow]
+
+
+class Rates:
+    """Every topic's end offsets, sampled every RATE_EVERY_S (by the dashboard's
+    ticker), for appends per second and the sparkline of the last minute."""
+
+    def __init__(self) -> None:
+        self.samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque(
+            maxlen=RATE_SAMPLES
+        )
+
+    def sample(self, broker: Broker, now_s: float | None = None) -> None:
+        totals = {t.name: sum(t.end_offsets.values()) for t in broker.topics()}
+        self.samples.append((time.monotonic() if now_s is None else now_s, totals))
+
+    def of(self, topic: str) -> tuple[float | None, list[float]]:
+        """(appends/s over the samples kept, appends/s between each two samples)."""
+        points = [(at, totals[topic]) for at, totals in self.samples if topic in totals]
+        if len(points) < 2:
+            return None, []
+        steps = [
+            max(0.0, (b - a) / (tb - ta)) if tb > ta else 0.0
+            for (ta, a), (tb, b) in itertools.pairwise(points)
+        ]
+        (first_at, first), (last_at, last) = points[0], points[-1]
+        rate = max(0.0, (last - first) / (last_at - first_at)) if last_at > first_at else 0.0
+        return rate, steps
+
+
+def overview(broker: Broker, rates: Rates, started_s: float, storage: str) -> Overview:
+    rows = []
+    for info in broker.topics():
+        state = broker.core.topic_state(info.name)
+        stored = sum(s.durable_bytes for log in state.logs for s in log.segments)
+        rate, steps = rates.of(info.name)
+        rows.append(
+            TopicRow(
+                name=info.name,
+                partitions=info.partitions,
+                records=sum(info.end_offsets.values()),
+                bytes=stored,
+                rate_per_s=rate,
+                sparkline=steps,
+            )
+        )
+    return Overview(
+        version=__version__,
+        uptime_s=time.monotonic() - started_s,
+        storage=storage,
+        read_only=broker.core.read_only,
+        failing=[(f.loop, f.error) for f in broker.supervisor.failing()],
+        topics=rows,
+    )
+
+
+@dataclass
+class PartitionRow:
+    partition: int
+    start_offset: int
+    end_offset: int
+    bytes: int
+    segments: int
+
+
+@dataclass
+class Shown:
+    """A record as the browser shows it."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: str
+    value: str
+    value_form: str
+    """"text", "hex" or "base64": how `value` shows the bytes."""
+    size: int
+    cut: bool
+    headers: list[tuple[str, str]]
+
+
+@dataclass
+class TopicPage:
+    name: str
+    partitions: list[PartitionRow]
+    partition: int
+    records: list[Shown]
+    older: int | None
+    """The offset to page back from (None: nothing older is retained)."""
+    newer: int | None
+    """The offset to page on from (None: at the end)."""
+    key_filter: str
+    form: str
+
+
+def topic(
+    broker: Broker,
+    name: str,
+    partition: int = 0,
+    before: int | None = None,
+    key: str = "",
+    form: str = "auto",
+) -> TopicPage:
+    """One page of a partition's records, newest first, ending before `before` (keyset
+    paging by offset: the page costs the same at offset 0 as at a billion). With `key`,
+    the records of that key among the page's."""
+    state = broker.core.topic_state(name)
+    if not 0 <= partition < len(state.logs):
+        raise BadRequest(f"topic {name!r} has partitions 0..{len(state.logs) - 1}, not {partition}")
+    if form not in ("auto", "text", "hex", "base64"):
+        raise BadRequest("form is one of auto, text, hex, base64")
+    rows = [
+        PartitionRow(
+            partition=log.partition,
+            start_offset=log.start_offset,
+            end_offset=log.durable_offset,
+            bytes=sum(s.durable_bytes for s in log.segments),
+            segments=len(log.segments),
+        )
+        for log in state.logs
+    ]
+    log = state.logs[partition]
+    end = log.durable_offset if before is None else max(0, min(before, log.durable_offset))
+    start = max(log.start_offset, end - PAGE_RECORDS)
+    records = broker.topic(name).read(partition, start, end - start) if end > start else []
+    wanted = key.encode() if key else None
+    shown = [_shown(r, form) for r in reversed(records) if wanted is None or r.key == wanted]
+    return TopicPage(
+        name=name,
+        partitions=rows,
+        partition=partition,
+        records=shown,
+        older=start if start > log.start_offset else None,
+        newer=end + PAGE_RECORDS if end < log.durable_offset else None,
+        key_filter=key,
+        form=form,
+    )
+
+
+def _shown(record: Record, form: str) -> Shown:
+    value = record.value
+    text = None
+    if form in ("auto", "text"):
+        try:
+            text = value.decode()
+        except UnicodeDecodeError:
+            text = None
+    if text is not None:
+        shown, how = text, "text"
+    elif form == "base64":
+        shown, how = base64.b64encode(value).decode(), "base64"
+    else:
+        shown, how = value.hex(" "), "hex"
+    key = ""
+    if record.key is not None:
+        try:
+            key = record.key.decode()
+        except UnicodeDecodeError:
+            key = "0x" + record.key.hex()
+    headers = [
+        (name, raw.decode("utf-8", "replace")[:100]) for name, raw in (record.headers or {}).items()
+    ]
+    return Shown(
+        partition=record.partition,
+        offset=record.offset,
+        timestamp_ms=record.timestamp,
+        key=key,
+        value=shown[:VALUE_SHOWN_MAX],
+        value_form=how,
+        size=len(value),
+        cut=len(shown) > VALUE_SHOWN_MAX,
+        headers=headers,
+    )

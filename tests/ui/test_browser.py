@@ -1,0 +1,173 @@
+"""The dashboard in a real browser (Debian's chromium, headless) against a real
+`brook serve`: every page loads with no console error and asks nothing of any
+other origin; the numbers shown are the API's; a login works; the page refreshes
+itself and can be paused."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+import brook
+from tests.served import Served
+from tests.ui.browser import Watched, chromium, watched
+
+ADMIN_KEY = "admin-key-for-the-dashboard-test"
+READER_KEY = "reader-key-for-the-dashboard-test"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    server = Served(tmp_path / "data")
+    yield server
+    server.close()
+
+
+def origin(served: Served) -> str:
+    return f"http://127.0.0.1:{served.port}"
+
+
+def fill(served: Served) -> None:
+    with brook.connect(origin(served)) as b:
+        b.create_topic("orders", partitions=3)
+        b.topic("orders").append_many(
+            [brook.Record(f"order {i}".encode(), key=b"k%d" % (i % 7)) for i in range(500)]
+        )
+        b.topic("images").append(bytes(range(256)) * 8)
+        b.topic("events").append(b'{"type": "signup"}', key=b"user-1")
+
+
+def visit(seen: Watched, url: str) -> None:
+    response = seen.page.goto(url)
+    assert response is not None and response.status == 200, url
+    seen.page.wait_for_load_state("networkidle")
+
+
+def test_every_page_loads_cleanly_and_stays_on_the_broker(browser: Browser, served: Served) -> None:
+    fill(served)
+    seen = watched(browser)
+    base = origin(served)
+    for path in (
+        "/ui",
+        "/ui/topics/orders",
+        "/ui/topics/orders?partition=2",
+        "/ui/topics/images?form=base64",
+        "/ui/topics/events?key=user-1",
+    ):
+        visit(seen, base + path)
+    assert seen.errors == []
+    assert seen.outside(base) == []
+    assert any(u.endswith("/ui/static/ui.css") for u in seen.requests)
+    assert any(u.endswith("/ui/static/refresh.js") for u in seen.requests)
+
+
+def test_the_numbers_shown_are_the_apis(browser: Browser, served: Served) -> None:
+    fill(served)
+    seen = watched(browser)
+    base = origin(served)
+    visit(seen, base + "/ui")
+    _, listed = served.request("GET", "/v1/topics")
+    for topic in listed["topics"]:
+        row = seen.page.locator(f'tr[data-topic="{topic["name"]}"]')
+        records = sum(topic["end_offsets"].values())
+        expect(row.locator('[data-col="records"]')).to_have_text(f"{records:,}")
+        expect(row.locator('[data-col="partitions"]')).to_have_text(str(topic["partitions"]))
+    visit(seen, base + "/ui/topics/orders")
+    _, detail = served.request("GET", "/v1/topics/orders")
+    for partition, end in detail["end_offsets"].items():
+        row = seen.page.locator(f'tr[data-partition="{partition}"]')
+        expect(row.locator('[data-col="end"]')).to_have_text(f"{end:,}")
+        start = detail["start_offsets"][partition]
+        expect(row.locator('[data-col="start"]')).to_have_text(f"{start:,}")
+    # The record browser pages back by offset through the whole partition.
+    ends = {int(p): e for p, e in detail["end_offsets"].items()}
+    visit(seen, base + "/ui/topics/orders?partition=0")
+    offsets: list[int] = []
+    while True:
+        offsets += [
+            int(o)
+            for o in seen.page.locator("tr[data-offset]").evaluate_all(
+                "rows => rows.map(r => r.dataset.offset)"
+            )
+        ]
+        older = seen.page.locator("a[rel=next]")
+        if older.count() == 0:
+            break
+        older.click()
+        seen.page.wait_for_load_state("networkidle")
+    assert offsets == list(range(ends[0] - 1, -1, -1))
+    assert seen.errors == []
+
+
+def test_the_page_refreshes_itself_and_can_be_paused(browser: Browser, served: Served) -> None:
+    fill(served)
+    seen = watched(browser)
+    visit(seen, origin(served) + "/ui")
+    seen.page.select_option("[data-refresh-interval]", "2")
+    cell = seen.page.locator('tr[data-topic="events"] [data-col="records"]')
+    expect(cell).to_have_text("1")
+    with brook.connect(origin(served)) as b:
+        b.topic("events").append(b"second")
+    expect(cell).to_have_text("2", timeout=10_000)
+    seen.page.click("[data-refresh-pause]")
+    expect(seen.page.locator("[data-refresh-pause]")).to_have_text("Resume")
+    cell = seen.page.locator('tr[data-topic="events"] [data-col="records"]')
+    with brook.connect(origin(served)) as b:
+        b.topic("events").append(b"third")
+    seen.page.wait_for_timeout(4_500)
+    expect(cell).to_have_text("2")  # paused: the page was not swapped
+    assert seen.errors == []
+
+
+def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        "[[auth.keys]]\n"
+        f'name = "ops"\nsha256 = "{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"\n'
+        'scopes = ["admin", "produce", "consume"]\n'
+        "[[auth.keys]]\n"
+        f'name = "viewer"\nsha256 = "{hashlib.sha256(READER_KEY.encode()).hexdigest()}"\n'
+        'scopes = ["consume"]\ntopics = ["orders*"]\n'
+    )
+    server = Served(tmp_path / "data", config=config)
+    try:
+        base = origin(server)
+        with brook.connect(base, api_key=ADMIN_KEY) as b:
+            b.topic("orders").append(b"one")
+            b.topic("secret-stuff").append(b"two")
+        seen = watched(browser)
+        seen.page.goto(base + "/ui/topics/orders")
+        assert "/ui/login" in seen.page.url  # asked to log in, and sent back after
+        seen.page.fill("input[name=key]", "not a key")
+        seen.page.click("button[type=submit]")
+        expect(seen.page.locator(".error")).to_have_text("That key is not valid.")
+        seen.page.fill("input[name=key]", READER_KEY)
+        seen.page.click("button[type=submit]")
+        expect(seen.page.locator("h1")).to_contain_text("orders")
+        assert seen.page.url == base + "/ui/topics/orders"
+        visit(seen, base + "/ui")
+        expect(seen.page.locator(".who")).to_have_text("viewer (read only)")
+        assert seen.page.locator('tr[data-topic="secret-stuff"]').count() == 0
+        cookies = {c["name"]: c for c in seen.page.context.cookies()}
+        session = cookies["brook_session"]
+        assert session["httpOnly"] and session["sameSite"] == "Strict"
+        assert READER_KEY not in session["value"]
+        assert all(READER_KEY not in u for u in seen.requests)
+        seen.page.click(".logout button")
+        assert "/ui/login" in seen.page.url
+        seen.page.goto(base + "/ui")
+        assert "/ui/login" in seen.page.url  # logged out for good
+        assert seen.errors == [] or all("401" in e for e in seen.errors)
+        assert all(READER_KEY not in line for line in server.log)
+    finally:
+        server.close()

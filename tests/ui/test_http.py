@@ -1,0 +1,138 @@
+"""The dashboard over plain HTTP against a real `brook serve`: what a browser is
+told (security headers, cookies), what a forged or malformed request gets (a 4xx
+page, never a 500, never a change), and that keys stay out of URLs and logs."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import re
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import brook
+from brook.server.ui.session import Signer
+from tests.served import Served
+
+KEY = "the-admin-key-of-the-ui-http-test"
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    server = Served(tmp_path / "data")
+    yield server
+    server.close()
+
+
+def get(
+    served: Served, path: str, headers: dict[str, str] | None = None
+) -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.request("GET", path, headers=headers or {})
+    response = connection.getresponse()
+    response.read()
+    connection.close()
+    return response
+
+
+def post(
+    served: Served, path: str, fields: dict[str, str], cookie: str = ""
+) -> tuple[int, dict[str, str], str]:
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    if cookie:
+        headers["cookie"] = cookie
+    connection.request("POST", path, urllib.parse.urlencode(fields), headers)
+    response = connection.getresponse()
+    body = response.read().decode()
+    answer = (response.status, {k.lower(): v for k, v in response.getheaders()}, body)
+    connection.close()
+    return answer
+
+
+def test_pages_carry_a_strict_policy_and_a_csrf_cookie(served: Served) -> None:
+    response = get(served, "/ui")
+    assert response.status == 200
+    assert response.getheader("content-type") == "text/html; charset=utf-8"
+    policy = response.getheader("content-security-policy") or ""
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert response.getheader("cache-control") == "no-store"
+    cookie = response.getheader("set-cookie") or ""
+    assert cookie.startswith("brook_csrf=")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/ui/topics/orders?partition=7", 400),
+        ("/ui/topics/orders?partition=-1", 400),
+        ("/ui/topics/orders?before=1e9", 400),
+        ("/ui/topics/orders?before=99999999999999999999999", 400),
+        ("/ui/topics/orders?form=rot13", 400),
+        ("/ui/topics/nope", 404),
+        ("/ui/topics/%00", 400),
+        ("/ui/static/../../etc/passwd", 404),
+        ("/ui/static/ui.exe", 404),
+        ("/ui/whatever", 404),
+    ],
+)
+def test_bad_addresses_are_4xx_pages(served: Served, path: str, status: int) -> None:
+    with brook.connect(f"http://127.0.0.1:{served.port}") as b:
+        b.create_topic("orders", partitions=2)
+    response = get(served, path)
+    assert response.status == status, path
+    assert response.getheader("content-type") == "text/html; charset=utf-8"
+
+
+def test_a_post_without_the_right_csrf_token_changes_nothing(served: Served) -> None:
+    csrf_cookie = "brook_csrf=" + Signer.new_csrf_cookie()
+    for fields in ({}, {"csrf": ""}, {"csrf": "forged"}):
+        status, _, body = post(served, "/ui/logout", fields, csrf_cookie)
+        assert status == 403 and "CSRF" in body
+    status, _, _ = post(served, "/ui/login", {}, csrf_cookie)
+    assert status == 403
+    status, _, _ = post(served, "/ui/logout", {"csrf": Signer().csrf_token("x")}, csrf_cookie)
+    assert status == 403  # a token, but for another browser's cookie
+
+
+def test_with_keys_pages_need_a_login_and_the_key_stays_out_of_urls(tmp_path: Path) -> None:
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        "[[auth.keys]]\n"
+        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
+        'scopes = ["admin"]\n'
+    )
+    served = Served(tmp_path / "data", config=config)
+    try:
+        response = get(served, "/ui/topics/x?partition=1")
+        assert response.status == 303
+        assert response.getheader("location") == "/ui/login?next=/ui/topics/x%3Fpartition%3D1"
+        login = get(served, "/ui/login")
+        csrf_cookie = (login.getheader("set-cookie") or "").split(";")[0]
+        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+        connection.request("GET", "/ui/login", headers={"cookie": csrf_cookie})
+        page = connection.getresponse().read().decode()
+        connection.close()
+        token = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert token is not None
+        status, headers, _ = post(
+            served,
+            "/ui/login",
+            {"csrf": token.group(1), "key": KEY, "next": "https://elsewhere.example/"},
+            csrf_cookie,
+        )
+        assert status == 303 and headers["location"] == "/ui"  # never off the dashboard
+        session = headers["set-cookie"]
+        assert session.startswith("brook_session=ops.") and KEY not in session
+        assert "HttpOnly" in session and "SameSite=Strict" in session
+        cookie = f"{csrf_cookie}; {session.split(';')[0]}"
+        assert get(served, "/ui", {"cookie": cookie}).status == 200
+        forged = cookie.replace("brook_session=ops.", "brook_session=root.")
+        assert get(served, "/ui", {"cookie": forged}).status == 303
+        assert all(KEY not in line for line in served.log)
+    finally:
+        served.close()
