@@ -171,3 +171,48 @@ def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
         assert all(READER_KEY not in line for line in server.log)
     finally:
         server.close()
+
+
+def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Served) -> None:
+    base = origin(served)
+    with brook.connect(base) as b:
+        b.topic("jobs").append_many([brook.Record(b"job %d" % i) for i in range(40)])
+        queue = b.queue("jobs", "workers", max_attempts=1)
+        jobs = queue.lease(40, timeout=1)
+        queue.nack(jobs[:25], reason="timeout talking to the bank")
+        queue.nack(jobs[25:], reason="invalid card number")
+        seen = watched(browser)
+        visit(seen, base + "/ui/queues")
+        row = seen.page.locator('tr[data-queue="jobs/workers"]')
+        for state, count in queue.stats().items():
+            if state != "oldest_ready_age_ms":
+                expect(row.locator(f'[data-col="{state}"]')).to_have_text(f"{count:,}")
+        row.locator("a").click()
+        errors = seen.page.locator("table.errors")
+        expect(
+            errors.locator('tr[data-error="timeout talking to the bank"] [data-col="count"]')
+        ).to_have_text("25")
+        expect(
+            errors.locator('tr[data-error="invalid card number"] [data-col="count"]')
+        ).to_have_text("15")
+        # All of one error: a dry run first, then the confirmation.
+        errors.locator('tr[data-error="invalid card number"] a.action').click()
+        expect(seen.page.locator("[data-dry-run]")).to_contain_text("15 dead records")
+        assert queue.stats()["dead"] == 40  # the dry run changed nothing
+        seen.page.click("[data-confirm]")
+        expect(seen.page.locator(".notice")).to_contain_text("15 records redriven")
+        stats = queue.stats()
+        assert (stats["ready"], stats["dead"]) == (15, 25)
+        expect(seen.page.locator('table.counts [data-col="dead"]')).to_have_text("25")
+        # Chosen by hand: two of the other error's records.
+        seen.page.locator("table.dead input[type=checkbox]").nth(0).check()
+        seen.page.locator("table.dead input[type=checkbox]").nth(1).check()
+        seen.page.click("[data-redrive-selected]")
+        expect(seen.page.locator(".notice")).to_contain_text("2 records redriven")
+        stats = queue.stats()
+        assert (stats["ready"], stats["dead"]) == (17, 23)
+        # A dead record's trace shows how it died.
+        seen.page.locator("table.dead a", has_text="trace").first.click()
+        expect(seen.page.locator("table.trace")).to_contain_text("timeout talking to the bank")
+        assert seen.errors == []
+        assert seen.outside(base) == []

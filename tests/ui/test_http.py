@@ -136,3 +136,51 @@ def test_with_keys_pages_need_a_login_and_the_key_stays_out_of_urls(tmp_path: Pa
         assert all(KEY not in line for line in served.log)
     finally:
         served.close()
+
+
+def login(served: Served, key: str) -> tuple[str, str]:
+    """Log in as a browser would: (the cookies to send, the page's CSRF token)."""
+    first = get(served, "/ui/login")
+    csrf_cookie = (first.getheader("set-cookie") or "").split(";")[0]
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.request("GET", "/ui/login", headers={"cookie": csrf_cookie})
+    page = connection.getresponse().read().decode()
+    connection.close()
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    status, headers, _ = post(
+        served, "/ui/login", {"csrf": found.group(1), "key": key}, csrf_cookie
+    )
+    assert status == 303, "the login was refused"
+    return f"{csrf_cookie}; {headers['set-cookie'].split(';')[0]}", found.group(1)
+
+
+def test_actions_need_the_admin_scope(tmp_path: Path) -> None:
+    reader = "a-reader-key-of-the-ui-http-test"
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        "[[auth.keys]]\n"
+        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
+        'scopes = ["admin", "produce", "consume"]\n'
+        "[[auth.keys]]\n"
+        f'name = "watcher"\nsha256 = "{hashlib.sha256(reader.encode()).hexdigest()}"\n'
+        'scopes = ["consume"]\n'
+    )
+    served = Served(tmp_path / "data", config=config)
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}", api_key=KEY) as b:
+            b.topic("jobs").append(b"doomed")
+            queue = b.queue("jobs", "workers", max_attempts=1)
+            queue.nack(queue.lease(1, timeout=1), reason="boom")
+            cookie, token = login(served, reader)
+            fields = {"csrf": token, "error": "boom", "confirm": "yes"}
+            status, _, body = post(served, "/ui/queues/jobs/workers/redrive", fields, cookie)
+            assert status == 403 and "admin" in body
+            assert queue.stats()["dead"] == 1
+            cookie, token = login(served, KEY)
+            fields["csrf"] = token
+            status, headers, _ = post(served, "/ui/queues/jobs/workers/redrive", fields, cookie)
+            assert status == 303 and headers["location"].endswith("?redriven=1")
+            assert queue.stats()["dead"] == 0
+    finally:
+        served.close()

@@ -47,6 +47,9 @@ class GroupCore:
         """Heap of (due, record); stale entries are skipped."""
         self._receipts: dict[str, Position] = {}
         self._serial = 0
+        self.dead_by_error: dict[str, dict[Position, None]] = {}
+        """The dead records by the error they died of, in the order the group learned of
+        them: what the dashboard groups and pages through without a scan of every record."""
 
     # ------------------------------------------------------------ records
 
@@ -280,6 +283,8 @@ class GroupCore:
             elif job.state is State.RETRYING:
                 heapq.heappush(core._retries, (job.ready_at_ms, position))
                 core._ready.holding(key)
+            elif job.state is State.DEAD:
+                core.dead_by_error.setdefault(job.error, {})[position] = None
         ready = core._ready
         for position, job in core.jobs.items():
             if job.state is not State.READY:
@@ -302,6 +307,8 @@ class GroupCore:
         counts[state] += 1
         if before.receipt is not None and before.receipt != job.receipt:
             self._receipts.pop(before.receipt, None)
+        if was is _DEAD:
+            self._forget_dead(position, before.error)
         ordered = self._ready.ordered
         if state is _ACKED:
             del jobs[position]
@@ -326,8 +333,24 @@ class GroupCore:
             self._ready.add(self.keys.get(position), position)  # redriven: behind its key's others
         elif state is _READY and was is not _READY:
             self._ready.put_back(self.keys.get(position), position)
-        elif state is _DEAD and ordered:
-            self._ready.release(self.keys.get(position))
+        elif state is _DEAD:
+            self.dead_by_error.setdefault(job.error, {})[position] = None
+            if ordered:
+                self._ready.release(self.keys.get(position))
+
+    def _forget_dead(self, position: Position, error: str) -> None:
+        bucket = self.dead_by_error.get(error)
+        if bucket is not None:
+            bucket.pop(position, None)
+            if not bucket:
+                del self.dead_by_error[error]
+
+    def dead_errors(self) -> list[tuple[str, int]]:
+        """Each error dead records died of, with how many, most first."""
+        return sorted(
+            ((error, len(bucket)) for error, bucket in self.dead_by_error.items()),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
 
     def _prune_leases(self) -> None:
         """Drop heap entries of leases since settled, so the heap holds about what

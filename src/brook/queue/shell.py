@@ -375,6 +375,25 @@ class QueueGroup:
             self.tick()
         return self.counts()
 
+    def dead_errors(self) -> list[tuple[str, int]]:
+        """Each error the group's dead records died of, with how many, most first."""
+        with self.mutex:
+            return self.machine.dead_errors()
+
+    def dead_records(
+        self, error: str, after: Position | None = None, limit: int = 100
+    ) -> list[tuple[Position, Job]]:
+        """Up to `limit` dead records that died of `error`, in the order the group
+        learned of them, from just after `after` (keyset paging)."""
+        with self.mutex:
+            bucket = self.machine.dead_by_error.get(error, {})
+            positions = list(bucket)
+            start = 0
+            if after is not None and after in bucket:
+                start = positions.index(after) + 1
+            jobs = self.machine.jobs
+            return [(p, jobs[p]) for p in positions[start : start + limit]]
+
     def leased_receipts(self) -> list[str]:
         """The receipts of every live lease (for a consumer that knows the holders died:
         the broker's own delivery loop, on start)."""

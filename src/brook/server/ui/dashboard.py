@@ -138,7 +138,7 @@ class Dashboard:
                 return response
             if not viewer.admin:
                 raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope for actions")
-            raise NotFound(f"no such action: {path} (fields: {', '.join(sorted(form))})")
+            return await self._act(path, form, viewer)
         if method != "GET":
             raise BadRequest(f"{request.method} is not used by the dashboard; use GET or POST")
         viewer = self._viewer(browser)
@@ -146,12 +146,55 @@ class Dashboard:
             overview = views.overview(self.broker, self.rates, self.started_s, self.storage)
             overview.topics = [t for t in overview.topics if viewer.may_see(t.name)]
             return self._page("overview.html", csrf, viewer, page=overview)
-        parts = path.removeprefix(PREFIX + "/").split("/")
+        parts = [urllib.parse.unquote(p) for p in path.removeprefix(PREFIX + "/").split("/")]
+        query = request.query
+        if parts == ["queues"]:
+            rows = await self.read(views.queue_rows, self.broker, self.rates)
+            rows = [row for row in rows if viewer.may_see(row.topic)]
+            return self._page("queues.html", csrf, viewer, rows=rows)
+        if len(parts) >= 3 and parts[0] == "queues":
+            topic, group = parts[1], parts[2]
+            if not viewer.may_see(topic):
+                raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
+            if len(parts) == 3:
+                page = await self.read(
+                    views.queue,
+                    self.broker,
+                    self.rates,
+                    topic,
+                    group,
+                    query.get("error"),
+                    query.get("after"),
+                )
+                return self._page(
+                    "queue.html", csrf, viewer, page=page, redriven=query.get("redriven")
+                )
+            if parts[3:] == ["trace"]:
+                partition, offset = _whole(query, "partition", 0), _whole(query, "offset", 0)
+                steps = await self.read(views.trace, self.broker, topic, group, partition, offset)
+                return self._page(
+                    "trace.html",
+                    csrf,
+                    viewer,
+                    topic=topic,
+                    group=group,
+                    partition=partition,
+                    offset=offset,
+                    steps=steps,
+                )
+            if parts[3:] == ["redrive"]:
+                error = query.get("error", "")
+                found = self.broker.queues.find(topic, group)
+                if found is None or group.startswith("__"):
+                    raise NotFound(f"no queue group {group!r} on topic {topic!r}")
+                count = dict(found.dead_errors()).get(error, 0)
+                return self._page(
+                    "redrive.html", csrf, viewer, topic=topic, group=group, error=error, count=count
+                )
         if len(parts) == 2 and parts[0] == "topics":
-            name = urllib.parse.unquote(parts[1])
+            name = parts[1]
             if not viewer.may_see(name):
                 raise Forbidden(f"key {viewer.name!r} may not use topic {name!r}")
-            query = request.query
             page = await self.read(
                 views.topic,
                 self.broker,
@@ -164,6 +207,34 @@ class Dashboard:
             return self._page("topic.html", csrf, viewer, page=page)
         raise NotFound(f"no such page: {request.path}")
 
+    async def _act(self, path: str, form: dict[str, list[str]], viewer: Viewer) -> Response:
+        """An action posted from a page (CSRF and the admin scope checked already)."""
+        parts = [urllib.parse.unquote(p) for p in path.removeprefix(PREFIX + "/").split("/")]
+        if len(parts) == 4 and parts[0] == "queues" and parts[3] == "redrive":
+            topic, group = parts[1], parts[2]
+            if not viewer.may_see(topic):
+                raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
+            found = self.broker.queues.find(topic, group)
+            if found is None or group.startswith("__"):
+                raise NotFound(f"no queue group {group!r} on topic {topic!r}")
+            chosen = views.positions(form.get("record", []))
+            error = _one(form, "error")
+            if error is not None and _one(form, "confirm") == "yes":
+                chosen = [p for p, _ in found.dead_records(error, None, 10**9)]
+            elif not chosen:
+                raise BadRequest("choose the records to redrive, or an error to redrive all of")
+            redriven = await self.read(found.redrive, None, chosen)
+            log.info(
+                "dashboard: %s redrove %d records of %s/%s",
+                viewer.name or "-",
+                redriven,
+                topic,
+                group,
+            )
+            base = f"{PREFIX}/queues/{urllib.parse.quote(topic)}/{urllib.parse.quote(group)}"
+            return _redirect(f"{base}?redriven={redriven}")
+        raise NotFound(f"no such action: {path}")
+
     def _viewer(self, browser: dict[str, str]) -> Viewer:
         if not self.auth.enabled:
             return Viewer(None)
@@ -173,28 +244,31 @@ class Dashboard:
             raise Unauthorized("log in with an API key")
         return Viewer(key)
 
-    def _form(self, request: Request, csrf: str) -> dict[str, str]:
-        """A posted form's fields, once its CSRF token proved it came from our page."""
+    def _form(self, request: Request, csrf: str) -> dict[str, list[str]]:
+        """A posted form's fields (each with its values), once its CSRF token proved it
+        came from our page."""
         if len(request.body) > FORM_BYTES_MAX:
             raise BadRequest(f"a form is at most {FORM_BYTES_MAX} bytes")
         try:
             text = request.body.decode()
         except UnicodeDecodeError:
             raise BadRequest("a form is UTF-8") from None
-        fields = dict(urllib.parse.parse_qsl(text, keep_blank_values=True))
-        if not self.signer.csrf_ok(csrf, fields.get("csrf")):
+        fields: dict[str, list[str]] = {}
+        for name, value in urllib.parse.parse_qsl(text, keep_blank_values=True):
+            fields.setdefault(name, []).append(value)
+        if not self.signer.csrf_ok(csrf, _one(fields, "csrf")):
             raise Forbidden("the form's CSRF token is missing or wrong; reload the page and retry")
         return fields
 
     def _login(self, request: Request, csrf: str) -> Response:
         form = self._form(request, csrf)
-        target = form.get("next", PREFIX)
+        target = _one(form, "next") or PREFIX
         if not target.startswith(PREFIX) or target.startswith(f"{PREFIX}/login"):
             target = PREFIX  # never off the dashboard
         if not self.auth.enabled:
             return _redirect(target)
         try:
-            key = self.auth.identify(f"Bearer {form.get('key', '')}")
+            key = self.auth.identify(f"Bearer {_one(form, 'key') or ''}")
         except Unauthorized:
             log.warning("dashboard: a login with an unknown key was refused")
             response = self._page(
@@ -241,6 +315,12 @@ class Dashboard:
             with contextlib.suppress(BrookError):
                 self.rates.sample(self.broker)
             await asyncio.sleep(views.RATE_EVERY_S)
+
+
+def _one(fields: dict[str, list[str]], name: str) -> str | None:
+    """A form field's value (its last, if repeated), or None."""
+    values = fields.get(name)
+    return values[-1] if values else None
 
 
 def _redirect(location: str) -> Response:

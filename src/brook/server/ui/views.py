@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from brook import __version__
 from brook.broker import Broker
-from brook.errors import BadRequest
+from brook.errors import BadRequest, NotFound
 from brook.records import Record
 
 RATE_SAMPLES = 13
@@ -50,8 +50,9 @@ class Overview:
 
 
 class Rates:
-    """Every topic's end offsets, sampled every RATE_EVERY_S (by the dashboard's
-    ticker), for appends per second and the sparkline of the last minute."""
+    """Every topic's end offsets and every queue group's finished records, sampled
+    every RATE_EVERY_S (by the dashboard's ticker), for rates per second and the
+    sparklines of the last minute."""
 
     def __init__(self) -> None:
         self.samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque(
@@ -60,7 +61,15 @@ class Rates:
 
     def sample(self, broker: Broker, now_s: float | None = None) -> None:
         totals = {t.name: sum(t.end_offsets.values()) for t in broker.topics()}
+        for group in broker.queues.groups():
+            counts = group.counts()
+            totals[f"{group.topic}\0{group.group}"] = counts["acked"] + counts["dead"]
         self.samples.append((time.monotonic() if now_s is None else now_s, totals))
+
+    def out_of(self, topic: str, group: str) -> float | None:
+        """A queue group's records finished (acked or dead) per second, last minute."""
+        rate, _ = self.of(f"{topic}\0{group}")
+        return rate
 
     def of(self, topic: str) -> tuple[float | None, list[float]]:
         """(appends/s over the samples kept, appends/s between each two samples)."""
@@ -219,3 +228,134 @@ def _shown(record: Record, form: str) -> Shown:
         cut=len(shown) > VALUE_SHOWN_MAX,
         headers=headers,
     )
+
+
+# ---------------------------------------------------------------- queue groups
+
+DEAD_PAGE = 50
+ERRORS_SHOWN = 50
+
+
+@dataclass
+class QueueRow:
+    topic: str
+    group: str
+    counts: dict[str, int]
+    out_per_s: float | None
+    """Records finished (acked or dead) per second over the last minute."""
+
+
+def queue_rows(broker: Broker, rates: Rates) -> list[QueueRow]:
+    """Every queue group but the broker's own (delivery's, shown with their endpoints)."""
+    rows = []
+    for group in broker.queues.groups():
+        if group.group.startswith("__"):
+            continue
+        counts = group.counts()
+        rows.append(
+            QueueRow(group.topic, group.group, counts, rates.out_of(group.topic, group.group))
+        )
+    return sorted(rows, key=lambda row: (row.topic, row.group))
+
+
+@dataclass
+class DeadShown:
+    partition: int
+    offset: int
+    attempts: int
+    error: str
+    redriven: int
+
+
+@dataclass
+class QueuePage:
+    topic: str
+    group: str
+    counts: dict[str, int]
+    settings: dict[str, object]
+    out_per_s: float | None
+    in_per_s: float | None
+    errors: list[tuple[str, int]]
+    """The errors dead records died of, with how many, most first (at most ERRORS_SHOWN)."""
+    error_kinds: int
+    error: str | None
+    """The error whose records are listed, if one is chosen."""
+    dead: list[DeadShown]
+    next_after: str | None
+    """Where the next page of `dead` starts ("partition.offset"), if there is one."""
+
+
+def queue(
+    broker: Broker, rates: Rates, topic: str, group: str, error: str | None, after: str | None
+) -> QueuePage:
+    found = broker.queues.find(topic, group)
+    if found is None or group.startswith("__"):
+        raise NotFound(f"no queue group {group!r} on topic {topic!r}")
+    errors = found.dead_errors()
+    if error is None and errors:
+        error = errors[0][0]
+    records = (
+        found.dead_records(error, _position(after), DEAD_PAGE + 1) if error is not None else []
+    )
+    shown = [
+        DeadShown(p, o, job.attempt, job.error, job.lives) for (p, o), job in records[:DEAD_PAGE]
+    ]
+    last = records[DEAD_PAGE - 1][0] if len(records) > DEAD_PAGE else None
+    in_rate, _ = rates.of(topic)
+    return QueuePage(
+        topic=topic,
+        group=group,
+        counts=found.counts(),
+        settings=broker.queue(topic, group, create=False).settings(),
+        out_per_s=rates.out_of(topic, group),
+        in_per_s=in_rate,
+        errors=errors[:ERRORS_SHOWN],
+        error_kinds=len(errors),
+        error=error,
+        dead=shown,
+        next_after=f"{last[0]}.{last[1]}" if last is not None else None,
+    )
+
+
+def _position(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    partition, _, offset = text.partition(".")
+    if not (partition.isdigit() and offset.isdigit()) or len(text) > 40:
+        raise BadRequest(f"a record is named partition.offset, like 0.42, not {text[:40]!r}")
+    return int(partition), int(offset)
+
+
+def positions(texts: list[str]) -> list[tuple[int, int]]:
+    """Records named "partition.offset" (the forms' checkboxes)."""
+    found = [_position(text) for text in texts]
+    return [p for p in found if p is not None]
+
+
+@dataclass
+class TraceShown:
+    at_ms: int
+    state: str
+    attempt: int
+    reason: str
+    status: int | None
+    latency_ms: float | None
+    excerpt: str
+
+
+def trace(broker: Broker, topic: str, group: str, partition: int, offset: int) -> list[TraceShown]:
+    found = broker.queues.find(topic, group)
+    if found is None:
+        raise NotFound(f"no queue group {group!r} on topic {topic!r}")
+    return [
+        TraceShown(
+            at_ms=t.at_ms,
+            state=t.state.value,
+            attempt=t.attempt,
+            reason=t.reason or (t.outcome.error if t.outcome is not None else ""),
+            status=t.outcome.status if t.outcome is not None else None,
+            latency_ms=t.outcome.latency_ms if t.outcome is not None else None,
+            excerpt=t.outcome.excerpt.decode("utf-8", "replace")[:300] if t.outcome else "",
+        )
+        for t in found.trace(partition, offset)
+    ]
