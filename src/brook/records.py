@@ -112,6 +112,10 @@ class DeliveryStats(msgspec.Struct, frozen=True, kw_only=True):
     """Attempts since the broker started, by what followed: ack, retry, dead, disable."""
     last_error: str
     last_error_ms: int
+    next_attempt_ms: int | None = None
+    """When its next attempt is due: now while records are ready, the breaker's probe
+    while it is open, the first retry when only retries wait; None when nothing waits
+    or it is disabled."""
 
 
 class Attempt(msgspec.Struct, frozen=True, kw_only=True):

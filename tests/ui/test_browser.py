@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 import brook
+from tests.delivery.receivers import Answer, Receiver, wait_for
 from tests.served import Served
 from tests.ui.browser import Watched, chromium, watched
 
@@ -216,3 +217,58 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         expect(seen.page.locator("table.trace")).to_contain_text("timeout talking to the bank")
         assert seen.errors == []
         assert seen.outside(base) == []
+
+
+def test_an_endpoint_seen_tested_disabled_enabled_and_redriven(
+    browser: Browser, tmp_path: Path
+) -> None:
+    config = tmp_path / "brook.toml"
+    config.write_text("delivery_allow_private_networks = true\n")
+    server = Served(tmp_path / "data", config=config)
+    refused = {b"poison"}
+    try:
+        base = origin(server)
+        with (
+            Receiver(lambda got: Answer(422 if got.body in refused else 200)) as receiver,
+            brook.connect(base) as b,
+        ):
+            b.create_endpoint("billing", receiver.url, ["invoices"])
+            b.topic("invoices").append_many(
+                [brook.Record(b"invoice 1"), brook.Record(b"poison"), brook.Record(b"invoice 2")]
+            )
+            handle = b.endpoint("billing")
+            wait_for(lambda: handle.stats().acked == 2 and handle.stats().dead == 1)
+            seen = watched(browser)
+            visit(seen, base + "/ui/endpoints")
+            row = seen.page.locator('tr[data-endpoint="billing"]')
+            expect(row.locator('[data-col="dead"]')).to_have_text("1")
+            expect(row.locator('[data-col="ready"]')).to_have_text("0")
+            row.locator("a").first.click()
+            expect(seen.page.locator('[data-fact="records"]')).to_contain_text(
+                "1 dead, 2 delivered"
+            )
+            expect(seen.page.locator("table.recent")).to_contain_text("422")
+            seen.page.click('[data-action="test"]')
+            expect(seen.page.locator(".notice")).to_contain_text("test request answered 200")
+            seen.page.click('[data-action="disable"]')
+            expect(seen.page.locator('[data-fact="state"]')).to_contain_text("disabled")
+            assert handle.info().enabled is False
+            b.topic("invoices").append(b"invoice 3")  # waits while disabled
+            seen.page.click('[data-action="enable"]')
+            expect(seen.page.locator('[data-fact="state"]')).to_contain_text("enabled")
+            wait_for(lambda: handle.stats().acked == 3)
+            refused.clear()
+            seen.page.click('[data-action="redrive"]')
+            expect(seen.page.locator(".notice")).to_contain_text("1 dead records redriven")
+            wait_for(lambda: handle.stats().acked == 4 and handle.stats().dead == 0)
+            assert sorted(g.body for g in receiver.requests() if b"brook.test" not in g.body) == [
+                b"invoice 1",
+                b"invoice 2",
+                b"invoice 3",
+                b"poison",
+                b"poison",
+            ]
+            assert seen.errors == []
+            assert seen.outside(base) == []
+    finally:
+        server.close()

@@ -63,11 +63,24 @@ class Endpoint:
         """Records by state over its topics, in flight, breaker, success rate, latency."""
         endpoint = self._store.get(self.name)
         counts = {"ready": 0, "leased": 0, "retrying": 0, "acked": 0, "dead": 0}
+        dues = []
         for group in self._store.groups(endpoint):
             for state, count in group.stats().items():
                 if state in counts:
                     counts[state] += count
+            due = group.next_due_ms()
+            if due is not None:
+                dues.append(due)
         seen = self._deliverer.stats(self.name)
+        next_attempt: int | None = None
+        if endpoint.settings.enabled:
+            if counts["ready"]:
+                next_attempt = self._deliverer.core.now_ms()
+            elif counts["retrying"] and dues:
+                next_attempt = min(dues)
+            probe = self._deliverer.next_probe_ms(self.name)
+            if next_attempt is not None and probe is not None:
+                next_attempt = max(next_attempt, probe)
         return DeliveryStats(
             **counts,
             in_flight=self._deliverer.in_flight(self.name),
@@ -78,6 +91,7 @@ class Endpoint:
             attempts=dict(seen.attempts),
             last_error=seen.last_error,
             last_error_ms=seen.last_error_ms,
+            next_attempt_ms=next_attempt,
         )
 
     def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:

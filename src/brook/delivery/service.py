@@ -48,7 +48,7 @@ from brook.delivery.outcome import (
 )
 from brook.delivery.request import Target
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
-from brook.delivery.stats import EndpointStats
+from brook.delivery.stats import EndpointStats, Recent
 from brook.delivery.store import EndpointStore
 from brook.errors import BrookError, Closed, LeaseExpired
 from brook.queue.lifecycle import Outcome
@@ -200,6 +200,16 @@ class Deliverer:
     def breaker_state(self, name: str) -> str:
         runtime = self._runtime(name)
         return runtime.breaker.state.value if runtime is not None else "closed"
+
+    def next_probe_ms(self, name: str) -> int | None:
+        """When the endpoint's open breaker lets a probe through (None unless open)."""
+        runtime = self._runtime(name)
+        return runtime.breaker.next_probe_ms() if runtime is not None else None
+
+    def recent(self, name: str) -> list[Recent]:
+        """Its most recent attempts, newest first (kept in memory since the start)."""
+        runtime = self._runtime(name)
+        return runtime.stats.recent() if runtime is not None else []
 
     def in_flight(self, name: str) -> int:
         runtime = self._runtime(name)
@@ -387,7 +397,7 @@ class Deliverer:
             now = self.core.now_ms()
             verdict = judge(result, job.attempt, runtime.endpoint.settings.backoff, now, self._rng)
             failed = verdict.action is Action.RETRY
-            runtime.stats.record(result, verdict, now)
+            runtime.stats.record(result, verdict, now, job)
             if verdict.action is not Action.DISABLE:
                 slot = False
                 scheduler.ended(runtime, failed, now, probe, result.latency_ms)

@@ -6,13 +6,33 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
+from typing import NamedTuple
 
 from brook.delivery.outcome import Action, Result, Verdict
+from brook.records import Job
 
 RECENT = 1000
 """Success rate and latency percentiles are over this many most recent attempts."""
+RECENT_SHOWN = 25
+"""Attempts kept whole (which record, how it went) for the dashboard."""
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """The attempt-latency histogram's upper bounds (seconds) for /metrics."""
+
+
+class Recent(NamedTuple):
+    """One recent attempt, as the dashboard lists it."""
+
+    at_ms: int
+    topic: str
+    partition: int
+    offset: int
+    attempt: int
+    outcome: str
+    """What followed: ack, retry, dead or disable."""
+    status: str
+    """The HTTP status, or the error kind when there was none."""
+    latency_ms: float
+    reason: str
 
 
 class EndpointStats:
@@ -28,8 +48,11 @@ class EndpointStats:
         self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
         """Attempts per latency bucket (the last: above every bound)."""
         self.latency_sum_s = 0.0
+        self._last: collections.deque[Recent] = collections.deque(maxlen=RECENT_SHOWN)
 
-    def record(self, result: Result, verdict: Verdict, now_ms: int = 0) -> None:
+    def record(
+        self, result: Result, verdict: Verdict, now_ms: int = 0, job: Job | None = None
+    ) -> None:
         with self._mutex:
             self.attempts[verdict.action.value] += 1
             key = (
@@ -46,6 +69,26 @@ class EndpointStats:
             if not ok:
                 self.last_error = verdict.reason
                 self.last_error_ms = now_ms
+            if job is not None:
+                r = job.record
+                self._last.append(
+                    Recent(
+                        now_ms,
+                        r.topic,
+                        r.partition,
+                        r.offset,
+                        job.attempt,
+                        verdict.action.value,
+                        key,
+                        result.latency_ms,
+                        "" if ok else verdict.reason,
+                    )
+                )
+
+    def recent(self) -> list[Recent]:
+        """The most recent attempts, newest first."""
+        with self._mutex:
+            return list(reversed(self._last))
 
     def success_rate(self) -> float | None:
         """The share of recent attempts answered 2xx; None before any."""

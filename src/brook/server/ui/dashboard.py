@@ -191,6 +191,16 @@ class Dashboard:
                 return self._page(
                     "redrive.html", csrf, viewer, topic=topic, group=group, error=error, count=count
                 )
+        if parts[0] == "endpoints" and not viewer.admin:
+            raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope endpoints need")
+        if parts == ["endpoints"]:
+            endpoints = await self.read(views.endpoint_rows, self.broker)
+            return self._page("endpoints.html", csrf, viewer, rows=endpoints)
+        if len(parts) == 2 and parts[0] == "endpoints":
+            page = await self.read(views.endpoint, self.broker, parts[1])
+            return self._page(
+                "endpoint.html", csrf, viewer, page=page, done=query.get("done"), now_ms=_now_ms()
+            )
         if len(parts) == 2 and parts[0] == "topics":
             name = parts[1]
             if not viewer.may_see(name):
@@ -233,7 +243,29 @@ class Dashboard:
             )
             base = f"{PREFIX}/queues/{urllib.parse.quote(topic)}/{urllib.parse.quote(group)}"
             return _redirect(f"{base}?redriven={redriven}")
+        if len(parts) == 3 and parts[0] == "endpoints":
+            return await self._endpoint_action(parts[1], parts[2], viewer)
         raise NotFound(f"no such action: {path}")
+
+    async def _endpoint_action(self, name: str, action: str, viewer: Viewer) -> Response:
+        handle = await self.read(self.broker.endpoint, name)
+        if action == "enable":
+            await self.read(handle.enable)
+            done = "enabled"
+        elif action == "disable":
+            await self.read(handle.disable)
+            done = "disabled: its records wait in their queue groups"
+        elif action == "redrive":
+            done = f"{await self.read(handle.redrive)} dead records redriven"
+        elif action == "test":
+            result = await self.read(handle.test)
+            shown = result.status if result.status is not None else result.error
+            done = f"test request answered {shown} in {result.latency_ms:.0f} ms"
+        else:
+            raise NotFound(f"no such action on an endpoint: {action}")
+        log.info("dashboard: %s: endpoint %s %s", viewer.name or "-", name, action)
+        query = urllib.parse.urlencode({"done": done})
+        return _redirect(f"{PREFIX}/endpoints/{urllib.parse.quote(name)}?{query}")
 
     def _viewer(self, browser: dict[str, str]) -> Viewer:
         if not self.auth.enabled:

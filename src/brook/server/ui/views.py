@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 from brook import __version__
 from brook.broker import Broker
+from brook.delivery.stats import Recent
 from brook.errors import BadRequest, NotFound
-from brook.records import Record
+from brook.records import DeliveryStats, EndpointInfo, Record
 
 RATE_SAMPLES = 13
 """Samples of every topic's end offsets kept for the append-rate sparkline: one
@@ -359,3 +360,36 @@ def trace(broker: Broker, topic: str, group: str, partition: int, offset: int) -
         )
         for t in found.trace(partition, offset)
     ]
+
+
+# ---------------------------------------------------------------- endpoints
+
+
+@dataclass
+class EndpointRow:
+    info: EndpointInfo
+    stats: DeliveryStats
+
+
+def endpoint_rows(broker: Broker) -> list[EndpointRow]:
+    rows = []
+    for info in broker.endpoints():
+        rows.append(EndpointRow(info, broker.endpoint(info.name).stats()))
+    return rows
+
+
+@dataclass
+class EndpointPage:
+    info: EndpointInfo
+    stats: DeliveryStats
+    recent: list[Recent]
+
+
+def endpoint(broker: Broker, name: str) -> EndpointPage:
+    handle = broker.endpoint(name)
+    info = handle.info()
+    return EndpointPage(
+        info=info,
+        stats=handle.stats(),
+        recent=broker.delivery.recent(name),
+    )
