@@ -6,6 +6,7 @@ itself and can be paused."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -272,3 +273,36 @@ def test_an_endpoint_seen_tested_disabled_enabled_and_redriven(
             assert seen.outside(base) == []
     finally:
         server.close()
+
+
+def test_timers_by_day_looked_up_and_cancelled(browser: Browser, served: Served) -> None:
+    base = origin(served)
+    day = 24 * 60 * 60 * 1000
+    with brook.connect(base) as b:
+        now = int(time.time() * 1000)
+        soon = b.schedule("reminders", b"soon", delay_ms=300)
+        ids = [b.schedule("reminders", b"tomorrow %d" % i, at=now + day + i) for i in range(3)]
+        wait_for(lambda: b.timer(soon) is not None and b.timer(soon).state == "fired")
+        seen = watched(browser)
+        visit(seen, base + "/ui/timers")
+        expect(seen.page.locator('[data-fact="pending"]')).to_have_text("3")
+        expect(seen.page.locator('[data-fact="fired"]')).to_have_text("1")
+        tomorrow = time.strftime("%Y-%m-%d", time.gmtime((now + day) / 1000))
+        expect(seen.page.locator(f'tr[data-day="{tomorrow}"] [data-col="count"]')).to_have_text("3")
+        seen.page.fill("input[name=id]", soon)
+        seen.page.click("form.browse button")
+        expect(seen.page.locator('[data-fact="state"]')).to_have_text("fired")
+        assert seen.page.locator("[data-cancel]").count() == 0  # fired: nothing to cancel
+        seen.page.fill("input[name=id]", ids[0])
+        seen.page.click("form.browse button")
+        expect(seen.page.locator('[data-fact="state"]')).to_have_text("pending")
+        seen.page.click("[data-cancel]")
+        expect(seen.page.locator(".notice")).to_contain_text("cancelled")
+        expect(seen.page.locator('[data-fact="state"]')).to_have_text("cancelled")
+        assert b.timer(ids[0]).state == "cancelled"
+        expect(seen.page.locator('[data-fact="pending"]')).to_have_text("2")
+        seen.page.fill("input[name=id]", "no-such-timer")
+        seen.page.click("form.browse button")
+        expect(seen.page.locator("[data-timer-missing]")).to_be_visible()
+        assert seen.errors == []
+        assert seen.outside(base) == []

@@ -264,6 +264,10 @@ class TimerBook:
             mine.ended[:0] = part.ended
             self.unflushed_count += len(part.timers) + len(part.ended)
 
+    def pending_by_bucket(self) -> dict[int, int]:
+        """How many timers are pending in each bucket (by its start), from the counts kept."""
+        return {start: n for start, n in self._per_bucket.items() if n}
+
     def pending_in(self, start: int) -> bool:
         """Whether bucket `start` still has a pending timer."""
         return self._per_bucket.get(start, 0) > 0

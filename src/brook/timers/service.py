@@ -57,6 +57,7 @@ def new_ids(count: int) -> Iterator[str]:
     return (blob[i : i + 24] for i in range(0, 24 * count, 24))
 
 
+DAY_MS = 24 * 60 * 60 * 1000
 FIRE_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0)
 
 
@@ -232,6 +233,16 @@ class TimerService:
 
     def pending(self) -> int:
         return len(self.book.pending)
+
+    def pending_by_day(self) -> list[tuple[int, int]]:
+        """(the UTC day's start in ms, timers pending due that day), soonest first."""
+        with self.mutex:
+            buckets = self.book.pending_by_bucket()
+        days: dict[int, int] = {}
+        for start, count in buckets.items():
+            day = start - start % DAY_MS
+            days[day] = days.get(day, 0) + count
+        return sorted(days.items())
 
     # ------------------------------------------------------------ the thread
 

@@ -191,6 +191,14 @@ class Dashboard:
                 return self._page(
                     "redrive.html", csrf, viewer, topic=topic, group=group, error=error, count=count
                 )
+        if parts == ["timers"]:
+            lookup = query.get("id", "").strip()
+            page = await self.read(views.timers, self.broker, lookup)
+            if page.found is not None and not viewer.may_see(page.found.topic):
+                page.found = None
+            return self._page(
+                "timers.html", csrf, viewer, page=page, done=query.get("done"), now_ms=_now_ms()
+            )
         if parts[0] == "endpoints" and not viewer.admin:
             raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope endpoints need")
         if parts == ["endpoints"]:
@@ -245,6 +253,16 @@ class Dashboard:
             return _redirect(f"{base}?redriven={redriven}")
         if len(parts) == 3 and parts[0] == "endpoints":
             return await self._endpoint_action(parts[1], parts[2], viewer)
+        if parts == ["timers", "cancel"]:
+            timer_id = (_one(form, "id") or "").strip()
+            info = await self.read(self.broker.timer, timer_id) if timer_id else None
+            if info is None or not viewer.may_see(info.topic):
+                raise NotFound(f"no timer {timer_id!r}")
+            cancelled = await self.read(self.broker.cancel_timer, timer_id)
+            done = "cancelled" if cancelled else f"not cancelled: it is {info.state} already"
+            log.info("dashboard: %s: timer %s %s", viewer.name or "-", timer_id, done)
+            query = urllib.parse.urlencode({"id": timer_id, "done": done})
+            return _redirect(f"{PREFIX}/timers?{query}")
         raise NotFound(f"no such action: {path}")
 
     async def _endpoint_action(self, name: str, action: str, viewer: Viewer) -> Response:

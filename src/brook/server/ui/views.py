@@ -17,6 +17,8 @@ from brook.broker import Broker
 from brook.delivery.stats import Recent
 from brook.errors import BadRequest, NotFound
 from brook.records import DeliveryStats, EndpointInfo, Record
+from brook.timers.model import TimerInfo
+from brook.timers.service import FIRE_LAG_BUCKETS
 
 RATE_SAMPLES = 13
 """Samples of every topic's end offsets kept for the append-rate sparkline: one
@@ -393,3 +395,48 @@ def endpoint(broker: Broker, name: str) -> EndpointPage:
         stats=handle.stats(),
         recent=broker.delivery.recent(name),
     )
+
+
+# ---------------------------------------------------------------- timers
+
+
+@dataclass
+class TimersPage:
+    pending: int
+    by_day: list[tuple[int, int]]
+    fired: int
+    lag_mean_ms: float | None
+    lag_p50: str
+    lag_p99: str
+    """The fire-lag histogram's bound holding the quantile, as text ("" before any)."""
+    lookup: str
+    found: TimerInfo | None
+
+
+def timers(broker: Broker, lookup: str) -> TimersPage:
+    service = broker.timers
+    stats = service.stats
+    found = broker.timer(lookup) if lookup else None
+    return TimersPage(
+        pending=service.pending(),
+        by_day=service.pending_by_day(),
+        fired=stats.fired,
+        lag_mean_ms=stats.lag_sum_s / stats.fired * 1000 if stats.fired else None,
+        lag_p50=_bucket_quantile(stats.lag_counts, 0.5),
+        lag_p99=_bucket_quantile(stats.lag_counts, 0.99),
+        lookup=lookup,
+        found=found,
+    )
+
+
+def _bucket_quantile(counts: list[int], quantile: float) -> str:
+    """Within which bound of the fire-lag histogram `quantile` of timers fired."""
+    total = sum(counts)
+    if not total:
+        return ""
+    seen = 0
+    for bound, count in zip(FIRE_LAG_BUCKETS, counts, strict=False):
+        seen += count
+        if seen >= quantile * total:
+            return f"within {bound * 1000:g} ms" if bound < 1 else f"within {bound:g} s"
+    return f"over {FIRE_LAG_BUCKETS[-1]:g} s"
