@@ -6,6 +6,7 @@ itself and can be paused."""
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from playwright.sync_api import Browser, expect
 
 import brook
 from tests.delivery.receivers import Answer, Receiver, wait_for
+from tests.s3server import MotoServer
 from tests.served import Served
 from tests.ui.browser import Watched, chromium, watched
 
@@ -65,6 +67,11 @@ def test_every_page_loads_cleanly_and_stays_on_the_broker(browser: Browser, serv
         "/ui/topics/orders?partition=2",
         "/ui/topics/images?form=base64",
         "/ui/topics/events?key=user-1",
+        "/ui/groups",
+        "/ui/queues",
+        "/ui/endpoints",
+        "/ui/timers",
+        "/ui/storage",
     ):
         visit(seen, base + path)
     assert seen.errors == []
@@ -306,3 +313,74 @@ def test_timers_by_day_looked_up_and_cancelled(browser: Browser, served: Served)
         expect(seen.page.locator("[data-timer-missing]")).to_be_visible()
         assert seen.errors == []
         assert seen.outside(base) == []
+
+
+def test_stream_groups_show_the_apis_positions_and_lag_after_a_restart(
+    browser: Browser, tmp_path: Path
+) -> None:
+    first = Served(tmp_path / "data")
+    try:
+        with brook.connect(origin(first)) as b:
+            b.create_topic("clicks", partitions=2)
+            b.topic("clicks").append_many([brook.Record(b"c%d" % i) for i in range(100)])
+            reader = b.consumer("clicks", "analytics")
+            taken = reader.poll(max_records=30, timeout=1)
+            assert taken
+            reader.commit()
+    finally:
+        first.stop()
+    served = Served(tmp_path / "data")  # a new broker: the group is known from storage only
+    try:
+        seen = watched(browser)
+        visit(seen, origin(served) + "/ui/groups")
+        _, group = served.request("GET", "/v1/topics/clicks/groups/analytics")
+        for partition, lag in group["lag"].items():
+            row = seen.page.locator(
+                f'tr[data-group="clicks/analytics"][data-partition="{partition}"]'
+            )
+            expect(row.locator('[data-col="lag"]')).to_have_text(f"{lag:,}")
+            committed = group["committed"][partition]
+            expect(row.locator('[data-col="committed"]')).to_have_text(f"{committed:,}")
+        assert sum(group["lag"].values()) == 100 - len(taken)
+        assert seen.errors == []
+    finally:
+        served.close()
+
+
+def test_the_storage_page_counts_the_object_stores_requests_and_prices_them(
+    browser: Browser, moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    served = Served(
+        tmp_path / "unused",
+        "--storage",
+        url,
+        "--endpoint-url",
+        moto.endpoint,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
+    try:
+        base = origin(served)
+        with brook.connect(base) as b:
+            for i in range(20):
+                b.topic("events").append(b"event %d" % i)
+        seen = watched(browser)
+        visit(seen, base + "/ui/storage")
+        _, metrics = served.request("GET", "/metrics")
+        for kind in ("put", "get", "list"):
+            found = re.search(rf'brook_object_requests_total{{kind="{kind}"}} (\d+)', metrics)
+            assert found is not None
+            shown = seen.page.locator(f'tr[data-kind="{kind}"] [data-col="count"]').inner_text()
+            # The page was made just before /metrics was read: a background request may
+            # have come between the two, never one fewer.
+            assert 0 <= int(found.group(1)) - int(shown.replace(",", "")) <= 2, kind
+        total = float(seen.page.locator('[data-col="total"]').inner_text())
+        assert total > 0
+        expect(seen.page.locator('[data-fact="where"]')).to_contain_text(url)
+        assert seen.errors == []
+        assert seen.outside(base) == []
+        visit(seen, base + "/ui")  # and the other pages on S3
+        assert seen.errors == []
+    finally:
+        served.close()

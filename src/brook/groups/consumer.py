@@ -101,6 +101,25 @@ class GroupStore:
     def close(self) -> None:
         """Nothing held open: positions are whole files."""
 
+    def stored(self) -> list[Consumer]:
+        """A consumer on every group with stored positions or loaded here, all topics
+        (for the dashboard; loading a group reads its positions once). One listing of
+        `groups/`: a LIST request on S3, so callers space their calls out."""
+        found = set()
+        for name in self.core.storage.list(layout.GROUPS):
+            if name.endswith(".json"):
+                topic, _, file = name.removeprefix(layout.GROUPS).rpartition("/")
+                found.add((topic, file.removesuffix(".json")))
+        with self._mutex:
+            found.update(self._cursors)
+        out = []
+        for topic, group in sorted(found):
+            try:
+                out.append(self.consumer(topic, group, "earliest"))
+            except (TopicNotFound, BadRequest):
+                continue  # its topic went meanwhile, or a stray file
+        return out
+
     def consumers(self) -> list[Consumer]:
         """A consumer on every group loaded so far (for reporting, e.g. lag)."""
         with self._mutex:

@@ -77,6 +77,7 @@ class Dashboard:
         self.storage = storage
         self.signer = Signer()
         self.rates = views.Rates()
+        self.streams = views.StreamGroups()
         self.started_s = time.monotonic()
         self._ticker: asyncio.Task[None] | None = None
         self.templates = jinja2.Environment(
@@ -191,6 +192,13 @@ class Dashboard:
                 return self._page(
                     "redrive.html", csrf, viewer, topic=topic, group=group, error=error, count=count
                 )
+        if parts == ["groups"]:
+            streams = await self.read(self.streams.rows, self.broker)
+            streams = [row for row in streams if viewer.may_see(row.topic)]
+            return self._page("groups.html", csrf, viewer, rows=streams)
+        if parts == ["storage"]:
+            page = await self.read(views.storage, self.broker, self.started_s)
+            return self._page("storage.html", csrf, viewer, page=page, where=self.storage)
         if parts == ["timers"]:
             lookup = query.get("id", "").strip()
             page = await self.read(views.timers, self.broker, lookup)

@@ -9,13 +9,15 @@ from __future__ import annotations
 import base64
 import collections
 import itertools
+import shutil
 import time
 from dataclasses import dataclass, field
 
 from brook import __version__
 from brook.broker import Broker
 from brook.delivery.stats import Recent
-from brook.errors import BadRequest, NotFound
+from brook.errors import BadRequest, NotFound, TopicNotFound
+from brook.groups.consumer import Consumer
 from brook.records import DeliveryStats, EndpointInfo, Record
 from brook.timers.model import TimerInfo
 from brook.timers.service import FIRE_LAG_BUCKETS
@@ -440,3 +442,105 @@ def _bucket_quantile(counts: list[int], quantile: float) -> str:
         if seen >= quantile * total:
             return f"within {bound * 1000:g} ms" if bound < 1 else f"within {bound:g} s"
     return f"over {FIRE_LAG_BUCKETS[-1]:g} s"
+
+
+# ---------------------------------------------------------------- stream groups
+
+GROUPS_LISTED_S = 30.0
+"""How long a listing of the stored stream groups is used (on S3 a listing is a request)."""
+
+
+@dataclass
+class StreamRow:
+    topic: str
+    group: str
+    partitions: list[tuple[int, int, int, int, int]]
+    """(partition, committed, position, end, lag)."""
+    lag: int
+
+
+class StreamGroups:
+    """The stream groups, listed at most every GROUPS_LISTED_S; their positions live."""
+
+    def __init__(self) -> None:
+        self._listed_at = -GROUPS_LISTED_S
+        self._consumers: list[Consumer] = []
+
+    def rows(self, broker: Broker) -> list[StreamRow]:
+        if time.monotonic() - self._listed_at >= GROUPS_LISTED_S:
+            self._consumers = broker.groups.stored()
+            self._listed_at = time.monotonic()
+        rows = []
+        for consumer in self._consumers:
+            try:
+                state = broker.core.topic_state(consumer.topic)
+                committed, position, lag = consumer.committed(), consumer.position(), consumer.lag()
+            except TopicNotFound:
+                continue
+            ends = {log.partition: log.durable_offset for log in state.logs}
+            partitions = [
+                (p, committed.get(p, 0), position.get(p, 0), ends.get(p, 0), lag.get(p, 0))
+                for p in sorted(ends)
+            ]
+            rows.append(StreamRow(consumer.topic, consumer.group, partitions, sum(lag.values())))
+        return rows
+
+
+# ---------------------------------------------------------------- storage
+
+S3_PRICES = {"put": 0.005 / 1000, "list": 0.005 / 1000, "get": 0.0004 / 1000, "delete": 0.0}
+"""US dollars per request at S3 Standard's list prices (us-east-1): PUT, COPY, POST and
+LIST $0.005 per 1,000; GET $0.0004 per 1,000; DELETE free."""
+S3_GB_MONTH = 0.023
+"""US dollars per GB stored for a month (S3 Standard, first 50 TB, us-east-1)."""
+
+
+@dataclass
+class StoragePage:
+    object_store: bool
+    uptime_s: float
+    requests: dict[str, int]
+    bytes_sent: int
+    bytes_received: int
+    cache_hits: int | None
+    cache_misses: int | None
+    cache_bytes: int | None
+    stored_bytes: int
+    """The topics' retained segments (what most of the bill's storage is)."""
+    cost_per_day: dict[str, float]
+    """Estimated US dollars a day, by request kind and "storage", at the pace since start."""
+    disk_free_bytes: int | None
+
+
+def storage(broker: Broker, started_s: float) -> StoragePage:
+    uptime = max(time.monotonic() - started_s, 1.0)
+    stored = sum(
+        s.durable_bytes
+        for info in broker.topics()
+        for log in broker.core.topic_state(info.name).logs
+        for s in log.segments
+    )
+    bucket = getattr(broker.storage, "bucket", None)
+    cache = getattr(broker.storage, "cache", None)
+    requests = dict(bucket.counts.requests) if bucket is not None else {}
+    per_day = 86400 / uptime
+    cost = {kind: count * per_day * S3_PRICES.get(kind, 0.0) for kind, count in requests.items()}
+    if bucket is not None:
+        cost["storage"] = stored / 1e9 * S3_GB_MONTH / 30
+    root = getattr(broker.storage, "root", None)
+    free = shutil.disk_usage(root).free if root is not None else None
+    if cache is not None:
+        free = shutil.disk_usage(cache.folder).free
+    return StoragePage(
+        object_store=bucket is not None,
+        uptime_s=uptime,
+        requests=requests,
+        bytes_sent=bucket.counts.bytes_sent if bucket is not None else 0,
+        bytes_received=bucket.counts.bytes_received if bucket is not None else 0,
+        cache_hits=cache.hits if cache is not None else None,
+        cache_misses=cache.misses if cache is not None else None,
+        cache_bytes=cache.size_bytes if cache is not None else None,
+        stored_bytes=stored,
+        cost_per_day=cost,
+        disk_free_bytes=free,
+    )
