@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint system-packages reliability bench pipeline-demo clean
+.PHONY: run test lint system-packages reliability bench screenshots pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ reliability: $(STAMP)
 bench: $(STAMP)
 	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	$(PY) -m benchmarks.run
+
+# The dashboard's pages at 1280x800 in docs/ui/ (shown in the README).
+screenshots: $(STAMP) system-packages
+	$(PY) -m tests.ui.screenshots docs/ui
 
 pipeline-demo: $(STAMP)
 	$(PY) examples/pipeline.py --data ./brook-data --out ./pipeline-demo
