@@ -21,6 +21,7 @@ import uvloop
 
 import brook
 from brook import config, limits, logs
+from brook import doctor as doctors
 from brook.cli_errors import friendly
 from brook.cli_spark import spark
 from brook.errors import BrookError, Locked
@@ -124,7 +125,10 @@ def main(ctx: click.Context, config_path: str | None) -> None:
         loaded = config.load(config_path)
         config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
     except BrookError as exc:
-        raise click.ClickException(exc.message) from None
+        if ctx.invoked_subcommand != "doctor":
+            raise click.ClickException(exc.message) from None
+        ctx.obj = DoctorsNote(exc.message)  # the doctor reports it, beside its other checks
+        return
     ctx.obj = loaded
     ctx.default_map = _defaults_for(main, loaded.options)
 
@@ -1045,6 +1049,52 @@ def bench(
             if count
         )
         click.echo(f"object store requests per 1,000 records: {per_thousand}")
+
+
+class DoctorsNote:
+    """What `brook doctor` gets instead of the config when the config does not load."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+@main.command()
+@setting("--data", default="./brook-data", help="Directory holding the broker's data.")
+@setting("--storage", default=None, help="Check s3://bucket/prefix instead of --data.")
+@setting("--endpoint-url", default=None, help="S3-compatible endpoint for --storage.")
+@setting("--region", default=None, help="Region for --storage.")
+@setting("--cache-dir", default="./brook-cache", help="Local read cache for --storage.")
+@click.option("--url", default=None, help="Also ask a running broker's /v1/health.")
+@click.pass_obj
+def doctor(
+    settings: config.Config | DoctorsNote | None,
+    data: str,
+    storage: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    cache_dir: str,
+    url: str | None,
+) -> None:
+    """Check this machine and storage for a broker: config and keys, storage reachable
+    and writable, the lock or lease, clock skew against the object store, disk space.
+    One line per check; exit status 1 when one fails."""
+    path = click.get_current_context().find_root().params.get("config_path")
+    shown_path = path or config.DEFAULT_FILE
+    if isinstance(settings, DoctorsNote):
+        checks = list(doctors.config_checks(None, settings.error, shown_path))
+    else:
+        checks = list(doctors.config_checks(settings, None, shown_path))
+    if storage is not None:
+        checks += doctors.s3_checks(storage, endpoint_url, region, cache_dir)
+    else:
+        checks += doctors.local_checks(data)
+    if url is not None:
+        checks.append(doctors.health_check(url))
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        click.echo(f"{check.status:<4}  {check.name:<{width}}  {check.detail}")
+    if any(check.status == "fail" for check in checks):
+        raise SystemExit(1)
 
 
 main.add_command(spark)

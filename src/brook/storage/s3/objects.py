@@ -216,6 +216,16 @@ class Bucket:
         self.counts.add("get", received=len(data))
         return data
 
+    def stored_at(self, key: str) -> float:
+        """When the store says it stored the object (its clock, whole seconds), in
+        seconds since the epoch (one HEAD). For `brook doctor`'s clock check."""
+        self.counts.add("get")
+        try:
+            meta = obstore.head(self._store, key)
+        except Exception as exc:
+            raise self._failure("HEAD", key, exc) from None
+        return float(meta["last_modified"].timestamp())
+
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object under `prefix`, sorted by key."""
         self.counts.add("list")
