@@ -384,6 +384,7 @@ def main() -> None:
         "queues",
         "timers",
         "delivery",
+        "ui",
         "flood",
         "server",
         "s3",
