@@ -4,9 +4,11 @@ page, never a 500, never a change), and that keys stay out of URLs and logs."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import http.client
 import re
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,5 +184,28 @@ def test_actions_need_the_admin_scope(tmp_path: Path) -> None:
             status, headers, _ = post(served, "/ui/queues/jobs/workers/redrive", fields, cookie)
             assert status == 303 and headers["location"].endswith("?redriven=1")
             assert queue.stats()["dead"] == 0
+    finally:
+        served.close()
+
+
+def test_records_from_a_time(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data")
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}") as b:
+            b.topic("t").append_many([brook.Record(b"early %d" % i) for i in range(60)])
+            time.sleep(0.05)
+            b.topic("t").append_many([brook.Record(b"late %d" % i) for i in range(60)])
+            early, late = b.topic("t").read(0, 59, 2)
+        assert late.timestamp > early.timestamp
+        status, page = served.request("GET", f"/ui/topics/t?at={late.timestamp}")
+        assert status == 200
+        offsets = [int(o) for o in re.findall(r'data-offset="(\d+)"', page)]
+        assert offsets == list(range(109, 59, -1))  # from the first late record, 50 of them
+        moment = datetime.datetime.fromtimestamp(late.timestamp / 1000, datetime.UTC)
+        status, page = served.request("GET", f"/ui/topics/t?at={moment:%Y-%m-%dT%H:%M:%S.%f}")
+        assert status == 200 and 'data-offset="109"' in page
+        for bad in ("yesterday", "2026-13-45T99:99"):
+            status, _ = served.request("GET", f"/ui/topics/t?at={bad}")
+            assert status == 400, bad
     finally:
         served.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import html
 import logging
 import time
@@ -229,6 +230,7 @@ class Dashboard:
                 _whole(query, "before", None),
                 query.get("key", ""),
                 query.get("form", "auto"),
+                _time(query.get("at", "")),
             )
             return self._page("topic.html", csrf, viewer, page=page)
         raise NotFound(f"no such page: {request.path}")
@@ -396,6 +398,25 @@ def _whole(query: dict[str, str], name: str, default: Any) -> Any:
     if not text.isascii() or not text.isdigit() or len(text) > 19:
         raise BadRequest(f"{name} is a whole number, not {text[:40]!r}")
     return int(text)
+
+
+def _time(text: str) -> int | None:
+    """A time given as ms since the epoch, or as YYYY-MM-DDTHH:MM[:SS] in UTC (what a
+    datetime-local field sends); None when not given."""
+    text = text.strip()
+    if not text:
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 16:
+        return int(text)
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise BadRequest(
+            f"at is a time like 2026-11-25T14:30 (UTC) or ms since the epoch, not {text[:40]!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
 
 
 def _now_ms() -> int:

@@ -162,10 +162,12 @@ def topic(
     before: int | None = None,
     key: str = "",
     form: str = "auto",
+    at_ms: int | None = None,
 ) -> TopicPage:
     """One page of a partition's records, newest first, ending before `before` (keyset
-    paging by offset: the page costs the same at offset 0 as at a billion). With `key`,
-    the records of that key among the page's."""
+    paging by offset: the page costs the same at offset 0 as at a billion), or, with
+    `at_ms`, starting at the first record stamped then or later (found in the segments'
+    indexes). With `key`, the records of that key among the page's."""
     state = broker.core.topic_state(name)
     if not 0 <= partition < len(state.logs):
         raise BadRequest(f"topic {name!r} has partitions 0..{len(state.logs) - 1}, not {partition}")
@@ -182,6 +184,8 @@ def topic(
         for log in state.logs
     ]
     log = state.logs[partition]
+    if at_ms is not None:
+        before = log.offset_at(at_ms) + PAGE_RECORDS
     end = log.durable_offset if before is None else max(0, min(before, log.durable_offset))
     start = max(log.start_offset, end - PAGE_RECORDS)
     records = broker.topic(name).read(partition, start, end - start) if end > start else []
