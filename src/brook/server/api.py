@@ -189,9 +189,9 @@ class Api:
 
     def close(self) -> None:
         """Let the reads in flight finish (the server has stopped taking requests)."""
+        self.ui.close()  # its ticker first: it reads through the pool
         self.reads.shutdown(wait=True)
         self.queues.close()
-        self.ui.close()
 
     async def _blocking(self, fn: Any, *args: Any) -> Any:
         """Run a call that may wait for the committer (topic creation, deletion) off the loop."""

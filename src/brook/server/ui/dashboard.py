@@ -372,8 +372,8 @@ class Dashboard:
     async def _tick(self) -> None:
         """Sample every topic's end offsets for the append rates, while the server runs."""
         while True:
-            with contextlib.suppress(BrookError):
-                self.rates.sample(self.broker)
+            with contextlib.suppress(BrookError):  # off the loop: it walks every queue group
+                await self.read(self.rates.sample, self.broker)
             await asyncio.sleep(views.RATE_EVERY_S)
 
 
