@@ -209,3 +209,56 @@ def test_records_from_a_time(tmp_path: Path) -> None:
             assert status == 400, bad
     finally:
         served.close()
+
+
+def test_who_may_see_and_do_what(tmp_path: Path) -> None:
+    """The dashboard's auth matrix: no session is sent to the login; a key sees only
+    its topics; endpoints and every action need the admin scope."""
+    reader = "a-reader-key-limited-to-orders"
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        "[[auth.keys]]\n"
+        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
+        'scopes = ["admin", "produce", "consume"]\n'
+        "[[auth.keys]]\n"
+        f'name = "watcher"\nsha256 = "{hashlib.sha256(reader.encode()).hexdigest()}"\n'
+        'scopes = ["consume"]\ntopics = ["orders*"]\n'
+    )
+    served = Served(tmp_path / "data", config=config)
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}", api_key=KEY) as b:
+            b.topic("orders").append(b"o")
+            b.topic("secret").append(b"s")
+            b.queue("orders", "workers")
+        pages = {
+            "/ui": (200, 200),
+            "/ui/topics/orders": (200, 200),
+            "/ui/topics/secret": (403, 200),
+            "/ui/groups": (200, 200),
+            "/ui/queues": (200, 200),
+            "/ui/queues/orders/workers": (200, 200),
+            "/ui/queues/secret/workers": (403, 404),
+            "/ui/endpoints": (403, 200),
+            "/ui/timers": (200, 200),
+            "/ui/storage": (200, 200),
+        }
+        reader_cookie, reader_token = login(served, reader)
+        admin_cookie, _ = login(served, KEY)
+        for path, (as_reader, as_admin) in pages.items():
+            response = get(served, path)
+            assert response.status == 303, path
+            assert (response.getheader("location") or "").startswith("/ui/login?next=")
+            assert get(served, path, {"cookie": reader_cookie}).status == as_reader, path
+            assert get(served, path, {"cookie": admin_cookie}).status == as_admin, path
+        actions = {
+            "/ui/queues/orders/workers/redrive": {"record": "0.0"},
+            "/ui/endpoints/any/disable": {},
+            "/ui/timers/cancel": {"id": "x"},
+        }
+        for path, fields in actions.items():
+            status, _, _ = post(served, path, {"csrf": reader_token, **fields}, reader_cookie)
+            assert status == 403, path
+            status, _, _ = post(served, path, {"csrf": reader_token, **fields}, "")
+            assert status == 403, path  # no cookie: no CSRF token can match
+    finally:
+        served.close()
