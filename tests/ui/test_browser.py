@@ -5,7 +5,6 @@ itself and can be paused."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 import brook
+from brook.config import key_stanza
 from tests.delivery.receivers import Answer, Receiver, wait_for
 from tests.s3server import MotoServer
 from tests.served import Served
@@ -141,12 +141,8 @@ def test_the_page_refreshes_itself_and_can_be_paused(browser: Browser, served: S
 def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
     config = tmp_path / "brook.toml"
     config.write_text(
-        "[[auth.keys]]\n"
-        f'name = "ops"\nsha256 = "{hashlib.sha256(ADMIN_KEY.encode()).hexdigest()}"\n'
-        'scopes = ["admin", "produce", "consume"]\n'
-        "[[auth.keys]]\n"
-        f'name = "viewer"\nsha256 = "{hashlib.sha256(READER_KEY.encode()).hexdigest()}"\n'
-        'scopes = ["consume"]\ntopics = ["orders*"]\n'
+        key_stanza("ops", ADMIN_KEY, ["admin", "produce", "consume"], ["*"])
+        + key_stanza("viewer", READER_KEY, ["consume"], ["orders*"])
     )
     server = Served(tmp_path / "data", config=config)
     try:

@@ -5,7 +5,6 @@ page, never a 500, never a change), and that keys stay out of URLs and logs."""
 from __future__ import annotations
 
 import datetime
-import hashlib
 import http.client
 import re
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import brook
+from brook.config import key_stanza
 from brook.server.ui.session import Signer
 from tests.served import Served
 
@@ -103,11 +103,7 @@ def test_a_post_without_the_right_csrf_token_changes_nothing(served: Served) -> 
 
 def test_with_keys_pages_need_a_login_and_the_key_stays_out_of_urls(tmp_path: Path) -> None:
     config = tmp_path / "brook.toml"
-    config.write_text(
-        "[[auth.keys]]\n"
-        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
-        'scopes = ["admin"]\n'
-    )
+    config.write_text(key_stanza("ops", KEY, ["admin"], ["*"]))
     served = Served(tmp_path / "data", config=config)
     try:
         response = get(served, "/ui/topics/x?partition=1")
@@ -161,12 +157,8 @@ def test_actions_need_the_admin_scope(tmp_path: Path) -> None:
     reader = "a-reader-key-of-the-ui-http-test"
     config = tmp_path / "brook.toml"
     config.write_text(
-        "[[auth.keys]]\n"
-        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
-        'scopes = ["admin", "produce", "consume"]\n'
-        "[[auth.keys]]\n"
-        f'name = "watcher"\nsha256 = "{hashlib.sha256(reader.encode()).hexdigest()}"\n'
-        'scopes = ["consume"]\n'
+        key_stanza("ops", KEY, ["admin", "produce", "consume"], ["*"])
+        + key_stanza("watcher", reader, ["consume"], ["*"])
     )
     served = Served(tmp_path / "data", config=config)
     try:
@@ -217,12 +209,8 @@ def test_who_may_see_and_do_what(tmp_path: Path) -> None:
     reader = "a-reader-key-limited-to-orders"
     config = tmp_path / "brook.toml"
     config.write_text(
-        "[[auth.keys]]\n"
-        f'name = "ops"\nsha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"\n'
-        'scopes = ["admin", "produce", "consume"]\n'
-        "[[auth.keys]]\n"
-        f'name = "watcher"\nsha256 = "{hashlib.sha256(reader.encode()).hexdigest()}"\n'
-        'scopes = ["consume"]\ntopics = ["orders*"]\n'
+        key_stanza("ops", KEY, ["admin", "produce", "consume"], ["*"])
+        + key_stanza("watcher", reader, ["consume"], ["orders*"])
     )
     served = Served(tmp_path / "data", config=config)
     try:
