@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import httpx
+
 from brook import layout
 from brook.config import Config
 from brook.errors import StorageError
@@ -206,8 +208,6 @@ def _clock(skew_s: float, round_trip_s: float) -> Check:
 
 def health_check(url: str) -> Check:
     """A running broker's /v1/health."""
-    import httpx
-
     try:
         answer = httpx.get(f"{url.rstrip('/')}/v1/health", timeout=5.0, trust_env=False)
     except httpx.HTTPError as exc:

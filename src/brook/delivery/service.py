@@ -352,8 +352,9 @@ class Deliverer:
         for group, receipts in by_group.items():
             try:
                 await self._blocking(functools.partial(group.settle, receipts, "release"))
-            except LeaseExpired:
-                pass  # those ran out meanwhile: ready again already
+            except LeaseExpired as exc:
+                # Those leases ran out meanwhile: their records are ready again already.
+                log.debug("delivery: giving back records of %s: %s", group.topic, exc)
             except BrookError as exc:
                 log.warning(
                     "delivery: giving back %d records of %s failed (%s); their leases run out",
