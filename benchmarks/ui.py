@@ -23,6 +23,7 @@ PAGES = [
     "/ui/topics/big",
     f"/ui/topics/big?before={RECORDS // 2}",
     "/ui/topics/big?key=k7",
+    "/ui/topics/big?key=absent",
     "/ui/groups",
     "/ui/queues",
     "/ui/queues/jobs/workers",

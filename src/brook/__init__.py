@@ -7,6 +7,7 @@ with brook.open("./data") as b:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from brook import errors
@@ -43,7 +44,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def open(location: str = "./brook-data", *, read_only: bool = False, **options: Any) -> Broker:
+def open(
+    location: str | os.PathLike[str] = "./brook-data", *, read_only: bool = False, **options: Any
+) -> Broker:
     """Open an embedded broker on a local directory, "s3://bucket/prefix" or "memory://".
 
     Options are Broker's keyword arguments (linger_ms, batch_bytes_max,

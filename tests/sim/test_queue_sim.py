@@ -38,6 +38,10 @@ def check(core: GroupCore, settings: Settings, context: str) -> None:
     assert core.has_ready() == leasable, (
         f"a lease would hand out {'nothing' if leasable else 'a held record'} ({context})"
     )
+    waiting = [job.ready_at_ms for job in core.jobs.values() if job.state is State.READY]
+    assert core.oldest_ready_ms() == min(waiting, default=None), (
+        f"the oldest ready record's age is off ({context})"
+    )
     receipts = [job.receipt for job in core.jobs.values() if job.state is State.LEASED]
     assert len(receipts) == len(set(receipts)), f"two live leases share a receipt ({context})"
     for job in core.jobs.values():
@@ -73,7 +77,7 @@ def test_every_record_ends_exactly_once(ordering: str) -> None:
     keys = [rng.randrange(KEYS) for _ in range(RECORDS)]
     # As in a topic, all records of a key are in one partition (here key % 2).
     # Key 0 stands for records without a key (they have no order to keep).
-    records = [((key % 2, i), f"k{key}" if key else None, 0) for i, key in enumerate(keys)]
+    records = [((key % 2, i), f"k{key}" if key else None, i) for i, key in enumerate(keys)]
     core = GroupCore(settings, random.Random(seed + 1))
     for position, key, timestamp in records:
         core.offer(position, key, timestamp)

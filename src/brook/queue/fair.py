@@ -16,8 +16,9 @@ others, rather than waiting behind the whole backlog.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Generic, NamedTuple, TypeVar
 
 Item = TypeVar("Item")
@@ -110,6 +111,13 @@ class FairQueue(Generic[Item]):
         if not lane:
             del self._lanes[key]
         return record_key, item
+
+    def fronts(self) -> Iterator[Item]:
+        """The first two records of every lane, held ones included. Lanes are in the order
+        their records became ready, but for a record put back at the front of an ordered
+        lane: the longest-waiting record of every lane is among these."""
+        for lane in self._lanes.values():
+            yield from itertools.islice(lane, 2)
 
     def release(self, key: Hashable) -> None:
         """The key's record that was out is finished (acked or dead): its lane flows again."""

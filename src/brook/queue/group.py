@@ -285,16 +285,40 @@ class GroupCore:
                 core._ready.holding(key)
             elif job.state is State.DEAD:
                 core.dead_by_error.setdefault(job.error, {})[position] = None
-        ready = core._ready
-        for position, job in core.jobs.items():
+        core._queue_ready(keys)
+        return core
+
+    def _queue_ready(self, keys: dict[Position, Hashable]) -> None:
+        """Put the ready records of a rebuilt group in their lanes as the live group
+        had them: in the order they became ready (what `oldest_ready_ms` relies on),
+        a key's first-time records in offset order, a record put back at the front."""
+        ready, jobs = self._ready, self.jobs
+        fronts: list[Position] = []
+        firsts: dict[Hashable, list[Position]] = {}
+        again: dict[Hashable, list[Position]] = {}
+        for position, job in jobs.items():
             if job.state is not State.READY:
                 continue
             key = keys.get(position)
-            if job.attempt > 0 and (not ready.ordered or key is None):
-                ready.add_again(key, position)  # where put_back left it
+            if job.ready_at_ms == job.since_ms:  # never out since it came or was redriven
+                firsts.setdefault(key, []).append(position)
+            elif ready.ordered and key is not None:
+                fronts.append(position)  # put back ahead of its key's other records
             else:
-                ready.add(key, position)
-        return core
+                again.setdefault(key, []).append(position)
+
+        def became_ready(position: Position) -> int:
+            return jobs[position].ready_at_ms
+
+        for key, positions in firsts.items():
+            new = [p for p in positions if jobs[p].lives == 0]  # offset order, kept
+            redriven = sorted((p for p in positions if jobs[p].lives > 0), key=became_ready)
+            ready.add_many(key, list(heapq.merge(new, redriven, key=became_ready)))
+        for position in fronts:
+            ready.put_back(keys[position], position)
+        for key, positions in again.items():
+            for position in sorted(positions, key=became_ready):
+                ready.add_again(key, position)
 
     def _enter(self, position: Position, job: Job) -> None:
         """Put a record's new state in place, and in the indexes that serve it.
@@ -393,9 +417,10 @@ class GroupCore:
         return min(dues) if dues else None
 
     def oldest_ready_ms(self) -> int | None:
-        """When the longest-waiting ready record became ready (None if none is)."""
-        times = [job.ready_at_ms for job in self.jobs.values() if job.state is State.READY]
-        return min(times) if times else None
+        """When the longest-waiting ready record became ready (None if none is): from
+        the fronts of the ready lanes, so it costs the number of keys waiting, not of records."""
+        jobs = self.jobs
+        return min((jobs[p].ready_at_ms for p in self._ready.fronts()), default=None)
 
 
 def _is_dead(job: Job | None) -> bool:

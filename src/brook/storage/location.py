@@ -13,6 +13,7 @@ the options that apply to it and refuses the ones that do not, by name.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +54,10 @@ class Location:
 
 
 def parse(location: object) -> Location:
-    """The location a string names; BadRequest saying the accepted forms otherwise."""
+    """The location a string (or a path object: a local directory) names; BadRequest
+    saying the accepted forms otherwise."""
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
     if not isinstance(location, str) or not location.strip():
         raise BadRequest(f"a storage location must be {FORMS}, not {location!r}")
     if location.startswith("s3://"):

@@ -11,6 +11,7 @@ import collections
 import itertools
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from brook import __version__
@@ -18,6 +19,7 @@ from brook.broker import Broker
 from brook.delivery.stats import Recent
 from brook.errors import BadRequest, NotFound, TopicNotFound
 from brook.groups.consumer import Consumer
+from brook.partitioner import partition_for_key
 from brook.records import DeliveryStats, EndpointInfo, Record
 from brook.timers.model import TimerInfo
 from brook.timers.service import FIRE_LAG_BUCKETS
@@ -29,6 +31,11 @@ RATE_EVERY_S = 5.0
 VALUE_SHOWN_MAX = 300
 """Characters of a record's value shown in the browser (the rest is cut)."""
 PAGE_RECORDS = 50
+KEY_SCAN_RECORDS = 20_000
+"""Records one page of the key filter looks through at most, newest first: a page
+finds a key's records near the end at once and costs the same deep in the log;
+the "older" link goes on from where the scan stopped (keyset paging over the scan)."""
+KEY_SCAN_CHUNK = 2_000
 
 
 @dataclass
@@ -153,6 +160,10 @@ class TopicPage:
     """The offset to page on from (None: at the end)."""
     key_filter: str
     form: str
+    scanned: tuple[int, int] | None = None
+    """With a key filter: the offsets looked through for this page [from, to)."""
+    key_partition: int | None = None
+    """With a key filter: the partition records of that key are appended to."""
 
 
 def topic(
@@ -167,7 +178,8 @@ def topic(
     """One page of a partition's records, newest first, ending before `before` (keyset
     paging by offset: the page costs the same at offset 0 as at a billion), or, with
     `at_ms`, starting at the first record stamped then or later (found in the segments'
-    indexes). With `key`, the records of that key among the page's."""
+    indexes). With `key`, the records of that key, newest first, from a bounded scan
+    back from `before` (the records of a key are not indexed)."""
     state = broker.core.topic_state(name)
     if not 0 <= partition < len(state.logs):
         raise BadRequest(f"topic {name!r} has partitions 0..{len(state.logs) - 1}, not {partition}")
@@ -187,20 +199,76 @@ def topic(
     if at_ms is not None:
         before = log.offset_at(at_ms) + PAGE_RECORDS
     end = log.durable_offset if before is None else max(0, min(before, log.durable_offset))
+    newer = end + PAGE_RECORDS if end < log.durable_offset else None
+    if key:
+        wanted = key.encode()
+        start, found = _scan_for_key(broker, name, partition, log.start_offset, end, wanted, form)
+        return TopicPage(
+            name=name,
+            partitions=rows,
+            partition=partition,
+            records=found,
+            older=start if start > log.start_offset else None,
+            newer=newer,
+            key_filter=key,
+            form=form,
+            scanned=(start, end),
+            key_partition=partition_for_key(wanted, len(state.logs)),
+        )
     start = max(log.start_offset, end - PAGE_RECORDS)
-    records = broker.topic(name).read(partition, start, end - start) if end > start else []
-    wanted = key.encode() if key else None
-    shown = [_shown(r, form) for r in reversed(records) if wanted is None or r.key == wanted]
+    shown = [_shown(r, form) for r in _records_between(broker, name, partition, start, end)]
     return TopicPage(
         name=name,
         partitions=rows,
         partition=partition,
-        records=shown,
+        records=shown[::-1],
         older=start if start > log.start_offset else None,
-        newer=end + PAGE_RECORDS if end < log.durable_offset else None,
+        newer=newer,
         key_filter=key,
         form=form,
     )
+
+
+def _scan_for_key(
+    broker: Broker, name: str, partition: int, first: int, end: int, key: bytes, form: str
+) -> tuple[int, list[Shown]]:
+    """Up to PAGE_RECORDS records of `key` before `end`, newest first, looking through
+    at most KEY_SCAN_RECORDS offsets; returns where the scan stopped and what it found."""
+    found: list[Shown] = []
+    start = end
+    while start > first and end - start < KEY_SCAN_RECORDS:
+        low = max(first, start - KEY_SCAN_CHUNK)
+        chunk = [
+            _shown(record, form)
+            for record in _records_between(broker, name, partition, low, start)
+            if record.key == key
+        ]
+        wanted = PAGE_RECORDS - len(found)
+        if len(chunk) >= wanted:
+            taken = chunk[len(chunk) - wanted :]
+            found.extend(reversed(taken))
+            return taken[0].offset, found
+        found.extend(reversed(chunk))
+        start = low
+    return start, found
+
+
+def _records_between(
+    broker: Broker, name: str, partition: int, low: int, high: int
+) -> Iterator[Record]:
+    """The partition's records at offsets [low, high), in order, read a capped read at a
+    time (a read stops at read_bytes_max: big records come a few per read)."""
+    topic = broker.topic(name)
+    offset = low
+    while offset < high:
+        records = topic.read(partition, offset, high - offset)
+        for record in records:
+            if record.offset >= high:
+                return
+            yield record
+        if not records:
+            return
+        offset = records[-1].offset + 1
 
 
 def _shown(record: Record, form: str) -> Shown:
