@@ -70,7 +70,12 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
         try:
             assert child.stdout is not None
             assert child.stdout.readline() == b"READY\n"
-            time.sleep(rng.uniform(0.0, 0.3))
+            # Kill once the copy has begun, a random moment into it (a copy here takes
+            # about 0.2 s): a kill drawn from a wider window lands after the end too often.
+            deadline = time.monotonic() + 10
+            while phase(data, "w") is None and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0.0, 0.1))
             child.send_signal(signal.SIGKILL)
         finally:
             child.kill()

@@ -582,6 +582,13 @@ class _Plan:
     ) -> Columns:
         """The records to append once repeats of known idempotency keys are taken out."""
         columns = Columns([], [], [], [])
+        values, keys_out, headers_out, idem_out = (
+            columns.values,
+            columns.keys,
+            columns.headers,
+            columns.idempotency,
+        )
+        assert keys_out is not None and headers_out is not None and idem_out is not None
         seen: dict[bytes, int] = {}
         for request in group:
             c = (
@@ -596,26 +603,39 @@ class _Plan:
                 c.idempotency or [None] * n,
             )
             slots: list[int | Ack | tuple[_Batch, int]] = []
-            for i in range(n):
+            # Records without a key are copied a run at a time (a staged chunk carries
+            # one key, on its last record): only the keyed ones are looked up.
+            start = 0
+            for i in [i for i, key in enumerate(idem) if key is not None] + [n]:
+                if i > start:
+                    base = len(values)
+                    slots.extend(range(base, base + i - start))
+                    values.extend(c.values[start:i])
+                    keys_out.extend(keys[start:i])
+                    headers_out.extend(headers[start:i])
+                    idem_out.extend(idem[start:i])
+                start = i + 1
+                if i == n:
+                    break
                 key = idem[i]
-                if key is not None:
-                    known = index.get(self.topic, key)
-                    if known is not None:
-                        slots.append(known)
-                        continue
-                    pending = inflight.get((self.topic, key))
-                    if pending is not None:
-                        slots.append(pending)
-                        continue
-                    if key in seen:
-                        slots.append(seen[key])
-                        continue
-                    seen[key] = len(columns)
-                slots.append(len(columns))
-                columns.values.append(c.values[i])
-                columns.keys.append(keys[i])  # type: ignore[union-attr]
-                columns.headers.append(headers[i])  # type: ignore[union-attr]
-                columns.idempotency.append(key)  # type: ignore[union-attr]
+                assert key is not None
+                known = index.get(self.topic, key)
+                if known is not None:
+                    slots.append(known)
+                    continue
+                pending = inflight.get((self.topic, key))
+                if pending is not None:
+                    slots.append(pending)
+                    continue
+                if key in seen:
+                    slots.append(seen[key])
+                    continue
+                seen[key] = len(values)
+                slots.append(len(values))
+                values.append(c.values[i])
+                keys_out.append(keys[i])
+                headers_out.append(headers[i])
+                idem_out.append(key)
             self.slots.append(slots)
         for name in ("keys", "headers", "idempotency"):
             if all(v is None for v in getattr(columns, name)):
