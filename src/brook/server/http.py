@@ -127,6 +127,8 @@ def error_response(error: BrookError) -> Response:
 
 
 App = Callable[[Request], Awaitable[Response]]
+_JOINED_BODY_MAX = 16 * 1024
+"""Bodies up to this size are sent joined to their head (a copy cheaper than a second buffer)."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -507,6 +509,8 @@ class HttpProtocol(asyncio.Protocol):
         head = _head(response, keep_alive)
         if head_only:
             self.transport.write(head)
+        elif len(response.body) <= _JOINED_BODY_MAX:
+            self.transport.write(head + response.body)  # one buffer: the cheapest send
         else:
             self.transport.writelines([head, response.body])
 
