@@ -19,7 +19,7 @@ from brook.broker import Broker
 from brook.errors import BrookError, Fenced, StorageError
 from brook.records import Record
 from brook.storage.s3 import S3Storage
-from brook.storage.s3.merge import merge_next_run
+from brook.storage.s3.merge import RUNS_JOINED_MIN, join_next_runs, merge_next_run
 from brook.storage.s3.objects import Bucket
 from tests.s3server import MotoServer
 from tests.served import SRC
@@ -290,6 +290,62 @@ def test_small_chunks_are_merged_and_a_restart_reads_few_objects(
         gets = fresh.bucket.counts.requests["get"]
         assert values(again, "t") == [b"record %d" % i for i in range(100)]
         assert fresh.bucket.counts.requests["get"] - gets <= 40, "runs, not 100 chunks"
+
+
+def test_runs_are_joined_so_many_syncs_leave_few_objects(moto: MotoServer, tmp_path: Path) -> None:
+    """600 syncs of one record: 18 runs of 32 chunks, joined four of one size at a time
+    into a few runs, which a broker on an empty disk reads with a few GETs."""
+    url = moto.fresh_url()
+    expected = [b"record %04d" % i for i in range(600)]
+    with opened(moto, url, tmp_path / "c") as b:
+        t = b.topic("t")
+        for value in expected:
+            t.append(value)
+        storage = b.storage
+        assert isinstance(storage, S3Storage)
+        name = b.core.topic_state("t").logs[0].segments[-1].name
+
+        def settled() -> bool:
+            entry = storage.catalog().files[name]
+            return entry.merged_chunks >= 550 and len(entry.runs) <= 6
+
+        wait_for(settled)
+        sizes = [run.size for run in storage.catalog().files[name].runs]
+        assert sizes == sorted(sizes, reverse=True), "older runs are the bigger ones"
+        assert values(b, "t") == expected
+    fresh = S3Storage(url, endpoint_url=moto.endpoint, cache_dir=tmp_path / "empty")
+    with Broker(fresh) as again:
+        assert values(again, "t") == expected
+        assert sum(fresh.bucket.counts.requests.values()) <= 50
+
+
+@pytest.mark.parametrize("dies_after", ["create", "replace", "delete_many"])
+def test_a_join_of_runs_stopped_at_any_step_loses_nothing(
+    moto: MotoServer, tmp_path: Path, dies_after: str
+) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint)
+    storage.merger.close()  # merge and join by hand, to stop where the test says
+    written = []
+    with Broker(storage) as b:
+        t = b.topic("t")
+        name = ""
+        for run in range(RUNS_JOINED_MIN):  # runs of 32 chunks each, of one size
+            for _ in range(34 if run == 0 else 32):  # merging leaves the newest 2 alone
+                written.append(b"r%04d" % len(written))
+                t.append(written[-1])
+            name = b.core.topic_state("t").logs[0].segments[-1].name
+            assert merge_next_run(storage, name)
+        assert len(storage.catalog().files[name].runs) == RUNS_JOINED_MIN
+        storage.bucket = LandsThenFails(storage.bucket, dies_after)  # type: ignore[assignment]
+        with contextlib.suppress(StorageError):
+            join_next_runs(storage, name)
+        storage.bucket = storage.bucket.inner  # type: ignore[attr-defined]
+        assert values(b, "t") == written
+    with opened(moto, url, tmp_path / "other") as again:
+        assert values(again, "t") == written
+        again.topic("t").append(b"more")
+        assert values(again, "t")[-1] == b"more"
 
 
 @pytest.mark.parametrize("dies_after", ["create", "replace", "delete"])

@@ -4,6 +4,14 @@ A quiet or latency-bound partition syncs often and leaves many small chunks:
 one GET each to read back, and to recover from on restart. Once enough wait,
 the oldest are joined into one run object; the manifest change is the commit
 point, and chunks are deleted only after it, so a merge may stop at any step.
+
+Runs are joined in turn, as a size-tiered LSM tree compacts: once RUNS_JOINED_MIN
+runs of about one size follow one another, they become one run. So
+10,000 syncs of one small record leave a few objects, not 300 runs of 32 chunks
+(a restart on an empty disk reads the file's objects: one GET each). Only runs of
+about one size (the largest at most twice the smallest) are joined, so a joined
+run, four times its parts, waits for three more of its own size: a byte is
+rewritten about log4(RUN_BYTES_MAX / first run size) times, never once per join.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ RUN_BYTES_MAX = 8 * 1024 * 1024
 """Largest run object merging makes."""
 NEWEST_UNMERGED = 2
 """Chunks at the end of a file that merging leaves alone."""
+RUNS_JOINED_MIN = 4
+"""Runs of about one size joined into one at a time."""
 RECENT_BYTES_MAX = 2 * 1024 * 1024
 """Bytes of recently synced small chunks kept in memory per file, for merging."""
 
@@ -94,6 +104,48 @@ def merge_next_run(storage: S3Storage, name: str) -> bool:
     return True
 
 
+def join_next_runs(storage: S3Storage, name: str) -> bool:
+    """Join the oldest RUNS_JOINED_MIN runs of about one size that follow one another
+    into one run; True if it did. Safe to stop at any step, as merge_next_run is."""
+    entry = storage.catalog().files.get(name)
+    if entry is None or entry.chunks is None:
+        return False
+    runs = entry.runs
+    for start in range(len(runs) - RUNS_JOINED_MIN + 1):
+        end = start + RUNS_JOINED_MIN
+        sizes = [run.size for run in runs[start:end]]
+        size = sum(sizes)
+        if max(sizes) <= 2 * max(1, min(sizes)) and size <= RUN_BYTES_MAX:
+            break  # four of one size: the joined run is four times that, in a tier above
+    else:
+        return False
+    picked = runs[start:end]
+    joined = b"".join(storage.fetch(run.key) for run in picked)
+    run_key = storage.new_name("objects")
+    storage.create_own(run_key, joined)
+    if storage.cache is not None:
+        storage.cache.put(run_key, joined)
+    run = m.Run(run_key, sum(r.chunks for r in picked), size)
+
+    def replace_runs(files: dict[str, m.Entry]) -> None:
+        now = files.get(name)
+        if now is None or now.chunks != entry.chunks or now.runs[:end] != runs[:end]:
+            raise _Stale
+        files[name] = msgspec.structs.replace(now, runs=(*runs[:start], run, *now.runs[end:]))
+
+    try:
+        storage.change(replace_runs)
+    except _Stale:
+        storage.bucket.delete(run_key)
+        return False
+    old = [r.key for r in picked]
+    storage.bucket.delete_many(old)
+    if storage.cache is not None:
+        for key in old:
+            storage.cache.forget(key)
+    return True
+
+
 class Merger:
     """Merges small chunk objects into larger run objects on a thread of its own,
     so readers and restarts fetch a few objects instead of one per sync."""
@@ -130,7 +182,7 @@ class Merger:
                     return
                 name = self._wanted.pop()
             try:
-                while merge_next_run(self._storage, name):
+                while merge_next_run(self._storage, name) or join_next_runs(self._storage, name):
                     pass
             except Fenced:
                 log.warning("stopped merging %s: another broker took the prefix over", name)
