@@ -1,7 +1,8 @@
 """What each dashboard page shows, read from the broker's public parts: no HTTP,
 no HTML. Every figure comes from state the broker keeps (end offsets, segment
 sizes, counters), never from a scan of records, so a page costs the same with a
-million records as with ten; the record browser reads one page of records.
+million records as with ten; the record browser reads one page of records (with a
+key filter, at most KEY_SCAN_RECORDS of them: records are not indexed by key).
 """
 
 from __future__ import annotations
