@@ -391,8 +391,9 @@ def main() -> None:
         "takeover",
         "spark",
         "spark_s3",
+        "targets",
     ]
-    needs_wrk = {"server", "s3", "takeover"}
+    needs_wrk = {"server", "s3", "takeover", "targets"}
     for name in sections:
         if name in skipped:
             print(f"{name}: skipped (BROOK_BENCH_SKIP)")

@@ -1,6 +1,6 @@
 """The performance targets (issue 20), each row beside its baseline, in one run.
 
-    python -m benchmarks.targets [ROW ...]        (all rows by default)
+    python -m benchmarks.targets [ROW ...]        (all rows by default; `make bench` runs all)
 
 Every row and its baseline run TRIALS times, alternately, each trial in a fresh
 process (a fresh `brook serve` and data directory where there is one); medians
@@ -140,7 +140,9 @@ def _shown(values: tuple[float, ...], unit: str) -> str:
     return f"{values[0]:,.0f}"
 
 
-def main(names: list[str]) -> str:
+def main(names: list[str] | None = None) -> str:
+    """The table of `names` (every row by default), measured now."""
+    names = names or list(ROWS)
     load = os.getloadavg()[0]
     results: dict[str, dict[str, list[tuple[float, ...]]]] = {
         n: {"row": [], "baseline": []} for n in names
