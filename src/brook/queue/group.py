@@ -312,6 +312,8 @@ class GroupCore:
 
         for key, positions in firsts.items():
             new = [p for p in positions if jobs[p].lives == 0]  # offset order, kept
+            if key is None:  # no order to keep, and partitions interleave: by time
+                new.sort(key=became_ready)
             redriven = sorted((p for p in positions if jobs[p].lives > 0), key=became_ready)
             ready.add_many(key, list(heapq.merge(new, redriven, key=became_ready)))
         for position in fronts:
@@ -418,7 +420,10 @@ class GroupCore:
 
     def oldest_ready_ms(self) -> int | None:
         """When the longest-waiting ready record became ready (None if none is): from
-        the fronts of the ready lanes, so it costs the number of keys waiting, not of records."""
+        the fronts of the ready lanes, so it costs the number of keys waiting, not of records.
+        Exact when a lane's records came from one partition; where a lane gathers several
+        partitions' records (those without a key), off by at most the spread in time of
+        the records offered together."""
         jobs = self.jobs
         return min((jobs[p].ready_at_ms for p in self._ready.fronts()), default=None)
 
