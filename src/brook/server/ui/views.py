@@ -239,17 +239,12 @@ def _scan_for_key(
     start = end
     while start > first and end - start < KEY_SCAN_RECORDS:
         low = max(first, start - KEY_SCAN_CHUNK)
-        chunk = [
-            _shown(record, form)
-            for record in _records_between(broker, name, partition, low, start)
-            if record.key == key
-        ]
+        chunk = [r for r in _records_between(broker, name, partition, low, start) if r.key == key]
         wanted = PAGE_RECORDS - len(found)
+        taken = chunk[-wanted:]  # the newest, shown; the rest wait for the next page
+        found.extend(_shown(record, form) for record in reversed(taken))
         if len(chunk) >= wanted:
-            taken = chunk[len(chunk) - wanted :]
-            found.extend(reversed(taken))
             return taken[0].offset, found
-        found.extend(reversed(chunk))
         start = low
     return start, found
 
