@@ -140,9 +140,7 @@ class Api:
         }
 
     async def __call__(self, request: Request) -> Response:
-        if request.path.startswith(UI_PREFIX) and (
-            request.path == UI_PREFIX or request.path.startswith(_UI_FOLDER)
-        ):
+        if request.path == UI_PREFIX or request.path.startswith(_UI_FOLDER):
             page = await self.ui(request)  # its own login, errors and pages
             self.requests.add(UI_PREFIX, request.method, page.status)
             return page
