@@ -47,6 +47,24 @@ class _Stale(Exception):
     """The file changed while a run was being merged; the merge is dropped."""
 
 
+def _store_run(storage: S3Storage, joined: bytes) -> str:
+    """A new run object holding `joined`, also in the cache (readers of recent records
+    move to it); its key. Referenced by nothing until a catalog change names it."""
+    run_key = storage.new_name("objects")
+    storage.create_own(run_key, joined)
+    if storage.cache is not None:
+        storage.cache.put(run_key, joined)
+    return run_key
+
+
+def _drop(storage: S3Storage, keys: list[str]) -> None:
+    """Delete objects a committed catalog change no longer names, and forget them."""
+    storage.bucket.delete_many(keys)
+    if storage.cache is not None:
+        for key in keys:
+            storage.cache.forget(key)
+
+
 def merge_next_run(storage: S3Storage, name: str) -> bool:
     """Merge the oldest chunks of an appendable file into one run object, if enough
     small ones wait; True if it did. Safe to stop at any step: the catalog is
@@ -72,14 +90,13 @@ def merge_next_run(storage: S3Storage, name: str) -> bool:
     if len(picked) == 1:
         run_key = keys[0]  # a big chunk is a run as it is
     else:
-        run_key = storage.new_name("objects")
-        joined = b"".join(
-            table.recent.get(seq) or storage.fetch(key)
-            for seq, key in zip(picked, keys, strict=True)
+        run_key = _store_run(
+            storage,
+            b"".join(
+                table.recent.get(seq) or storage.fetch(key)
+                for seq, key in zip(picked, keys, strict=True)
+            ),
         )
-        storage.create_own(run_key, joined)
-        if storage.cache is not None:
-            storage.cache.put(run_key, joined)  # readers of recent records move to the run
     run = m.Run(run_key, len(picked), size)
 
     def add_run(files: dict[str, m.Entry]) -> None:
@@ -97,10 +114,7 @@ def merge_next_run(storage: S3Storage, name: str) -> bool:
     for seq in picked:
         table.forget(seq)
     if run_key not in keys:
-        storage.bucket.delete_many(keys)
-        if storage.cache is not None:
-            for key in keys:
-                storage.cache.forget(key)
+        _drop(storage, keys)
     return True
 
 
@@ -120,11 +134,7 @@ def join_next_runs(storage: S3Storage, name: str) -> bool:
     else:
         return False
     picked = runs[start:end]
-    joined = b"".join(storage.fetch(run.key) for run in picked)
-    run_key = storage.new_name("objects")
-    storage.create_own(run_key, joined)
-    if storage.cache is not None:
-        storage.cache.put(run_key, joined)
+    run_key = _store_run(storage, b"".join(storage.fetch(run.key) for run in picked))
     run = m.Run(run_key, sum(r.chunks for r in picked), size)
 
     def replace_runs(files: dict[str, m.Entry]) -> None:
@@ -138,11 +148,7 @@ def join_next_runs(storage: S3Storage, name: str) -> bool:
     except _Stale:
         storage.bucket.delete(run_key)
         return False
-    old = [r.key for r in picked]
-    storage.bucket.delete_many(old)
-    if storage.cache is not None:
-        for key in old:
-            storage.cache.forget(key)
+    _drop(storage, [r.key for r in picked])
     return True
 
 
