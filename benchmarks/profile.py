@@ -29,11 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
-import brook
-from benchmarks import queues
-from benchmarks.server import batch_file, brook_serve, scratch, stop, wrk
+from benchmarks import queues, server
+from benchmarks.server import brook_serve, scratch, stop
 
 ROOT = Path(__file__).parents[1]
 RATE = 250
@@ -42,39 +39,23 @@ TOP = 15
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))
 
 
-def _records_url(port: int) -> str:
-    return f"http://127.0.0.1:{port}/v1/topics/bench/records"
-
-
-def single_records(port: int, folder: Path) -> float:
-    body = folder / "one.bin"
-    body.write_bytes(os.urandom(1024))
-    return wrk(_records_url(port), body, "application/octet-stream")
-
-
-def json_batches(port: int, folder: Path) -> float:
-    body = folder / "batch-32.json"
-    text = os.urandom(384).hex()[:1024]
-    body.write_bytes(msgspec.json.encode({"records": [{"value": text}] * 32}))
-    return 32 * wrk(_records_url(port), body, "application/json")
-
-
-def binary_batches(port: int, folder: Path) -> float:
-    body = batch_file(folder, 32, 1024)
-    return 32 * wrk(_records_url(port), body, "application/vnd.brook.batch")
-
-
-def queue_work(port: int, folder: Path) -> float:
-    with brook.connect(f"http://127.0.0.1:{port}") as b:
-        queues._fill(b.topic("jobs"), queues.SERVER_JOBS)
-        return queues._work(b.queue("jobs", "workers"), queues.SERVER_JOBS, queues.SERVER_WORKERS)
-
-
 SERVED: dict[str, tuple[str, Callable[[int, Path], float]]] = {
-    "http_single": ("HTTP, one 1 KB record per request, 64 connections", single_records),
-    "http_json32": ("HTTP, JSON batches of 32 x 1 KB, 64 connections", json_batches),
-    "http_binary32": ("HTTP, binary batches of 32 x 1 KB, 64 connections", binary_batches),
-    "queue_served": ("queue lease + ack through the server", queue_work),
+    "http_single": (
+        "HTTP, one 1 KB record per request, 64 connections",
+        server.post_single_records,
+    ),
+    "http_json32": (
+        "HTTP, JSON batches of 32 x 1 KB, 64 connections",
+        lambda port, folder: server.post_json_batches(port, folder, 32, server.CONNECTIONS),
+    ),
+    "http_binary32": (
+        "HTTP, binary batches of 32 x 1 KB, 64 connections",
+        lambda port, folder: server.post_binary_batches(port, folder, 32, server.CONNECTIONS),
+    ),
+    "queue_served": (
+        "queue lease + ack through the server",
+        lambda port, folder: queues.served_work(port),
+    ),
 }
 EMBEDDED = {
     "threads": ("embedded, 64 threads x one record per call", "run.brook_threads_single_append()"),

@@ -105,15 +105,20 @@ def served() -> float:
     folder = scratch()
     process, port = brook_serve(folder / "data")
     try:
-        with brook.connect(f"http://127.0.0.1:{port}") as b:
-            _fill(b.topic("jobs"), SERVER_JOBS)
-            q = b.queue("jobs", "workers")
-            rate = _work(q, SERVER_JOBS, SERVER_WORKERS)
-            assert q.stats()["acked"] == SERVER_JOBS
-        return rate
+        return served_work(port)
     finally:
         stop(process)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def served_work(port: int) -> float:
+    """jobs/s of SERVER_WORKERS threads using brook.connect against a running server."""
+    with brook.connect(f"http://127.0.0.1:{port}") as b:
+        _fill(b.topic("jobs"), SERVER_JOBS)
+        q = b.queue("jobs", "workers")
+        rate = _work(q, SERVER_JOBS, SERVER_WORKERS)
+        assert q.stats()["acked"] == SERVER_JOBS
+    return rate
 
 
 def sqlite_job_queue() -> float:

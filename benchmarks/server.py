@@ -126,10 +126,33 @@ def stack_ceiling() -> float:
         shutil.rmtree(folder)
 
 
-def single_records(memory: dict[str, float]) -> float:
-    folder = scratch()
+def records_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/v1/topics/bench/records"
+
+
+def post_single_records(port: int, folder: Path) -> float:
+    """req/s of wrk POSTing one raw 1 KB record per request to a running server."""
     body = folder / "one.bin"
     body.write_bytes(os.urandom(1024))
+    return wrk(records_url(port), body, "application/octet-stream")
+
+
+def post_binary_batches(port: int, folder: Path, count: int, connections: int) -> float:
+    """records/s of wrk POSTing binary batches of `count` 1 KB records."""
+    body = batch_file(folder, count, 1024)
+    return count * wrk(records_url(port), body, "application/vnd.brook.batch", connections)
+
+
+def post_json_batches(port: int, folder: Path, count: int, connections: int) -> float:
+    """records/s of wrk POSTing JSON bodies of `count` records of 1 KB of text each."""
+    body = folder / f"batch-{count}.json"
+    text = os.urandom(384).hex()[:1024]
+    body.write_bytes(msgspec.json.encode({"records": [{"value": text}] * count}))
+    return count * wrk(records_url(port), body, "application/json", connections)
+
+
+def single_records(memory: dict[str, float]) -> float:
+    folder = scratch()
     process, port = brook_serve(folder / "data")
     try:
         time.sleep(0.5)
@@ -143,9 +166,7 @@ def single_records(memory: dict[str, float]) -> float:
 
         sampler = threading.Thread(target=sample)
         sampler.start()
-        rate = wrk(
-            f"http://127.0.0.1:{port}/v1/topics/bench/records", body, "application/octet-stream"
-        )
+        rate = post_single_records(port, folder)
         done.set()
         sampler.join()
         memory["loaded"] = max(memory.get("loaded", 0.0), peak[0])
@@ -157,16 +178,9 @@ def single_records(memory: dict[str, float]) -> float:
 
 def batches(count: int, connections: int) -> float:
     folder = scratch()
-    body = batch_file(folder, count, 1024)
     process, port = brook_serve(folder / "data")
     try:
-        rate = wrk(
-            f"http://127.0.0.1:{port}/v1/topics/bench/records",
-            body,
-            "application/vnd.brook.batch",
-            connections,
-        )
-        return rate * count
+        return post_binary_batches(port, folder, count, connections)
     finally:
         stop(process)
         shutil.rmtree(folder)
@@ -175,18 +189,9 @@ def batches(count: int, connections: int) -> float:
 def json_batches(count: int, connections: int) -> float:
     """Records/s appended as JSON bodies of `count` records of 1 KB of text each."""
     folder = scratch()
-    body = folder / f"batch-{count}.json"
-    text = os.urandom(384).hex()[:1024]
-    body.write_bytes(msgspec.json.encode({"records": [{"value": text}] * count}))
     process, port = brook_serve(folder / "data")
     try:
-        rate = wrk(
-            f"http://127.0.0.1:{port}/v1/topics/bench/records",
-            body,
-            "application/json",
-            connections,
-        )
-        return rate * count
+        return post_json_batches(port, folder, count, connections)
     finally:
         stop(process)
         shutil.rmtree(folder)
