@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test coverage lint profile system-packages reliability bench screenshots pipeline-demo clean
+.PHONY: run test coverage lint profile wrk system-packages reliability bench screenshots pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,14 +46,16 @@ reliability: $(STAMP)
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
 	--timeout 3600
 
-bench: $(STAMP)
-	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+# The HTTP load generator the server benchmarks and profiles drive (Debian's package).
+wrk:
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+
+bench: $(STAMP) wrk
 	$(PY) -m benchmarks.run
 
 # Where the time goes on the hot paths: py-spy samples the benchmarks' runs (and the
 # `brook serve` they start); collapsed stacks and summaries in .bench/profiles/.
-profile: $(STAMP)
-	command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+profile: $(STAMP) wrk
 	$(PY) -m benchmarks.profile $(SCENARIOS)
 
 # The dashboard's pages at 1280x800 in docs/ui/ (shown in the README).
