@@ -14,11 +14,11 @@ import pytest
 from playwright.sync_api import Browser, expect
 
 import brook
-from brook.config import key_stanza
 from tests.delivery.receivers import Answer, Receiver, wait_for
 from tests.s3server import MotoServer
 from tests.served import Served
 from tests.ui.browser import Watched, chromium, watched
+from tests.ui.keyed import serve_with_keys
 
 ADMIN_KEY = "admin-key-for-the-dashboard-test"
 READER_KEY = "reader-key-for-the-dashboard-test"
@@ -139,12 +139,7 @@ def test_the_page_refreshes_itself_and_can_be_paused(browser: Browser, served: S
 
 
 def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
-    config = tmp_path / "brook.toml"
-    config.write_text(
-        key_stanza("ops", ADMIN_KEY, ["admin", "produce", "consume"], ["*"])
-        + key_stanza("viewer", READER_KEY, ["consume"], ["orders*"])
-    )
-    server = Served(tmp_path / "data", config=config)
+    server = serve_with_keys(tmp_path, ADMIN_KEY, READER_KEY, ["orders*"], "viewer")
     try:
         base = origin(server)
         with brook.connect(base, api_key=ADMIN_KEY) as b:

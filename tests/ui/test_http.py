@@ -18,6 +18,7 @@ import brook
 from brook.config import key_stanza
 from brook.server.ui.session import Signer
 from tests.served import Served
+from tests.ui.keyed import serve_with_keys
 
 KEY = "the-admin-key-of-the-ui-http-test"
 
@@ -155,12 +156,7 @@ def login(served: Served, key: str) -> tuple[str, str]:
 
 def test_actions_need_the_admin_scope(tmp_path: Path) -> None:
     reader = "a-reader-key-of-the-ui-http-test"
-    config = tmp_path / "brook.toml"
-    config.write_text(
-        key_stanza("ops", KEY, ["admin", "produce", "consume"], ["*"])
-        + key_stanza("watcher", reader, ["consume"], ["*"])
-    )
-    served = Served(tmp_path / "data", config=config)
+    served = serve_with_keys(tmp_path, KEY, reader, ["*"])
     try:
         with brook.connect(f"http://127.0.0.1:{served.port}", api_key=KEY) as b:
             b.topic("jobs").append(b"doomed")
@@ -207,12 +203,7 @@ def test_who_may_see_and_do_what(tmp_path: Path) -> None:
     """The dashboard's auth matrix: no session is sent to the login; a key sees only
     its topics; endpoints and every action need the admin scope."""
     reader = "a-reader-key-limited-to-orders"
-    config = tmp_path / "brook.toml"
-    config.write_text(
-        key_stanza("ops", KEY, ["admin", "produce", "consume"], ["*"])
-        + key_stanza("watcher", reader, ["consume"], ["orders*"])
-    )
-    served = Served(tmp_path / "data", config=config)
+    served = serve_with_keys(tmp_path, KEY, reader, ["orders*"])
     try:
         with brook.connect(f"http://127.0.0.1:{served.port}", api_key=KEY) as b:
             b.topic("orders").append(b"o")
