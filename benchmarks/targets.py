@@ -4,9 +4,10 @@
 
 Every row and its baseline run TRIALS times, alternately, each trial in a fresh
 process (a fresh `brook serve` and data directory where there is one); medians
-are reported and ratios are taken between the medians of this run. Appended to
-benchmarks/RESULTS.md. The scenarios are the other benchmark modules' own; this
-module only chooses them, runs them side by side and writes the table.
+are reported and ratios are taken between the medians of this run. The table is
+appended to benchmarks/RESULTS.md (by `make bench` when it runs this module with
+the others). The scenarios are the other benchmark modules' own; this module only
+chooses them, runs them side by side and writes the table.
 """
 
 from __future__ import annotations
@@ -195,4 +196,7 @@ if __name__ == "__main__":
     unknown = [n for n in chosen if n not in ROWS]
     if unknown:
         sys.exit(f"unknown row(s) {unknown}: choose from {', '.join(ROWS)}")
-    print(main(chosen))
+    table = main(chosen)
+    print(table)
+    with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
+        results.write("\n" + table)
