@@ -23,11 +23,12 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-# Debian packages the tests drive: chromium, for the dashboard's tests in a real
-# browser. Installed only when missing (that needs root and Debian's package registry).
+# Debian packages the tests drive: chromium, for the dashboard's tests in a real browser;
+# fuse3 (libfuse), for the power-loss tests' file system (tests/powerloss).
+# Installed only when missing (that needs root and Debian's package registry).
 system-packages:
-	@test -x /usr/bin/chromium || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	@(test -x /usr/bin/chromium && test -x /usr/bin/fusermount3) || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 >/dev/null)
 
 test: lint system-packages
 	$(PY) -m pytest --durations=25
@@ -38,9 +39,10 @@ coverage: $(STAMP) system-packages
 
 # The crash and take-over tests at scale: many more kills, deaths and take-overs than
 # `make test` runs (each prints its seed; BROOK_SEED replays one).
-reliability: $(STAMP)
+reliability: $(STAMP) system-packages
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
-	BROOK_TIMER_CRASH_KILLS=100 BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
+	BROOK_TIMER_CRASH_KILLS=100 BROOK_DELIVERY_CRASH_KILLS=100 BROOK_POWER_CUTS=50 \
+	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
 	BROOK_SPARK_DRIVER_KILLS=10 BROOK_PUBLISH_KILLS=60 BROOK_DEMO_MASTER='local-cluster[2,1,1024]' \
 	$(PY) -m pytest -p no:cacheprovider tests/crash tests/storage/test_s3_takeover.py \
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \

@@ -4,7 +4,8 @@ Usage: python producer.py DATA_DIR RUN SEED THREADS
 
 Each ack is reported on stdout as "A run thread seq partition offset" only after
 the append returned, so the parent knows exactly what was acknowledged. A
-consumer thread reports what it read as "R partition offset crc". Values are
+consumer thread reports what it read as "R partition offset crc", and once its
+group's commit returned, "C partition position". Values are
 derived from (run, thread, seq) so the parent can check the bytes.
 """
 
@@ -73,6 +74,8 @@ def consume(b: brook.Broker) -> None:
                 "\n".join(f"R {r.partition} {r.offset} {crc32c.crc32c(r.value)}" for r in records)
             )
             consumer.commit()
+            ends = {r.partition: r.offset + 1 for r in records}
+            report("\n".join(f"C {p} {position}" for p, position in ends.items()))
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ import brook
 from brook.queue.lifecycle import State
 from brook.queue.shell import QueueGroup
 from tests.crash import child
+from tests.crash.crashes import Crash
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
 
 KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "7"))
@@ -79,17 +80,19 @@ def check_group(b: brook.Broker, acked_at: dict[tuple[int, int], int], context: 
 
 @pytest.mark.crash
 @pytest.mark.parametrize("served", [False, True], ids=["embedded", "served"])
-def test_queue_state_survives_sigkill(tmp_path: Path, served: bool) -> None:
+def test_queue_state_survives_a_crash(crash: Crash, served: bool) -> None:
     seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
     print(f"queue crash test seed: {seed} (replay with BROOK_SEED={seed})")
     rng = random.Random(seed)
-    data = tmp_path / "data"
+    data = crash.data
+    cycles = crash.cycles(KILLS)
     attempts: dict[tuple[int, int], list[int]] = defaultdict(list)
     acked_at: dict[tuple[int, int], int] = {}
-    for run in range(KILLS):
+    for run in range(cycles):
         lines = run_and_kill(
             data, run, seed + run, rng.uniform(0.3, 0.9), rng.choice([1, 2, 4]), served
         )
+        crash.after_kill(rng)
         context = f"seed {seed}, run {run}"
         for line in lines:
             tag, p, o, attempt = line.split()
@@ -109,7 +112,7 @@ def test_queue_state_survives_sigkill(tmp_path: Path, served: bool) -> None:
             check_group(b, acked_at, context)
     leased_in_order = all(a == sorted(a) for a in attempts.values())
     assert leased_in_order, f"attempts out of order (seed {seed})"
-    assert len(acked_at) > KILLS * 10, f"too few acks to mean anything: {len(acked_at)}"
+    assert len(acked_at) > cycles * 10, f"too few acks to mean anything: {len(acked_at)}"
 
     # Work off the rest: every record ends acked or dead, exactly once.
     time.sleep(VISIBILITY_MS / 1000)
@@ -144,6 +147,6 @@ def test_queue_state_survives_sigkill(tmp_path: Path, served: bool) -> None:
             f"{stats['dead']} dead (seed {seed})"
         )
     print(
-        f"{KILLS} kills, {len(acked_at)} acks checked, {total} records: "
+        f"{crash.describe(cycles)}, {len(acked_at)} acks checked, {total} records: "
         f"{stats['acked']} acked, {stats['dead']} dead"
     )

@@ -15,11 +15,11 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import brook
+from tests.crash.crashes import Crash
 from tests.served import Served
 
 KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "10"))
@@ -98,15 +98,16 @@ def check_acknowledged(
 
 
 @pytest.mark.crash
-def test_records_answered_200_survive_sigkill_of_the_server(tmp_path: Path) -> None:
+def test_records_answered_200_survive_a_crash_of_the_server(crash: Crash) -> None:
     seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
     print(f"server crash test seed: {seed} (replay with BROOK_SEED={seed})")
     rng = random.Random(seed)
-    data = tmp_path / "data"
+    data = crash.data
+    cycles = crash.cycles(KILLS)
     expected: dict[tuple[int, int], bytes] = {}
     with brook.open(str(data)) as b:
         b.create_topic("crash", partitions=3)
-    for run in range(KILLS):
+    for run in range(cycles):
         server = Served(data)
         stop = threading.Event()
         acked: list[tuple[int, int, int, int]] = []
@@ -123,11 +124,12 @@ def test_records_answered_200_survive_sigkill_of_the_server(tmp_path: Path) -> N
         for producer in producers:
             producer.join(timeout=30)
         server.close()
+        crash.after_kill(rng)
         for thread, seq, partition, offset in acked:
             expected[(partition, offset)] = value_for(run, thread, seq)
         with brook.open(str(data)) as b:
             check_acknowledged(b, expected, f"seed {seed}, run {run}")
-    assert len(expected) > KILLS * 5, (
+    assert len(expected) > cycles * 5, (
         f"too few acks to mean anything: {len(expected)} (seed {seed})"
     )
-    print(f"{KILLS} kills of brook serve, {len(expected)} acknowledged records verified")
+    print(f"{crash.describe(cycles)} of brook serve, {len(expected)} acknowledged records verified")

@@ -26,6 +26,7 @@ import pytest
 import brook
 from brook import limits
 from tests.crash import child
+from tests.crash.crashes import Crash
 from tests.crash.timer_worker import DUE_WITHIN_MS, SMALL, TOPIC
 
 KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "7"))
@@ -67,8 +68,8 @@ def check(
 
 @pytest.mark.crash
 @pytest.mark.parametrize("served", [False, True], ids=["embedded", "served"])
-def test_timers_survive_sigkill(
-    tmp_path: Path, served: bool, monkeypatch: pytest.MonkeyPatch
+def test_timers_survive_a_crash(
+    crash: Crash, served: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not served:
         for name, value in SMALL.items():
@@ -76,15 +77,17 @@ def test_timers_survive_sigkill(
     seed = int(os.environ.get("BROOK_SEED", random.randrange(2**32)))
     print(f"timer crash test seed: {seed} (replay with BROOK_SEED={seed})")
     rng = random.Random(seed)
-    data = tmp_path / "data"
+    data = crash.data
+    cycles = crash.cycles(KILLS)
     due: dict[str, int] = {}
     cancelled: set[str] = set()
     tried: set[str] = set()
     """Cancels tried whose answer the kill may have cut off: either outcome is right."""
-    for run in range(KILLS):
+    for run in range(cycles):
         lines = run_and_kill(
             data, run, seed + run, rng.uniform(0.2, 0.8), rng.choice([1, 2, 4]), served
         )
+        crash.after_kill(rng)
         for line in lines:
             if line.startswith("S "):
                 _, timer_id, at = line.split()
@@ -95,7 +98,7 @@ def test_timers_survive_sigkill(
                 tried.add(line.split()[1])
         with brook.open(str(data)) as b:
             check(fired_records(b), due, cancelled, f"seed {seed}, run {run}")
-    assert len(due) > KILLS * 20, f"too few timers to mean anything: {len(due)}"
+    assert len(due) > cycles * 20, f"too few timers to mean anything: {len(due)}"
     with brook.open(str(data)) as b:
         maybe = tried - cancelled
         unanswered = {t for t in maybe if (info := b.timer(t)) and info.state == "cancelled"}
@@ -109,6 +112,6 @@ def test_timers_survive_sigkill(
         missing = wanted - set(counts)
         assert not missing, f"{len(missing)} acknowledged timers never fired (seed {seed})"
     print(
-        f"{KILLS} kills, {len(due)} timers acknowledged, {len(cancelled)} cancelled, "
+        f"{crash.describe(cycles)}, {len(due)} timers acknowledged, {len(cancelled)} cancelled, "
         f"{len(wanted)} fired once each, none early (due within {DUE_WITHIN_MS} ms)"
     )

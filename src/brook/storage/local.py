@@ -37,8 +37,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def make_dirs_durable(root: Path, folder: Path) -> None:
-    """Create `folder` and any missing parents below `root`, each made durable."""
+def make_dirs_durable(root: Path | None, folder: Path) -> None:
+    """Create `folder` and any missing parents below `root` (all the way up without
+    one), each made durable: a new directory's entry is only on disk once its
+    parent is synced, and a power cut takes back what is not."""
     missing = []
     current = folder
     while current != root and not current.exists():
@@ -159,7 +161,7 @@ class LocalStorage:
         self.preallocate_bytes = preallocate_bytes
         self._lock_fd = -1
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            make_dirs_durable(None, self.root)
         except OSError as exc:
             raise _fail("creating", str(self.root), exc) from None
 

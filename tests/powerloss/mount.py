@@ -1,0 +1,113 @@
+"""Mounting the power-losing file system (lazyfs.py) for a test, and cutting its power."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.environment import unmeasured
+
+ROOT = Path(__file__).parents[2]
+
+
+def fuse_unusable() -> str | None:
+    """Why FUSE cannot be mounted here, or None when it can."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse does not exist"
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as exc:
+        return f"/dev/fuse cannot be opened: {exc.strerror}"
+    try:
+        import mfusepy  # noqa: F401  (loads libfuse)
+    except (ImportError, OSError) as exc:
+        return f"libfuse cannot be loaded: {exc}"
+    return None
+
+
+class LazyMount:
+    """A lazyfs mount at `mountpoint` whose durable image lives in `backing`."""
+
+    def __init__(self, backing: Path, mountpoint: Path) -> None:
+        self.backing = backing
+        self.mountpoint = mountpoint
+        self.process: subprocess.Popen[bytes] | None = None
+        self.cuts = 0
+        backing.mkdir(parents=True, exist_ok=True)
+        mountpoint.mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self) -> LazyMount:
+        self.mount()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unmount()
+
+    def mount(self) -> None:
+        assert self.process is None
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.powerloss.lazyfs",
+                str(self.backing),
+                str(self.mountpoint),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**unmeasured(), "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"},
+            cwd=ROOT,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line != b"READY\n":
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+            raise RuntimeError(f"lazyfs did not mount {self.mountpoint}: {line!r}")
+        deadline = time.monotonic() + 10
+        while not os.path.ismount(self.mountpoint):  # init runs just before the mount is visible
+            assert time.monotonic() < deadline, f"{self.mountpoint} never became a mount point"
+            time.sleep(0.01)
+
+    def cut(self, torn_seed: int | None = None) -> None:
+        """The power goes and comes back: unsynced writes are lost (or, with a seed, torn),
+        and the mount serves what survived. Whatever used the mount must be dead."""
+        process = self.process
+        assert process is not None and process.stdin is not None and process.stdout is not None
+        command = "cut drop\n" if torn_seed is None else f"cut torn {torn_seed}\n"
+        process.stdin.write(command.encode())
+        process.stdin.flush()
+        answer = process.stdout.readline()
+        assert answer == b"CUT\n", f"lazyfs did not cut: {answer!r}"
+        process.wait()
+        self._close_pipes()
+        self.process = None
+        _umount(self.mountpoint)
+        self.cuts += 1
+        self.mount()
+
+    def unmount(self) -> None:
+        if self.process is None:
+            return
+        _umount(self.mountpoint)
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._close_pipes()
+        self.process = None
+
+    def _close_pipes(self) -> None:
+        assert self.process is not None
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def _umount(mountpoint: Path) -> None:
+    subprocess.run(["umount", "-l", str(mountpoint)], check=True, capture_output=True)
