@@ -27,6 +27,15 @@ this process. A cut is a line on stdin:
   unsynced entries keep them. Torn, out-of-order tails are what recovery meets
   after a real cut.
 
+A failing disk is a line too: `fail fsync N` makes the next N fsyncs fail with
+EIO, and, as Linux does after a writeback error, each failed fsync drops the
+file's unsynced pages (its contents go back to what was last synced). A caller
+that retries the fsync and trusts the second answer has lost data; the broker
+must fail the batch instead. `fail` answers `FAILING`.
+
+The mount uses direct I/O, so every read reaches this process: the kernel's page
+cache never shows data the file system no longer holds.
+
 After a cut the process writes `CUT` and exits at once; the caller unmounts the
 mount point (`umount -l`) and mounts BACKING again with a new process, which
 serves what survived. Run as
@@ -132,6 +141,7 @@ class LazyFS(mfusepy.Operations):
         self._mutex = threading.Lock()
         self._handles: dict[int, Node] = {}
         self._next_fh = 1
+        self.failing_fsyncs = 0
 
     # ------------------------------------------------------------ lookup
 
@@ -317,6 +327,10 @@ class LazyFS(mfusepy.Operations):
     def fsync(self, path: str, datasync: int, fh: int) -> int:
         with self._mutex:
             node = self._file(path, fh)
+            if self.failing_fsyncs > 0:
+                self.failing_fsyncs -= 1
+                node.data = bytearray(node.durable_data)  # the dirty pages are gone
+                raise mfusepy.FuseOSError(errno.EIO)
             node.durable_data = bytes(node.data)
             self.durable.save_data(node)
             return 0
@@ -367,10 +381,15 @@ def _torn(old: bytes, new: bytes, rng: random.Random) -> bytes:
 
 
 def _control(fs: LazyFS) -> None:
-    """Read commands on stdin: `cut drop` or `cut torn SEED`."""
+    """Read commands on stdin: `cut drop`, `cut torn SEED`, `fail fsync N`."""
     for line in sys.stdin:
         words = line.split()
-        if words[:1] == ["cut"]:
+        if words[:2] == ["fail", "fsync"]:
+            with fs._mutex:
+                fs.failing_fsyncs = int(words[2])
+            sys.stdout.write("FAILING\n")
+            sys.stdout.flush()
+        elif words[:1] == ["cut"]:
             fs.cut(int(words[2]) if words[1:2] == ["torn"] else None)
             sys.stdout.write("CUT\n")
             sys.stdout.flush()
@@ -387,7 +406,9 @@ def main() -> None:
     backing, mountpoint = Path(sys.argv[1]), sys.argv[2]
     fs = _Ready(backing)
     threading.Thread(target=_control, args=(fs,), daemon=True).start()
-    mfusepy.FUSE(fs, mountpoint, foreground=True, max_threads=16, default_permissions=True)
+    mfusepy.FUSE(
+        fs, mountpoint, foreground=True, max_threads=16, default_permissions=True, direct_io=True
+    )
 
 
 if __name__ == "__main__":

@@ -90,6 +90,15 @@ class LazyMount:
         self.cuts += 1
         self.mount()
 
+    def fail_fsyncs(self, count: int) -> None:
+        """The next `count` fsyncs fail with EIO, each dropping its file's unsynced pages."""
+        process = self.process
+        assert process is not None and process.stdin is not None and process.stdout is not None
+        process.stdin.write(f"fail fsync {count}\n".encode())
+        process.stdin.flush()
+        answer = process.stdout.readline()
+        assert answer == b"FAILING\n", f"lazyfs did not take the fault: {answer!r}"
+
     def unmount(self) -> None:
         if self.process is None:
             return
