@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import msgspec
 
-from brook import layout, limits, validate
+from brook import layout, limits, storage_format, validate
 from brook.clock import Clock
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Committer, Waiter
@@ -129,6 +129,7 @@ class Core:
         self.retention_holds: list[RetentionHold] = []
         self.idempotency = IdempotencyIndex(idempotency_window_ms)
         try:
+            storage_format.check(storage, read_only)
             sweep = getattr(storage, "sweep_trash", None)
             if sweep is not None:
                 sweep()

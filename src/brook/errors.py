@@ -17,7 +17,8 @@
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
     │   ├── Fenced                  409  a newer writer took over this storage location
-    │   └── ReadOnly                409  a write on a broker opened with read_only=True
+    │   ├── ReadOnly                409  a write on a broker opened with read_only=True
+    │   └── IncompatibleFormat      409  the storage was written in a format this Brook cannot read
     ├── DataLoss                    410  records a reader asked for are no longer stored (retention)
     ├── RecordTooLarge              413
     ├── UnsupportedMediaType        415  a body whose content-type the route does not take
@@ -122,6 +123,12 @@ class Fenced(Conflict):
 
 class ReadOnly(Conflict):
     code = "read_only"
+
+
+class IncompatibleFormat(Conflict):
+    """The storage location's format version is not one this Brook reads (brook/storage_format.py)."""
+
+    code = "incompatible_format"
 
 
 class DataLoss(BrookError):

@@ -12,6 +12,9 @@ from __future__ import annotations
 LOCK = "LOCK"
 """flock()ed by the broker that owns a local directory."""
 
+FORMAT = "format.json"
+"""The location's format version: which Brook can read what is stored (brook/storage_format.py)."""
+
 TOPICS = "topics/"
 TOPIC_CONFIG_FILE = "topic.json"
 SEGMENT_SUFFIX = ".seg"
@@ -144,6 +147,7 @@ def parse_endpoint(name: str) -> str | None:
 
 PATTERNS = (
     LOCK,
+    FORMAT,
     "topics/<topic>/topic.json",
     "topics/<topic>/<partition>/<base>.seg",
     "topics/<topic>/<partition>/durable.mark",
