@@ -21,6 +21,8 @@
     │   └── IncompatibleFormat      409  the storage was written in a format this Brook cannot read
     ├── DataLoss                    410  records a reader asked for are no longer stored (retention)
     ├── RecordTooLarge              413
+    ├── UriTooLong                  414  a request target over url_bytes_max; the connection closes
+    ├── HeadersTooLarge             431  headers over headers_bytes_max or headers_count_max; closes
     ├── UnsupportedMediaType        415  a body whose content-type the route does not take
     ├── StorageError                503  the write was not made durable; nothing was acknowledged
     │   ├── CorruptData             503  stored bytes failed their checksum; never served as data
@@ -139,6 +141,16 @@ class DataLoss(BrookError):
 class RecordTooLarge(BrookError):
     status = 413
     code = "record_too_large"
+
+
+class UriTooLong(BrookError):
+    status = 414
+    code = "uri_too_long"
+
+
+class HeadersTooLarge(BrookError):
+    status = 431
+    code = "headers_too_large"
 
 
 class UnsupportedMediaType(BrookError):

@@ -49,6 +49,12 @@ idle_timeout_s_default = 75.0
 """A connection with no request in progress is closed after this long."""
 connections_max_default = 1024
 """Open connections; a connection beyond them is answered 503 and closed."""
+url_bytes_max = 16 * KIB
+"""A request target longer than this gets 414 and a close."""
+headers_bytes_max = 64 * KIB
+"""A request's headers (names and values together) larger than this get 431 and a close."""
+headers_count_max = 128
+"""A request with more headers than this gets 431 and a close."""
 
 # Group commit.
 linger_ms_default = 2.0

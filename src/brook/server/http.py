@@ -16,6 +16,13 @@ writes Responses back. Limits are enforced here:
 A refused body (413, 503) is read and dropped, never kept, and the connection
 then closes (within refused_linger_s).
 
+A request's head is bounded: a target over url_bytes_max gets 414, headers over
+headers_bytes_max or headers_count_max get 431, and the connection closes
+(counted as the bytes arrive, so one endless header line cannot grow memory
+either). Malformed framing (Content-Length with Transfer-Encoding, two lengths,
+obs-fold, bare LF, a bad chunk size) is refused by the parser: 400 and a close,
+so no request can be smuggled past another.
+
 Slow and idle clients are bounded too (a slowloris holds many connections open
 by sending a byte now and then): a request's headers must arrive within
 header_timeout_s of its first byte and its body within body_timeout_s of its
@@ -42,7 +49,15 @@ import httptools
 
 from brook import limits
 from brook.config import ApiKey
-from brook.errors import BadRequest, BrookError, Overloaded, RecordTooLarge, RequestTimeout
+from brook.errors import (
+    BadRequest,
+    BrookError,
+    HeadersTooLarge,
+    Overloaded,
+    RecordTooLarge,
+    RequestTimeout,
+    UriTooLong,
+)
 from brook.wire import encode, error_body
 
 log = logging.getLogger("brook.server")
@@ -231,6 +246,10 @@ class HttpProtocol(asyncio.Protocol):
         """When the phase must have ended (monotonic seconds); None: no deadline."""
         self._over_cap = False
         self.peer = ""
+        self._head_bytes = 0
+        """Bytes of the head read in chunks that ended inside it (the parser buffers them)."""
+        self._header_bytes = 0
+        self._header_count = 0
 
     # ------------------------------------------------------------ asyncio
 
@@ -277,12 +296,18 @@ class HttpProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._broken:
             return
+        in_head = self.phase == "headers"
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._reject(BadRequest("protocol upgrades are not supported"))
         except httptools.HttpParserError as exc:
             self._reject(BadRequest(f"malformed HTTP request: {exc}"))
+        if in_head and self.phase == "headers" and not self._broken:
+            # The whole chunk was head, still unfinished: the parser holds it.
+            self._head_bytes += len(data)
+            if self._head_bytes > limits.headers_bytes_max:
+                self._reject(self._headers_too_large())
 
     # ------------------------------------------------------------ httptools callbacks
 
@@ -295,12 +320,37 @@ class HttpProtocol(asyncio.Protocol):
         self._size = 0
         self._declared = None
         self._message_held = 0
+        self._head_bytes = self._header_bytes = self._header_count = 0
 
     def on_url(self, url: bytes) -> None:
+        if self._broken:
+            return
         self._url += url
+        if len(self._url) > limits.url_bytes_max:
+            self._reject(
+                UriTooLong(
+                    f"the request target is over url_bytes_max ({limits.url_bytes_max} bytes)"
+                )
+            )
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._broken:
+            return
+        self._header_count += 1
+        self._header_bytes += len(name) + len(value)
+        if (
+            self._header_count > limits.headers_count_max
+            or self._header_bytes > limits.headers_bytes_max
+        ):
+            self._reject(self._headers_too_large())
+            return
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def _headers_too_large(self) -> HeadersTooLarge:
+        return HeadersTooLarge(
+            f"the request's headers are over {limits.headers_bytes_max} bytes or "
+            f"{limits.headers_count_max} fields (headers_bytes_max, headers_count_max)"
+        )
 
     def on_headers_complete(self) -> None:
         if self._broken or self._discarding:
@@ -414,7 +464,10 @@ class HttpProtocol(asyncio.Protocol):
             self._idle.set_result(None)
 
     def _request(self) -> Request:
-        url = httptools.parse_url(self._url)
+        try:
+            url = httptools.parse_url(self._url)
+        except httptools.HttpParserInvalidURLError:
+            raise BadRequest("the request target is not a valid URL") from None
         try:
             path = (url.path or b"/").decode()
             if "%" in path:
@@ -469,6 +522,8 @@ class HttpProtocol(asyncio.Protocol):
             if not keep_alive:
                 if self._discarding:
                     self._refusal_written = True  # closed once the body is read
+                elif self._broken:
+                    self._close_after_answer()
                 else:
                     self._close()
                 return
@@ -520,6 +575,17 @@ class HttpProtocol(asyncio.Protocol):
         self._broken = True
         self._discarding = False
         self._enqueue(error, keep_alive=False)
+
+    def _close_after_answer(self) -> None:
+        """After answering a request that could not be read (its stream is out of
+        step): send FIN, drop whatever still comes, close after refused_linger_s.
+        Closing with unread bytes would send a reset, and the client, still
+        sending, would never read the answer."""
+        if self.transport is None:
+            return
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        asyncio.get_running_loop().call_later(limits.refused_linger_s, self._close)
 
     def _close(self) -> None:
         if self.transport is not None:
