@@ -1,0 +1,193 @@
+"""The auth matrix over every route, secrets kept out of logs, keys compared in constant time.
+
+The routes come from the server's own OpenAPI table, and `SCOPES` below says, by
+hand, which scope each needs: a route added without a line here fails the
+first test, so none goes unchecked. Every route is called with no key, a wrong
+key, and each kind of key, on a topic the key's patterns admit and on one they
+do not; authorization must be decided before anything else (a refused caller
+never learns whether its body was valid).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from brook.config import ApiKey, key_stanza
+from brook.server import auth, openapi
+from tests.served import Served
+
+SCOPES = {
+    ("GET", "/v1/health"): None,
+    ("GET", "/openapi.json"): "any",
+    ("GET", "/metrics"): "admin",
+    ("GET", "/v1/topics"): "any",
+    ("PUT", "/v1/topics/{topic}"): "admin",
+    ("GET", "/v1/topics/{topic}"): "any",
+    ("DELETE", "/v1/topics/{topic}"): "admin",
+    ("POST", "/v1/topics/{topic}/records"): "produce",
+    ("GET", "/v1/topics/{topic}/records"): "consume",
+    ("GET", "/v1/topics/{topic}/groups/{group}/poll"): "consume",
+    ("POST", "/v1/topics/{topic}/groups/{group}/commit"): "consume",
+    ("POST", "/v1/topics/{topic}/groups/{group}/seek"): "consume",
+    ("GET", "/v1/topics/{topic}/groups/{group}"): "consume",
+    ("PUT", "/v1/topics/{topic}/queues/{group}"): "consume",
+    ("GET", "/v1/topics/{topic}/queues/{group}"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/lease"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/ack"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/nack"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/extend"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/discard"): "consume",
+    ("GET", "/v1/topics/{topic}/queues/{group}/trace"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/redrive"): "consume",
+    ("PUT", "/v1/topics/{topic}/staged/{writer}/{seq}/{part}/{chunk}"): "produce",
+    ("POST", "/v1/topics/{topic}/staged/{writer}/{seq}/publish"): "produce",
+    ("DELETE", "/v1/topics/{topic}/staged/{writer}/{seq}"): "produce",
+    ("POST", "/v1/timers"): "produce",
+    ("GET", "/v1/timers/{timer}"): "produce",
+    ("DELETE", "/v1/timers/{timer}"): "produce",
+    ("GET", "/v1/endpoints"): "admin",
+    ("PUT", "/v1/endpoints/{endpoint}"): "admin",
+    ("GET", "/v1/endpoints/{endpoint}"): "admin",
+    ("DELETE", "/v1/endpoints/{endpoint}"): "admin",
+    ("GET", "/v1/endpoints/{endpoint}/stats"): "admin",
+    ("GET", "/v1/endpoints/{endpoint}/attempts"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/redrive"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/enable"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/disable"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/test"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/rotate-secret"): "admin",
+}
+
+KEYS = {
+    "admin": ("key-of-the-admin-in-the-matrix", ["admin"], ["*"]),
+    "producer": ("key-of-a-producer-in-the-matrix", ["produce"], ["events.*"]),
+    "consumer": ("key-of-a-consumer-in-the-matrix", ["consume"], ["events.*"]),
+}
+SECRET = "whsec_" + base64.b64encode(b"a webhook secret nobody may log").decode()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    folder = tmp_path_factory.mktemp("matrix")
+    config = folder / "brook.toml"
+    config.write_text(
+        "delivery_allow_private_networks = true\n"
+        + "".join(
+            key_stanza(name, key, scopes, topics) for name, (key, scopes, topics) in KEYS.items()
+        )
+    )
+    server = Served(folder / "data", "--access-log", "--log-level", "debug", config=config)
+    yield server
+    server.close()
+
+
+def test_the_matrix_names_every_route() -> None:
+    assert set(SCOPES) == set(openapi.OPERATIONS)
+
+
+def path_for(template: str, topic: str) -> str:
+    values = {
+        "topic": topic,
+        "group": "g",
+        "timer": "tm1",
+        "endpoint": "hook",
+        "writer": "w1",
+        "seq": "1",
+        "part": "p",
+        "chunk": "0",
+    }
+    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], template)
+
+
+def expected(scope: str | None, key: str, topic_bound: bool, topic: str) -> str:
+    """ "ok" (past authorization, whatever the route then says) or "forbidden"."""
+    _, scopes, patterns = KEYS[key]
+    if scope not in (None, "any") and scope not in scopes:
+        return "forbidden"
+    if topic_bound and not any(
+        re.fullmatch(p.replace(".", r"\.").replace("*", ".*"), topic) for p in patterns
+    ):
+        return "forbidden"
+    return "ok"
+
+
+@pytest.mark.parametrize("route", sorted(SCOPES), ids=lambda r: f"{r[0]} {r[1]}")
+def test_every_route_against_every_caller(secured: Served, route: tuple[str, str]) -> None:
+    method, template = route
+    scope = SCOPES[route]
+    body = {} if method in ("POST", "PUT") else None
+    for topic in ("events.a", "private"):
+        path = path_for(template, topic)
+        if scope is None:
+            assert secured.request(method, path, body)[0] == 200
+            continue
+        for authorization in (None, "Bearer not-a-key", "Basic YWRtaW46YWRtaW4=", "Bearer "):
+            status, answer = secured.request(method, path, body, {"authorization": authorization})
+            assert status == 401, (path, authorization, answer)
+            assert answer["error"]["code"] == "unauthorized"
+        for name, (key, _, _) in KEYS.items():
+            status, answer = secured.request(method, path, body, {"authorization": f"Bearer {key}"})
+            want = expected(scope, name, "{topic}" in template, topic)
+            if want == "forbidden":
+                assert status == 403, (path, name, status, answer)
+                assert answer["error"]["code"] == "forbidden"
+            else:
+                assert status not in (401, 403), (path, name, status, answer)
+
+
+def test_secrets_never_reach_the_log(secured: Served) -> None:
+    admin = {"authorization": f"Bearer {KEYS['admin'][0]}"}
+    status, _ = secured.request(
+        "PUT",
+        "/v1/endpoints/logged",
+        {"url": "http://127.0.0.1:9/hook", "topics": ["events.*"], "secret": SECRET},
+        admin,
+    )
+    assert status == 200
+    status, made = secured.request(
+        "PUT", "/v1/endpoints/made", {"url": "http://127.0.0.1:9/x", "topics": ["x"]}, admin
+    )
+    assert status == 200 and made["secret"].startswith("whsec_")
+    secured.request("POST", "/v1/endpoints/logged/rotate-secret", {}, admin)
+    secured.request("GET", "/v1/topics", None, {"authorization": "Bearer a-wrong-key-guessed"})
+    producer = {"authorization": f"Bearer {KEYS['producer'][0]}"}
+    secured.request("POST", "/v1/topics/events.log/records", b"x", producer)
+    log = "".join(secured.log)
+    assert "GET /v1/topics 401" in log or '"status":401' in log, "the access log is on"
+    for secret in [
+        SECRET,
+        made["secret"],
+        "a-wrong-key-guessed",
+        *(k for k, _, _ in KEYS.values()),
+    ]:
+        assert secret not in log, f"{secret[:12]}... is in the server's log"
+        assert secret.split("_", 1)[-1] not in log
+
+
+def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every configured hash is compared whatever the key: no early exit tells a
+    caller how many keys it got past."""
+    keys = [
+        ApiKey(f"k{i}", auth.hashlib.sha256(b"key%d" % i).hexdigest(), ["consume"], ["*"])
+        for i in range(5)
+    ]
+    authenticator = auth.Authenticator(keys)
+    calls: list[tuple[bytes, bytes]] = []
+    real = auth.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
+    for presented in ("key0", "key4", "nobody"):
+        calls.clear()
+        try:
+            authenticator.identify(f"Bearer {presented}")
+        except auth.Unauthorized:
+            assert presented == "nobody"
+        assert len(calls) == len(keys), presented
