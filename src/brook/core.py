@@ -358,9 +358,10 @@ class Core:
                     self._compact(state.name, partition_log)
             if config.retention_ms is None and config.retention_bytes is None:
                 continue
+            aged_by = self.clock.elapsed_ms()  # a clock stepped forward deletes nothing early
             for partition_log in state.logs:
                 with guard("maintenance", f"retention of {state.name}/{partition_log.partition}"):
-                    self._retain(state, partition_log, now)
+                    self._retain(state, partition_log, aged_by)
 
     def _compact(self, topic: str, partition_log: PartitionLog) -> None:
         dropped = partition_log.compact()

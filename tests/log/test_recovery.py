@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import brook
+from brook.clock import Clock
 from brook.errors import CorruptData
 from brook.records import Record
 from brook.storage.memory import MemoryStorage
@@ -112,7 +113,8 @@ def test_power_loss_keeps_every_synced_record() -> None:
 
 def test_time_retention_removes_old_segments_only(tmp_path: Path) -> None:
     now = [1_000_000.0]
-    with brook.open(str(tmp_path), segment_bytes_max=300, clock=lambda: now[0]) as b:
+    passing = Clock(wall=lambda: now[0], monotonic=lambda: now[0])  # time really passes
+    with brook.open(str(tmp_path), segment_bytes_max=300, clock=passing) as b:
         b.create_topic("t", retention_ms=60_000)
         fill(b, 30)
         now[0] += 120

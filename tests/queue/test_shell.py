@@ -9,6 +9,7 @@ import pytest
 
 import brook
 from brook import limits
+from brook.clock import Clock as BrookClock
 from brook.errors import LeaseExpired, StorageError
 from brook.queue.lifecycle import State
 from brook.records import Record
@@ -25,6 +26,11 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+    def passing(self) -> BrookClock:
+        """As the broker's clock: wall and monotonic time move together (time really
+        passes; a wall clock stepped alone ages no record)."""
+        return BrookClock(wall=self, monotonic=self)
 
 
 def _fill(b: brook.Broker, count: int, key: bytes | None = None) -> None:
@@ -158,7 +164,7 @@ def test_retention_keeps_what_queue_groups_still_need_and_compacts_the_rest(
     tmp_path: Path,
 ) -> None:
     clock = Clock()
-    with brook.Broker(LocalStorage(tmp_path), clock=clock, segment_bytes_max=4_000) as b:
+    with brook.Broker(LocalStorage(tmp_path), clock=clock.passing(), segment_bytes_max=4_000) as b:
         b.create_topic("jobs", retention_ms=60_000)
         for start in range(0, 300, 30):  # ten batches of 30 records, a few segments
             b.topic("jobs").append_many(
