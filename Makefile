@@ -37,16 +37,21 @@ test: lint system-packages
 coverage: $(STAMP) system-packages
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
 
-# The crash and take-over tests at scale: many more kills, deaths and take-overs than
-# `make test` runs (each prints its seed; BROOK_SEED replays one).
+# The reliability suite at scale (docs/RELIABILITY.md has each figure and its command):
+# many more kills, power cuts, deaths and take-overs than `make test` runs, 200,000
+# coverage-guided fuzz inputs per target, and a 30-minute soak plotted to docs/soak.png.
+# Every randomized test prints its seed; BROOK_SEED replays one.
 reliability: $(STAMP) system-packages
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
 	BROOK_TIMER_CRASH_KILLS=100 BROOK_DELIVERY_CRASH_KILLS=100 BROOK_POWER_CUTS=50 \
 	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
 	BROOK_SPARK_DRIVER_KILLS=10 BROOK_PUBLISH_KILLS=60 BROOK_DEMO_MASTER='local-cluster[2,1,1024]' \
-	$(PY) -m pytest -p no:cacheprovider tests/crash tests/storage/test_s3_takeover.py \
+	BROOK_FUZZ_RUNS=200000 BROOK_SOAK_S=1800 BROOK_SOAK_PNG=docs/soak.png \
+	$(PY) -m pytest -p no:cacheprovider -s tests/crash tests/powerloss tests/fuzz tests/soak \
+	tests/sim/test_clock_steps.py tests/upgrade tests/server/test_http_framing.py \
+	tests/server/test_security.py tests/storage/test_s3_takeover.py \
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
-	--timeout 3600
+	--timeout 7200
 
 # The HTTP load generator the server benchmarks and profiles drive (Debian's package).
 wrk:
