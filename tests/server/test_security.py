@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import base64
 import re
+import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+import brook
 from brook.config import ApiKey, key_stanza
 from brook.server import auth, openapi
 from tests.served import Served
@@ -191,3 +194,16 @@ def test_keys_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> 
         except auth.Unauthorized:
             assert presented == "nobody"
         assert len(calls) == len(keys), presented
+
+
+def test_the_data_directory_is_its_owners_alone(tmp_path: Path) -> None:
+    """It holds every record and the endpoints' signing secrets: folders 0700, files 0600."""
+    data = tmp_path / "new" / "data"
+    with brook.open(str(data)) as b:
+        b.topic("t").append(b"private")
+        b.queue("t", "g")
+        b.schedule("t", b"later", delay_ms=60_000)
+        b.create_endpoint("e", "https://example.com/hook", topics=["t"], secret=SECRET)
+    for path in [data, *data.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"

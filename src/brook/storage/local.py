@@ -3,6 +3,10 @@
 New files and renames are made durable by fsyncing the file and then its
 directory; a failed fsync is never retried-and-trusted (the kernel may already
 have dropped the dirty pages), it is reported as StorageError.
+
+The directory holds every record and the delivery endpoints' signing secrets,
+so what Brook creates in it is its owner's alone: folders 0700, files 0600
+(as PostgreSQL keeps its data directory).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from brook.errors import Locked, StorageError
 from brook.storage import check_name
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
 
 log = logging.getLogger("brook.storage")
 
@@ -48,7 +54,7 @@ def make_dirs_durable(root: Path | None, folder: Path) -> None:
         current = current.parent
     for path in reversed(missing):
         try:
-            path.mkdir()
+            path.mkdir(mode=FOLDER_MODE)
         except FileExistsError:
             continue
         fsync_dir(path.parent)
@@ -169,7 +175,7 @@ class LocalStorage:
         return self.root / check_name(name)
 
     def lock(self) -> None:
-        fd = os.open(self.root / layout.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.root / layout.LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -189,7 +195,7 @@ class LocalStorage:
         path = self._path(name)
         try:
             make_dirs_durable(self.root, path.parent)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
             try:
                 os.write(fd, initial)
                 os.fsync(fd)
@@ -225,7 +231,7 @@ class LocalStorage:
         temp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
         try:
             make_dirs_durable(self.root, path.parent)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
             try:
                 view = memoryview(data)
                 while view:
@@ -242,7 +248,7 @@ class LocalStorage:
     def write_hint(self, name: str, data: bytes) -> None:
         # Written in place: a reader may catch it half-written, which its checksum shows.
         try:
-            fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(self._path(name), os.O_WRONLY | os.O_CREAT, FILE_MODE)
             try:
                 os.pwrite(fd, data, 0)
             finally:

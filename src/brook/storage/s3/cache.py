@@ -31,7 +31,7 @@ class ObjectCache:
         self._sizes: OrderedDict[str, int] = OrderedDict()
         """File name -> bytes on disk, least recently used first."""
         self._bytes = 0
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         for entry in sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime):
             if entry.name.endswith(".tmp"):
                 os.unlink(entry.path)
