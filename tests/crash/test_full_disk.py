@@ -90,12 +90,16 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(small_disk: Path) -
         assert status == 200, body
         status, body = server.request("GET", "/v1/health")
         assert status in (200, 503), body  # may name the failing writer, never hang
+        full_answer, body = server.request("PUT", "/v1/topics/while-full", {"partitions": 3})
+        assert full_answer in (200, 503), body  # made whole, or refused: never half made
 
         # Space returns: writes succeed again, no restart.
         ballast.unlink()
         status, body = server.request("POST", "/v1/topics/t/records", b"after")
         assert status == 200, body
         acked[body["acks"][0]["offset"]] = b"after"
+        status, body = server.request("PUT", "/v1/topics/while-full", {"partitions": 3})
+        assert status == 200 and body["partitions"] == 3, body  # what a refusal left is no obstacle
         status, body = server.request(
             "POST", "/v1/topics/t/queues/work/lease", {"max_records": 2, "wait_ms": 0}
         )
@@ -115,8 +119,14 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_recovers(small_disk: Path) -
         assert [r.offset for r in stored] == list(range(len(stored)))
         assert {r.offset: r.value for r in stored} == acked, "stored records differ from acked"
         assert b.queue("t", "work").stats()["acked"] == 2
+        names = {info.name: info.partitions for info in b.topics()}
+        assert names["while-full"] == 3
+        assert b.topic("while-full").end_offsets() == {0: 0, 1: 0, 2: 0}
     assert os.access(data, os.R_OK)
-    print(f"{len(acked)} records acked on an {SIZE >> 20} MiB disk, {refused} refused, all back")
+    print(
+        f"{len(acked)} records acked on an {SIZE >> 20} MiB disk, {refused} refused, all back; "
+        f"a topic created while full: {full_answer}"
+    )
 
 
 def test_segment_rolls_on_a_full_disk_lose_nothing(small_disk: Path) -> None:
