@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash.crashes import Crash
-from tests.powerloss.mount import LazyMount, fuse_unusable
+from tests.powerloss.mount import lazy_mount
 
 
 @pytest.fixture(params=["kill9", "power"], ids=["kill9", "power-cut"])
@@ -17,9 +17,5 @@ def crash(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Crash]:
     if request.param == "kill9":
         yield Crash("kill9", tmp_path / "data", None)
         return
-    unusable = fuse_unusable()
-    assert unusable is None, (
-        f"power-loss tests need FUSE: {unusable} (`make system-packages` installs fuse3)"
-    )
-    with LazyMount(tmp_path / "disk", tmp_path / "mnt") as mount:
+    with lazy_mount(tmp_path, "a power-loss test") as mount:
         yield Crash("power", mount.mountpoint / "data", mount)

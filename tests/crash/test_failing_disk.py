@@ -21,16 +21,14 @@ import pytest
 import brook
 from brook.errors import StorageError
 from brook.records import Record
-from tests.powerloss.mount import LazyMount, fuse_unusable
+from tests.powerloss.mount import LazyMount, lazy_mount
 
 ROUNDS = 12
 
 
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[LazyMount]:
-    unusable = fuse_unusable()
-    assert unusable is None, f"the failing-disk test needs FUSE: {unusable}"
-    with LazyMount(tmp_path / "disk", tmp_path / "mnt") as mounted:
+    with lazy_mount(tmp_path, "the failing-disk test") as mounted:
         yield mounted
 
 

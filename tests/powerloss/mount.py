@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.environment import unmeasured
@@ -26,6 +28,18 @@ def fuse_unusable() -> str | None:
     except (ImportError, OSError) as exc:
         return f"libfuse cannot be loaded: {exc}"
     return None
+
+
+@contextlib.contextmanager
+def lazy_mount(folder: Path, needed_by: str) -> Iterator[LazyMount]:
+    """A lazyfs mount under `folder` for the test `needed_by`, unmounted after; a test that
+    needs one fails, saying why, where FUSE cannot be mounted (it never passes without)."""
+    unusable = fuse_unusable()
+    assert unusable is None, (
+        f"{needed_by} needs FUSE: {unusable} (`make system-packages` installs fuse3)"
+    )
+    with LazyMount(folder / "disk", folder / "mnt") as mounted:
+        yield mounted
 
 
 class LazyMount:

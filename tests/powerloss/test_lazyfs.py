@@ -16,14 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.powerloss.lazyfs import PAGE, _torn
-from tests.powerloss.mount import LazyMount, fuse_unusable
+from tests.powerloss.mount import LazyMount, lazy_mount
 
 
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[LazyMount]:
-    unusable = fuse_unusable()
-    assert unusable is None, f"lazyfs needs FUSE: {unusable} (`make system-packages`)"
-    with LazyMount(tmp_path / "disk", tmp_path / "mnt") as mounted:
+    with lazy_mount(tmp_path, "lazyfs's own test") as mounted:
         yield mounted
 
 
