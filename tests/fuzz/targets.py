@@ -159,7 +159,7 @@ def batch_body(data: bytes) -> None:
     except (BadRequest, RecordTooLarge):
         return
     columns = body if isinstance(body, Columns) else body.columns()
-    assert len(columns.values) == len(body) > 0 or len(body) == 0
+    assert len(columns.values) == len(body)
     assert all(isinstance(value, bytes | memoryview) for value in columns.values)
 
 

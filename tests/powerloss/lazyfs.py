@@ -143,6 +143,11 @@ class LazyFS(mfusepy.Operations):
         self._next_fh = 1
         self.failing_fsyncs = 0
 
+    def init(self, path: str) -> None:
+        """Mounted: tell the process that started us."""
+        sys.stdout.write("READY\n")
+        sys.stdout.flush()
+
     # ------------------------------------------------------------ lookup
 
     def _node(self, path: str) -> Node:
@@ -396,15 +401,9 @@ def _control(fs: LazyFS) -> None:
             os._exit(0)
 
 
-class _Ready(LazyFS):
-    def init(self, path: str) -> None:
-        sys.stdout.write("READY\n")
-        sys.stdout.flush()
-
-
 def main() -> None:
     backing, mountpoint = Path(sys.argv[1]), sys.argv[2]
-    fs = _Ready(backing)
+    fs = LazyFS(backing)
     threading.Thread(target=_control, args=(fs,), daemon=True).start()
     mfusepy.FUSE(
         fs, mountpoint, foreground=True, max_threads=16, default_permissions=True, direct_io=True

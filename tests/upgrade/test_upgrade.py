@@ -96,8 +96,8 @@ def test_an_older_format_opens_and_serves_the_same_state(fixture: Path, tmp_path
         ack = b.topic("events").append(b"written by this Brook")
         assert ack.offset == ends[0]
     with brook.open(str(data), read_only=True) as b:
-        check_records_then_new = b.topic("events").read(0, ends[0], 10)
-        assert [r.value for r in check_records_then_new] == [b"written by this Brook"]
+        written_here = b.topic("events").read(0, ends[0], 10)
+        assert [r.value for r in written_here] == [b"written by this Brook"]
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[p.parent.name for p in FIXTURES])
