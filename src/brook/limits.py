@@ -71,6 +71,10 @@ preallocate_bytes_default = 16 * MIB
 sync after an append need not also commit a new file size; 0 turns it off."""
 segment_bytes_max_default = 128 * MIB
 """A segment is sealed and a new one started once it holds this many bytes."""
+index_interval_bytes = 4096
+"""A segment's index lists a batch only once this many bytes follow the last one it
+lists (and always its first and last batch): a 128 MiB segment of small batches is
+indexed in at most 32,768 entries, 768 KiB, instead of an entry per batch."""
 compaction_keys_max = 500_000
 """Keys in one compaction pass's map (16-byte digests: about 80 MiB at most). A
 partition with more distinct keys is compacted over several passes."""

@@ -20,6 +20,7 @@ from brook.codec.segment import (
     decode_segment_header,
     encode_seal,
     encode_segment_header,
+    first_stamped_at,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "encode_batch",
     "encode_seal",
     "encode_segment_header",
+    "first_stamped_at",
     "parse_header",
     "scan_batches",
 ]

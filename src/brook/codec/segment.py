@@ -9,9 +9,13 @@ the index without scanning. Layout: docs/FORMAT.md.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 import crc32c
+
+from brook.codec.batch import BATCH_HEADER_BYTES, parse_header
+from brook.errors import CorruptData
 
 SEGMENT_MAGIC = b"BROOKSEG"
 SEGMENT_VERSION = 1
@@ -151,3 +155,21 @@ def decode_durable_mark(buf: bytes) -> DurableMark | None:
     if kind != DURABLE_MARK_KIND or version != 1 or crc32c.crc32c(buf[:-4]) != crc:
         return None
     return DurableMark(base, durable, next_offset)
+
+
+def first_stamped_at(
+    read: Callable[[int, int], bytes], name: str, start: int, stop: int, ms: int
+) -> int | None:
+    """The base offset of the first batch stamped at or after `ms` among the batches
+    from byte `start` up to byte `stop` of a segment (read through `read(position,
+    size)`), or None. For sparse indexes: only the headers are read, hopping over
+    bodies. Raises CorruptData if a header there is not one."""
+    pos = start
+    while pos + BATCH_HEADER_BYTES <= stop:
+        header = parse_header(read(pos, BATCH_HEADER_BYTES), 0, whole=False)
+        if isinstance(header, str):
+            raise CorruptData(f"{name} at byte {pos}: {header}")
+        if header.timestamp >= ms:
+            return header.base_offset
+        pos += header.length
+    return None

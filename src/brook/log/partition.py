@@ -12,7 +12,6 @@ Opening segment files is log/files.py's job.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -154,17 +153,18 @@ class PartitionLog:
 
     def offset_at(self, timestamp_ms: int) -> int:
         """The first durable offset whose batch was stamped at or after `timestamp_ms`
-        (the end when none was): from the segments' indexes, no record read. Stamps
-        follow the broker's clock, so after a clock stepped back this is the first such
-        batch in offset order that the index's order finds, not every one."""
+        (the end when none was): from the segments' indexes and a few batch headers, no
+        record read. Stamps never go backwards within a partition (`append`)."""
         end = self.durable_offset
-        for segment in list(self.segments):
-            if segment.max_timestamp < timestamp_ms or not segment.timestamps:
-                continue
-            i = bisect.bisect_left(segment.timestamps, timestamp_ms)
-            if i < len(segment.bases):
-                return min(segment.bases[i], end)
-        return end
+
+        def first(segments: list[Segment]) -> int:
+            for segment in segments:
+                found = segment.first_at(timestamp_ms)
+                if found is not None:
+                    return min(found, end)
+            return end
+
+        return self._reading(first)
 
     def read_keys(self, offset: int, limit: int) -> list[tuple[int, bytes | None, int]]:
         """(offset, key, timestamp) of durable records at offsets >= `offset`, at most

@@ -45,7 +45,7 @@ def batches(
             continue
         start, stop = found
         buf = segment.read(start, stop)
-        pos, last = 0, offset
+        pos, first, last = 0, 0, offset
         while pos < len(buf):
             header = parse_header(buf, pos)
             if isinstance(header, str) or not verify(buf, pos, header):
@@ -54,9 +54,11 @@ def batches(
             if header.base_offset >= end:
                 break
             pos += header.length
+            if header.next_offset <= offset:
+                first = pos  # before the offset: the sparse index starts a little early
             last = header.next_offset
         if last > offset:
-            return buf[:pos], min(last, end)
+            return buf[first:pos], min(last, end)
         if index + 1 >= len(segments):
             break
         offset = max(offset, segment.next_offset)  # a gap left by compaction at the segment's end
@@ -132,7 +134,7 @@ def idempotency_keys(
                 continue
         else:
             assert since_ms is not None
-            first = bisect_left(segment.timestamps, since_ms)
+            first = max(0, bisect_left(segment.timestamps, since_ms) - 1)  # sparse index
         if first >= len(segment.positions):
             continue
         start = segment.positions[first]
@@ -149,6 +151,10 @@ def idempotency_keys(
             pos, header = item
             if not header.flags & FLAG_IDEMPOTENCY:
                 continue
+            if (from_offset is not None and header.next_offset <= from_offset) or (
+                since_ms is not None and header.timestamp < since_ms
+            ):
+                continue  # before the window: the sparse index starts a little early
             got, idempotency = decode_records(
                 buf, pos, header, topic, partition, want_idempotency=True
             )

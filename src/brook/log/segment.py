@@ -4,6 +4,12 @@ Sealed segments are immutable and carry their index in a seal at their end.
 The one active segment per partition grows by appended batches; its index is
 kept in memory and rebuilt by a recovery scan on open.
 
+The index is sparse: it lists the first batch and then a batch only once
+limits.index_interval_bytes follow the last one listed (an entry per batch grew a
+server's memory by 24 bytes a batch until the segment rolled; docs/RELIABILITY.md).
+A lookup starts at the listed batch at or before what it wants and reads on; the
+seal also lists the last batch, so a sealed segment's newest timestamp is known.
+
 Thread rules: only the committer changes a segment (its writer appends, its
 syncer publishes, under the partition's lock). Readers may look at it at any
 time; publishing goes in an order that keeps readers safe: `durable_bytes`
@@ -20,9 +26,10 @@ from __future__ import annotations
 
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
-from brook.codec import IndexEntry
+from brook import limits
+from brook.codec import IndexEntry, first_stamped_at
 from brook.errors import StorageError
 from brook.storage import AppendFile, ReadFile, Storage
 
@@ -48,9 +55,12 @@ class Segment:
         self.name = name
         self.base_offset = base_offset
         self.created_ms = created_ms
-        self.bases = array("q", (e.base_offset for e in entries))
-        self.positions = array("q", (e.position for e in entries))
-        self.timestamps = array("q", (e.timestamp for e in entries))
+        self.bases = array("q")
+        self.positions = array("q")
+        self.timestamps = array("q")
+        self.last_entry: IndexEntry | None = None
+        """The newest durable batch, listed or not."""
+        self._add(entries)
         self.durable_bytes = durable_bytes
         """Bytes of whole, durable batches (header included; seal excluded)."""
         self.next_offset = next_offset
@@ -65,21 +75,56 @@ class Segment:
 
     @property
     def max_timestamp(self) -> int:
-        return self.timestamps[-1] if self.timestamps else self.created_ms
+        return self.last_entry.timestamp if self.last_entry is not None else self.created_ms
 
     def entries(self) -> list[IndexEntry]:
-        return [
+        """The index as a seal stores it: the listed batches and the last one."""
+        listed = [
             IndexEntry(*e) for e in zip(self.bases, self.positions, self.timestamps, strict=True)
         ]
+        last = self.last_entry
+        if last is not None and (not listed or listed[-1].position != last.position):
+            listed.append(last)
+        return listed
 
     def publish(self, entries: list[IndexEntry], durable_bytes: int, next_offset: int) -> None:
         """Make newly synced batches visible to readers (writer thread only)."""
         self.durable_bytes = durable_bytes
-        for entry in entries:
-            self.bases.append(entry.base_offset)
-            self.positions.append(entry.position)
-            self.timestamps.append(entry.timestamp)
+        self._add(entries)
         self.next_offset = next_offset
+
+    def _add(self, entries: list[IndexEntry]) -> None:
+        positions = self.positions
+        listed_end = positions[-1] + limits.index_interval_bytes if positions else -1
+        for entry in entries:
+            if entry.position >= listed_end:
+                self.bases.append(entry.base_offset)
+                positions.append(entry.position)
+                self.timestamps.append(entry.timestamp)
+                listed_end = entry.position + limits.index_interval_bytes
+        if entries:
+            self.last_entry = entries[-1]
+
+    def first_at(self, timestamp_ms: int) -> int | None:
+        """The base offset of the first durable batch stamped at or after `timestamp_ms`
+        in index order, or None if none is. Reads the headers of the batches between
+        two listed ones (a sparse index does not know their stamps)."""
+        if self.max_timestamp < timestamp_ms or self.last_entry is None:
+            return None
+        i = bisect_left(self.timestamps, timestamp_ms)
+        if i == 0:
+            return self.bases[0]
+        stop = self.positions[i] if i < len(self.positions) else self.durable_bytes
+        reader = self._pin()
+        try:
+            found = first_stamped_at(
+                reader.read, self.name, self.positions[i - 1], stop, timestamp_ms
+            )
+        finally:
+            self._unpin()
+        if found is not None:
+            return found
+        return self.bases[i] if i < len(self.bases) else self.last_entry.base_offset
 
     def locate(self, offset: int, limit_end: int, bytes_max: int) -> tuple[int, int] | None:
         """Byte range [start, end) of the batches holding offsets offset..limit_end-1.

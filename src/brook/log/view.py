@@ -29,6 +29,7 @@ from brook.codec import (
     BATCH_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
     BatchHeader,
+    first_stamped_at,
     parse_header,
 )
 from brook.codec.batch import decode_records, verify
@@ -154,20 +155,15 @@ class TopicView:
         per chunk), so the batches between entry i-1 and entry i are looked at too."""
         if i == 0:
             return extent.bases[0]
-        start = extent.positions[i - 1]
-        stop = extent.positions[i]
         reader = self.storage.open_read(extent.name)
         try:
-            pos = start
-            while pos + BATCH_HEADER_BYTES <= stop:
-                header = parse_header(reader.read(pos, BATCH_HEADER_BYTES), 0, whole=False)
-                if isinstance(header, str):
-                    raise CorruptData(f"{extent.name} at byte {pos}: {header}")
-                if header.timestamp >= ms:
-                    return header.base_offset
-                pos += header.length
+            found = first_stamped_at(
+                reader.read, extent.name, extent.positions[i - 1], extent.positions[i], ms
+            )
         finally:
             reader.close()
+        if found is not None:
+            return found
         return extent.bases[i]
 
     def slices(

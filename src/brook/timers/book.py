@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import heapq
 import zlib
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from brook.errors import Conflict
-from brook.timers.index import IdIndex
+from brook.id_index import IdIndex
+from brook.timers.history import TimerHistory
 from brook.timers.model import Timer, TimerInfo
 
 _TOPIC_BITS = 20
@@ -76,8 +76,8 @@ class TimerBook:
         """(due, id) of near timers; entries of fired or cancelled ones are skipped."""
         self.loaded_until_ms = bucket_of(now_ms, bucket_ms)
         """Buckets starting before this are in memory; the shell loads the rest in turn."""
-        self.history: OrderedDict[str, TimerInfo] = OrderedDict()
-        """Fired and cancelled timers, oldest first, kept for history_ms (at most history_max)."""
+        self.history = TimerHistory()
+        """Fired and cancelled timers, kept for history_ms (at most history_max)."""
         self.unflushed: dict[int, Unflushed] = {}
         self.unflushed_count = 0
         """Timers scheduled and ended since the last flush."""
@@ -242,12 +242,7 @@ class TimerBook:
 
     def forget_old(self, now_ms: int) -> None:
         """Drop history older than history_ms, and beyond history_max."""
-        history = self.history
-        while history:
-            oldest = next(iter(history.values()))
-            if len(history) <= self.history_max and (oldest.at_ms or 0) >= now_ms - self.history_ms:
-                break
-            history.popitem(last=False)
+        self.history.forget_old(now_ms - self.history_ms, self.history_max)
 
     def take_unflushed(self) -> dict[int, Unflushed]:
         """What to write to each bucket since the last flush; the far timers among
@@ -318,8 +313,7 @@ class TimerBook:
         heapq.heappush(self._heap, (timer.due_ms, timer.id))
 
     def _remember(self, info: TimerInfo) -> None:
-        self.history[info.timer_id] = info
-        self.history.move_to_end(info.timer_id)
+        self.history.remember(info)
 
     def _unflushed(self, due_ms: int) -> Unflushed:
         start = bucket_of(due_ms, self.bucket_ms)

@@ -6,7 +6,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from brook.timers.index import IdIndex
+from brook.id_index import IdIndex
 
 IDS = st.text(alphabet="abcxyz019:-", min_size=1, max_size=6)
 
