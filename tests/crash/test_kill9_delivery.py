@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.crash.crashes import Crash
-from tests.delivery.receivers import Receiver, wait_for
+from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.served import Served
 
 KILLS = int(os.environ.get("BROOK_DELIVERY_CRASH_KILLS", "10"))
@@ -52,3 +52,39 @@ def test_every_acked_record_arrives_through_crashes(tmp_path: Path, crash: Crash
         f"{crash.describe(cycles)}: {len(acked)} records acked, {len(got)} deliveries, "
         f"{duplicates} duplicates"
     )
+
+
+def test_an_attempt_cut_short_by_the_broker_is_not_spent(tmp_path: Path) -> None:
+    """A record in flight each time the broker is killed is sent again after each start
+    with its attempt given back: three kills do not make it dead at max_attempts 2."""
+    config = tmp_path / "brook.toml"
+    config.write_text("delivery_allow_private_networks = true\n")
+    hanging = [True]
+
+    def answer(got: Got) -> Answer:
+        return Answer(delay_s=10.0) if hanging[0] else Answer()
+
+    with Receiver(answer) as receiver:
+        server = Served(tmp_path / "data", config=config)
+        try:
+            settings = {
+                "url": receiver.url,
+                "topics": ["events"],
+                "max_attempts": 2,
+                "timeout_ms": 60_000,
+            }
+            assert server.request("PUT", "/v1/endpoints/hook", settings)[0] == 200
+            assert server.request("POST", "/v1/topics/events/records", b"in flight")[0] == 200
+            for kill in range(3):
+                wait_for(lambda k=kill: len(receiver.requests()) > k, 30)  # this life's attempt
+                hanging[0] = kill < 2  # the fourth life's attempt is answered
+                server.close()  # SIGKILL mid-attempt
+                server = Served(tmp_path / "data", config=config)
+            wait_for(lambda: len(receiver.requests()) >= 4, 30)
+            wait_for(lambda: server.request("GET", "/v1/endpoints/hook/stats")[1]["acked"] == 1)
+            stats = server.request("GET", "/v1/endpoints/hook/stats")[1]
+            assert stats["dead"] == 0, stats
+            attempts = [g.headers["brook-attempt"] for g in receiver.requests()]
+            assert attempts == ["1", "1", "1", "1"], f"attempts sent: {attempts}"
+        finally:
+            server.close()

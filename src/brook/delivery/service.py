@@ -262,20 +262,25 @@ class Deliverer:
     def _release_leases(self) -> None:
         """On start: every lease of a delivery group was held by this broker's loop
         before it stopped (nothing else consumes them), so each attempt is over; retry
-        the records now rather than when their leases would run out."""
+        the records now rather than when their leases would run out.
+
+        The attempt is given back, not spent: it ended with the broker, not with an
+        answer from the endpoint (which may have had the request: at least once). When
+        it was spent, a record in flight at each of ten crashes in a row went dead
+        although its endpoint never failed (`make reliability`, 100 kills)."""
         for endpoint in self.store.endpoints():
             for group in self.store.groups(endpoint):
                 receipts = group.leased_receipts()
                 if not receipts:
                     continue
                 log.info(
-                    "delivery to %s: %d attempts of %s ended with the broker; retrying them",
+                    "delivery to %s: %d attempts of %s ended with the broker; sending again",
                     endpoint.name,
                     len(receipts),
                     group.topic,
                 )
                 with contextlib.suppress(LeaseExpired):  # some ran out meanwhile
-                    group.settle(receipts, "nack", "the broker stopped during the attempt", 0)
+                    group.settle(receipts, "release", "the broker stopped during the attempt")
 
     def _idle_wait(self) -> float:
         now = self.core.now_ms()

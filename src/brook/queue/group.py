@@ -210,7 +210,7 @@ class GroupCore:
         elif action == "discard":
             result = lc.discard(job, receipt, now_ms, reason)
         elif action == "release":
-            result = lc.release(job, receipt, now_ms)
+            result = lc.release(job, receipt, now_ms, reason or "released unsent")
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)

@@ -216,16 +216,19 @@ def discard(job: Job, receipt: str, now_ms: int, reason: str) -> tuple[Job, Tran
     return _dead(job, now_ms, reason or "discarded")
 
 
-def release(job: Job, receipt: str, now_ms: int) -> tuple[Job, Transition]:
-    """Give the lease back unused (the record was never sent): ready again at once,
-    the attempt the lease began not spent. The transition names the receipt it
-    ends, which is how `replay` tells it from a redrive."""
+def release(
+    job: Job, receipt: str, now_ms: int, reason: str = "released unsent"
+) -> tuple[Job, Transition]:
+    """Give the lease back with its attempt not spent (the record was never sent, or
+    its attempt ended with no outcome, the broker having stopped): ready again at
+    once. The transition names the receipt it ends, which is how `replay` tells it
+    from a redrive."""
     _live(job, receipt, now_ms)
     attempt = job.attempt - 1
     ready = msgspec.structs.replace(
         job, state=State.READY, attempt=attempt, receipt=None, ready_at_ms=now_ms
     )
-    return ready, Transition(now_ms, State.READY, attempt, "released unsent", receipt)
+    return ready, Transition(now_ms, State.READY, attempt, reason, receipt)
 
 
 def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
