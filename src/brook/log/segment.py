@@ -127,9 +127,11 @@ class Segment:
         return self.bases[i] if i < len(self.bases) else self.last_entry.base_offset
 
     def locate(self, offset: int, limit_end: int, bytes_max: int) -> tuple[int, int] | None:
-        """Byte range [start, end) of the batches holding offsets offset..limit_end-1.
+        """Byte range [start, end) of whole batches holding offsets offset..limit_end-1,
+        from the listed batch at or before `offset` (so up to index_interval_bytes of
+        batches before it: callers drop them) to a listed batch or the durable end.
 
-        At least one batch is included even if it is larger than `bytes_max`.
+        At least one listed stretch is included even if it is larger than `bytes_max`.
         Returns None when the segment has no durable batch at or after `offset`.
         """
         count = len(self.positions)
