@@ -62,6 +62,17 @@ def test_a_receipt_is_good_for_one_settlement(broker: Any) -> None:
     assert q.stats()["acked"] == 2
 
 
+def test_settling_no_records_does_nothing_embedded_and_remote_alike(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers")
+    (job,) = q.lease(max_records=1)
+    q.ack([])  # a worker whose whole lease failed acks an empty list
+    q.nack([], delay_ms=0)
+    assert q.stats()["leased"] == 1
+    q.ack(job)
+    assert q.stats()["acked"] == 1
+
+
 def test_an_expired_lease_comes_back_with_its_attempt_counted(broker: Any) -> None:
     _fill(broker, "jobs", [b"a"])
     q = broker.queue("jobs", "workers", visibility_timeout_ms=200)

@@ -358,6 +358,8 @@ class AsyncQueue:
 
     async def _settle(self, action: str, jobs: Any, **fields: Any) -> None:
         receipts = validate.receipts(jobs)
+        if not receipts:
+            return  # nothing to settle: as the embedded library, no call at all
         await self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
 
     async def ack(self, jobs: Any) -> None:

@@ -361,6 +361,8 @@ class RemoteQueue:
 
     def _settle(self, action: str, jobs: Any, **fields: Any) -> None:
         receipts = validate.receipts(jobs)
+        if not receipts:
+            return  # nothing to settle: as the embedded library, no call at all
         self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
 
     def ack(self, jobs: Any) -> None:
