@@ -141,7 +141,7 @@ class IdIndex:
                 yield value
 
     def _grow(self) -> None:
-        """Rehash into a table sized for twice the live entries (tombstones dropped)."""
+        """Rehash into a table of at least four slots a live entry (tombstones dropped)."""
         live = [
             entry
             for entry in zip(self._high, self._low, self._values, self._checks, strict=True)
@@ -229,3 +229,26 @@ class RowLog:
                 del column[:start]
             self._base += start
             self._start = 0
+
+
+class Numbers:
+    """Names (topics) numbered from 0 in the order first seen, so rows and packed words
+    keep a small int instead of the text. Names are never forgotten: there are few."""
+
+    def __init__(self) -> None:
+        self._numbers: dict[str, int] = {}
+        self._names: list[str] = []
+
+    def number(self, name: str) -> int:
+        number = self._numbers.get(name)
+        if number is None:
+            number = self._numbers[name] = len(self._names)
+            self._names.append(name)
+        return number
+
+    def known(self, name: str) -> int | None:
+        """The number of `name` if it was ever numbered."""
+        return self._numbers.get(name)
+
+    def name(self, number: int) -> str:
+        return self._names[number]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 
 from brook import limits
-from brook.id_index import RowLog
+from brook.id_index import Numbers, RowLog
 from brook.records import Ack
 
 
@@ -41,7 +41,7 @@ class IdempotencyIndex:
         self._timestamp = self._rows.column("timestamp")
         self._offset = self._rows.column("offset")
         self._partition = self._rows.column("partition")
-        self._topic_numbers: dict[str, int] = {}
+        self._topics = Numbers()
         self._mutex = threading.Lock()
         """Held to read too: forgetting moves the rows."""
 
@@ -56,9 +56,7 @@ class IdempotencyIndex:
             return Ack(self._partition[i], self._offset[i], self._timestamp[i])
 
     def add(self, topic: str, key: bytes, ack: Ack) -> None:
-        number = self._topic_numbers.get(topic)
-        if number is None:
-            number = self._topic_numbers[topic] = len(self._topic_numbers)
+        number = self._topics.number(topic)
         with self._mutex:
             self._rows.add(_name(topic, key), ack.timestamp, ack.offset, ack.partition, number)
             if len(self._rows) > self.keys_max:
@@ -70,7 +68,7 @@ class IdempotencyIndex:
             self._rows.forget_oldest("timestamp", now_ms - self.window_ms, self.keys_max)
 
     def forget_topic(self, topic: str) -> None:
-        number = self._topic_numbers.get(topic)
+        number = self._topics.known(topic)
         if number is not None:
             with self._mutex:
                 self._rows.forget_where("topic", number)

@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from brook.id_index import RowLog
+from brook.id_index import Numbers, RowLog
 from brook.timers.history import TimerHistory
 from brook.timers.model import TimerInfo
 
@@ -21,7 +21,7 @@ TOPICS = st.sampled_from(["orders", "reminders", "t.x"])
 class HistoryMatchesAnOrderedDict(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.history = TimerHistory()
+        self.history = TimerHistory(Numbers())
         self.model: OrderedDict[str, TimerInfo] = OrderedDict()
         self.now = 1_000_000
 

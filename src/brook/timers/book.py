@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from brook.errors import Conflict
-from brook.id_index import IdIndex
+from brook.id_index import IdIndex, Numbers
 from brook.timers.history import TimerHistory
 from brook.timers.model import Timer, TimerInfo
 
@@ -68,15 +68,14 @@ class TimerBook:
         a million pending timers must fit in little memory."""
         self._per_bucket: dict[int, int] = {}
         """How many timers are pending in each bucket."""
-        self._topics: dict[str, int] = {}
-        self._topic_names: list[str] = []
+        self._topics = Numbers()
         self.near: dict[str, Timer] = {}
         """Pending timers due before loaded_until_ms, whole."""
         self._heap: list[tuple[int, str]] = []
         """(due, id) of near timers; entries of fired or cancelled ones are skipped."""
         self.loaded_until_ms = bucket_of(now_ms, bucket_ms)
         """Buckets starting before this are in memory; the shell loads the rest in turn."""
-        self.history = TimerHistory()
+        self.history = TimerHistory(self._topics)
         """Fired and cancelled timers, kept for history_ms (at most history_max)."""
         self.unflushed: dict[int, Unflushed] = {}
         self.unflushed_count = 0
@@ -286,11 +285,8 @@ class TimerBook:
 
     def _index(self, timer: Timer) -> bool:
         """Add a timer to the pending index; False if its id is pending already."""
-        number = self._topics.get(timer.topic)
-        if number is None:
-            number = self._topics[timer.topic] = len(self._topic_names)
-            assert number <= _TOPIC_MASK, "more topics with timers than a packed entry numbers"
-            self._topic_names.append(timer.topic)
+        number = self._topics.number(timer.topic)
+        assert number <= _TOPIC_MASK, "more topics with timers than a packed entry numbers"
         if not self.pending.add(timer.id, timer.due_ms << _TOPIC_BITS | number, check_of(timer)):
             return False
         start = bucket_of(timer.due_ms, self.bucket_ms)
@@ -306,7 +302,7 @@ class TimerBook:
             del self._per_bucket[start]
 
     def _unpack(self, packed: int) -> tuple[int, str]:
-        return packed >> _TOPIC_BITS, self._topic_names[packed & _TOPIC_MASK]
+        return packed >> _TOPIC_BITS, self._topics.name(packed & _TOPIC_MASK)
 
     def _hold(self, timer: Timer) -> None:
         self.near[timer.id] = timer

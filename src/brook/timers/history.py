@@ -10,7 +10,7 @@ arrays (id_index.RowLog): about 110 to 170 bytes a timer, and no object per time
 
 from __future__ import annotations
 
-from brook.id_index import RowLog
+from brook.id_index import Numbers, RowLog
 from brook.timers.model import TimerInfo
 
 _CANCELLED = -1
@@ -18,15 +18,15 @@ _CANCELLED = -1
 
 
 class TimerHistory:
-    def __init__(self) -> None:
+    def __init__(self, topics: Numbers) -> None:
         self._rows = RowLog(due="q", at="q", offset="q", partition="i", topic="I")
         self._due = self._rows.column("due")
         self._at = self._rows.column("at")
         self._offset = self._rows.column("offset")
         self._partition = self._rows.column("partition")
         self._topic = self._rows.column("topic")
-        self._topic_numbers: dict[str, int] = {}
-        self._topic_names: list[str] = []
+        self._topics = topics
+        """The book's numbering of topics, shared."""
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -36,18 +36,14 @@ class TimerHistory:
 
     def remember(self, info: TimerInfo) -> None:
         """Add a fired or cancelled timer as the newest (it replaces an older row of its id)."""
-        number = self._topic_numbers.get(info.topic)
-        if number is None:
-            number = self._topic_numbers[info.topic] = len(self._topic_names)
-            self._topic_names.append(info.topic)
         fired = info.state == "fired" and info.partition is not None
         self._rows.add(
             info.timer_id,
             info.due_ms,
             info.at_ms or 0,
-            (info.offset or 0) if fired else 0,
+            info.offset or 0,
             info.partition if fired and info.partition is not None else _CANCELLED,
-            number,
+            self._topics.number(info.topic),
         )
 
     def get(self, timer_id: str) -> TimerInfo | None:
@@ -55,7 +51,7 @@ class TimerHistory:
         if i is None:
             return None
         partition = self._partition[i]
-        topic = self._topic_names[self._topic[i]]
+        topic = self._topics.name(self._topic[i])
         if partition == _CANCELLED:
             return TimerInfo(timer_id, "cancelled", topic, self._due[i], at_ms=self._at[i])
         return TimerInfo(
