@@ -28,6 +28,12 @@ class Run(msgspec.Struct, array_like=True, frozen=True):
     ended: list[TimerInfo]
 
 
+class RunTimers(msgspec.Struct, array_like=True, frozen=True):
+    """A Run's timers alone: its ends are skipped, not decoded."""
+
+    timers: list[Timer]
+
+
 class Checkpoint(msgspec.Struct, frozen=True):
     flush: int = 0
     """The newest flush whose runs are all durable."""
@@ -38,4 +44,5 @@ class Checkpoint(msgspec.Struct, frozen=True):
 encode = msgspec.msgpack.Encoder().encode
 decode_entry = msgspec.msgpack.Decoder(LogEntry).decode
 decode_run = msgspec.msgpack.Decoder(Run).decode
+decode_run_timers = msgspec.msgpack.Decoder(RunTimers).decode
 decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode

@@ -35,7 +35,7 @@ from brook.commit import AppendRequest, Waiter
 from brook.errors import Closed, StorageError
 from brook.log.partition import LogSettings
 from brook.records import Record
-from brook.timers import files
+from brook.timers import files, merging
 from brook.timers.book import TimerBook, Unflushed, bucket_of
 from brook.timers.model import Timer, TimerInfo
 
@@ -48,7 +48,8 @@ TIMER_HEADER = "brook.timer.id"
 FIRE_BATCH = 2_000
 """Most timers fired in one round of appends."""
 RUNS_MERGE = 8
-"""A bucket's runs are merged into one when a flush would make this many."""
+"""A flush that would leave a bucket this many runs merges its new run with the
+newest older ones (brook/timers/merging.py)."""
 
 
 def new_ids(count: int) -> Iterator[str]:
@@ -119,6 +120,8 @@ class TimerService:
         checkpoint = files.Checkpoint() if raw is None else files.decode_checkpoint(raw)
         self.checkpoint = checkpoint
         runs: dict[int, list[tuple[int, str]]] = {}
+        self._runs_of: dict[int, list[tuple[int, int]]] = {}
+        """Each bucket's runs up to the checkpoint's flush: (flush, size), oldest first."""
         for name in storage.list(layout.TIMER_BUCKETS):
             parsed = layout.parse_timer_run(name)
             if parsed is None:
@@ -127,15 +130,14 @@ class TimerService:
             if flush > checkpoint.flush:
                 continue  # left by a flush cut short: the log still holds it
             runs.setdefault(bucket, []).append((flush, name))
-        self._runs_of = {bucket: sorted(f for f, _ in found) for bucket, found in runs.items()}
-        """The flushes with a run in each bucket (up to the checkpoint's)."""
         for bucket in sorted(runs):
             timers: list[Timer] = []
             ended: list[TimerInfo] = []
-            for _, name in sorted(runs[bucket]):
+            for flush, name in sorted(runs[bucket]):
                 data = storage.read_all(name)
                 if data is None:
                     continue
+                self._runs_of.setdefault(bucket, []).append((flush, len(data)))
                 run = files.decode_run(data)
                 timers.extend(run.timers)
                 ended.extend(run.ended)
@@ -310,7 +312,7 @@ class TimerService:
                 continue
             data = storage.read_all(name)
             if data is not None:
-                timers.extend(files.decode_run(data).timers)
+                timers.extend(files.decode_run_timers(data).timers)
         return timers
 
     def _fire_due(self) -> int:
@@ -375,15 +377,18 @@ class TimerService:
         if not taken:
             return
         flush = self.checkpoint.flush + 1
+        written: dict[int, int] = {}
         merged: dict[int, list[int]] = {}
         try:
             for start, part in taken.items():
-                run = files.Run(part.timers, part.ended)
-                older = list(self._runs_of.get(start, []))
-                if len(older) + 1 >= RUNS_MERGE:
-                    run = self._merged(start, older, run)
-                    merged[start] = older
-                storage.write_atomic(layout.timer_run(start, flush), files.encode(run))
+                run = files.encode(files.Run(part.timers, part.ended))
+                older = self._runs_of.get(start, [])
+                count = merging.runs_to_merge([size for _, size in older], len(run), RUNS_MERGE)
+                if count:
+                    merged[start] = [f for f, _ in older[-count:]]
+                    run = self._merged(start, merged[start], run, whole=count == len(older))
+                storage.write_atomic(layout.timer_run(start, flush), run)
+                written[start] = len(run)
             checkpoint = files.Checkpoint(flush, cut)
             storage.write_atomic(layout.TIMER_CHECKPOINT, msgspec.json.encode(checkpoint))
         except StorageError:
@@ -391,36 +396,28 @@ class TimerService:
                 self.book.restore_unflushed(taken)
             raise
         self.checkpoint = checkpoint
-        for start in taken:
-            self._runs_of.setdefault(start, []).append(flush)
-        # The merged runs hold what the older ones did: those can go (a crash before
+        for start, size in written.items():
+            runs = self._runs_of.setdefault(start, [])
+            if start in merged:
+                del runs[-len(merged[start]) :]
+            runs.append((flush, size))
+        # The merged run holds what the older ones did: those can go (a crash before
         # they do leaves both, and restoring a timer twice keeps one).
-        for start, older in merged.items():
-            for old in older:
+        for start, flushes in merged.items():
+            for old in flushes:
                 storage.delete(layout.timer_run(start, old))
-            self._runs_of[start] = [flush]
         self._forget_past_buckets()
 
-    def _merged(self, start: int, older: list[int], newest: files.Run) -> files.Run:
-        """One run holding bucket `start`'s older runs and `newest`: timers that ended
-        are dropped, and so is the history older than timer_history_ms."""
-        storage = self.core.storage
-        timers: list[Timer] = []
-        ended: list[TimerInfo] = []
-        for flush in older:
-            data = storage.read_all(layout.timer_run(start, flush))
-            if data is not None:
-                run = files.decode_run(data)
-                timers.extend(run.timers)
-                ended.extend(run.ended)
-        timers.extend(newest.timers)
-        ended.extend(newest.ended)
-        gone = {info.timer_id for info in ended}
+    def _merged(self, start: int, older: list[int], newest: bytes, whole: bool) -> bytes:
+        """One run holding bucket `start`'s runs of flushes `older` and then `newest`;
+        `whole`: those are all its runs."""
+        runs = [
+            data
+            for flush in older
+            if (data := self.core.storage.read_all(layout.timer_run(start, flush))) is not None
+        ]
         since = self.core.now_ms() - self.book.history_ms
-        return files.Run(
-            [t for t in timers if t.id not in gone],
-            [info for info in ended if (info.at_ms or 0) >= since],
-        )
+        return merging.merge([*runs, newest], whole, since)
 
     def _forget_past_buckets(self) -> None:
         """Delete the files of buckets past for longer than the history is kept, with
