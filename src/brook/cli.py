@@ -20,7 +20,7 @@ import click
 import uvloop
 
 import brook
-from brook import config, limits, logs
+from brook import allocator, config, limits, logs
 from brook import doctor as doctors
 from brook.cli_errors import friendly
 from brook.cli_spark import spark
@@ -315,6 +315,7 @@ def serve(
         )
     tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
+    allocator.give_back_large_buffers()  # this process is the broker's own
     limits.record_bytes_max = record_bytes_max  # this process serves one broker
     common: dict[str, Any] = {
         "linger_ms": linger_ms,
