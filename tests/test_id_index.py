@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -49,3 +51,23 @@ IndexMatchesADict.TestCase.settings = settings(
     max_examples=30, stateful_step_count=30, deadline=None
 )
 TestIndexMatchesADict = IndexMatchesADict.TestCase
+
+
+def test_growing_costs_the_new_table_and_no_object_per_entry() -> None:
+    index = IdIndex()
+    names = [f"key-{n}" for n in range(300_000)]
+    for n, name in enumerate(names):
+        index.add(name, n, n % 7)
+        if n > 100_000 and 2 * (index._used + 1) > len(index._high):
+            break  # the next add grows the table
+    count = len(index)
+    tracemalloc.start()
+    try:
+        index.add("one more", count)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    table = 28 * len(index._high)  # four arrays: 8 + 8 + 8 + 4 bytes a slot
+    assert peak < table + 100_000, f"{peak / count:.0f} bytes an entry at the peak"
+    assert all(index.entry(name) == (n, n % 7) for n, name in enumerate(names[:count]))
+    assert index.get("one more") == count and len(index) == count + 1
