@@ -6,11 +6,12 @@ moves: it rises to the size of each such buffer freed (up to 32 MiB), so after
 one 3 MB buffer the next ones come from the heap, where a freed chunk below a
 live one stays resident for good. A broker frees large buffers all the time
 (segment reads, request bodies, a timer bucket's merged run), and its resident
-memory rose in a step at each new largest one: +6.5 MiB in the 30-minute soak
-when a merge wrote a 3.1 MB run, the merge's own memory long given back to
-malloc. Setting the threshold turns the moving off (mallopt(3)): buffers of a
-MiB or more are mapped and unmapped, each costing a few page faults, small
-beside the fsync that follows nearly every one of them.
+memory would rise with each new largest one: merging timer runs of 0.6 to 6.7 MB
+one after another left 10 MiB resident, 3.7 with the threshold fixed; twenty
+3 MiB buffers freed after an 8 MiB one leave 7.4 MiB resident, and nothing with
+it (tests/test_allocator.py). Setting the threshold turns the moving off
+(mallopt(3)): buffers of a MiB or more are mapped and unmapped, each costing a
+few page faults, small beside the fsync that follows nearly every one of them.
 
 Only `brook serve` sets it: an embedded broker lives in the user's process,
 whose allocator is theirs to tune. An operator's MALLOC_MMAP_THRESHOLD_ wins.
