@@ -27,12 +27,16 @@ class InProcess:
         return self.request("GET", path)
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+        status, text = self.request_text(method, path, body)
+        return status, json.loads(text)
+
+    def request_text(self, method: str, path: str, body: bytes | None = None) -> tuple[int, str]:
         connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
         try:
             headers = {"content-type": "application/octet-stream"} if body is not None else {}
             connection.request(method, path, body=body, headers=headers)
             answer = connection.getresponse()
-            return answer.status, json.loads(answer.read())
+            return answer.status, answer.read().decode()
         finally:
             connection.close()
 

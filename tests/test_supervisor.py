@@ -188,7 +188,7 @@ def in_process(tmp_path: Path) -> Iterator[tuple[brook.Broker, InProcess]]:
             server.close()
 
 
-def test_health_names_a_failing_loop_until_it_recovers(
+def test_health_names_a_failing_queue_group_in_its_detail_until_it_recovers(
     in_process: tuple[brook.Broker, InProcess],
 ) -> None:
     b, server = in_process
@@ -207,11 +207,17 @@ def test_health_names_a_failing_loop_until_it_recovers(
 
     group.has_unlettered = lambda: True  # type: ignore[method-assign]
     group.tick = tick  # type: ignore[method-assign]
-    eventually(lambda: server.get("/v1/health")[0] == 503)
-    _, body = server.get("/v1/health")
-    assert body["status"] == "failing"
-    [report] = body["failing"]
+    eventually(lambda: "isolated" in server.get("/v1/health")[1])
+    status, body = server.get("/v1/health")
+    assert status == 200 and body["status"] == "ok", "one group's failure is its own"
+    [report] = body["isolated"]
     assert report["loop"] == "queues" and "OSError: disk gone" in report["error"]
+    assert report["subject"] == "queue group jobs/g" and report["task"] == "tick"
+    metrics = server_metrics(server)
+    assert (
+        'brook_subject_failing{loop="queues",subject="queue group jobs/g",task="tick"} 1.0'
+        in metrics
+    )
     failing.clear()
     eventually(lambda: server.get("/v1/health") == (200, {"status": "ok"}))
     metrics = server_metrics(server)

@@ -256,6 +256,13 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
     "after a crash waits for it.",
 )
 @setting(
+    "--open-files-max",
+    default=None,
+    type=click.IntRange(16),
+    help="Most files of --data kept open at once (topics, queue groups); by default half "
+    "the process's descriptor limit, which is first raised to its hard limit.",
+)
+@setting(
     "--delivery-allow-private-networks",
     is_flag=True,
     help="Let delivery endpoints be loopback, private or link-local addresses (local "
@@ -298,6 +305,7 @@ def serve(
     cache_bytes: int,
     take_over: bool,
     lease_ms: int,
+    open_files_max: int | None,
     delivery_allow_private_networks: bool,
     log_level: str,
     access_log: bool,
@@ -342,7 +350,7 @@ def serve(
                 "broker runs; stop that broker first"
             )
         where = os.path.abspath(data)
-        broker = _open(data, **common)
+        broker = _open(data, **common, open_files_max=open_files_max)
     http_limits = HttpLimits(
         request_bytes_max=request_bytes_max,
         inflight_bytes_max=inflight_bytes_max,
@@ -656,6 +664,11 @@ def queue_dead(
     """
     with _connect(data, url, api_key, read_only=True) as b:
         target = b.queue(topic, group, create=False).settings()["dead_letter_topic"]
+        if target is None:
+            click.echo(
+                "this group keeps its dead records in place (see brook queue stats)", err=True
+            )
+            return
         if target not in {info.name for info in b.topics()}:
             click.echo(f"no dead records yet ({target} is empty)", err=True)
             return

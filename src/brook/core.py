@@ -351,6 +351,10 @@ class Core:
         for task, work in self.maintainers:
             with guard("maintenance", task):
                 work()
+        close_idle = getattr(self.storage, "close_idle", None)
+        if close_idle is not None:
+            with guard("maintenance", "open files"):
+                close_idle()  # cold topics and idle groups hold no descriptor
         for state in list(self._topics.values()):
             config = state.config
             for partition_log in state.logs if config.compaction else []:

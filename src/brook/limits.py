@@ -170,3 +170,14 @@ timer_at_past_max_ms = 24 * 60 * 60 * 1000
 refused as a mistake, usually seconds given as milliseconds."""
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""
+
+# ---------------------------------------------------------------- open files (storage/handles.py)
+open_files_share = 0.5
+"""By default the file cache keeps at most this share of the process's descriptor limit
+open; the rest is for connections (the HTTP server's, delivery's) and short-lived files."""
+open_files_min = 64
+"""The file cache never keeps fewer open than this (a limit too low to serve with)."""
+open_files_idle_ms_default = 60_000
+"""A file unused this long is closed at the next maintenance: cold topics hold none."""
+open_files_raise_max = 1 << 20
+"""The soft limit is raised at most this far when the hard one is unlimited."""

@@ -8,6 +8,8 @@ task ids carry it). The checks in `validate`, `timers.checks` and
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
 import re
 from typing import Annotated
 
@@ -40,3 +42,44 @@ Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN, description="1 to 200 of A-
 Receipt = Annotated[
     str, msgspec.Meta(pattern=RECEIPT_PATTERN, description="A receipt from a lease, as given")
 ]
+
+
+# ---------------------------------------------------------------- reserved names
+
+RESERVED_PREFIX = "__"
+"""Brook's internal topics (status logs, the timer log): never a user's topic."""
+DEAD_LETTERS_SUFFIX = ".dlq"
+"""The namespace of dead-letter topics, the names Brook derives for dead records."""
+_DIGEST_CHARS = 16
+
+
+def is_dead_letters(topic: str) -> bool:
+    """Whether `topic` is in the dead-letter namespace (a name ending in `.dlq`)."""
+    return topic.endswith(DEAD_LETTERS_SUFFIX)
+
+
+def dead_letters(*parts: str) -> str:
+    """The dead-letter topic Brook derives from `parts` (a topic, and an endpoint's
+    name for its deliveries): `<parts joined by '.'>.dlq`, always a valid name of at
+    most topic_name_chars_max characters. A longer one keeps its start and ends in a
+    digest of the whole, so two different sources never share one by being cut."""
+    base = ".".join(parts)
+    name = base + DEAD_LETTERS_SUFFIX
+    if len(name) <= limits.topic_name_chars_max:
+        return name
+    digest = hashlib.blake2b(base.encode(), digest_size=_DIGEST_CHARS // 2).hexdigest()
+    keep = limits.topic_name_chars_max - len(DEAD_LETTERS_SUFFIX) - _DIGEST_CHARS - 1
+    return f"{base[:keep]}.{digest}{DEAD_LETTERS_SUFFIX}"
+
+
+def pattern_matches(pattern: str, topic: str) -> bool:
+    """Whether a user's topic pattern (a name or a glob) takes in `topic`. Reserved
+    names are taken only by a pattern that names their namespace: an internal topic
+    (`__...`) by one starting with `__`, a dead-letter topic by one ending in `.dlq`.
+    So `orders.*` never takes `orders.dlq`, nor the dead letters of its own
+    deliveries, and dead letters can never cascade through a glob."""
+    if topic.startswith(RESERVED_PREFIX) and not pattern.startswith(RESERVED_PREFIX):
+        return False
+    if is_dead_letters(topic) and not is_dead_letters(pattern):
+        return False
+    return fnmatch.fnmatchcase(topic, pattern)

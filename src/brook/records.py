@@ -116,6 +116,11 @@ class DeliveryStats(msgspec.Struct, frozen=True, kw_only=True):
     """When its next attempt is due: now while records are ready, the breaker's probe
     while it is open, the first retry when only retries wait; None when nothing waits
     or it is disabled."""
+    failing: str = ""
+    """Why the broker's own work for the endpoint fails now (storing a dead letter,
+    leasing, settling: "task: error"; "" when nothing does). Its failure alone: the
+    other endpoints go on."""
+    failing_since_ms: int | None = None
 
 
 class Attempt(msgspec.Struct, frozen=True, kw_only=True):

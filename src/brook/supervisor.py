@@ -15,6 +15,13 @@ Work that is not a loop of its own (each task of maintenance) runs under
 `guard`, which does the same for one task and keeps the error from reaching
 its caller, so one failing topic cannot stop the work for the others.
 
+Work done for one tenant's thing (an endpoint, a queue group) runs under
+`isolate`: its error is that subject's alone. It is logged (once per new
+error), counted, and shown as the subject failing (`isolated()`: an endpoint's
+stats, the dashboard, /metrics, the detail of /v1/health) until the same work
+next succeeds; it never reaches the loop, which goes on for every other
+subject, and it never turns /v1/health to 503 (the broker serves).
+
 A step that raises `Closed` ends its loop quietly: the broker is closing.
 """
 
@@ -49,6 +56,8 @@ class Failure:
     since_ms: int
     count: int
     """Failures in a row."""
+    subject: str | None = None
+    """Whose work failed ("endpoint a", "queue group t/g"); None for the loop's own."""
 
 
 class Supervisor:
@@ -57,6 +66,7 @@ class Supervisor:
         self._mutex = threading.Lock()
         self._errors: dict[str, int] = {}
         self._failing: dict[tuple[str, str | None], Failure] = {}
+        self._isolated: dict[tuple[str, str], Failure] = {}
 
     # ------------------------------------------------------------ loops
 
@@ -94,6 +104,63 @@ class Supervisor:
         failing (until the same task next succeeds), and not raised."""
         with self._recording(loop, task, reraise=False):
             yield
+
+    @contextlib.contextmanager
+    def isolate(self, loop: str, subject: str, task: str) -> Iterator[None]:
+        """Run `task` of `loop` for `subject` alone: an error is the subject's (logged,
+        counted, shown by `isolated()` until the task next succeeds for it) and is
+        not raised, so the loop goes on with the others. `Closed` is raised."""
+        try:
+            yield
+        except Closed:
+            raise
+        except Exception as exc:
+            self.subject_failed(loop, subject, task, exc)
+        else:
+            self.subject_succeeded(subject, task)
+
+    def subject_failed(self, loop: str, subject: str, task: str, exc: BaseException) -> None:
+        """Record a failure of `task` done for `subject` (the caller handled it)."""
+        error = _describe(exc)
+        with self._mutex:
+            self._errors[loop] = self._errors.get(loop, 0) + 1
+            known = self._isolated.get((subject, task))
+            if known is None:
+                self._isolated[(subject, task)] = Failure(
+                    loop, task, error, self.clock.now_ms(), 1, subject
+                )
+            else:
+                known.count += 1
+            changed = known is None or known.error != error
+            if known is not None:
+                known.error = error
+        if not changed:
+            return  # said already: a failing subject retried often must not flood the log
+        if isinstance(exc, BrookError):
+            log.warning("%s: %s failed: %s; the others go on", subject, task, exc)
+        else:
+            log.error("%s: %s failed unexpectedly; the others go on", subject, task, exc_info=exc)
+
+    def subject_succeeded(self, subject: str, task: str) -> None:
+        """`task` worked for `subject`: that failure is over."""
+        if not self._isolated:
+            return
+        with self._mutex:
+            gone = self._isolated.pop((subject, task), None)
+        if gone is not None:
+            log.info("%s: %s works again after %d failures", subject, task, gone.count)
+
+    def forget_subject(self, subject: str) -> None:
+        """The subject is gone (an endpoint or group deleted): its failures with it."""
+        with self._mutex:
+            for key in [k for k in self._isolated if k[0] == subject]:
+                del self._isolated[key]
+
+    def isolated(self, subjects: Callable[[str], bool] | None = None) -> list[Failure]:
+        """Failures of single subjects now (those `subjects` accepts), oldest first."""
+        with self._mutex:
+            found = [f for (s, _), f in self._isolated.items() if subjects is None or subjects(s)]
+        return sorted(found, key=lambda f: f.since_ms)
 
     # ------------------------------------------------------------ reporting
 

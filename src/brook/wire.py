@@ -301,7 +301,10 @@ class QueueSettingsOut(Out):
     backoff: BackoffOut
     expire_after_ms: int | None
     ordering: str
-    dead_letter_topic: str
+    dead_letter_topic: str | None
+    """Where dead records are copied; None when they stay in place (the broker's
+    delivery groups on a dead-letter topic)."""
+    copy_dead: bool = True
 
 
 class QueueOut(Out):
@@ -449,17 +452,24 @@ class Dropped(Out):
 # ---------------------------------------------------------------- health and errors
 
 
-class Failing(Out):
+class Failing(Out, omit_defaults=True):
     loop: str
     task: str | None
     error: str
     since_ms: int
     failures: int
+    subject: str | None = None
+    """Whose work fails (an endpoint, a queue group), in `isolated`."""
 
 
 class Health(Out, omit_defaults=True):
     status: Literal["ok", "failing"]
     failing: list[Failing] | None = None
+    """Background loops failing: the broker does not serve as it should (503)."""
+    isolated: list[Failing] | None = None
+    """Work for single endpoints or queue groups failing now, the first
+    HEALTH_ISOLATED_MAX of them: theirs alone, the broker serves the others (200)."""
+    isolated_count: int = 0
 
 
 class ErrorDetail(Out):

@@ -8,7 +8,6 @@ is made).
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any
 
 import msgspec
@@ -74,10 +73,16 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     """Why it is disabled, when it is: by hand, or the endpoint answered 410."""
 
     def matches(self, topic: str) -> bool:
-        """Whether records of `topic` are delivered here."""
-        if topic.startswith("__"):
+        """Whether records of `topic` are delivered here: a topic its patterns take
+        (a dead-letter topic only by a pattern naming that namespace, names.pattern_matches),
+        never the dead letters of its own deliveries nor an internal topic."""
+        if topic.startswith(names.RESERVED_PREFIX) or self.own_dead_letters(topic):
             return False
-        return any(fnmatch.fnmatchcase(topic, pattern) for pattern in self.settings.topics)
+        return any(names.pattern_matches(pattern, topic) for pattern in self.settings.topics)
+
+    def own_dead_letters(self, topic: str) -> bool:
+        """Whether `topic` looks like the dead letters of this endpoint's deliveries."""
+        return topic.endswith(f".{self.name}{names.DEAD_LETTERS_SUFFIX}")
 
     def signing_keys(self, now_ms: int) -> list[bytes]:
         """The keys to sign with now: the current secret's, then those still rotating out."""
@@ -97,7 +102,22 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
         return self.settings.timeout_ms + LEASE_MARGIN_MS
 
     def dead_letter_topic(self, topic: str) -> str:
-        return f"{topic}.{self.name}.dlq"
+        """Where records of `topic` that die here are copied: `<topic>.<name>.dlq`
+        (names.dead_letters: always valid, a digest ending a name that would be too
+        long). A record of a dead-letter topic that dies here stays in place
+        (Settings.copy_dead): dead letters never beget dead letters."""
+        return names.dead_letters(topic, self.name)
+
+
+def subject(name: str) -> str:
+    """The endpoint as its failures are shown (Supervisor.isolate)."""
+    return f"endpoint {name}"
+
+
+def concerns(name: str, failing: str) -> bool:
+    """Whether a failing subject is endpoint `name`'s: the endpoint, or one of its
+    queue groups (QueueGroup.subject ends in `/<group>`)."""
+    return failing == subject(name) or failing.endswith(f"/{GROUP_PREFIX}{name}")
 
 
 def group_endpoint(group: str) -> str | None:
@@ -137,10 +157,6 @@ def merge(
         settings = msgspec.structs.replace(base, **changes) if changes else base
     if stored is not None and settings.start != stored.settings.start:
         raise BadRequest("start applies when an endpoint is created; it cannot change")
-    for topic in settings.topics:
-        literal = not any(c in topic for c in "*?[")
-        if literal and len(f"{topic}.{name}.dlq") > limits.topic_name_chars_max:
-            raise BadRequest(f"the dead-letter topic {topic}.{name}.dlq is too long a name")
     secret = given.get("secret")
     if secret is not None:
         signing.key_of(secret)

@@ -81,8 +81,11 @@ class Endpoint:
             probe = self._deliverer.next_probe_ms(self.name)
             if next_attempt is not None and probe is not None:
                 next_attempt = max(next_attempt, probe)
+        failing = self._deliverer.failing(self.name)
         return DeliveryStats(
             **counts,
+            failing="; ".join(f"{f.task}: {f.error}" for f in failing),
+            failing_since_ms=failing[0].since_ms if failing else None,
             in_flight=self._deliverer.in_flight(self.name),
             breaker=self._deliverer.breaker_state(self.name),
             success_rate=seen.success_rate(),

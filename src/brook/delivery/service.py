@@ -37,6 +37,7 @@ import msgspec
 import uvloop
 
 from brook.delivery import addresses
+from brook.delivery import endpoint as ep
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import (
     EXCERPT_BYTES_MAX,
@@ -54,6 +55,7 @@ from brook.errors import BrookError, Closed, LeaseExpired
 from brook.queue.lifecycle import Outcome
 from brook.queue.shell import QueueGroup
 from brook.records import Job, Record
+from brook.supervisor import Failure
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -211,6 +213,10 @@ class Deliverer:
         runtime = self._runtime(name)
         return runtime.stats.recent() if runtime is not None else []
 
+    def failing(self, name: str) -> list[Failure]:
+        """What fails for the endpoint now (its own work, or its groups'), oldest first."""
+        return self.core.supervisor.isolated(functools.partial(ep.concerns, name))
+
     def in_flight(self, name: str) -> int:
         runtime = self._runtime(name)
         return runtime.in_flight if runtime is not None else 0
@@ -268,6 +274,7 @@ class Deliverer:
         answer from the endpoint (which may have had the request: at least once). When
         it was spent, a record in flight at each of ten crashes in a row went dead
         although its endpoint never failed (`make reliability`, 100 kills)."""
+        supervisor = self.core.supervisor
         for endpoint in self.store.endpoints():
             for group in self.store.groups(endpoint):
                 receipts = group.leased_receipts()
@@ -279,7 +286,10 @@ class Deliverer:
                     len(receipts),
                     group.topic,
                 )
-                with contextlib.suppress(LeaseExpired):  # some ran out meanwhile
+                with (
+                    supervisor.isolate("delivery", group.subject, "give back leases"),
+                    contextlib.suppress(LeaseExpired),  # some ran out meanwhile
+                ):
                     group.settle(receipts, "release", "the broker stopped during the attempt")
 
     def _idle_wait(self) -> float:
@@ -369,13 +379,17 @@ class Deliverer:
                 )
 
     async def _lease(self, group: QueueGroup, count: int) -> list[Job]:
+        """Up to `count` records of `group`; none when leasing fails (the group's
+        failure alone: shown as its endpoint failing, tried again next round)."""
+        supervisor = self.core.supervisor
         try:
             jobs = await self._blocking(lambda: group.lease(count, 0, None))
         except Closed:
             raise
-        except BrookError as exc:
-            log.warning("delivery: leasing from %s/%s failed: %s", group.topic, group.group, exc)
+        except Exception as exc:
+            supervisor.subject_failed("delivery", group.subject, "lease", exc)
             return []
+        supervisor.subject_succeeded(group.subject, "lease")
         assert isinstance(jobs, list)
         return jobs
 
@@ -409,8 +423,10 @@ class Deliverer:
                 scheduler.ended(runtime, failed, now, probe, result.latency_ms)
                 self._look_again()
             await self._settle(runtime, group, job, result, verdict)
-        except Exception:
-            log.exception("delivery to %s failed unexpectedly", runtime.endpoint.name)
+        except Exception as exc:
+            self.core.supervisor.subject_failed(
+                "delivery", ep.subject(runtime.endpoint.name), "attempt", exc
+            )
         finally:
             if slot:
                 scheduler.ended(runtime, failed, self.core.now_ms(), probe)
@@ -554,6 +570,7 @@ class Deliverer:
                 )
 
         disabled: list[Endpoint] = []
+        supervisor = self.core.supervisor
         try:
             await self._blocking(settle)
             if disabled:  # at once: attempts waiting for their pacing must not go out
@@ -561,6 +578,11 @@ class Deliverer:
         except LeaseExpired:
             # The lease ran out first (a very slow answer): the record is leased again.
             log.info("delivery to %s: %s outlived its lease", runtime.endpoint.name, job.receipt)
+        except BrookError as exc:
+            # Not stored: the lease runs out and the record is sent again (at least once).
+            supervisor.subject_failed("delivery", group.subject, "settle", exc)
+        else:
+            supervisor.subject_succeeded(group.subject, "settle")
 
 
 class Acks:
@@ -583,6 +605,7 @@ class Acks:
 
     async def _write(self) -> None:
         group = self.group
+        supervisor = self.deliverer.core.supervisor
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
@@ -595,12 +618,10 @@ class Acks:
                     # others were acked.
                     log.info("delivery on %s: %s", group.topic, exc)
                 except BrookError as exc:
-                    log.warning(
-                        "delivery on %s: %d acks not stored (%s); their records are sent again",
-                        group.topic,
-                        len(batch),
-                        exc,
-                    )
+                    # Their leases run out and the records are sent again (at least once).
+                    supervisor.subject_failed("delivery", group.subject, "ack", exc)
+                else:
+                    supervisor.subject_succeeded(group.subject, "ack")
         finally:
             self._writing = False
 

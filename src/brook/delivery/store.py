@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import layout
+from brook import layout, names
 from brook.delivery import endpoint as ep
 from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
@@ -100,6 +100,7 @@ class EndpointStore:
             del self._endpoints[name]
             for group in self.groups(endpoint):
                 self.queues.delete_group(group.topic, group.group)
+            self.core.supervisor.forget_subject(ep.subject(name))
         self._notify()
 
     def set_enabled(self, name: str, enabled: bool, reason: str = "") -> Endpoint:
@@ -140,9 +141,11 @@ class EndpointStore:
         """Give every topic an endpoint matches its queue group (topics made since)."""
         if self.core.read_only:
             return
+        supervisor = self.core.supervisor
         with self._mutex:
             for endpoint in list(self._endpoints.values()):
-                self._align_groups(endpoint, by_hand=False)
+                with supervisor.isolate("delivery", ep.subject(endpoint.name), "topics"):
+                    self._align_groups(endpoint, by_hand=False)
 
     def stop(self) -> None:
         """No thread of its own (the delivery loop reconciles)."""
@@ -161,7 +164,7 @@ class EndpointStore:
         have = {g.topic: g for g in self.groups(endpoint)}
         for state in self.core.topic_states():
             topic = state.name
-            if not endpoint.matches(topic) or topic.endswith(f".{endpoint.name}.dlq"):
+            if not endpoint.matches(topic):
                 continue
             settings = self._queue_settings(endpoint, topic)
             group = have.pop(topic, None)
@@ -183,6 +186,7 @@ class EndpointStore:
             "expire_after_ms": s.expire_after_ms,
             "ordering": s.ordering,
             "dead_letter_topic": endpoint.dead_letter_topic(topic),
+            "copy_dead": not names.is_dead_letters(topic),
         }
 
     def _store(self, endpoint: Endpoint) -> None:

@@ -159,10 +159,14 @@ class Segment:
             self._unpin()
 
     def hold_open(self) -> None:
-        """Open the read handle now, so reads of this segment keep reading this
-        file after it is replaced by name (a rewrite), until it is retired."""
-        self._pin()
-        self._unpin()
+        """Open the read handle now, and keep it open whatever the file budget, so
+        reads of this segment keep reading this file after it is replaced by name (a
+        rewrite), until it is retired."""
+        reader = self._pin()
+        try:
+            reader.keep()
+        finally:
+            self._unpin()
 
     def _pin(self) -> ReadFile:
         with self._handle_lock:

@@ -63,6 +63,10 @@ class Settings(msgspec.Struct, frozen=True):
     expire_after_ms: int | None = None
     ordering: str = "none"
     dead_letter_topic: str | None = None
+    copy_dead: bool = True
+    """Whether dead records are copied to the dead-letter topic. The broker's own
+    delivery groups on a dead-letter topic keep theirs in place (dead in the group,
+    redrivable, still in the topic they came from): dead letters never cascade."""
 
 
 class Job(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from brook import limits, validate
+from brook import limits, names, validate
 from brook.errors import BadRequest
 from brook.queue.lifecycle import Backoff, Settings
 
@@ -28,8 +28,13 @@ def encode(settings: Settings) -> bytes:
     return msgspec.json.encode(settings)
 
 
-def dead_letter_topic(topic: str, settings: Settings) -> str:
-    return settings.dead_letter_topic or f"{topic}.dlq"
+def dead_letter_topic(topic: str, settings: Settings) -> str | None:
+    """Where the group's dead records are copied: the topic given, or one derived
+    from the group's topic (`<topic>.dlq`, always a valid name); None when they are
+    kept in place (copy_dead false)."""
+    if not settings.copy_dead:
+        return None
+    return settings.dead_letter_topic or names.dead_letters(topic)
 
 
 def merge(topic: str, stored: Settings | None, **given: Any) -> Settings:
@@ -61,12 +66,9 @@ def merge(topic: str, stored: Settings | None, **given: Any) -> Settings:
         changes["dead_letter_topic"] = dead_letters
     if given.get("backoff") is not None:
         changes["backoff"] = backoff(given["backoff"])
-    merged = msgspec.structs.replace(base, **changes) if changes else base
-    if merged.dead_letter_topic is None and len(topic) + 4 > limits.topic_name_chars_max:
-        raise BadRequest(
-            f"the default dead-letter topic {topic}.dlq is too long a name: give dead_letter_topic"
-        )
-    return merged
+    if given.get("copy_dead") is not None:
+        changes["copy_dead"] = bool(given["copy_dead"])
+    return msgspec.structs.replace(base, **changes) if changes else base
 
 
 def backoff(given: Any) -> Backoff:

@@ -79,6 +79,11 @@ class QueueGroup:
         self._next_partition = 0
         self._load()
 
+    @property
+    def subject(self) -> str:
+        """The group as its failures are shown (Supervisor.isolate)."""
+        return f"queue group {self.topic}/{self.group}"
+
     def _now_ms(self) -> int:
         return self.core.now_ms()
 
@@ -251,7 +256,7 @@ class QueueGroup:
         if request is not None:
             self._wait(request)
         if self._unlettered:
-            self.letter_dead()
+            self.letter_dead_isolated()
 
     # ------------------------------------------------------------ calls
 
@@ -355,8 +360,6 @@ class QueueGroup:
             changes = self.machine.tick(self._now_ms())
             request = self._submit(changes) if changes else None
         self._after(request, changes)
-        if self._unlettered:
-            self.letter_dead()
 
     def redrive(self, limit: int | None, positions: list[Position] | None = None) -> int:
         """Dead records (all, or those at `positions`) back to work, oldest first;
@@ -462,6 +465,13 @@ class QueueGroup:
     def has_unlettered(self) -> bool:
         return bool(self._unlettered)
 
+    def letter_dead_isolated(self) -> None:
+        """`letter_dead`, its failure the group's alone: the settling that made the
+        records dead is durable already, so its caller is not told of it; the group
+        shows as failing, and its ticker copies them again later."""
+        with self.core.supervisor.isolate("queues", self.subject, "dead letters"):
+            self.letter_dead()
+
     def letter_dead(self) -> None:
         """Copy dead records not yet copied to the dead-letter topic, then mark them."""
         with self._letter_mutex:
@@ -470,18 +480,9 @@ class QueueGroup:
                 jobs = {pos: self.machine.jobs.get(pos) for pos, _ in pending}
             if not pending:
                 return
-            records = {(r.partition, r.offset): r for r in self._fetch([pos for pos, _ in pending])}
-            copies: list[Record] = []
-            keys: list[bytes | str | None] = []
-            for pos, at in pending:
-                found, job = records.get(pos), jobs.get(pos)
-                if found is None or job is None:
-                    continue  # removed by retention, or redriven meanwhile
-                copies.append(self._dead_letter(found, job))
-                keys.append(self._letter_key(pos, at))
-            if copies:
-                target = queue_settings.dead_letter_topic(self.topic, self.settings)
-                self.core.append(target, validate.records(copies, keys))
+            target = queue_settings.dead_letter_topic(self.topic, self.settings)
+            if target is not None:
+                self._copy_dead(target, pending, jobs)
             with self.mutex:
                 marked = []
                 for (p, o), at in pending:
@@ -491,6 +492,23 @@ class QueueGroup:
                 request = self._submit([], lettered=marked) if marked else None
             if request is not None:
                 self._wait(request)
+
+    def _copy_dead(
+        self, target: str, pending: list[tuple[Position, int]], jobs: dict[Position, Job | None]
+    ) -> None:
+        """Append copies of the `pending` deaths to `target`, once each (idempotency
+        keys name each death)."""
+        records = {(r.partition, r.offset): r for r in self._fetch([pos for pos, _ in pending])}
+        copies: list[Record] = []
+        keys: list[bytes | str | None] = []
+        for pos, at in pending:
+            found, job = records.get(pos), jobs.get(pos)
+            if found is None or job is None:
+                continue  # removed by retention, or redriven meanwhile
+            copies.append(self._dead_letter(found, job))
+            keys.append(self._letter_key(pos, at))
+        if copies:
+            self.core.append(target, validate.records(copies, keys))
 
     def _dead_letter(self, record: Record, job: Job) -> Record:
         headers = dict(record.headers or {})

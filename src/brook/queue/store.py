@@ -137,6 +137,7 @@ class QueueStore:
             def on_writer() -> None:
                 if found is not None:
                     found.status_log.close()
+                    self.core.supervisor.forget_subject(found.subject)
                 self.core.storage.delete(layout.queue_settings(topic, group))
                 self.core.storage.delete_prefix(
                     layout.topic_prefix(layout.queue_status_log(topic, group))
@@ -157,7 +158,9 @@ class QueueStore:
         """Writer role: the topic is deleted; so are its groups and their status logs."""
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
-                self._groups.pop(key).status_log.close()
+                gone = self._groups.pop(key)
+                gone.status_log.close()
+                self.core.supervisor.forget_subject(gone.subject)
         self.core.storage.delete_prefix(layout.queues_of(topic))
         self.core.storage.delete_prefix(layout.queue_status_logs_of(topic))
 
@@ -191,21 +194,17 @@ class QueueStore:
 
     def _tick(self) -> float:
         """One pass of the ticker: let time act on every group where something is
-        due; returns the seconds until the next pass. A group that fails is
-        reported (the supervisor's "queues" loop) after the others had their turn."""
-        failure: Exception | None = None
+        due; returns the seconds until the next pass. A group that fails is that
+        group's failure alone (Supervisor.isolate): the others go on."""
+        supervisor = self.core.supervisor
         for group in self.groups():
             if self._stop.is_set():
                 return 0
             due = group.next_due_ms()
             if (due is None or due > self.core.now_ms()) and not group.has_unlettered():
                 continue
-            try:
+            with supervisor.isolate("queues", group.subject, "tick"):
                 group.tick()
-            except Exception as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
         return self._pause()
 
     def _pause(self) -> float:

@@ -38,6 +38,7 @@ from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
 from brook.server.ui.dashboard import PREFIX as UI_PREFIX
 from brook.server.ui.dashboard import Dashboard
+from brook.supervisor import Failure
 from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, TopicOut, decode_request
 
 log = logging.getLogger("brook.server")
@@ -253,26 +254,18 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         """200 while the broker serves; 503 naming every background loop (or task)
-        that is failing now, until it works again."""
-        failing = self.broker.supervisor.failing()
-        if not failing:
-            return json_response(wire.Health(status="ok"))
-        return json_response(
-            wire.Health(
-                status="failing",
-                failing=[
-                    wire.Failing(
-                        loop=f.loop,
-                        task=f.task,
-                        error=f.error,
-                        since_ms=f.since_ms,
-                        failures=f.count,
-                    )
-                    for f in failing
-                ],
-            ),
-            status=503,
+        that is failing now, until it works again. Failures of single endpoints or
+        queue groups are detail (`isolated`): they do not stop the others."""
+        supervisor = self.broker.supervisor
+        failing = supervisor.failing()
+        isolated = supervisor.isolated()
+        health = wire.Health(
+            status="failing" if failing else "ok",
+            failing=[_failing(f) for f in failing] or None,
+            isolated=[_failing(f) for f in isolated[:HEALTH_ISOLATED_MAX]] or None,
+            isolated_count=len(isolated),
         )
+        return json_response(health, status=503 if failing else 200)
 
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi.document(self.router, self.auth.enabled))
@@ -413,3 +406,18 @@ class Api:
             committed=consumer.committed(),
             lag=consumer.lag(),
         )
+
+
+HEALTH_ISOLATED_MAX = 100
+"""/v1/health lists at most this many failing subjects (and counts them all)."""
+
+
+def _failing(failure: Failure) -> wire.Failing:
+    return wire.Failing(
+        loop=failure.loop,
+        task=failure.task,
+        error=failure.error,
+        since_ms=failure.since_ms,
+        failures=failure.count,
+        subject=failure.subject,
+    )

@@ -108,6 +108,15 @@ class BrookCollector(Collector):
         for failure in supervisor.failing():
             failing.add_metric([failure.loop, failure.task or ""], 1)
         yield failing
+        isolated = GaugeMetricFamily(
+            "brook_subject_failing",
+            "Work for one endpoint or queue group failing now (that subject's alone: the "
+            "others go on): 1 each, until it works again",
+            labels=["loop", "subject", "task"],
+        )
+        for failure in supervisor.isolated():
+            isolated.add_metric([failure.loop, failure.subject or "", failure.task or ""], 1)
+        yield isolated
 
     def _timers(self) -> Iterator[Metric]:
         timers = self.broker.timers
@@ -177,6 +186,12 @@ class BrookCollector(Collector):
             "Records waiting to be delivered (ready, leased or retrying)",
             labels=["endpoint"],
         )
+        failing = GaugeMetricFamily(
+            "brook_delivery_failing",
+            "1 while the broker's own work for the endpoint fails (a dead letter not "
+            "stored, leasing, settling), else 0",
+            labels=["endpoint"],
+        )
         deliverer = self.broker.delivery
         for endpoint in self.broker.endpoint_store.endpoints():
             name = endpoint.name
@@ -200,7 +215,8 @@ class BrookCollector(Collector):
                 counts = group.counts()
                 waiting += counts["ready"] + counts["leased"] + counts["retrying"]
             backlog.add_metric([name], waiting)
-        yield from (attempts, statuses, latency, in_flight, breaker, backlog)
+            failing.add_metric([name], 1 if deliverer.failing(name) else 0)
+        yield from (attempts, statuses, latency, in_flight, breaker, backlog, failing)
 
     def _object_storage(self) -> Iterator[Metric]:
         """What the object store bills for: requests by kind and bytes moved (S3 only)."""

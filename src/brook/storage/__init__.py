@@ -28,6 +28,11 @@ class ReadFile(Protocol):
 
     def size(self) -> int: ...
 
+    def keep(self) -> None:
+        """Read this very file until closed, even once another is stored under its
+        name (a backend that reopens files by name keeps this one open)."""
+        ...
+
     def close(self) -> None: ...
 
 

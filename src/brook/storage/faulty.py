@@ -84,6 +84,9 @@ class FaultyReadFile:
     def size(self) -> int:
         return self._inner.size()
 
+    def keep(self) -> None:
+        self._inner.keep()
+
     def close(self) -> None:
         self._inner.close()
 

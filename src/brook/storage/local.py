@@ -11,17 +11,19 @@ so what Brook creates in it is its owner's alone: folders 0700, files 0600
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from brook import layout, limits
 from brook.errors import Locked, StorageError
 from brook.storage import check_name
+from brook.storage.handles import Handle, Handles, budget_for, raise_open_files_limit
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 FILE_MODE = 0o600
@@ -60,23 +62,53 @@ def make_dirs_durable(root: Path | None, folder: Path) -> None:
         fsync_dir(path.parent)
 
 
-class LocalReadFile:
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
+class _Borrowed:
+    """A file that borrows its descriptor from the storage's cache for each
+    operation (handles.py): it holds none while idle."""
+
+    def __init__(self, handles: Handles, path: Path, name: str, flags: int) -> None:
+        self._handles = handles
+        self._handle = Handle(path, flags)
+        self._name = name
+        handles.acquire(self._handle)  # opened now: a missing file fails here
+        handles.release(self._handle)
+
+    @contextlib.contextmanager
+    def _fd(self, action: str) -> Iterator[int]:
+        """The descriptor for one operation; an OSError (opening or in it) is a
+        StorageError saying `action`."""
+        try:
+            fd = self._handles.acquire(self._handle)
+        except OSError as exc:
+            raise _fail(f"{action} (reopening)", self._name, exc) from None
+        try:
+            yield fd
+        except OSError as exc:
+            raise _fail(action, self._name, exc) from None
+        finally:
+            self._handles.release(self._handle)
+
+
+class LocalReadFile(_Borrowed):
+    def __init__(self, handles: Handles, path: Path, name: str) -> None:
+        super().__init__(handles, path, name, os.O_RDONLY)
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self._fd, length, position)
+        with self._fd("reading") as fd:
+            return os.pread(fd, length, position)
 
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        with self._fd("reading") as fd:
+            return os.fstat(fd).st_size
+
+    def keep(self) -> None:
+        self._handles.keep(self._handle)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._handles.forget(self._handle)
 
 
-class LocalAppendFile:
+class LocalAppendFile(_Borrowed):
     """An appendable file whose space may be preallocated ahead of the data.
 
     The file on disk may be longer than the data (a zero-filled, fallocated
@@ -84,12 +116,12 @@ class LocalAppendFile:
     `close`, and recovery treats a zero tail as free space, not damage.
     """
 
-    def __init__(self, path: Path, name: str, preallocate_bytes: int) -> None:
-        self._name = name
+    def __init__(self, handles: Handles, path: Path, name: str, preallocate_bytes: int) -> None:
+        super().__init__(handles, path, name, os.O_WRONLY)
         self._preallocate = preallocate_bytes
-        self._fd = os.open(path, os.O_WRONLY)
-        self._size = os.fstat(self._fd).st_size
+        self._size = path.stat().st_size
         self._allocated = self._size
+        self._closed = False
 
     def reserve(self, size: int) -> None:
         if self._preallocate <= 0 or self._size + size <= self._allocated:
@@ -99,51 +131,55 @@ class LocalAppendFile:
         step = min(self._preallocate, max(64 * 1024, self._size))
         step = max(step, self._size + size - self._allocated)
         try:
-            os.posix_fallocate(self._fd, self._allocated, step)
-        except OSError:
+            with self._fd("reserving space in") as fd:
+                os.posix_fallocate(fd, self._allocated, step)
+        except StorageError:
             # Preallocation is only an optimisation: a full disk shows up on the write.
             return
         self._allocated += step
 
     def append(self, parts: Sequence[bytes | memoryview]) -> None:
         want = sum(map(len, parts))
-        try:
+        handle = self._handle
+        with self._fd("append to") as fd:
+            handle.writes += 1  # before the write: never closed with it unsynced
             at = self._size
             for start in range(0, len(parts), _IOV_MAX):  # pwritev takes at most IOV_MAX parts
                 group = parts[start : start + _IOV_MAX]
                 size = sum(map(len, group))
-                done = os.pwritev(self._fd, group, at)
+                done = os.pwritev(fd, group, at)
                 if done < size:
                     # A short write: finish the remainder, which raises if the disk is full.
                     whole = memoryview(b"".join(group))
                     while done < size:
-                        done += os.pwrite(self._fd, whole[done:], at + done)
+                        done += os.pwrite(fd, whole[done:], at + done)
                 at += size
-        except OSError as exc:
-            raise _fail("append to", self._name, exc) from None
         self._size += want
         self._allocated = max(self._allocated, self._size)
 
     def sync(self) -> None:
-        try:
-            os.fdatasync(self._fd)
-        except OSError as exc:
-            raise _fail("fsync of", self._name, exc) from None
+        handle = self._handle
+        with self._fd("fsync of") as fd:
+            writes = handle.writes
+            os.fdatasync(fd)
+            handle.synced = max(handle.synced, writes)
 
     def truncate(self, size: int) -> None:
-        try:
-            os.ftruncate(self._fd, size)
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise _fail("truncate of", self._name, exc) from None
+        handle = self._handle
+        with self._fd("truncate of") as fd:
+            writes = handle.writes
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+            handle.synced = max(handle.synced, writes)
         self._size = self._allocated = size
 
     def size(self) -> int:
         return self._size
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._closed:
             return
+        self._closed = True
         try:
             if self._allocated > self._size:
                 self.truncate(self._size)
@@ -151,8 +187,7 @@ class LocalAppendFile:
             # Harmless: the reserved zero tail stays, and recovery treats it as free space.
             log.warning("%s: could not trim reserved space on close: %s", self._name, exc.message)
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            self._handles.forget(self._handle)
 
 
 class LocalStorage:
@@ -162,9 +197,13 @@ class LocalStorage:
         self,
         root: str | os.PathLike[str],
         preallocate_bytes: int = limits.preallocate_bytes_default,
+        open_files_max: int | None = None,
     ) -> None:
+        """`open_files_max`: most files kept open at once (handles.budget_for: by
+        default a share of the process's limit, which is raised to its hard limit)."""
         self.root = Path(root).absolute()
         self.preallocate_bytes = preallocate_bytes
+        self.handles = Handles(budget_for(raise_open_files_limit(), open_files_max))
         self._lock_fd = -1
         try:
             make_dirs_durable(None, self.root)
@@ -202,19 +241,19 @@ class LocalStorage:
             finally:
                 os.close(fd)
             fsync_dir(path.parent)
-            return LocalAppendFile(path, name, self.preallocate_bytes)
+            return LocalAppendFile(self.handles, path, name, self.preallocate_bytes)
         except OSError as exc:
             raise _fail("creating", name, exc) from None
 
     def open_appendable(self, name: str) -> LocalAppendFile:
         try:
-            return LocalAppendFile(self._path(name), name, self.preallocate_bytes)
+            return LocalAppendFile(self.handles, self._path(name), name, self.preallocate_bytes)
         except OSError as exc:
             raise _fail("opening", name, exc) from None
 
     def open_read(self, name: str) -> LocalReadFile:
         try:
-            return LocalReadFile(self._path(name))
+            return LocalReadFile(self.handles, self._path(name), name)
         except OSError as exc:
             raise _fail("opening", name, exc) from None
 
@@ -302,6 +341,10 @@ class LocalStorage:
             for file in files:
                 if file.startswith(".") and file.endswith(".tmp"):
                     os.unlink(os.path.join(folder, file))
+
+    def close_idle(self) -> int:
+        """Close the files no one used for a while (handles.Handles.close_idle)."""
+        return self.handles.close_idle()
 
     def close(self) -> None:
         if self._lock_fd >= 0:

@@ -25,7 +25,7 @@ Kind = Literal["local", "s3", "memory"]
 
 FORMS = "a directory path, file://DIR, s3://bucket/prefix or memory://"
 
-LOCAL_OPTIONS = frozenset({"preallocate_bytes"})
+LOCAL_OPTIONS = frozenset({"preallocate_bytes", "open_files_max"})
 S3_OPTIONS = frozenset(
     {
         "endpoint_url",

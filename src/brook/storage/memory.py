@@ -32,6 +32,9 @@ class MemoryReadFile:
     def size(self) -> int:
         return len(self._file.data)
 
+    def keep(self) -> None:
+        """Nothing to do: it reads the file object it was given, whatever its name holds."""
+
     def close(self) -> None:
         pass
 

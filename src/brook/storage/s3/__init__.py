@@ -451,6 +451,10 @@ class S3ReadFile:
     def _now(self) -> m.Entry:
         return self._storage.entry(self._name)
 
+    def keep(self) -> None:
+        """Nothing held: reads go through the catalog as it stands (a rewrite is
+        read whole), and no descriptor is open between them."""
+
     def read(self, position: int, length: int) -> bytes:
         for _ in range(READ_ATTEMPTS_MAX - 1):
             try:
