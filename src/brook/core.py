@@ -118,8 +118,9 @@ class Core:
         self._closed = False
         self.appended = threading.Condition()
         """Notified after every commit round, for readers waiting on new records."""
-        self.round_listeners: list[Callable[[], None]] = []
-        """Called (on the syncer thread) after every commit round; must be quick."""
+        self.round_listeners: list[Callable[[frozenset[str]], None]] = []
+        """Called (on the syncer thread) after every commit round with the topics it
+        wrote to (internal logs included; all of them at close); must be quick."""
         self.topic_deleted_hooks: list[Callable[[str], None]] = []
         self.topic_created_hooks: list[Callable[[str], None]] = []
         """Called on the writer role once a topic exists: they must not wait for it."""
@@ -325,11 +326,13 @@ class Core:
 
     # ------------------------------------------------------------ waiting
 
-    def _wake_readers(self) -> None:
+    def _wake_readers(self, topics: frozenset[str] | None = None) -> None:
         with self.appended:
             self.appended.notify_all()
+        if topics is None:
+            topics = frozenset(self._topics)
         for listener in self.round_listeners:
-            listener()
+            listener(topics)
 
     def wait_for_records(self, ready: Callable[[], bool], seconds: float) -> None:
         """Wait up to `seconds` for a commit round, unless `ready()` already (or the

@@ -181,3 +181,12 @@ open_files_idle_ms_default = 60_000
 """A file unused this long is closed at the next maintenance: cold topics hold none."""
 open_files_raise_max = 1 << 20
 """The soft limit is raised at most this far when the hard one is unlimited."""
+
+# ---------------------------------------------------------------- delivery connections (delivery/pool.py)
+delivery_connections_max_default = 512
+"""Most HTTP connections to receivers at once, over all endpoints (at most a quarter
+of the process's descriptor limit)."""
+delivery_origin_connections_max = 128
+"""Most connections to one origin (scheme, host, port) at once, over its endpoints."""
+delivery_origin_idle_s = 60.0
+"""An origin no attempt used for this long has its connections closed."""

@@ -167,11 +167,17 @@ class Simulation:
     # -------------------------------------------------------------- setup
 
     def add_endpoint(
-        self, name: str, behaviour: Behaviour, topics: list[str], **settings: object
+        self,
+        name: str,
+        behaviour: Behaviour,
+        topics: list[str],
+        origin: str | None = None,
+        **settings: object,
     ) -> None:
+        url = f"https://{origin or name + '.example'}/{name}"
         endpoint = ep.Endpoint(
             name=name,
-            settings=ep.Settings(url=f"https://{name}.example/", topics=topics, **settings),  # type: ignore[arg-type]
+            settings=ep.Settings(url=url, topics=topics, **settings),  # type: ignore[arg-type]
             secrets=(ep.Secret("whsec_c2ltdWxhdGlvbg=="),),
             created_ms=0,
         )
@@ -201,6 +207,11 @@ class Simulation:
 
     def at(self, when: int, action: Callable[[], None]) -> None:
         heapq.heappush(self.events, (when, next(self.serial), action))
+
+    def tell(self, lanes: list[Lane[SimGroup]]) -> None:
+        """Lanes handed back by the scheduler (a connection freed for them)."""
+        if lanes:
+            self.wake()
 
     def wake(self) -> None:
         if self.round_due is None or self.round_due > self.now:
@@ -282,7 +293,7 @@ class Simulation:
             return
         if not Scheduler.sendable(send, self.now):
             self.release([send.ahead])
-            Scheduler.ended(lane, None, self.now, False)
+            self.tell(self.scheduler.ended(lane, None, self.now, False))
             self.wake()
             return
         endpoint = self.endpoints[lane.endpoint.name]
@@ -332,7 +343,11 @@ class Simulation:
             group.note(changes, self.now)
         except LeaseExpired:
             self.expired_under_attempt += 1
-        Scheduler.ended(lane, verdict.action is Action.RETRY, self.now, probe, result.latency_ms)
+        self.tell(
+            self.scheduler.ended(
+                lane, verdict.action is Action.RETRY, self.now, probe, result.latency_ms
+            )
+        )
         self.wake()
 
     def set_enabled(self, name: str, enabled: bool) -> None:
@@ -491,3 +506,41 @@ def test_new_records_are_not_held_behind_a_backlog_of_retries() -> None:
     # It waits behind what was leased ahead (a second of the endpoint's pace), not more.
     limit = AHEAD_S * 1000 * 2
     assert max(waits) < limit, f"a new record waited {max(waits)} ms behind retries (seed {seed})"
+
+
+def test_endpoints_sharing_an_origin_share_its_connections_and_all_finish() -> None:
+    """Forty endpoints on one origin of 8 connections (and 12 in all, beside one endpoint
+    on an origin of its own): never more in flight than the caps, every record of
+    each ended exactly once, none waiting for ever, the lone endpoint's pace its own."""
+    seed = seed_of("shared origin")
+    sim = Simulation(seed, scheduler=Scheduler(connections_max=12, origin_max=8))
+    rng = random.Random(seed + 1)
+    for n in range(40):
+        sim.add_endpoint(
+            f"tenant{n}",
+            ok(random.Random(rng.random())),
+            ["orders"],
+            origin="hooks.example",
+            max_in_flight=4,
+            timeout_ms=1_000,
+        )
+    sim.add_endpoint("own", ok(random.Random(rng.random())), ["orders"], timeout_ms=1_000)
+    peaks: Counter[str] = Counter()
+    real_try_send = sim.try_send
+
+    def try_send(send: Send[SimGroup]) -> None:
+        real_try_send(send)
+        scheduler = sim.scheduler
+        assert scheduler.in_flight <= 12, f"seed {seed}"
+        for origin, count in scheduler.origin_in_flight.items():
+            assert count <= 8, f"{origin}: {count} in flight (seed {seed})"
+            peaks[origin[1]] = max(peaks[origin[1]], count)
+
+    sim.try_send = try_send  # type: ignore[method-assign]
+    when = 0
+    for _ in range(300):
+        when += rng.choice([0, 1, 5])
+        sim.append_at(when, "orders", rng.choice([None, "a", "b"]))
+    sim.run(until_ms=600_000)
+    sim.check()
+    assert peaks["hooks.example"] == 8, "the shared origin used all its connections"

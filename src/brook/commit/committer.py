@@ -134,7 +134,7 @@ class Committer:
         clock: Clock = time.time,
         maintenance: Callable[[], None] | None = None,
         maintenance_every_s: float = limits.retention_check_ms / 1000,
-        on_round: Callable[[], None] | None = None,
+        on_round: Callable[[frozenset[str]], None] | None = None,
         supervisor: Supervisor | None = None,
         queue_bytes_max: int = limits.commit_queue_bytes_max,
     ) -> None:
@@ -449,7 +449,7 @@ class Committer:
         for batch in batches:
             self._answer(batch)
         if self.on_round is not None:
-            self.on_round()
+            self.on_round(frozenset(partition_log.topic for partition_log in last))
         self.supervisor.succeeded("syncer")
 
     def _sync_all(self, logs: list[PartitionLog]) -> dict[PartitionLog, Exception]:

@@ -149,7 +149,7 @@ class Endpoint:
                 break
             done += group.redrive(left, positions)
         if done:
-            self._deliverer.wake()
+            self._deliverer.wake(self.name)
         return done
 
     def enable(self) -> EndpointInfo:

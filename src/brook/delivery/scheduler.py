@@ -5,12 +5,15 @@ same code with a fake clock.
 
 Each endpoint has a lane: its breaker, pacing, attempts in flight and the records
 leased ahead of sending (a lease is one durable write, so one per record would
-bound the pace). A plan visits the enabled endpoints in turn, starting one further
-along each time (round-robin), and starts as many attempts as each has room for:
-its in-flight budget (`max_in_flight`) less what it has in flight, one while its
-breaker probes, none while it is open. An attempt then waits for the endpoint's
-pacing just before it is sent, so a slow or failing endpoint holds only its own
-budget. Records leased ahead for an endpoint that cannot send them (disabled, its
+bound the pace). A plan visits the endpoints it is given in turn, starting one
+further along each time (round-robin), and starts as many attempts as each has
+room for: its in-flight budget (`max_in_flight`) less what it has in flight, one
+while its breaker probes, none while it is open; and within the connections of its
+origin (`origin_max`, shared by the endpoints of one scheme, host and port) and of
+all (`connections_max`). A lane held back by those waits its turn (first come,
+first served) and is handed back by `ended` when a slot frees. An attempt then
+waits for the endpoint's pacing just before it is sent, so a slow or failing
+endpoint holds only its own budget. Records leased ahead for an endpoint that cannot send them (disabled, its
 breaker open, deleted) are given back unsent, their attempts not spent; so is a
 record whose lease would run out before its answer could come.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 from brook.delivery.breaker import Breaker
 from brook.delivery.breaker import State as BreakerState
@@ -37,10 +41,32 @@ AHEAD_S = 1.0
 (one durable write each) are few at a fast endpoint's pace, few enough that a record
 leased ahead waits well within its lease's margin at a slow one's."""
 AHEAD_MAX = 2 * LEASE_RECORDS_MAX
+AHEAD_SLOW_S = 4.0
+"""A slow endpoint (one whose AHEAD_S of pace is fewer than AHEAD_SLOW_MIN records: a
+slow receiver, or a small share of busy connections) leases up to this many seconds
+of its pace ahead, so its leases are not of a record or two each; well within a
+lease's margin (LEASE_MARGIN_MS less SEND_MARGIN_MS)."""
+AHEAD_SLOW_MIN = 16
 LATENCY_WEIGHT = 0.1
 """The weight of each new answer in an endpoint's running latency."""
 SEND_MARGIN_MS = 1_000
 """A record is sent only while its lease outlives the answer's timeout by this much."""
+GAP_WEIGHT = 0.1
+"""The weight of each new gap between an endpoint's answers in its running pace."""
+BUSY_GAP_MS = 5_000
+"""A longer gap between answers was a pause, not the endpoint's pace."""
+
+WAITING_LOOKS = 64
+"""Most waiting lanes looked at when a connection frees."""
+
+Origin = tuple[str, str, int]
+"""(scheme, host, port): the endpoints of one origin share its connections."""
+
+
+def origin_of(endpoint: Endpoint) -> Origin:
+    parts = urlsplit(endpoint.settings.url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return (parts.scheme, parts.hostname or "", port)
 
 
 class Ahead(NamedTuple, Generic[Group]):
@@ -66,6 +92,15 @@ class Lane(Generic[Group]):
         self.next_group = 0
         self.latency_ms: float | None = None
         """The running mean of its answers' latency (None before the first)."""
+        self.gap_ms: float | None = None
+        """The running mean of the time between its answers while busy: its pace as
+        it goes, slots shared with other endpoints included (None before two)."""
+        self.answered_ms: float | None = None
+        self.origin = origin_of(endpoint)
+        self.waiting = False
+        """Held back by its origin's or all connections: in the scheduler's queue."""
+        self.handed = False
+        """Handed a freed connection by the queue: it may take it before those waiting."""
 
     def update(self, endpoint: Endpoint) -> None:
         """The endpoint's settings changed."""
@@ -73,23 +108,38 @@ class Lane(Generic[Group]):
             self.pacing = Pacing(endpoint.settings.rate_limit_per_s)
         self.endpoint = endpoint
 
-    def ahead_target(self) -> int:
+    def ahead_target(self, share: float = float("inf"), share_pace: float | None = None) -> int:
         """How many records to hold leased ahead: AHEAD_S of the endpoint's pace (its
-        budget over its latency, at most its rate), the budget before any answer."""
+        budget, or its `share` of its origin's connections when smaller, over its
+        latency; or the gaps between its answers, or its share of its origin's
+        answers (`share_pace`, per second), when those are slower; at most its rate),
+        that budget before any answer."""
         settings = self.endpoint.settings
+        budget = min(float(settings.max_in_flight), share)
         if self.latency_ms is None:
-            pace = float(settings.max_in_flight)
+            pace = max(1.0, budget)
         else:
-            pace = settings.max_in_flight / max(self.latency_ms, 0.1) * 1000 * AHEAD_S
+            pace = budget / max(self.latency_ms, 0.1) * 1000 * AHEAD_S
+            if self.gap_ms is not None:
+                pace = min(pace, 1000 / max(self.gap_ms, 0.01) * AHEAD_S)
+            if share_pace is not None:
+                pace = min(pace, share_pace * AHEAD_S)
         if settings.rate_limit_per_s is not None:
             pace = min(pace, settings.rate_limit_per_s * AHEAD_S)
+        if pace < AHEAD_SLOW_MIN and self.latency_ms is not None:
+            pace = min(AHEAD_SLOW_MIN, pace * AHEAD_SLOW_S / AHEAD_S)
         return max(1, min(AHEAD_MAX, round(pace)))
 
-    def answered(self, latency_ms: float) -> None:
+    def answered(self, latency_ms: float, now_ms: float) -> None:
         if self.latency_ms is None:
             self.latency_ms = latency_ms
         else:
             self.latency_ms += LATENCY_WEIGHT * (latency_ms - self.latency_ms)
+        last, self.answered_ms = self.answered_ms, now_ms
+        if last is None or not 0 <= now_ms - last <= BUSY_GAP_MS:
+            return
+        gap = now_ms - last
+        self.gap_ms = gap if self.gap_ms is None else self.gap_ms + GAP_WEIGHT * (gap - self.gap_ms)
 
 
 class Send(NamedTuple, Generic[Group]):
@@ -113,15 +163,44 @@ class Plan(NamedTuple, Generic[Group]):
     leases: list[Lease[Group]]
     releases: list[Ahead[Group]]
     """Records leased ahead to give back unsent (no attempt spent)."""
-    dropped: list[Lane[Group]]
-    """Lanes of endpoints deleted since the last plan."""
 
 
 class Scheduler(Generic[Group]):
-    def __init__(self, make_lane: Callable[[Endpoint], Lane[Group]] = Lane) -> None:
+    def __init__(
+        self,
+        make_lane: Callable[[Endpoint], Lane[Group]] = Lane,
+        connections_max: int = 1 << 30,
+        origin_max: int = 1 << 30,
+    ) -> None:
         self.lanes: dict[str, Lane[Group]] = {}
         self._make_lane = make_lane
         self._start = 0
+        self.connections_max = connections_max
+        self.origin_max = min(origin_max, connections_max)
+        self.in_flight = 0
+        """Attempts in flight over all endpoints."""
+        self.origin_in_flight: collections.Counter[Origin] = collections.Counter()
+        self._waiting: collections.OrderedDict[str, Lane[Group]] = collections.OrderedDict()
+        """Lanes with records to send held back by connections, first come first."""
+        self._origin_gap_ms: dict[Origin, float] = {}
+        """Per origin, the running mean of the time between its answers while busy."""
+        self._origin_answered_ms: dict[Origin, float] = {}
+        self._queued: collections.Counter[Origin] = collections.Counter()
+        """Per origin, the lanes in `_waiting`."""
+        self._busy: collections.defaultdict[Origin, set[str]] = collections.defaultdict(set)
+        """Per origin, the endpoints with records leased or in flight (as of their last
+        plan): they share the origin's connections."""
+
+    def _room(self, lane: Lane[Group]) -> int:
+        """Attempts the lane may start now: its own budget, its origin's, all's."""
+        room = lane.endpoint.settings.max_in_flight - lane.in_flight
+        if lane.breaker.state is BreakerState.HALF_OPEN:
+            room = min(room, 1 - lane.in_flight)
+        shared = min(
+            self.origin_max - self.origin_in_flight[lane.origin],
+            self.connections_max - self.in_flight,
+        )
+        return min(room, shared)
 
     def plan(
         self,
@@ -129,26 +208,27 @@ class Scheduler(Generic[Group]):
         endpoints: Iterable[Endpoint],
         groups_with_work: Callable[[Endpoint], list[Group]],
     ) -> Plan[Group]:
-        """What to start now for `endpoints` (all there are)."""
-        lanes, dropped = self._sync(endpoints)
-        plan: Plan[Group] = Plan([], [], [], dropped)
-        for lane in dropped:
-            plan.releases.extend(lane.ahead)
-            lane.ahead.clear()
+        """What to start now for `endpoints` (those with something to do: the others'
+        lanes are left as they are, so a plan costs the endpoints given, not all)."""
+        lanes = self._sync(endpoints)
+        plan: Plan[Group] = Plan([], [], [])
         for lane in lanes:
             settings = lane.endpoint.settings
             if not settings.enabled or not lane.breaker.allows(now_ms):
                 plan.releases.extend(lane.ahead)
                 lane.ahead.clear()
                 continue
-            room = settings.max_in_flight - lane.in_flight
-            if lane.breaker.state is BreakerState.HALF_OPEN:
-                room = min(room, 1 - lane.in_flight)
+            room = self._room(lane)
+            if self._queued[lane.origin] and not lane.handed:
+                room = min(room, 0)  # others wait for the origin's connections: queue too
+            handed, lane.handed = lane.handed, False
             while room > 0 and lane.ahead:
-                lane.in_flight += 1
+                self._count(lane, 1)
                 room -= 1
                 plan.sends.append(Send(lane, lane.ahead.popleft()))
-            target = lane.ahead_target()
+            if lane.ahead and room <= 0 and lane.in_flight < settings.max_in_flight:
+                self._wait(lane, first=handed)  # held back by shared connections
+            target = lane.ahead_target(*self._share(lane))
             if lane.leasing or len(lane.ahead) * 2 > target or room < 0:
                 continue
             if lane.breaker.state is BreakerState.HALF_OPEN and lane.in_flight:
@@ -162,26 +242,88 @@ class Scheduler(Generic[Group]):
             probing = lane.breaker.state is BreakerState.HALF_OPEN
             size = 1 if probing else min(target - len(lane.ahead), LEASE_RECORDS_MAX)
             plan.leases.append(Lease(lane, group, size))
+            self._busy[lane.origin].add(lane.endpoint.name)
+        for lane in lanes:
+            if not (lane.ahead or lane.in_flight or lane.leasing):
+                self._busy[lane.origin].discard(lane.endpoint.name)
         return plan
 
-    def _sync(self, endpoints: Iterable[Endpoint]) -> tuple[list[Lane[Group]], list[Lane[Group]]]:
-        """A lane per endpoint (made or updated), in this plan's round-robin order;
-        and the lanes of endpoints gone."""
+    def _share(self, lane: Lane[Group]) -> tuple[float, float | None]:
+        """What the lane may count on of its origin: its connections, and its answers
+        per second once known, each over the endpoints busy on it (itself included)."""
+        busy = self._busy[lane.origin]
+        sharing = len(busy) + (lane.endpoint.name not in busy)
+        gap = self._origin_gap_ms.get(lane.origin)
+        return self.origin_max / sharing, None if gap is None else 1000 / max(gap, 0.001) / sharing
+
+    def _sync(self, endpoints: Iterable[Endpoint]) -> list[Lane[Group]]:
+        """A lane per endpoint (made or updated), in this plan's round-robin order."""
         lanes = []
-        names = set()
         for endpoint in endpoints:
-            names.add(endpoint.name)
             lane = self.lanes.get(endpoint.name)
             if lane is None:
                 lane = self.lanes[endpoint.name] = self._make_lane(endpoint)
             elif lane.endpoint is not endpoint:
                 lane.update(endpoint)
             lanes.append(lane)
-        dropped = [self.lanes.pop(name) for name in list(self.lanes) if name not in names]
         if lanes:
             self._start = (self._start + 1) % len(lanes)
             lanes = lanes[self._start :] + lanes[: self._start]
-        return lanes, dropped
+        return lanes
+
+    def forget(self, name: str) -> Lane[Group] | None:
+        """The endpoint was deleted: its lane, dropped (its records leased ahead are the
+        caller's to give back), or None if it had none. Its attempts in flight still
+        end (`ended`), freeing their connections."""
+        lane = self.lanes.pop(name, None)
+        if lane is not None:
+            self._busy[lane.origin].discard(name)
+            if self._waiting.pop(name, None) is not None:
+                self._queued[lane.origin] -= 1
+        return lane
+
+    def _count(self, lane: Lane[Group], change: int) -> None:
+        lane.in_flight += change
+        self.in_flight += change
+        self.origin_in_flight[lane.origin] += change
+        if not self.origin_in_flight[lane.origin]:
+            del self.origin_in_flight[lane.origin]
+
+    def _wait(self, lane: Lane[Group], first: bool = False) -> None:
+        """Queue the lane for its origin's connections (at the front when it was
+        handed one that another took first)."""
+        name = lane.endpoint.name
+        if not lane.waiting:
+            lane.waiting = True
+            self._waiting[name] = lane
+            self._queued[lane.origin] += 1
+        if first:
+            self._waiting.move_to_end(name, last=False)
+
+    def _next_waiting(self) -> list[Lane[Group]]:
+        """The lane to plan again now that a connection is free: the first waiting
+        (first come, first served) that has room now, handed the connection; none if
+        none has. Lanes held back by another origin's connections go to the back; at
+        most WAITING_LOOKS are looked at, so ending an attempt costs little however
+        many wait."""
+        waiting = self._waiting
+        for _ in range(min(len(waiting), WAITING_LOOKS)):
+            name, lane = waiting.popitem(last=False)
+            if self.lanes.get(name) is not lane or not lane.ahead:
+                self._unqueue(lane)  # gone, or nothing left to send
+                continue
+            if self._room(lane) > 0:
+                self._unqueue(lane)
+                lane.handed = True
+                return [lane]
+            waiting[name] = lane
+        return []
+
+    def _unqueue(self, lane: Lane[Group]) -> None:
+        lane.waiting = False
+        self._queued[lane.origin] -= 1
+        if not self._queued[lane.origin]:
+            del self._queued[lane.origin]
 
     def leased(
         self, lane: Lane[Group], group: Group, jobs: list[Job], asked_at_ms: int
@@ -223,18 +365,30 @@ class Scheduler(Generic[Group]):
         """The attempt is being sent; whether it is the breaker's probe."""
         return lane.breaker.started()
 
-    @staticmethod
     def ended(
+        self,
         lane: Lane[Group],
         failed: bool | None,
         now_ms: int,
         probe: bool,
         latency_ms: float | None = None,
-    ) -> None:
+    ) -> list[Lane[Group]]:
         """An attempt is over (its answer came, or it never went: `failed` None, its
-        record given back): its slot is free. Its settling may still be under way."""
-        lane.in_flight -= 1
+        record given back): its slot is free. Its settling may still be under way.
+        Returns the lanes that were waiting for that connection: plan them again."""
+        self._count(lane, -1)
         if failed is not None:
             lane.breaker.ended(failed, now_ms, probe)
         if latency_ms is not None:
-            lane.answered(latency_ms)
+            lane.answered(latency_ms, now_ms)
+            self._origin_answered(lane.origin, now_ms)
+        return self._next_waiting() if self._waiting else []
+
+    def _origin_answered(self, origin: Origin, now_ms: float) -> None:
+        last = self._origin_answered_ms.get(origin)
+        self._origin_answered_ms[origin] = now_ms
+        if last is None or not 0 <= now_ms - last <= BUSY_GAP_MS:
+            return
+        gap = now_ms - last
+        known = self._origin_gap_ms.get(origin)
+        self._origin_gap_ms[origin] = gap if known is None else known + GAP_WEIGHT * (gap - known)

@@ -7,11 +7,16 @@ lease from, which records to give back) and does what its plan says, every
 lease, send and settlement a task of its own, so a slow or failing endpoint
 holds only its own budget: the others' attempts never wait behind it.
 
+A round looks only at the endpoints with something to do (records appended to
+their topics, an attempt or a lease that ended, a retry or a breaker's probe come
+due, a change), never at every endpoint: its cost grows with the work, not with
+the number of endpoints. A sweep over all of them every SWEEP_S is the safety net.
+
 Leasing and settling wait for the status log to be durable, so they run on a
-pool of threads; the HTTP requests are the loop's (aiohttp, a connection pool per
-endpoint, no redirects followed, at most EXCERPT_BYTES_MAX of an answer read; httpx,
-which the clients use, managed 600 requests/s over 16 connections where aiohttp does
-15,000).
+pool of threads; the HTTP requests are the loop's (aiohttp, connections pooled per
+origin within a global cap (pool.py), no redirects followed, at most
+EXCERPT_BYTES_MAX of an answer read; httpx, which the clients use, managed 600
+requests/s over 16 connections where aiohttp does 15,000).
 Every attempt resolves the endpoint's host and checks each address (addresses.py)
 before it connects, and then connects to the address it checked.
 """
@@ -22,8 +27,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import heapq
 import logging
 import random
+import resource
 import socket
 import ssl
 import threading
@@ -36,6 +43,7 @@ import aiohttp
 import msgspec
 import uvloop
 
+from brook import limits
 from brook.delivery import addresses
 from brook.delivery import endpoint as ep
 from brook.delivery.endpoint import Endpoint
@@ -47,6 +55,7 @@ from brook.delivery.outcome import (
     Verdict,
     judge,
 )
+from brook.delivery.pool import Origins
 from brook.delivery.request import Target
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
 from brook.delivery.stats import EndpointStats, Recent
@@ -62,14 +71,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.delivery")
 
-IDLE_WAIT_S = 0.5
-"""With nothing to do, the loop looks again at least this often (retries come due)."""
-RECONCILE_S = 2.0
-"""How often topics made since are given their endpoints' groups."""
+SWEEP_S = 5.0
+"""How often a round looks at every endpoint (a safety net: each is told when to look)."""
+DUE_FLOOR_MS = 20
+"""A due time already past is looked at again no sooner than this (the queue ticker
+may not have acted on it yet)."""
 THREADS = 32
 CONNECT_TIMEOUT_S_MAX = 10.0
 STOP_WAIT_S = 5.0
 """On stop, attempts in flight get this long to finish; the rest are retried later."""
+
+
+def connections_max(soft_limit: int) -> int:
+    """Connections to receivers allowed at once: the default, within a quarter of the
+    process's descriptor limit (files and the HTTP server's connections need the rest)."""
+    return max(16, min(limits.delivery_connections_max_default, soft_limit // 4))
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -79,13 +95,11 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 
 class Runtime(Lane[QueueGroup]):
-    """What the loop keeps for one endpoint: the scheduler's lane, and its HTTP
-    client and statistics."""
+    """What the loop keeps for one endpoint: the scheduler's lane, and its statistics."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self.stats = EndpointStats()
-        self.client: aiohttp.ClientSession | None = None
         self._target: Target | None = None
 
     def target(self) -> Target:
@@ -93,34 +107,6 @@ class Runtime(Lane[QueueGroup]):
         if self._target is None or self._target.endpoint is not self.endpoint:
             self._target = Target(self.endpoint)
         return self._target
-
-    def update(self, endpoint: Endpoint) -> None:
-        old = self.endpoint.settings
-        super().update(endpoint)
-        if (
-            endpoint.settings.max_in_flight != old.max_in_flight
-            or endpoint.settings.timeout_ms != old.timeout_ms
-        ) and self.client is not None:
-            client, self.client = self.client, None
-            asyncio.get_running_loop().create_task(client.close())
-
-    def http(self) -> aiohttp.ClientSession:
-        """The endpoint's HTTP client: its own pool of connections, at most
-        max_in_flight, never following redirects (each request says so)."""
-        if self.client is None:
-            settings = self.endpoint.settings
-            timeout = settings.timeout_ms / 1000
-            self.client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=settings.max_in_flight, limit_per_host=settings.max_in_flight
-                ),
-                timeout=aiohttp.ClientTimeout(
-                    total=timeout, connect=min(timeout, CONNECT_TIMEOUT_S_MAX)
-                ),
-                trust_env=False,
-                auto_decompress=False,
-            )
-        return self.client
 
 
 class Deliverer:
@@ -134,41 +120,66 @@ class Deliverer:
         self.store = store
         self.resolver = resolver
         self.allow_private = store.allow_private
-        self.scheduler = Scheduler[QueueGroup](Runtime)
+        self.origins = Origins(connections_max(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+        self.scheduler = Scheduler[QueueGroup](
+            Runtime, self.origins.connections_max, self.origins.per_origin_max
+        )
         self._rng = random.Random()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._acks: dict[tuple[str, str], Acks] = {}
+        self._acks = Acks(self)
         self._thread: threading.Thread | None = None
-        self._reconcile_now = False
         self._wake_pending = False
+        self._told: set[str] = set()
+        """Endpoints told to look again (from any thread, under _told_mutex)."""
+        self._told_mutex = threading.Lock()
+        self._sweep_now = True
+        """Look at every endpoint in the next round (the first one, or a change of many)."""
+        self._due: list[tuple[int, str]] = []
+        """(when, endpoint): a retry, an expiring lease or a probe comes due (a heap)."""
+        self._due_at: dict[str, int] = {}
+        """The earliest entry of each endpoint in _due (later entries are stale)."""
         if not core.read_only:
             store.changed.append(self.wake)
             core.round_listeners.append(self._records_appended)
-            core.topic_created_hooks.append(self._topic_created)
             self._thread = core.supervisor.start("delivery", self._run, self._stop)
 
     # ------------------------------------------------------------ outside
 
-    def wake(self) -> None:
-        """Look again now (a changed endpoint, a stop); from any thread."""
+    def wake(self, name: str | None = None) -> None:
+        """Look again now at endpoint `name` (changed, redriven), or at every one; from
+        any thread."""
+        if name is None:
+            self._sweep_now = True
+        else:
+            with self._told_mutex:
+                self._told.add(name)
         loop, wake = self._loop, self._wake
         if loop is not None and wake is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(self._woken)
 
-    def _records_appended(self) -> None:
-        """After each commit round (the syncer's thread): new records may be
-        deliverable. Costs nothing without endpoints, and at most one wake-up of the
-        loop per round of its own, however many commit rounds pass meanwhile."""
-        if self._wake_pending or not self.store.has_endpoints():
+    def _records_appended(self, topics: frozenset[str]) -> None:
+        """After each commit round (the syncer's thread): the endpoints of `topics` may
+        have records to deliver. Costs nothing without endpoints, and at most one
+        wake-up of the loop per round of its own, however many commit rounds pass."""
+        if not self.store.has_endpoints():
+            return
+        told: set[str] = set()
+        for topic in topics:
+            told |= self.store.endpoints_on(topic)
+        if not told:
+            return
+        with self._told_mutex:
+            self._told |= told
+        if self._wake_pending:
             return
         loop = self._loop
         if loop is None or loop.is_closed():
-            return  # not running: it looks at every group when it starts
+            return  # not running: it looks at every endpoint when it starts
         self._wake_pending = True
         try:
             loop.call_soon_threadsafe(self._woken)
@@ -180,15 +191,14 @@ class Deliverer:
         if self._wake is not None:
             self._wake.set()
 
-    def _look_again(self) -> None:
-        """On the loop: plan another round (an attempt ended, a lease came back)."""
+    def _look_again(self, lane: Lane[QueueGroup]) -> None:
+        """On the loop: the lane's state changed (an attempt ended, a lease came back):
+        plan for it in another round. Every change of a lane tells it so; a lane that
+        nothing changed is not looked at."""
+        with self._told_mutex:
+            self._told.add(lane.endpoint.name)
         if self._wake is not None:
             self._wake.set()
-
-    def _topic_created(self, topic: str) -> None:
-        """On the writer role: a new topic may need its endpoints' groups now."""
-        self._reconcile_now = True
-        self.wake()
 
     def _runtime(self, name: str) -> Runtime | None:
         lane = self.scheduler.lanes.get(name)
@@ -229,7 +239,6 @@ class Deliverer:
             self._thread.join()
         with contextlib.suppress(ValueError):
             self.core.round_listeners.remove(self._records_appended)
-            self.core.topic_created_hooks.remove(self._topic_created)
             self.store.changed.remove(self.wake)
         self._pool.shutdown(wait=True)
 
@@ -246,22 +255,25 @@ class Deliverer:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        reconciled = 0.0
+        self._sweep_now = True
+        swept = time.monotonic()
         try:
             await self._blocking(self._release_leases)
             while not self._stop.is_set():
                 # Cleared before the round, so a wake-up during it (new records, a stop)
                 # is not lost: the wait below then returns at once.
                 self._wake.clear()
-                if self._reconcile_now or time.monotonic() - reconciled >= RECONCILE_S:
-                    self._reconcile_now = False
+                if self.store.has_fresh_topics():
                     await self._blocking(self.store.reconcile)
-                    reconciled = time.monotonic()
+                if time.monotonic() - swept >= SWEEP_S:
+                    self._sweep_now = True
+                    swept = time.monotonic()
+                    await self.origins.close_idle()
                 started = await self._round()
                 if started or self._stop.is_set():
                     continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._idle_wait())
+                    await asyncio.wait_for(self._wake.wait(), self._idle_wait(swept))
         finally:
             await self._finish()
 
@@ -292,14 +304,12 @@ class Deliverer:
                 ):
                     group.settle(receipts, "release", "the broker stopped during the attempt")
 
-    def _idle_wait(self) -> float:
-        now = self.core.now_ms()
-        waits = [IDLE_WAIT_S]
-        for lane in self.scheduler.lanes.values():
-            probe = lane.breaker.next_probe_ms()
-            if probe is not None:
-                waits.append(max(0.001, (probe - now) / 1000))
-        return min(waits)
+    def _idle_wait(self, swept: float) -> float:
+        """Seconds until something is due: the earliest due time, or the next sweep."""
+        wait = max(0.001, SWEEP_S - (time.monotonic() - swept))
+        if self._due:
+            wait = min(wait, max(0.001, (self._due[0][0] - self.core.now_ms()) / 1000))
+        return wait
 
     async def _finish(self) -> None:
         tasks = list(self._tasks)
@@ -313,10 +323,7 @@ class Deliverer:
             lane.ahead.clear()
             with contextlib.suppress(Exception):  # else the next start ends their leases
                 await self._release(unsent)
-            assert isinstance(lane, Runtime)
-            if lane.client is not None:
-                await lane.client.close()
-                lane.client = None
+        await self.origins.close()
         self._loop = None
 
     async def _blocking(self, fn: Callable[[], object]) -> object:
@@ -324,20 +331,70 @@ class Deliverer:
         return await self._loop.run_in_executor(self._pool, fn)
 
     async def _round(self) -> int:
-        """Do what the scheduler plans now; how many attempts and leases started."""
+        """Do what the scheduler plans now for the endpoints with something to do;
+        how many attempts and leases started."""
         now = self.core.now_ms()
-        plan = self.scheduler.plan(now, self.store.endpoints(), self._groups_with_work)
-        for lane in plan.dropped:
-            assert isinstance(lane, Runtime)
-            if lane.client is not None:
-                self._spawn(lane.client.close())
-        if plan.releases:
-            self._spawn(self._release(plan.releases))
+        endpoints, releases = self._to_look_at(now)
+        plan = self.scheduler.plan(now, endpoints, self._groups_with_work)
+        releases.extend(plan.releases)
+        if releases:
+            self._spawn(self._release(releases))
         for send in plan.sends:
             self._spawn(self._attempt(send))
         for lease in plan.leases:
             self._spawn(self._lease_ahead(lease, now))
+        for endpoint in endpoints:
+            lane = self.scheduler.lanes[endpoint.name]
+            if not (lane.in_flight or lane.ahead or lane.leasing):
+                self._schedule(lane, now)
         return len(plan.sends) + len(plan.leases)
+
+    def _to_look_at(self, now_ms: int) -> tuple[list[Endpoint], list[Ahead[QueueGroup]]]:
+        """The endpoints this round looks at: those told (new records, an attempt or a
+        lease ended, a change) or come due (every one at a sweep); and the records
+        leased ahead for endpoints deleted since."""
+        with self._told_mutex:
+            names, self._told = self._told, set()
+        due = self._due
+        while due and due[0][0] <= now_ms:
+            when, name = heapq.heappop(due)
+            if self._due_at.get(name) == when:
+                del self._due_at[name]
+                names.add(name)
+        if self._sweep_now:
+            self._sweep_now = False
+            names.update(endpoint.name for endpoint in self.store.endpoints())
+        endpoints: list[Endpoint] = []
+        releases: list[Ahead[QueueGroup]] = []
+        for name in sorted(names):
+            endpoint = self.store.find(name)
+            if endpoint is not None:
+                endpoints.append(endpoint)
+                continue
+            gone = self.scheduler.forget(name)
+            if gone is not None:
+                releases.extend(gone.ahead)
+                gone.ahead.clear()
+        return endpoints, releases
+
+    def _schedule(self, lane: Lane[QueueGroup], now_ms: int) -> None:
+        """Holding nothing under way: look at the endpoint again when time next
+        changes something for it (a retry or an expiring lease in one of its groups,
+        its breaker's probe), if ever. New records and changes tell it themselves."""
+        name = lane.endpoint.name
+        dues = [
+            due for g in self.store.groups(lane.endpoint) if (due := g.next_due_ms()) is not None
+        ]
+        probe = lane.breaker.next_probe_ms()
+        if probe is not None:
+            dues.append(probe)
+        if not dues or not lane.endpoint.settings.enabled:
+            return
+        when = max(min(dues), now_ms + DUE_FLOOR_MS)
+        known = self._due_at.get(name)
+        if known is None or when < known:
+            self._due_at[name] = when
+            heapq.heappush(self._due, (when, name))
 
     def _groups_with_work(self, endpoint: Endpoint) -> list[QueueGroup]:
         return [group for group in self.store.groups(endpoint) if group.has_work()]
@@ -357,7 +414,7 @@ class Deliverer:
             back = self.scheduler.leased(lease.lane, lease.group, jobs, asked_at_ms)
             if back:
                 await self._release(back)
-            self._look_again()
+            self._look_again(lease.lane)
 
     async def _release(self, unsent: list[Ahead[QueueGroup]]) -> None:
         """Give records leased ahead back unsent: ready again, no attempt spent."""
@@ -420,8 +477,9 @@ class Deliverer:
             runtime.stats.record(result, verdict, now, job)
             if verdict.action is not Action.DISABLE:
                 slot = False
-                scheduler.ended(runtime, failed, now, probe, result.latency_ms)
-                self._look_again()
+                for lane in scheduler.ended(runtime, failed, now, probe, result.latency_ms):
+                    self._look_again(lane)
+                self._look_again(runtime)
             await self._settle(runtime, group, job, result, verdict)
         except Exception as exc:
             self.core.supervisor.subject_failed(
@@ -429,8 +487,9 @@ class Deliverer:
             )
         finally:
             if slot:
-                scheduler.ended(runtime, failed, self.core.now_ms(), probe)
-                self._look_again()
+                for lane in scheduler.ended(runtime, failed, self.core.now_ms(), probe):
+                    self._look_again(lane)
+                self._look_again(runtime)
 
     def test(self, endpoint: Endpoint) -> Result:
         """Send a signed test request to `endpoint` now, outside every queue (from any
@@ -449,12 +508,7 @@ class Deliverer:
         message_id = f"test:{uuid.uuid4().hex}"
 
         async def send() -> Result:
-            runtime = Runtime(endpoint)
-            try:
-                return await self._send(endpoint, job, runtime, message_id)
-            finally:
-                if runtime.client is not None:
-                    await runtime.client.close()
+            return await self._send(endpoint, job, Runtime(endpoint), message_id)
 
         future = asyncio.run_coroutine_threadsafe(send(), loop)
         return future.result(endpoint.settings.timeout_ms / 1000 + CONNECT_TIMEOUT_S_MAX)
@@ -474,19 +528,28 @@ class Deliverer:
                 error=ErrorKind.DNS, error_message=f"{target.host}: {exc.strerror or exc}"
             )
         message_id = message_id or f"{record.topic}:{record.partition}:{record.offset}"
-        headers = target.headers_for(record, job.attempt, message_id, self.core.now_ms())
-        client = runtime.http()
+        timeout_s = endpoint.settings.timeout_ms / 1000
         try:
-            async with client.post(
-                target.url(address),
-                data=record.value,
-                headers=headers,
-                allow_redirects=False,
-                server_hostname=target.host if target.scheme == "https" else None,
-            ) as response:
-                excerpt = await response.content.read(EXCERPT_BYTES_MAX)
-                status = response.status
-                retry_after = response.headers.get("retry-after")
+            async with self.origins.session(target.scheme, target.host, target.port) as client:
+                # Timed from here: the wait for a connection slot is not the endpoint's.
+                started = time.monotonic()
+                headers = target.headers_for(record, job.attempt, message_id, self.core.now_ms())
+                async with (
+                    asyncio.timeout(timeout_s),
+                    client.post(
+                        target.url(address),
+                        data=record.value,
+                        headers=headers,
+                        allow_redirects=False,
+                        server_hostname=target.host if target.scheme == "https" else None,
+                        timeout=aiohttp.ClientTimeout(
+                            total=None, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S_MAX)
+                        ),
+                    ) as response,
+                ):
+                    excerpt = await response.content.read(EXCERPT_BYTES_MAX)
+                    status = response.status
+                    retry_after = response.headers.get("retry-after")
         except TimeoutError:
             return Result(
                 error=ErrorKind.TIMEOUT,
@@ -552,10 +615,7 @@ class Deliverer:
         action = verdict.action
 
         if action is Action.ACK:
-            acks = self._acks.get((group.topic, group.group))
-            if acks is None or acks.group is not group:
-                acks = self._acks[(group.topic, group.group)] = Acks(self, group)
-            acks.add(job.receipt, outcome)
+            self._acks.add(group, job.receipt, outcome)
             return
 
         def settle() -> None:
@@ -586,44 +646,53 @@ class Deliverer:
 
 
 class Acks:
-    """A group's acks, settled many per durable write: acks that come while one is
-    written go in the next (group commit, as appends do). Nothing waits for them: the
-    attempt is over when its answer came, and an ack lost to a crash only means the
-    record is sent again (at least once)."""
+    """Acks, settled many per durable write: acks that come while some are written
+    go in the next write (group commit, as appends do), those of every group together
+    (each group's queued first, then all waited for: one commit round makes them
+    durable). Nothing waits for them: the attempt is over when its answer came, and an
+    ack lost to a crash only means the record is sent again (at least once)."""
 
-    def __init__(self, deliverer: Deliverer, group: QueueGroup) -> None:
+    def __init__(self, deliverer: Deliverer) -> None:
         self.deliverer = deliverer
-        self.group = group
-        self._pending: dict[str, Outcome] = {}
+        self._pending: dict[QueueGroup, dict[str, Outcome]] = {}
         self._writing = False
 
-    def add(self, receipt: str, outcome: Outcome) -> None:
-        self._pending[receipt] = outcome
+    def add(self, group: QueueGroup, receipt: str, outcome: Outcome) -> None:
+        self._pending.setdefault(group, {})[receipt] = outcome
         if not self._writing:
             self._writing = True
             self.deliverer._spawn(self._write())
 
     async def _write(self) -> None:
-        group = self.group
-        supervisor = self.deliverer.core.supervisor
         try:
             while self._pending:
                 batch, self._pending = self._pending, {}
-                try:
-                    await self.deliverer._blocking(
-                        functools.partial(group.settle, list(batch), "ack", outcome=batch)
-                    )
-                except LeaseExpired as exc:
-                    # Those leases ran out first (their records are leased again); the
-                    # others were acked.
-                    log.info("delivery on %s: %s", group.topic, exc)
-                except BrookError as exc:
-                    # Their leases run out and the records are sent again (at least once).
-                    supervisor.subject_failed("delivery", group.subject, "ack", exc)
-                else:
-                    supervisor.subject_succeeded(group.subject, "ack")
+                await self.deliverer._blocking(functools.partial(self._settle, batch))
         finally:
             self._writing = False
+
+    def _settle(self, batch: dict[QueueGroup, dict[str, Outcome]]) -> None:
+        """On a pool thread: queue every group's acks, then wait for each; a group's
+        failure is that group's (its records are sent again)."""
+        supervisor = self.deliverer.core.supervisor
+        begun = []
+        for group, acks in batch.items():
+            try:
+                begun.append(group.settle_begin(list(acks), "ack", outcome=acks))
+            except BrookError as exc:
+                supervisor.subject_failed("delivery", group.subject, "ack", exc)
+        for settling in begun:
+            group = settling.group
+            try:
+                settling.finish()
+            except LeaseExpired as exc:
+                # Those leases ran out first (their records are leased again); the
+                # others were acked.
+                log.info("delivery on %s: %s", group.topic, exc)
+            except BrookError as exc:
+                supervisor.subject_failed("delivery", group.subject, "ack", exc)
+            else:
+                supervisor.subject_succeeded(group.subject, "ack")
 
 
 def _ms_since(started: float) -> float:

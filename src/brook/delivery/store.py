@@ -9,8 +9,10 @@ topic. Creating an endpoint creates the groups of the topics it matches first
 (starting at their end, or at their oldest record with start="earliest") and
 writes the endpoint last, so a crash between the two leaves only groups that a
 start finds orphaned and deletes. A topic created later gets its group when the
-delivery loop next reconciles (every RECONCILE_S), starting at its oldest
-record: every record of it came after the endpoint.
+delivery loop next reconciles (told by the topic's creation), starting at its
+oldest record: every record of it came after the endpoint. The store keeps the
+groups indexed by endpoint and by topic, so nothing here costs the number of
+endpoints or topics but what a change touches.
 """
 
 from __future__ import annotations
@@ -44,15 +46,29 @@ class EndpointStore:
         self._mutex = threading.Lock()
         """Held while endpoints or their groups change (one change at a time)."""
         self._endpoints: dict[str, Endpoint] = {}
-        self.changed: list[Callable[[], None]] = []
-        """Called after any endpoint changed (the delivery loop looks again)."""
+        self._groups: dict[str, dict[str, QueueGroup]] = {}
+        """Endpoint name -> topic -> its queue group there (an index of the queue store's)."""
+        self._by_topic: dict[str, set[str]] = {}
+        """Topic -> the endpoints with a group on it."""
+        self._fresh_topics: set[str] = set()
+        """Topics made since the last `reconcile`: they may need endpoints' groups."""
+        self._fresh_mutex = threading.Lock()
+        self.changed: list[Callable[[str | None], None]] = []
+        """Called after an endpoint changed, with its name (the delivery loop looks again)."""
         for name in core.storage.list(layout.ENDPOINTS):
             found = layout.parse_endpoint(name)
             raw = core.storage.read_all(name) if found is not None else None
             if found is not None and raw is not None:
                 self._endpoints[found] = ep.decode(raw)
+        for group in queues.groups():
+            owner = ep.group_endpoint(group.group)
+            if owner is not None:
+                self._index(owner, group)
         if not core.read_only:
             self._delete_orphans()
+            self._fresh_topics.update(state.name for state in core.topic_states())
+            core.topic_created_hooks.append(self._topic_created)
+            core.topic_deleted_hooks.append(self._topic_deleted)
 
     # ------------------------------------------------------------ reading
 
@@ -63,16 +79,30 @@ class EndpointStore:
             raise EndpointNotFound(f"no endpoint {name} exists")
         return found
 
+    def find(self, name: str) -> Endpoint | None:
+        return self._endpoints.get(name)
+
     def has_endpoints(self) -> bool:
         return bool(self._endpoints)
 
+    def count(self) -> int:
+        return len(self._endpoints)
+
     def endpoints(self) -> list[Endpoint]:
+        """Every endpoint, by name."""
         return [self._endpoints[name] for name in sorted(self._endpoints)]
 
     def groups(self, endpoint: Endpoint) -> list[QueueGroup]:
         """The endpoint's queue groups, one per topic it delivers from."""
-        name = endpoint.group()
-        return [g for g in self.queues.groups() if g.group == name]
+        return list(self._groups.get(endpoint.name, {}).values())
+
+    def group_on(self, endpoint: Endpoint, topic: str) -> QueueGroup | None:
+        return self._groups.get(endpoint.name, {}).get(topic)
+
+    def endpoints_on(self, topic: str) -> set[str]:
+        """The names of the endpoints delivering records of `topic` (a copy, any thread)."""
+        found = self._by_topic.get(topic)
+        return set(found) if found else set()
 
     # ------------------------------------------------------------ changing
 
@@ -100,8 +130,10 @@ class EndpointStore:
             del self._endpoints[name]
             for group in self.groups(endpoint):
                 self.queues.delete_group(group.topic, group.group)
+                self._unindex(name, group.topic)
+            self._groups.pop(name, None)
             self.core.supervisor.forget_subject(ep.subject(name))
-        self._notify()
+        self._notify(name)
 
     def set_enabled(self, name: str, enabled: bool, reason: str = "") -> Endpoint:
         """Enable or disable; a disabled endpoint's records wait in its groups."""
@@ -138,14 +170,22 @@ class EndpointStore:
         return new
 
     def reconcile(self) -> None:
-        """Give every topic an endpoint matches its queue group (topics made since)."""
-        if self.core.read_only:
+        """Give the topics made since the last call their endpoints' queue groups
+        (every topic at the first call: a crash may have left a group unmade). Costs
+        the new topics times the endpoints, nothing for topics seen before."""
+        if self.core.read_only or not self._fresh_topics:
             return
         supervisor = self.core.supervisor
         with self._mutex:
+            with self._fresh_mutex:
+                fresh, self._fresh_topics = self._fresh_topics, set()
+            topics = sorted(t for t in fresh if self.core.has_topic(t))
             for endpoint in list(self._endpoints.values()):
                 with supervisor.isolate("delivery", ep.subject(endpoint.name), "topics"):
-                    self._align_groups(endpoint, by_hand=False)
+                    self._add_groups(endpoint, topics)
+
+    def has_fresh_topics(self) -> bool:
+        return bool(self._fresh_topics)
 
     def stop(self) -> None:
         """No thread of its own (the delivery loop reconciles)."""
@@ -160,21 +200,72 @@ class EndpointStore:
         endpoint's settings; none on the others. A group made when the endpoint is
         created or changed starts where the endpoint's `start` says; one made by
         `reconcile` is for a topic made since, all of whose records are new."""
-        name = endpoint.group()
-        have = {g.topic: g for g in self.groups(endpoint)}
-        for state in self.core.topic_states():
-            topic = state.name
+        name = endpoint.name
+        have = dict(self._groups.get(name, {}))
+        for topic in self._candidates(endpoint):
             if not endpoint.matches(topic):
                 continue
             settings = self._queue_settings(endpoint, topic)
             group = have.pop(topic, None)
             if group is None:
                 start = endpoint.settings.start if by_hand else "earliest"
-                self.queues.group(topic, name, internal=True, start=start, **settings)
+                made = self.queues.group(
+                    topic, endpoint.group(), internal=True, start=start, **settings
+                )
+                self._index(name, made)
             elif _differs(group, settings):
-                self.queues.group(topic, name, internal=True, **settings)
+                self.queues.group(topic, endpoint.group(), internal=True, **settings)
         for topic in have:
-            self.queues.delete_group(topic, name)
+            self.queues.delete_group(topic, endpoint.group())
+            self._unindex(name, topic)
+
+    def _add_groups(self, endpoint: Endpoint, topics: list[str]) -> None:
+        """Holding the mutex: groups on those of `topics` (made since) the endpoint
+        matches and has none on, from their oldest record."""
+        for topic in topics:
+            if not endpoint.matches(topic) or self.group_on(endpoint, topic) is not None:
+                continue
+            settings = self._queue_settings(endpoint, topic)
+            made = self.queues.group(
+                topic, endpoint.group(), internal=True, start="earliest", **settings
+            )
+            self._index(endpoint.name, made)
+
+    def _candidates(self, endpoint: Endpoint) -> list[str]:
+        """The topics the endpoint could match: those it names, when it names them
+        all outright (no look at every topic: bulk creation stays fast); else every one."""
+        patterns = endpoint.settings.topics
+        if all(not any(c in p for c in "*?[") for p in patterns):
+            return [p for p in patterns if self.core.has_topic(p)]
+        return [state.name for state in self.core.topic_states()]
+
+    def _index(self, name: str, group: QueueGroup) -> None:
+        self._groups.setdefault(name, {})[group.topic] = group
+        self._by_topic.setdefault(group.topic, set()).add(name)
+
+    def _unindex(self, name: str, topic: str) -> None:
+        groups = self._groups.get(name)
+        if groups is not None:
+            groups.pop(topic, None)
+        names = self._by_topic.get(topic)
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self._by_topic[topic]
+
+    def _topic_created(self, topic: str) -> None:
+        """On the writer role: the topic may need endpoints' groups (at the next reconcile)."""
+        with self._fresh_mutex:
+            self._fresh_topics.add(topic)
+        for listener in self.changed:
+            listener(None)
+
+    def _topic_deleted(self, topic: str) -> None:
+        """Writer role: the queue store dropped the topic's groups; so does the index."""
+        for name in self._by_topic.pop(topic, set()):
+            groups = self._groups.get(name)
+            if groups is not None:
+                groups.pop(topic, None)
 
     @staticmethod
     def _queue_settings(endpoint: Endpoint, topic: str) -> dict[str, Any]:
@@ -192,19 +283,19 @@ class EndpointStore:
     def _store(self, endpoint: Endpoint) -> None:
         self.core.storage.write_atomic(layout.endpoint(endpoint.name), ep.encode(endpoint))
         self._endpoints[endpoint.name] = endpoint
-        self._notify()
+        self._notify(endpoint.name)
 
-    def _notify(self) -> None:
+    def _notify(self, name: str) -> None:
         for listener in self.changed:
-            listener()
+            listener(name)
 
     def _delete_orphans(self) -> None:
         """Groups of endpoints that are gone (a crash while one was made or deleted)."""
-        for group in self.queues.groups():
-            owner = ep.group_endpoint(group.group)
-            if owner is not None and owner not in self._endpoints:
+        for owner in [name for name in self._groups if name not in self._endpoints]:
+            for group in self._groups.pop(owner).values():
                 log.info("deleting queue group %s/%s of no endpoint", group.topic, group.group)
                 self.queues.delete_group(group.topic, group.group)
+                self._unindex(owner, group.topic)
 
 
 def _differs(group: QueueGroup, wanted: dict[str, Any]) -> bool:

@@ -323,6 +323,20 @@ class QueueGroup:
         naming the receipts that were not live (the others are settled). `outcome`
         (how the attempt went; or one per receipt) is kept with the transitions that
         end the attempts."""
+        self.settle_begin(receipts, action, reason, delay_ms, extend_ms, outcome).finish()
+
+    def settle_begin(
+        self,
+        receipts: list[str],
+        action: str,
+        reason: str = "",
+        delay_ms: int | None = None,
+        extend_ms: int = 0,
+        outcome: Outcome | dict[str, Outcome] | None = None,
+    ) -> Settling:
+        """`settle`, its entry queued for the status log without waiting: `finish()`
+        waits for it (and raises as `settle` does). A caller settling in many groups
+        queues them all first, so one commit round makes them durable together."""
         assert action in ACTIONS
         with self.mutex:
             self._check_usable()
@@ -343,15 +357,7 @@ class QueueGroup:
                 ]
             request = self._submit(changes) if changes else None
             self._maybe_snapshot()
-        self._after(request, changes)
-        if stale:
-            shown = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
-            settled = len(receipts) - len(stale)
-            rest = f"; the other {settled} were settled ({action})" if settled else ""
-            raise LeaseExpired(
-                f"{len(stale)} of {len(receipts)} receipts are no longer live (the lease expired, "
-                f"or the record was settled or leased again): {shown}{rest}"
-            )
+        return Settling(self, request, changes, stale, len(receipts), action)
 
     def tick(self) -> None:
         """Let time act: expired leases end their attempt, due retries become ready."""
@@ -575,6 +581,40 @@ class QueueGroup:
         self._submit([], snapshot=snapshot, on_done=durable)
         self._changes_since_snapshot = 0
         return waiter
+
+
+class Settling:
+    """A settling queued for its group's status log (QueueGroup.settle_begin)."""
+
+    def __init__(
+        self,
+        group: QueueGroup,
+        request: AppendRequest | None,
+        changes: list[Change],
+        stale: list[str],
+        count: int,
+        action: str,
+    ) -> None:
+        self.group = group
+        self._request = request
+        self._changes = changes
+        self._stale = stale
+        self._count = count
+        self._action = action
+
+    def finish(self) -> None:
+        """Wait until the settling is durable; then raise LeaseExpired naming the
+        receipts that were not live (the others are settled)."""
+        self.group._after(self._request, self._changes)
+        stale = self._stale
+        if stale:
+            shown = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+            settled = self._count - len(stale)
+            rest = f"; the other {settled} were settled ({self._action})" if settled else ""
+            raise LeaseExpired(
+                f"{len(stale)} of {self._count} receipts are no longer live (the lease expired, "
+                f"or the record was settled or leased again): {shown}{rest}"
+            )
 
 
 def _within(runs: list[tuple[int, int]], offset: int) -> bool:

@@ -81,7 +81,8 @@ class NewRecords:
         self.waiting = 0
         self._event = asyncio.Event()
 
-    def notify_threadsafe(self) -> None:
+    def notify_threadsafe(self, topics: frozenset[str] = frozenset()) -> None:
+        """A commit round wrote to `topics` (Core.round_listeners): wake the waiters."""
         # Only bother the loop when someone waits; a waiter registers before it
         # reads, so a round published before this check is seen by its read.
         if self.waiting:

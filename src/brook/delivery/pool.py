@@ -1,0 +1,98 @@
+"""HTTP connections to receivers: pooled per origin, within a global cap (SPEC §7, §11).
+
+A pool per endpoint (what Brook had) made 1,000 endpoints on one receiver hold up to
+16,000 connections, a descriptor each, and open new ones all the time. Here the
+endpoints of one origin (scheme, host, port, as their URLs name it) share one pool,
+and every attempt holds two slots while it is sent: one of its origin's
+(`per_origin_max`) and one of all (`connections_max`), taken in that order, so a
+busy or hanging origin waits on its own slots and takes at most `per_origin_max`
+of the global ones. An endpoint's own budget (max_in_flight) is the scheduler's.
+
+Origins are keyed by the host as written, not by the address it resolves to:
+connections are never shared across host names (a TLS connection was made for
+one name). An origin unused for `idle_s` is closed, so idle endpoints hold no
+connection; pooled connections idle longer than KEEPALIVE_S are closed by aiohttp.
+
+Only the event loop's thread uses this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiohttp
+
+from brook import limits
+
+KEEPALIVE_S = 15.0
+
+
+class Origin:
+    __slots__ = ("in_use", "session", "slots", "used_s")
+
+    def __init__(self, per_origin_max: int) -> None:
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=per_origin_max, limit_per_host=0, keepalive_timeout=KEEPALIVE_S
+            ),
+            timeout=aiohttp.ClientTimeout(total=None),
+            trust_env=False,
+            auto_decompress=False,
+        )
+        self.slots = asyncio.Semaphore(per_origin_max)
+        self.in_use = 0
+        self.used_s = time.monotonic()
+
+
+class Origins:
+    def __init__(
+        self,
+        connections_max: int = limits.delivery_connections_max_default,
+        per_origin_max: int = limits.delivery_origin_connections_max,
+        idle_s: float = limits.delivery_origin_idle_s,
+    ) -> None:
+        self.connections_max = connections_max
+        self.per_origin_max = min(per_origin_max, connections_max)
+        self.idle_s = idle_s
+        self._slots: asyncio.Semaphore | None = None
+        self._origins: dict[tuple[str, str, int], Origin] = {}
+
+    def __len__(self) -> int:
+        return len(self._origins)
+
+    @asynccontextmanager
+    async def session(
+        self, scheme: str, host: str, port: int
+    ) -> AsyncIterator[aiohttp.ClientSession]:
+        """The origin's HTTP client, with a slot of the origin's and one of all held
+        (waiting for them) until the block ends."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.connections_max)
+        key = (scheme, host, port)
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = Origin(self.per_origin_max)
+        origin.in_use += 1
+        try:
+            async with origin.slots, self._slots:
+                origin.used_s = time.monotonic()
+                yield origin.session
+        finally:
+            origin.in_use -= 1
+            origin.used_s = time.monotonic()
+
+    async def close_idle(self) -> int:
+        """Close the origins no attempt used for `idle_s`; how many."""
+        deadline = time.monotonic() - self.idle_s
+        idle = [k for k, o in self._origins.items() if not o.in_use and o.used_s < deadline]
+        for key in idle:
+            await self._origins.pop(key).session.close()
+        return len(idle)
+
+    async def close(self) -> None:
+        origins, self._origins = self._origins, {}
+        for origin in origins.values():
+            await origin.session.close()
