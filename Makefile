@@ -39,7 +39,8 @@ coverage: $(STAMP) system-packages
 
 # The reliability suite at scale (docs/RELIABILITY.md has each figure and its command):
 # many more kills, power cuts, deaths and take-overs than `make test` runs, 200,000
-# coverage-guided fuzz inputs per target, and a 30-minute soak plotted to docs/soak.png.
+# coverage-guided fuzz inputs per target, a 30-minute soak plotted to docs/soak.png, and
+# 10,000 topics and 1,000 endpoints served under a descriptor limit of 1,024.
 # Every randomized test prints its seed; BROOK_SEED replays one.
 reliability: $(STAMP) system-packages
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
@@ -47,10 +48,12 @@ reliability: $(STAMP) system-packages
 	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
 	BROOK_SPARK_DRIVER_KILLS=10 BROOK_PUBLISH_KILLS=60 BROOK_DEMO_MASTER='local-cluster[2,1,1024]' \
 	BROOK_FUZZ_RUNS=200000 BROOK_SOAK_S=1800 BROOK_SOAK_PNG=docs/soak.png \
+	BROOK_TENANT_TOPICS=10000 BROOK_TENANT_ENDPOINTS=1000 BROOK_TENANT_OPEN_FILES=1024 \
 	$(PY) -m pytest -p no:cacheprovider -s tests/crash tests/powerloss tests/fuzz tests/soak \
 	tests/sim/test_clock_steps.py tests/upgrade tests/server/test_http_framing.py \
 	tests/server/test_security.py tests/storage/test_s3_takeover.py \
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
+	tests/tenants \
 	--timeout 7200
 
 # The HTTP load generator the server benchmarks and profiles drive (Debian's package).

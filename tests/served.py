@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
 import re
+import resource
 import ssl
 import subprocess
 import sys
@@ -15,10 +17,16 @@ from typing import Any
 
 from tests.environment import unmeasured
 
-SRC = str(Path(__file__).parents[2] / "src")
+SRC = str(Path(__file__).parents[1] / "src")
 
 
 READY_S = 60
+
+
+def _limit_files(count: int) -> None:
+    """In the child, before exec: at most `count` open files, soft and hard (as
+    `ulimit -n` in a shell, or systemd's LimitNOFILE)."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
 
 
 class Served:
@@ -32,9 +40,11 @@ class Served:
         tls: ssl.SSLContext | None = None,
         env: dict[str, str] | None = None,
         measured: bool = False,
+        open_files: int | None = None,
     ) -> None:
         """`measured`: run under coverage, for a test that stops the server with SIGTERM
-        (`stop`), so it writes its data; `close` kills it, and a killed server never does."""
+        (`stop`), so it writes its data; `close` kills it, and a killed server never does.
+        `open_files`: the process's descriptor limit, soft and hard."""
         inherited = dict(os.environ) if measured else unmeasured()
         environment = {**inherited, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info", **(env or {})}
         before = ["--config", str(config)] if config is not None else []
@@ -55,6 +65,7 @@ class Served:
             stderr=subprocess.PIPE,
             env=environment,
             text=True,
+            preexec_fn=None if open_files is None else functools.partial(_limit_files, open_files),
         )
         assert self.process.stderr is not None
         self.log: list[str] = []

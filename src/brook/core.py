@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import msgspec
@@ -46,6 +47,11 @@ from brook.supervisor import Supervisor
 log = logging.getLogger("brook")
 
 T = TypeVar("T")
+
+RECOVERY_THREADS_DEFAULT = 1
+"""Topics opened side by side at start, unless the storage says more (`open_threads`):
+on a local disk the work is the interpreter's (a thread each only contends for it),
+on an object store it is waiting for answers."""
 
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
 
@@ -184,13 +190,37 @@ class Core:
                 if n.endswith("/" + layout.TOPIC_CONFIG_FILE)
             }
         )
-        for name in names:
-            raw = self.storage.read_all(layout.topic_config(name))
-            assert raw is not None
-            config = _decode_config(raw)
-            logs = [self.open_log(name, p) for p in range(config.partitions)]
-            self._topics[name] = TopicState(name, config, logs)
-            log.info("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
+        if not names:
+            return
+        threads = getattr(self.storage, "open_threads", RECOVERY_THREADS_DEFAULT)
+        with ThreadPoolExecutor(min(threads, len(names)), "brook-recovery") as pool:
+            futures = [pool.submit(self._open_topic, name) for name in names]
+        failure: BaseException | None = None
+        for future in futures:
+            try:
+                state = future.result()
+            except BaseException as exc:
+                failure = failure or exc
+                continue
+            self._topics[state.name] = state  # closed by the caller if opening fails
+        if failure is not None:
+            raise failure
+        log.info("opened %d topics", len(self._topics))
+
+    def _open_topic(self, name: str) -> TopicState:
+        raw = self.storage.read_all(layout.topic_config(name))
+        assert raw is not None
+        config = _decode_config(raw)
+        logs: list[PartitionLog] = []
+        try:
+            for p in range(config.partitions):
+                logs.append(self.open_log(name, p))
+        except BaseException:
+            for opened in logs:
+                opened.close()
+            raise
+        log.debug("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
+        return TopicState(name, config, logs)
 
     def _rebuild_idempotency(self) -> None:
         since = self.now_ms() - self.idempotency.window_ms

@@ -134,6 +134,8 @@ def idempotency_keys(
                 continue
         else:
             assert since_ms is not None
+            if segment.max_timestamp < since_ms:
+                continue  # all of it older than the window: nothing to read
             first = max(0, bisect_left(segment.timestamps, since_ms) - 1)  # sparse index
         if first >= len(segment.positions):
             continue

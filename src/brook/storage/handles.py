@@ -148,14 +148,16 @@ class Handles:
     def close_idle(self) -> int:
         """Close the descriptors no operation has used for `idle_ms`; how many."""
         deadline = time.monotonic() - self.idle_s
-        closed = 0
         with self._mutex:
-            for handle in list(self._open):
+            idle = []
+            for handle in self._open:
                 if handle.used_s > deadline:
                     break  # least recently used first: the rest are newer
                 if self._evictable(handle):
-                    self._close(handle)
-                    closed += 1
+                    idle.append(handle)
+            for handle in idle:
+                self._close(handle)
+            closed = len(idle)
         return closed
 
     # ------------------------------------------------------------ inside (mutex held)
@@ -189,13 +191,15 @@ class Handles:
         how many were."""
         if count <= 0:
             return 0
-        closed = 0
-        for handle in list(self._open):
-            if closed >= count:
-                break
+        victims = []
+        for handle in self._open:  # least recently used first; those in use are skipped
             if self._evictable(handle):
-                self._close(handle)
-                closed += 1
+                victims.append(handle)
+                if len(victims) >= count:
+                    break
+        for handle in victims:
+            self._close(handle)
+        closed = len(victims)
         if closed < count and not self._over_budget_said:
             self._over_budget_said = True
             log.warning(

@@ -58,6 +58,9 @@ REQUESTS_IN_FLIGHT_MAX = 16
 
 
 class S3Storage:
+    open_threads = 16
+    """Topics a broker opens side by side at start (Core): each waits on requests."""
+
     def __init__(
         self,
         url: str,
