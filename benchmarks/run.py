@@ -384,6 +384,7 @@ def main() -> None:
         "queues",
         "timers",
         "delivery",
+        "tenants",
         "ui",
         "flood",
         "server",

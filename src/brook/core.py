@@ -182,14 +182,23 @@ class Core:
 
     # ------------------------------------------------------------ recovery
 
-    def _recover_topics(self) -> None:
-        names = sorted(
+    def _topic_names(self) -> list[str]:
+        """Every topic stored (its config written), by name. A storage that can list
+        one level of folders (`folders`) is asked for those, not every file below."""
+        folders = getattr(self.storage, "folders", None)
+        exists = getattr(self.storage, "exists", None)
+        if folders is not None and exists is not None:
+            return sorted(n for n in folders(layout.TOPICS) if exists(layout.topic_config(n)))
+        return sorted(
             {
                 n.split("/")[1]
                 for n in self.storage.list(layout.TOPICS)
                 if n.endswith("/" + layout.TOPIC_CONFIG_FILE)
             }
         )
+
+    def _recover_topics(self) -> None:
+        names = self._topic_names()
         if not names:
             return
         threads = getattr(self.storage, "open_threads", RECOVERY_THREADS_DEFAULT)

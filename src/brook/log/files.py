@@ -138,13 +138,19 @@ def encode_segment(
 
 
 def open_segment(
-    storage: Storage, name: str, active: bool, read_only: bool = False
+    storage: Storage,
+    name: str,
+    active: bool,
+    read_only: bool = False,
+    mark: DurableMark | None = None,
 ) -> Segment | None:
     """Open one segment file: from its seal if it has one, else by a recovery scan.
 
     `read_only` looks without changing anything, as an outside reader may: the
     active segment up to what its owner acknowledged, never recovered or started
-    again, and an older segment without a seal is damage.
+    again, and an older segment without a seal is damage. `mark` is the
+    partition's durable mark, if known: an active segment whose every valid byte
+    it covers needs no sync after recovery.
     """
     base = base_of(name)
     reader = storage.open_read(name)
@@ -178,11 +184,17 @@ def open_segment(
         buf = reader.read(0, size)
     finally:
         reader.close()
-    return _recovered(storage, name, base, buf, active, read_only)
+    return _recovered(storage, name, base, buf, active, read_only, mark)
 
 
 def _recovered(
-    storage: Storage, name: str, base: int, buf: bytes, active: bool, read_only: bool
+    storage: Storage,
+    name: str,
+    base: int,
+    buf: bytes,
+    active: bool,
+    read_only: bool,
+    mark: DurableMark | None = None,
 ) -> Segment:
     """A segment without a seal, as far as its batches are whole and valid; the
     owner cuts the rest off the file (and says what it dropped)."""
@@ -216,8 +228,17 @@ def _recovered(
     if active:
         segment.appender = storage.open_appendable(name)
         if scan.valid_bytes < size:
-            segment.appender.truncate(scan.valid_bytes)
-        # Bytes written before a crash but never synced are in the page cache only:
-        # make them durable before anyone can read them.
-        segment.appender.sync()
+            segment.appender.truncate(scan.valid_bytes)  # durably
+        elif not _all_synced(mark, base, scan.valid_bytes):
+            # Bytes written before a crash but never synced are in the page cache only:
+            # make them durable before anyone can read them.
+            segment.appender.sync()
     return segment
+
+
+def _all_synced(mark: DurableMark | None, base: int, valid_bytes: int) -> bool:
+    """Whether the durable mark says every valid byte of the active segment at `base`
+    was synced: it is written only after the sync that made its bytes durable, so it
+    never claims more than the disk holds (a torn or lost mark claims nothing). Saves
+    a sync per partition at start (a tenth of a millisecond each, 100,000 topics)."""
+    return mark is not None and mark.segment_base == base and mark.durable_bytes == valid_bytes

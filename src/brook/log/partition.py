@@ -12,6 +12,7 @@ Opening segment files is log/files.py's job.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -20,9 +21,15 @@ from typing import NamedTuple, TypeVar
 from brook import layout, limits
 from brook.codec import SEGMENT_HEADER_BYTES, IndexEntry, encode_batch, encode_seal
 from brook.codec.batch import ClientBatches, Columns
-from brook.errors import BrookError, StorageError, TopicNotFound
+from brook.codec.segment import DurableMark
+from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
 from brook.log import cleaner, reading
-from brook.log.files import create_segment, open_segment, write_durable_mark
+from brook.log.files import (
+    create_segment,
+    open_segment,
+    read_durable_mark,
+    write_durable_mark,
+)
 from brook.log.segment import Segment, SegmentRetired
 from brook.ranges import Ranges
 from brook.records import Record
@@ -101,11 +108,16 @@ class PartitionLog:
         """
         prefix = layout.partition_prefix(topic, partition)
         read_only = getattr(storage, "read_only", False)
-        names = [n for n in storage.list(prefix) if n.endswith(layout.SEGMENT_SUFFIX)]
+        listed = storage.list(prefix)
+        names = [n for n in listed if n.endswith(layout.SEGMENT_SUFFIX)]
+        mark = None
+        if not read_only and layout.durable_mark(prefix) in listed:
+            with contextlib.suppress(CorruptData):  # torn: it claims nothing
+                mark = read_durable_mark(storage, prefix)
         segments: list[Segment] = []
         for i, name in enumerate(names):
             last = i == len(names) - 1
-            segment = open_segment(storage, name, active=last, read_only=read_only)
+            segment = open_segment(storage, name, active=last, read_only=read_only, mark=mark)
             if segment is None:
                 continue
             if segments and segments[-1].next_offset != segment.base_offset:
@@ -128,7 +140,9 @@ class PartitionLog:
         opened = cls(storage, topic, partition, settings, segments)
         if opened.segments[-1].sealed:
             opened._roll(now_ms)
-        opened._mark_durable()
+        active = opened.segments[-1]
+        if mark != DurableMark(active.base_offset, active.durable_bytes, active.next_offset):
+            opened._mark_durable()
         return opened
 
     # ---------------------------------------------------------------- reads

@@ -11,6 +11,7 @@ so what Brook creates in it is its owner's alone: folders 0700, files 0600
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import fcntl
@@ -307,6 +308,21 @@ class LocalStorage:
                     continue
                 names.append(Path(folder, file).relative_to(self.root).as_posix())
         return sorted(names)
+
+    def folders(self, prefix: str) -> builtins.list[str]:
+        """The names of the folders right under `prefix` (a start lists the topics'
+        folders, not every file of every topic); hidden ones (trash) left out."""
+        base = self._path(prefix.rstrip("/"))
+        try:
+            with os.scandir(base) as entries:
+                return sorted(e.name for e in entries if e.is_dir() and not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _fail("listing", prefix, exc) from None
+
+    def exists(self, name: str) -> bool:
+        return self._path(name).is_file()
 
     def delete(self, name: str) -> None:
         path = self._path(name)
