@@ -202,6 +202,12 @@ def main() -> str:
             f"{targets.get(n, '')} | {r['created_s']:.1f} s | {r['descriptors']:,.0f} | "
             f"{r['rss_mb']:,.0f} MiB |"
         )
+    most = max(fan)
+    lines.append(
+        f"\nResident memory per endpoint (idle or not, its lane, groups and status logs): "
+        f"{(fan[most]['rss_mb'] - fan[1]['rss_mb']) * 1024 / (most - 1):,.1f} KiB "
+        f"(1 to {most:,} endpoints)."
+    )
     lines += [
         "",
         "| topics | storage | created/s | resident | descriptors | restart | resident after | target |",
@@ -219,6 +225,12 @@ def main() -> str:
                 f"{r['descriptors']:,.0f} | {r['restart_s']:.1f} s | "
                 f"{r['restart_rss_mb']:,.0f} MiB | {target} |"
             )
+    small, large = min(local), max(local)
+    lines.append(
+        f"\nResident memory per topic (one partition, one record, opened): "
+        f"{(local[large]['restart_rss_mb'] - local[small]['restart_rss_mb']) * 1024 / (large - small):,.1f} KiB "
+        f"({small:,} to {large:,} topics, after a restart)."
+    )
     return "\n".join(lines)
 
 

@@ -2,11 +2,12 @@
 
 A pool per endpoint (what Brook had) made 1,000 endpoints on one receiver hold up to
 16,000 connections, a descriptor each, and open new ones all the time. Here the
-endpoints of one origin (scheme, host, port, as their URLs name it) share one pool,
-and every attempt holds two slots while it is sent: one of its origin's
-(`per_origin_max`) and one of all (`connections_max`), taken in that order, so a
-busy or hanging origin waits on its own slots and takes at most `per_origin_max`
-of the global ones. An endpoint's own budget (max_in_flight) is the scheduler's.
+endpoints of one origin (scheme, host, port, as their URLs name it) share one pool
+of at most `per_origin_max` connections, and all pools `connections_max`. The
+scheduler starts attempts within those budgets (scheduler.py, first come first
+served among an origin's endpoints), so an attempt rarely waits here; the slots
+each request holds (its origin's, then one of all) bound what goes around the
+scheduler too (an endpoint's test request).
 
 Origins are keyed by the host as written, not by the address it resolves to:
 connections are never shared across host names (a TLS connection was made for

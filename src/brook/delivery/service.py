@@ -135,6 +135,8 @@ class Deliverer:
         self._wake_pending = False
         self._told: set[str] = set()
         """Endpoints told to look again (from any thread, under _told_mutex)."""
+        self._told_topics: set[str] = set()
+        """Topics with new records: their endpoints look again (under _told_mutex)."""
         self._told_mutex = threading.Lock()
         self._sweep_now = True
         """Look at every endpoint in the next round (the first one, or a change of many)."""
@@ -168,13 +170,12 @@ class Deliverer:
         wake-up of the loop per round of its own, however many commit rounds pass."""
         if not self.store.has_endpoints():
             return
-        told: set[str] = set()
-        for topic in topics:
-            told |= self.store.endpoints_on(topic)
+        store = self.store
+        told = [topic for topic in topics if store.has_endpoints_on(topic)]
         if not told:
             return
         with self._told_mutex:
-            self._told |= told
+            self._told_topics.update(told)  # the loop finds their endpoints, once a round
         if self._wake_pending:
             return
         loop = self._loop
@@ -355,6 +356,9 @@ class Deliverer:
         leased ahead for endpoints deleted since."""
         with self._told_mutex:
             names, self._told = self._told, set()
+            topics, self._told_topics = self._told_topics, set()
+        for topic in topics:
+            names |= self.store.endpoints_on(topic)
         due = self._due
         while due and due[0][0] <= now_ms:
             when, name = heapq.heappop(due)

@@ -99,6 +99,9 @@ class EndpointStore:
     def group_on(self, endpoint: Endpoint, topic: str) -> QueueGroup | None:
         return self._groups.get(endpoint.name, {}).get(topic)
 
+    def has_endpoints_on(self, topic: str) -> bool:
+        return topic in self._by_topic
+
     def endpoints_on(self, topic: str) -> set[str]:
         """The names of the endpoints delivering records of `topic` (a copy, any thread)."""
         found = self._by_topic.get(topic)
