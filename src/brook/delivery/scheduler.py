@@ -56,6 +56,12 @@ GAP_WEIGHT = 0.1
 BUSY_GAP_MS = 5_000
 """A longer gap between answers was a pause, not the endpoint's pace."""
 
+RATE_WINDOW_MS = 250
+RATE_WEIGHT = 0.3
+AHEAD_CAP_S = 2.0
+"""The records an origin's endpoints hold leased ahead together: this long of its pace."""
+LEASE_HANDS = 2
+"""Lanes waiting to lease handed their turn per attempt that ends."""
 WAITING_LOOKS = 64
 """Most waiting lanes looked at when a connection frees."""
 
@@ -101,6 +107,8 @@ class Lane(Generic[Group]):
         """Held back by its origin's or all connections: in the scheduler's queue."""
         self.handed = False
         """Handed a freed connection by the queue: it may take it before those waiting."""
+        self.reserved = 0
+        """Records its lease under way may bring (counted against its origin's cap)."""
 
     def update(self, endpoint: Endpoint) -> None:
         """The endpoint's settings changed."""
@@ -109,26 +117,28 @@ class Lane(Generic[Group]):
         self.endpoint = endpoint
 
     def ahead_target(self, share: float = float("inf"), share_pace: float | None = None) -> int:
-        """How many records to hold leased ahead: AHEAD_S of the endpoint's pace (its
-        budget, or its `share` of its origin's connections when smaller, over its
-        latency; or the gaps between its answers, or its share of its origin's
-        answers (`share_pace`, per second), when those are slower; at most its rate),
-        that budget before any answer."""
+        """How many records to hold leased ahead: AHEAD_S of the endpoint's own pace
+        (its budget over its latency, at most its rate; up to AHEAD_SLOW_S of it when
+        that is few), and no more than its share of its origin (`share` of its
+        connections before any answer, `share_pace` of its answers per second after)
+        unless that is fewer than AHEAD_SLOW_MIN: a lease of a record or two per
+        endpoint would cost a durable write each. The origin's cap on records held
+        ahead (Scheduler) keeps those few-and-many from waiting past their leases."""
         settings = self.endpoint.settings
-        budget = min(float(settings.max_in_flight), share)
         if self.latency_ms is None:
-            pace = max(1.0, budget)
+            own = float(settings.max_in_flight)
+            shared = max(1.0, share)
         else:
-            pace = budget / max(self.latency_ms, 0.1) * 1000 * AHEAD_S
+            own = settings.max_in_flight / max(self.latency_ms, 0.1) * 1000 * AHEAD_S
             if self.gap_ms is not None:
-                pace = min(pace, 1000 / max(self.gap_ms, 0.01) * AHEAD_S)
-            if share_pace is not None:
-                pace = min(pace, share_pace * AHEAD_S)
+                own = min(own, 1000 / max(self.gap_ms, 0.01) * AHEAD_S)
+            shared = share_pace * AHEAD_S if share_pace is not None else share
         if settings.rate_limit_per_s is not None:
-            pace = min(pace, settings.rate_limit_per_s * AHEAD_S)
-        if pace < AHEAD_SLOW_MIN and self.latency_ms is not None:
-            pace = min(AHEAD_SLOW_MIN, pace * AHEAD_SLOW_S / AHEAD_S)
-        return max(1, min(AHEAD_MAX, round(pace)))
+            own = min(own, settings.rate_limit_per_s * AHEAD_S)
+        if own < AHEAD_SLOW_MIN and self.latency_ms is not None:
+            own = min(AHEAD_SLOW_MIN, own * AHEAD_SLOW_S / AHEAD_S)
+        target = min(own, max(shared, AHEAD_SLOW_MIN))
+        return max(1, min(AHEAD_MAX, round(target)))
 
     def answered(self, latency_ms: float, now_ms: float) -> None:
         if self.latency_ms is None:
@@ -182,9 +192,16 @@ class Scheduler(Generic[Group]):
         self.origin_in_flight: collections.Counter[Origin] = collections.Counter()
         self._waiting: collections.OrderedDict[str, Lane[Group]] = collections.OrderedDict()
         """Lanes with records to send held back by connections, first come first."""
-        self._origin_gap_ms: dict[Origin, float] = {}
-        """Per origin, the running mean of the time between its answers while busy."""
-        self._origin_answered_ms: dict[Origin, float] = {}
+        self._origin_rate: dict[Origin, float] = {}
+        """Per origin, its answers per second while busy (a running figure)."""
+        self._origin_window: dict[Origin, tuple[int, float]] = {}
+        """Per origin, answers counted in the current window, and when it began."""
+        self._held: collections.Counter[Origin] = collections.Counter()
+        """Per origin, records leased ahead and not yet sent, and those leases under way
+        may bring: at most `_ahead_cap` (else thousands of endpoints leasing a few each
+        hold more than the origin sends before their leases run out)."""
+        self._lease_waiting: collections.OrderedDict[str, Lane[Group]] = collections.OrderedDict()
+        """Lanes that would lease but their origin holds its cap: first come first."""
         self._queued: collections.Counter[Origin] = collections.Counter()
         """Per origin, the lanes in `_waiting`."""
         self._busy: collections.defaultdict[Origin, set[str]] = collections.defaultdict(set)
@@ -215,6 +232,7 @@ class Scheduler(Generic[Group]):
         for lane in lanes:
             settings = lane.endpoint.settings
             if not settings.enabled or not lane.breaker.allows(now_ms):
+                self._held[lane.origin] -= len(lane.ahead)
                 plan.releases.extend(lane.ahead)
                 lane.ahead.clear()
                 continue
@@ -225,6 +243,7 @@ class Scheduler(Generic[Group]):
             while room > 0 and lane.ahead:
                 self._count(lane, 1)
                 room -= 1
+                self._held[lane.origin] -= 1
                 plan.sends.append(Send(lane, lane.ahead.popleft()))
             if lane.ahead and room <= 0 and lane.in_flight < settings.max_in_flight:
                 self._wait(lane, first=handed)  # held back by shared connections
@@ -236,11 +255,19 @@ class Scheduler(Generic[Group]):
             groups = groups_with_work(lane.endpoint)
             if not groups:
                 continue
+            probing = lane.breaker.state is BreakerState.HALF_OPEN
+            size = 1 if probing else min(target - len(lane.ahead), LEASE_RECORDS_MAX)
+            cap_room = self._ahead_cap(lane.origin) - self._held[lane.origin]
+            if cap_room <= 0 and not probing:
+                self._lease_waiting[lane.endpoint.name] = lane  # its origin holds enough
+                continue
+            self._lease_waiting.pop(lane.endpoint.name, None)
+            size = max(1, min(size, cap_room))
             group = groups[lane.next_group % len(groups)]
             lane.next_group += 1
             lane.leasing = True
-            probing = lane.breaker.state is BreakerState.HALF_OPEN
-            size = 1 if probing else min(target - len(lane.ahead), LEASE_RECORDS_MAX)
+            lane.reserved = size
+            self._held[lane.origin] += size
             plan.leases.append(Lease(lane, group, size))
             self._busy[lane.origin].add(lane.endpoint.name)
         for lane in lanes:
@@ -248,13 +275,22 @@ class Scheduler(Generic[Group]):
                 self._busy[lane.origin].discard(lane.endpoint.name)
         return plan
 
+    def _ahead_cap(self, origin: Origin) -> int:
+        """Records an origin's endpoints may hold leased ahead together: AHEAD_CAP_S of
+        its answers once known (at least its connections' worth), twice its
+        connections before."""
+        rate = self._origin_rate.get(origin)
+        if rate is None:
+            return 2 * self.origin_max
+        return max(self.origin_max, round(rate * AHEAD_CAP_S))
+
     def _share(self, lane: Lane[Group]) -> tuple[float, float | None]:
         """What the lane may count on of its origin: its connections, and its answers
         per second once known, each over the endpoints busy on it (itself included)."""
         busy = self._busy[lane.origin]
         sharing = len(busy) + (lane.endpoint.name not in busy)
-        gap = self._origin_gap_ms.get(lane.origin)
-        return self.origin_max / sharing, None if gap is None else 1000 / max(gap, 0.001) / sharing
+        rate = self._origin_rate.get(lane.origin)
+        return self.origin_max / sharing, None if rate is None else rate / sharing
 
     def _sync(self, endpoints: Iterable[Endpoint]) -> list[Lane[Group]]:
         """A lane per endpoint (made or updated), in this plan's round-robin order."""
@@ -278,6 +314,8 @@ class Scheduler(Generic[Group]):
         lane = self.lanes.pop(name, None)
         if lane is not None:
             self._busy[lane.origin].discard(name)
+            self._held[lane.origin] -= len(lane.ahead) + lane.reserved
+            self._lease_waiting.pop(name, None)
             if self._waiting.pop(name, None) is not None:
                 self._queued[lane.origin] -= 1
         return lane
@@ -334,7 +372,9 @@ class Scheduler(Generic[Group]):
         until = asked_at_ms + lane.endpoint.lease_ms
         fetched = [Ahead(group, job, until) for job in jobs]
         if self.lanes.get(lane.endpoint.name) is not lane:
-            return fetched
+            return fetched  # forgotten: its reservation went with it
+        self._held[lane.origin] += len(fetched) - lane.reserved
+        lane.reserved = 0
         lane.ahead.extend(fetched)
         return []
 
@@ -382,13 +422,42 @@ class Scheduler(Generic[Group]):
         if latency_ms is not None:
             lane.answered(latency_ms, now_ms)
             self._origin_answered(lane.origin, now_ms)
-        return self._next_waiting() if self._waiting else []
+        handed = self._next_waiting() if self._waiting else []
+        if self._lease_waiting:
+            handed.extend(self._next_leasing())
+        return handed
+
+    def _next_leasing(self) -> list[Lane[Group]]:
+        """Lanes waiting to lease whose origin has room under its cap again: the first
+        few (first come, first served)."""
+        handed: list[Lane[Group]] = []
+        waiting = self._lease_waiting
+        for _ in range(min(len(waiting), WAITING_LOOKS)):
+            name, lane = waiting.popitem(last=False)
+            if self.lanes.get(name) is not lane:
+                continue
+            if self._held[lane.origin] >= self._ahead_cap(lane.origin):
+                waiting[name] = lane
+                waiting.move_to_end(name, last=False)
+                break
+            handed.append(lane)
+            if len(handed) >= LEASE_HANDS:
+                break
+        return handed
 
     def _origin_answered(self, origin: Origin, now_ms: float) -> None:
-        last = self._origin_answered_ms.get(origin)
-        self._origin_answered_ms[origin] = now_ms
-        if last is None or not 0 <= now_ms - last <= BUSY_GAP_MS:
+        """Count an answer of `origin`: its pace is measured over windows of
+        RATE_WINDOW_MS (the gaps between single answers, often 0 ms apart, made too
+        restless a figure), each window's rate weighed into a running one."""
+        count, since = self._origin_window.get(origin, (0, now_ms))
+        count += 1
+        elapsed = now_ms - since
+        if elapsed < RATE_WINDOW_MS:
+            self._origin_window[origin] = (count, since)
             return
-        gap = now_ms - last
-        known = self._origin_gap_ms.get(origin)
-        self._origin_gap_ms[origin] = gap if known is None else known + GAP_WEIGHT * (gap - known)
+        self._origin_window[origin] = (0, now_ms)
+        if elapsed > BUSY_GAP_MS:
+            return  # a pause, not its pace
+        rate = count * 1000 / elapsed
+        known = self._origin_rate.get(origin)
+        self._origin_rate[origin] = rate if known is None else known + RATE_WEIGHT * (rate - known)
