@@ -125,6 +125,8 @@ def _limit() -> None:
 def topics(
     count: int, s3_endpoint: str | None = None, s3_url: str | None = None
 ) -> dict[str, float]:
+    from tests.s3server import CREDENTIALS
+
     folder = scratch()
     try:
         if s3_url is None:
@@ -142,7 +144,12 @@ def topics(
             json.dumps(options),
         ]
         found = subprocess.run(
-            command, capture_output=True, text=True, preexec_fn=_limit, check=False
+            command,
+            capture_output=True,
+            text=True,
+            preexec_fn=_limit,
+            check=False,
+            env={**os.environ, **CREDENTIALS},
         )
         if found.returncode != 0:
             raise AssertionError(f"{count} topics on {location}: {found.stderr[-2000:]}")
@@ -166,13 +173,17 @@ def main() -> str:
     fan: dict[int, dict[str, float]] = {}
     for n in ENDPOINT_COUNTS:
         fan[n] = _median([fan_out(n) for _ in range(TRIALS if n <= 1_000 else 1)])
-    local = {
-        n: _median([topics(n) for _ in range(TRIALS if n <= 10_000 else 1)])
-        for n in TOPIC_COUNTS_LOCAL
-    }
+        print(f"fan-out {n}: {fan[n]}", file=sys.stderr, flush=True)
+    local = {}
+    for n in TOPIC_COUNTS_LOCAL:
+        local[n] = _median([topics(n) for _ in range(TRIALS if n <= 1_000 else 1)])
+        print(f"topics {n} local: {local[n]}", file=sys.stderr, flush=True)
     moto = MotoServer()
+    s3 = {}
     try:
-        s3 = {n: topics(n, moto.endpoint, moto.fresh_url()) for n in TOPIC_COUNTS_S3}
+        for n in TOPIC_COUNTS_S3:
+            s3[n] = topics(n, moto.endpoint, moto.fresh_url())
+            print(f"topics {n} s3: {s3[n]}", file=sys.stderr, flush=True)
     finally:
         moto.close()
     _plot(fan, local, s3)
@@ -186,7 +197,7 @@ def main() -> str:
         f"- Fan-out: one topic, {DELIVERIES:,} deliveries of 1 KB records spread over N "
         "endpoints (default settings) on one benchmarks/null_server.py receiver; embedded "
         "broker; every settlement durable. The baseline is one endpoint, in the same run. "
-        f"Medians of {TRIALS} trials up to 1,000 endpoints, one run at 10,000.",
+        f"Medians of {TRIALS} trials up to 1,000 endpoints and 1,000 topics, one run above.",
         f"- Topics: made by the embedded broker in a child whose descriptor limit is "
         f"{OPEN_FILES:,} (soft and hard); one record each; then opened again. On S3 (moto's "
         "server over loopback) the second open is a cold start on an empty cache. "
