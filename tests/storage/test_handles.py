@@ -148,7 +148,8 @@ def test_a_cache_under_any_sequence_keeps_its_promises(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]
 ) -> None:
     """Model: every file reads back what was appended to it; the cache never holds
-    more than its budget plus the files that may not be closed (unsynced, pinned)."""
+    more than its budget, or than the files it could not close (unsynced, pinned) at
+    their most and the one it opened."""
     root = tmp_path_factory.mktemp("h")
     storage = LocalStorage(root)
     handles = storage.handles = Handles(budget=3)
@@ -157,6 +158,7 @@ def test_a_cache_under_any_sequence_keeps_its_promises(
     written = [b""] * 12
     pinned = writers[11]._handle
     handles.acquire(pinned)
+    peak = 1
     for action, i in steps:
         if action == "append":
             writers[i].append([b"%d," % i])
@@ -167,8 +169,10 @@ def test_a_cache_under_any_sequence_keeps_its_promises(
             reader = storage.open_read(names[i])
             assert reader.read(0, 1 << 16) == written[i]
             reader.close()
-        unclosable = sum(1 for w in writers if w._handle.dirty) + 1
-        assert len(handles) <= max(3, unclosable + 1)
+        # Over budget only by files it could not close when it opened one (unsynced or
+        # pinned then); it shrinks back at its next open, not when they are synced.
+        peak = max(peak, sum(1 for w in writers if w._handle.dirty) + 1)
+        assert len(handles) <= max(3, peak + 1)
         assert pinned.fd >= 0, "a pinned descriptor is never closed"
     handles.release(pinned)
     for writer in writers:
