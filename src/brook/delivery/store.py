@@ -85,9 +85,6 @@ class EndpointStore:
     def has_endpoints(self) -> bool:
         return bool(self._endpoints)
 
-    def count(self) -> int:
-        return len(self._endpoints)
-
     def endpoints(self) -> list[Endpoint]:
         """Every endpoint, by name."""
         return [self._endpoints[name] for name in sorted(self._endpoints)]

@@ -98,9 +98,6 @@ class Handles:
         self._mutex = threading.Lock()
         self._open: OrderedDict[Handle, None] = OrderedDict()
         """Handles holding a descriptor, least recently used first."""
-        self.opened = 0
-        """Descriptors opened since the start (a reopen after eviction counts)."""
-        self.evicted = 0
         self._over_budget_said = False
 
     def __len__(self) -> int:
@@ -174,7 +171,6 @@ class Handles:
                 errno.errorcode[exc.errno or 0],
             )
             fd = os.open(handle.path, handle.flags)
-        self.opened += 1
         stat = os.fstat(fd)
         identity = (stat.st_dev, stat.st_ino)
         if handle.identity is None:
@@ -217,4 +213,3 @@ class Handles:
         del self._open[handle]
         os.close(handle.fd)
         handle.fd = -1
-        self.evicted += 1
