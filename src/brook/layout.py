@@ -12,6 +12,10 @@ from __future__ import annotations
 LOCK = "LOCK"
 """flock()ed by the broker that owns a local directory."""
 
+SCRATCH = ".scratch"
+"""Local directories only: temporaries of atomic writes and folders being deleted,
+emptied at every start (hidden: never listed as a file of the store)."""
+
 FORMAT = "format.json"
 """The location's format version: which Brook can read what is stored (brook/storage_format.py)."""
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from brook import layout
 from brook.errors import StorageError
 from brook.storage import Storage
 from brook.storage.faulty import FaultyStorage
@@ -123,3 +126,30 @@ def test_local_temp_files_are_not_listed(tmp_path: Path) -> None:
     store.write_atomic("d/x", b"1")
     (tmp_path / "d" / ".x.tmp").write_bytes(b"partial")
     assert store.list("d/") == ["d/x"]
+
+
+def test_local_start_sweeps_what_a_crash_left_half_done(tmp_path: Path) -> None:
+    """Temporaries and folders being deleted live in `.scratch/`, emptied at every
+    start; a directory an older Brook left (no `.scratch/`) is swept everywhere once."""
+    store = LocalStorage(tmp_path)
+    store.write_atomic("topics/a/topic.json", b"{}")
+    store.write_atomic("topics/b/topic.json", b"{}")
+    scratch = tmp_path / layout.SCRATCH
+    # A crash between the rename into scratch and the removal, and one mid atomic write.
+    os.rename(tmp_path / "topics" / "b", scratch / "1-0.trash")
+    (scratch / "1-1.tmp").write_bytes(b"partial")
+    LocalStorage(tmp_path).sweep_trash()
+    assert list(scratch.iterdir()) == []
+    assert store.list("") == ["topics/a/topic.json"]
+
+    # What an older Brook left beside the files, in a directory with no scratch folder.
+    shutil.rmtree(scratch)
+    (tmp_path / "topics" / ".trash-c-1-2").mkdir()
+    (tmp_path / "topics" / ".trash-c-1-2" / "topic.json").write_bytes(b"{}")
+    (tmp_path / "topics" / "a" / ".topic.json.7.tmp").write_bytes(b"partial")
+    LocalStorage(tmp_path).sweep_trash()
+    assert sorted(p.name for p in (tmp_path / "topics").iterdir()) == ["a"]
+    assert os.listdir(tmp_path / "topics" / "a") == ["topic.json"]
+    assert scratch.is_dir()
+    store.delete_prefix("topics/a/")
+    assert store.list("") == [] and list(scratch.iterdir()) == []

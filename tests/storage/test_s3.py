@@ -538,3 +538,37 @@ def test_a_missing_bucket_is_named_with_its_endpoint(moto: MotoServer, tmp_path:
         assert message.startswith(f"bucket no-such-bucket at {moto.endpoint}"), message
         assert "does not exist" in message and "--endpoint-url" in message
         assert "<?xml" not in message
+
+
+def test_a_start_lists_every_files_chunks_in_slices_as_a_listing_per_file_would(
+    moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At start the chunks of every appendable file are listed in slices read side by
+    side (not one LIST per file): each file's table must be the one its own listing
+    gives, across slice edges and with a deleted topic's chunks between them."""
+    url = moto.fresh_url()
+    first = opened(moto, url, tmp_path / "cache", linger_ms=0)
+    for n in range(23):
+        first.create_topic(f"t{n}")
+        for _ in range(n % 4):
+            first.topic(f"t{n}").append(b"record of %d" % n)
+    first.delete_topic("t5")
+    first.close()
+    monkeypatch.setattr("brook.storage.s3.LISTING_SLICE_FILES", 3)
+    storage = S3Storage(url, endpoint_url=moto.endpoint, cache_dir=tmp_path / "cache-2")
+    storage.lock()
+    try:
+        entries = [e for e in storage.catalog().files.values() if e.chunks is not None]
+        assert len(entries) > 20
+        before = storage.bucket.counts.requests["list"]
+        sliced = storage.load_tables(entries)
+        assert storage.bucket.counts.requests["list"] - before == -(-len(entries) // 3)
+        one_by_one = [storage.load_table(e) for e in entries]
+        assert [(t.prefix, t.first_seq, t.sizes) for t in sliced] == [
+            (t.prefix, t.first_seq, t.sizes) for t in one_by_one
+        ]
+    finally:
+        storage.close()
+    again = opened(moto, url, tmp_path / "cache-3")
+    assert values(again, "t7") == [b"record of 7"] * 3
+    again.close()

@@ -196,13 +196,13 @@ class PausedAt(Wrapped):
 
 
 @pytest.mark.parametrize(
-    ("step", "appends"), [("list", 1), ("create", 1), ("create", 2), ("create", 3)]
+    ("step", "appends"), [("list_slice", 1), ("create", 1), ("create", 2), ("create", 3)]
 )
 def test_records_the_old_owner_acks_during_a_take_over_are_seen_by_the_new_one(
     moto: MotoServer, step: str, appends: int
 ) -> None:
     """The old broker acknowledges records between the newcomer's epoch change and its
-    listing of the chunks ("list"), or between the listing and its first fence
+    listing of the chunks ("list_slice"), or between the listing and its first fence
     ("create"; two or three of them take the fence's first window and more): the
     newcomer must read them, and hand their offsets to nobody else."""
     url = moto.fresh_url()
@@ -215,7 +215,7 @@ def test_records_the_old_owner_acks_during_a_take_over_are_seen_by_the_new_one(
             during.append(old.topic("t").append(b"during %d" % i))
 
     storage = S3Storage(url, endpoint_url=moto.endpoint, take_over=True)
-    storage.bucket = PausedAt(storage.bucket, step, "chunks/", old_appends)  # type: ignore[assignment]
+    storage.bucket = PausedAt(storage.bucket, step, "chunks", old_appends)  # type: ignore[assignment]
     new = Broker(storage)
     assert storage.bucket.ran  # type: ignore[attr-defined]
     assert len(during) == appends, "acked before the fence"

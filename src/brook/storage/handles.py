@@ -30,7 +30,6 @@ import resource
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
 
 from brook import limits
 
@@ -69,8 +68,9 @@ class Handle:
 
     __slots__ = ("fd", "flags", "identity", "kept", "path", "pins", "synced", "used_s", "writes")
 
-    def __init__(self, path: Path, flags: int) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str], flags: int) -> None:
+        self.path = os.fspath(path)
+        """As a str: a Path would be turned into one at every open."""
         self.flags = flags
         self.fd = -1
         self.pins = 0

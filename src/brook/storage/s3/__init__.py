@@ -41,7 +41,7 @@ from brook.storage.s3 import lease as ls
 from brook.storage.s3 import manifest as m
 from brook.storage.s3.cache import ObjectCache
 from brook.storage.s3.chunks import ChunkTable, S3AppendFile
-from brook.storage.s3.fence import fence_file
+from brook.storage.s3.fence import FENCE_WIDTH_FIRST, fence_file
 from brook.storage.s3.merge import Merger
 from brook.storage.s3.objects import Bucket, Changed, Exists, MissingObject, fenced
 from brook.storage.s3.owner import Ownership, unchanged
@@ -53,6 +53,8 @@ log = logging.getLogger("brook.storage.s3")
 INLINE_BYTES_MAX = 4 * 1024
 """Files up to this size live in the manifest itself (one PUT to replace)."""
 READ_ATTEMPTS_MAX = 3
+LISTING_SLICE_FILES = 500
+"""Appendable files whose chunks one slice of a parallel listing covers (load_tables)."""
 REQUESTS_IN_FLIGHT_MAX = 16
 """Object requests one broker makes at once when it has many to make (fences, cold reads)."""
 
@@ -116,12 +118,21 @@ class S3Storage:
         with self._mutex:
             self._manifest, self._etag = manifest, etag
         chunked = [(n, e) for n, e in manifest.files.items() if e.chunks is not None]
+        # Released: its owner closed and writes nothing more; one number fences each file.
+        width = 1 if self.owner.took_released else FENCE_WIDTH_FIRST
         try:
+            listed = self.load_tables([e for _, e in chunked])
             with ThreadPoolExecutor(
                 REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-fence"
             ) as pool:
                 tables = list(
-                    pool.map(lambda ne: fence_file(self, ne[0], ne[1], self.requests), chunked)
+                    pool.map(
+                        lambda ne, table: fence_file(
+                            self, ne[0], ne[1], self.requests, table, width
+                        ),
+                        chunked,
+                        listed,
+                    )
                 )
         except BrookError:
             with contextlib.suppress(BrookError):  # nothing is served: let the next one in
@@ -298,7 +309,7 @@ class S3Storage:
 
     def create_appendable(self, name: str, initial: bytes) -> S3AppendFile:
         check_name(name)
-        prefix = self.new_name("chunks") + "/"
+        prefix = self.new_name(m.CHUNKS) + "/"
         self.create_own(m.chunk_key(prefix, 0), initial)
         old = self.catalog().files.get(name)
 
@@ -352,15 +363,28 @@ class S3Storage:
         were never synced; chunks already merged may linger until deleted). A void
         chunk counts as empty, whether or not something landed there."""
         assert entry.chunks is not None
-        first = entry.merged_chunks
-        found = {m.chunk_seq(key): size for key, size in self.bucket.list(entry.chunks)}
-        void = set(entry.void)
-        sizes: list[int] = []
-        seq = first
-        while seq in found or seq in void:
-            sizes.append(0 if seq in void else found[seq])
-            seq += 1
-        return ChunkTable(entry.chunks, sizes, first, entry.merged_bytes)
+        return _table(entry, self.bucket.list(entry.chunks))
+
+    def load_tables(self, entries: Sequence[m.Entry]) -> list[ChunkTable]:
+        """The chunk tables of many appendable files, in the order given, from one listing
+        of their chunks cut into slices read side by side: at start, a listing per file
+        would be a request per topic (10,000 topics, 10,000 LISTs)."""
+        prefixes = sorted({e.chunks for e in entries if e.chunks is not None})
+        slices = [
+            prefixes[at : at + LISTING_SLICE_FILES]
+            for at in range(0, len(prefixes), LISTING_SLICE_FILES)
+        ]
+        found: dict[str, list[tuple[str, int]]] = {prefix: [] for prefix in prefixes}
+
+        def list_slice(files: list[str]) -> list[tuple[str, int]]:
+            return self.bucket.list_slice(m.CHUNKS, files[0], files[-1])
+
+        for listed in self.requests.map(list_slice, slices):
+            for key, size in listed:
+                chunks = key[: key.rindex("/") + 1]
+                if chunks in found:
+                    found[chunks].append((key, size))
+        return [_table(e, found[e.chunks]) for e in entries if e.chunks is not None]
 
     def table(self, name: str, entry: m.Entry) -> ChunkTable:
         """The chunk table of an appendable file: the live one if this broker holds it."""
@@ -513,3 +537,18 @@ class S3ReadFile:
 
     def close(self) -> None:
         pass
+
+
+def _table(entry: m.Entry, listed: list[tuple[str, int]]) -> ChunkTable:
+    """An appendable file's chunks after its runs, numbered with no gap, from the
+    listing of its chunk prefix (see S3Storage.load_table)."""
+    assert entry.chunks is not None
+    first = entry.merged_chunks
+    found = {m.chunk_seq(key): size for key, size in listed}
+    void = set(entry.void)
+    sizes: list[int] = []
+    seq = first
+    while seq in found or seq in void:
+        sizes.append(0 if seq in void else found[seq])
+        seq += 1
+    return ChunkTable(entry.chunks, sizes, first, entry.merged_bytes)

@@ -37,13 +37,23 @@ FENCE_ROUNDS_MAX = 10
 """Rounds before giving up (the last window is 1,024 numbers wide)."""
 
 
-def fence_file(storage: S3Storage, name: str, entry: m.Entry, requests: Executor) -> ChunkTable:
+def fence_file(
+    storage: S3Storage,
+    name: str,
+    entry: m.Entry,
+    requests: Executor,
+    listed: ChunkTable | None = None,
+    width: int = FENCE_WIDTH_FIRST,
+) -> ChunkTable:
     """Fence appendable file `name` and return its chunk table, final for the previous
-    owner. Raises StorageError (or Fenced, if yet another broker took over meanwhile)."""
+    owner. `listed`: its table as listed already; `width`: the first window (1 when the
+    previous owner released the prefix: it writes nothing more, so no number is raced
+    for; a write of it that lands late still only widens the next window).
+    Raises StorageError (or Fenced, if yet another broker took over meanwhile)."""
     assert entry.chunks is not None
     prefix = entry.chunks
-    table = storage.load_table(entry)
-    start, width = table.next_seq, FENCE_WIDTH_FIRST
+    table = listed if listed is not None else storage.load_table(entry)
+    start = table.next_seq
     for _ in range(FENCE_ROUNDS_MAX):
         numbers = range(start, start + width)
         won = list(requests.map(lambda seq: _put_fence(storage, prefix, seq), numbers))

@@ -94,6 +94,10 @@ def copy(manifest: Manifest) -> Manifest:
     return Manifest(manifest.version, manifest.epoch, dict(manifest.files), manifest.lease)
 
 
+CHUNKS = "chunks"
+"""The folder of every appendable file's chunk objects: `chunks/<epoch>-<n>/<seq>`."""
+
+
 def chunk_key(prefix: str, seq: int) -> str:
     return f"{prefix}{seq:010d}"
 

@@ -66,6 +66,8 @@ class Ownership:
         self._seen_claim: ls.Claim | None = None
         self._stopping = threading.Event()
         self._keeper: threading.Thread | None = None
+        self.took_released = False
+        """Whether the prefix was free when taken: new, or released by an owner that closed."""
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -90,6 +92,7 @@ class Ownership:
         while True:
             found = bucket.get(m.MANIFEST_KEY)
             current = None if found is None else _decode(bucket.url, found[0])
+            self.took_released = current is None or current.lease is None or current.lease.released
             if current is not None and current.lease is not None:
                 if current.lease.owner == self.id:
                     assert found is not None
