@@ -40,7 +40,7 @@ from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
 from brook.queue.lifecycle import Job, Outcome, Settings, State, Transition
-from brook.queue.reader import RecordReader
+from brook.queue.reader import BatchCache, RecordReader
 from brook.ranges import Ranges
 from brook.records import Job as LeasedJob
 from brook.records import Record
@@ -56,7 +56,13 @@ ACTIONS = ("ack", "nack", "extend", "discard", "release")
 
 class QueueGroup:
     def __init__(
-        self, core: Core, topic: str, group: str, settings: Settings, status_log: PartitionLog
+        self,
+        core: Core,
+        topic: str,
+        group: str,
+        settings: Settings,
+        status_log: PartitionLog,
+        batches: BatchCache,
     ) -> None:
         self.core = core
         self.topic = topic
@@ -64,7 +70,7 @@ class QueueGroup:
         self.settings = settings
         self.status_log = status_log
         self.mutex = threading.Lock()
-        self._reader = RecordReader(topic, lambda: core.topic_state(topic).logs)
+        self._reader = RecordReader(topic, lambda: core.topic_state(topic).logs, batches)
         self._letter_mutex = threading.Lock()
         self._rng = random.Random()
         self.machine = GroupCore(settings, self._rng)

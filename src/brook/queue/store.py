@@ -17,6 +17,7 @@ from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.lifecycle import Settings
+from brook.queue.reader import BatchCache
 from brook.queue.shell import QueueGroup
 from brook.ranges import Ranges
 
@@ -35,6 +36,8 @@ class QueueStore:
     def __init__(self, core: Core) -> None:
         self.core = core
         self._groups: dict[tuple[str, str], QueueGroup] = {}
+        self.batches = BatchCache(limits.queue_batches_bytes_max)
+        """Batches read lately, shared by every group (a record is read about once)."""
         self._mutex = threading.Lock()
         self._create_mutex = threading.Lock()
         self._stop = threading.Event()
@@ -64,7 +67,9 @@ class QueueStore:
             self._ticker = core.supervisor.start("queues", self._tick, self._stop)
 
     def _open(self, topic: str, group: str, settings: Settings) -> QueueGroup:
-        return QueueGroup(self.core, topic, group, settings, self._open_log(topic, group))
+        return QueueGroup(
+            self.core, topic, group, settings, self._open_log(topic, group), self.batches
+        )
 
     def _open_log(self, topic: str, group: str) -> PartitionLog:
         return self.core.open_log(layout.queue_status_log(topic, group), 0, self.log_settings)
@@ -112,7 +117,7 @@ class QueueStore:
             status_log = self.core.call(lambda: self._open_log(topic, group))
             if start == "latest" and status_log.durable_offset == 0:
                 self._start_at_end(topic, status_log)
-            opened = QueueGroup(self.core, topic, group, merged, status_log)
+            opened = QueueGroup(self.core, topic, group, merged, status_log, self.batches)
             with self._mutex:
                 self._groups[(topic, group)] = opened
             return opened
@@ -156,6 +161,7 @@ class QueueStore:
 
     def forget_topic(self, topic: str) -> None:
         """Writer role: the topic is deleted; so are its groups and their status logs."""
+        self.batches.forget(topic)
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 gone = self._groups.pop(key)
