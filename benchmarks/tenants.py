@@ -1,7 +1,8 @@
 """Many tenants on one broker (SPEC §11): what an endpoint and a topic cost.
 
 - Fan-out: one topic, N endpoints (1 to 10,000) on one fast receiver (a
-  benchmarks/null_server.py process); the same 50,000 deliveries spread over them.
+  benchmarks/null_server.py process); the same 50,000 deliveries spread over them, by
+  an embedded broker in a child whose descriptor limit is 1,024 (soft and hard).
   Deliveries/s against one endpoint's pace in the same run, the time to create the
   endpoints, and the broker's descriptors and resident memory.
 - Topics: 1,000 to 100,000 topics of one record each, made through the embedded
@@ -58,6 +59,11 @@ def _descriptors() -> int:
 
 
 def fan_out(endpoints: int) -> dict[str, float]:
+    """`fan_out_child` in a child process limited to OPEN_FILES descriptors."""
+    return _in_child(["--fan-out", str(endpoints)], f"{endpoints} endpoints")
+
+
+def fan_out_child(endpoints: int) -> dict[str, float]:
     """DELIVERIES records' deliveries over `endpoints` endpoints of one topic."""
     folder = scratch()
     process, url = receiver()
@@ -125,8 +131,6 @@ def _limit() -> None:
 def topics(
     count: int, s3_endpoint: str | None = None, s3_url: str | None = None
 ) -> dict[str, float]:
-    from tests.s3server import CREDENTIALS
-
     folder = scratch()
     try:
         if s3_url is None:
@@ -134,29 +138,30 @@ def topics(
         else:
             location = s3_url
             options = {"endpoint_url": s3_endpoint, "cache_dir": str(folder / "cache")}
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.tenants",
-            "--child",
-            str(count),
-            location,
-            json.dumps(options),
-        ]
-        found = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            preexec_fn=_limit,
-            check=False,
-            env={**os.environ, **CREDENTIALS},
+        return _in_child(
+            ["--child", str(count), location, json.dumps(options)], f"{count} topics on {location}"
         )
-        if found.returncode != 0:
-            raise AssertionError(f"{count} topics on {location}: {found.stderr[-2000:]}")
-        result: dict[str, float] = json.loads(found.stdout.strip().splitlines()[-1])
-        return result
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _in_child(arguments: list[str], what: str) -> dict[str, float]:
+    """Run this module with `arguments` in a child whose descriptor limit is
+    OPEN_FILES (soft and hard, as `ulimit -n` would set it); its last line, as JSON."""
+    from tests.s3server import CREDENTIALS
+
+    found = subprocess.run(
+        [sys.executable, "-m", "benchmarks.tenants", *arguments],
+        capture_output=True,
+        text=True,
+        preexec_fn=_limit,
+        check=False,
+        env={**os.environ, **CREDENTIALS},
+    )
+    if found.returncode != 0:
+        raise AssertionError(f"{what}: {found.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(found.stdout.strip().splitlines()[-1])
+    return result
 
 
 # ---------------------------------------------------------------- the report
@@ -196,7 +201,8 @@ def main() -> str:
         f"{os.getloadavg()[0]:.2f}.",
         f"- Fan-out: one topic, {DELIVERIES:,} deliveries of 1 KB records spread over N "
         "endpoints (default settings) on one benchmarks/null_server.py receiver; embedded "
-        "broker; every settlement durable. The baseline is one endpoint, in the same run. "
+        f"broker in a child whose descriptor limit is {OPEN_FILES:,} (soft and hard); every "
+        "settlement durable. The baseline is one endpoint, in the same run. "
         f"Medians of {TRIALS} trials up to 1,000 endpoints and 1,000 topics, one run above.",
         f"- Topics: made by the embedded broker in a child whose descriptor limit is "
         f"{OPEN_FILES:,} (soft and hard); one record each; then opened again. On S3 (moto's "
@@ -291,6 +297,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         result = topics_child(int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]))
         print(json.dumps(result))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--fan-out":
+        print(json.dumps(fan_out_child(int(sys.argv[2]))))
     else:
         report = main()
         print(report)
