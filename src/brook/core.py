@@ -13,9 +13,11 @@ maintenance it needs, and which records retention must keep for it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -140,12 +142,14 @@ class Core:
             sweep = getattr(storage, "sweep_trash", None)
             if sweep is not None:
                 sweep()
-            self._recover_topics()
+            with _no_cycle_collection():
+                self._recover_topics()
+                if not read_only:
+                    self._rebuild_idempotency()
             self.committer: Committer | RefusingCommitter
             if read_only:
                 self.committer = RefusingCommitter()
             else:
-                self._rebuild_idempotency()
                 self.committer = Committer(
                     self.idempotency,
                     linger_ms=linger_ms,
@@ -534,6 +538,20 @@ def _shown(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while a start builds its state: every object made
+    then lives on, and each full collection walks all of them again, so with 100,000
+    topics the collections took a third of the start (24 s, 16 s without them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _differences(have: TopicConfig, asked: TopicConfig) -> str:
