@@ -103,3 +103,26 @@ def test_every_shape_is_listed_and_has_a_schema() -> None:
     assert {k.__name__ for k in listed} <= set(components)
     for kind in wire.REQUESTS:
         assert components[kind.__name__]["additionalProperties"] is False, kind
+
+
+@given(st.integers(0, 2**53), st.integers(1, 1000))
+def test_whole_numbers_written_as_floats_are_taken_as_integers(offset: int, ms: int) -> None:
+    """JSON Schema's `integer` takes 2.0 and 1e3: so does the API; 2.5 stays refused."""
+    body = b'{"receipts": ["1.%d.1.1.0000abcd"], "ms": %s}' % (offset, repr(float(ms)).encode())
+    decoded = wire.decode_request(body, wire.ExtendIn)
+    assert decoded.ms == ms and isinstance(decoded.ms, int)
+    with pytest.raises(BadRequest, match="got `float`"):
+        wire.decode_request(b'{"receipts": ["1.1.1.1.0000abcd"], "ms": 2.5}', wire.ExtendIn)
+
+
+def test_base64_fields_are_documented_with_the_pattern_the_decoder_holds() -> None:
+    import re
+
+    pattern = re.compile(wire.BASE64_PATTERN[1:-1])
+    for text in ["", "AA==", "AAE=", "AAEC", "+/+/", "AA", "AA=", "-_-_", "A===", "AAE"]:
+        decoded = True
+        try:
+            wire.decode_request(b'{"value_b64": "%s"}' % text.encode(), wire.RecordIn)
+        except BadRequest:
+            decoded = False
+        assert decoded == bool(pattern.fullmatch(text)), text

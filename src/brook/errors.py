@@ -8,12 +8,14 @@
     ├── NotFound                    404
     │   ├── TopicNotFound           404
     │   ├── PartitionNotFound       404
-    │   ├── TimerNotFound           404  no pending timer by that id (DELETE), or none known
+    │   ├── TimerNotFound           404  no timer by that id is known
     │   ├── GroupNotFound           404  no queue group by that name on the topic
     │   └── EndpointNotFound        404  no delivery endpoint by that name
     ├── MethodNotAllowed            405  the path exists, the method does not
     ├── RequestTimeout              408  headers or body sent too slowly; the connection closes
     ├── Conflict                    409
+    │   ├── TimerNotCancellable     409  the timer fired or was cancelled already
+    │   ├── NotStaged               409  a publish names chunks that are not staged
     │   ├── LeaseExpired            409
     │   ├── Locked                  409  another broker owns this storage location
     │   ├── Fenced                  409  a newer writer took over this storage location
@@ -97,6 +99,11 @@ class MethodNotAllowed(BrookError):
     status = 405
     code = "method_not_allowed"
 
+    def __init__(self, message: str, allowed: str = "") -> None:
+        super().__init__(message)
+        self.allowed = allowed
+        """The methods the path takes, as its `Allow` header says them (RFC 9110 §15.5.6)."""
+
 
 class RequestTimeout(BrookError):
     """The client sent a request's headers or body too slowly (header_timeout_s,
@@ -109,6 +116,18 @@ class RequestTimeout(BrookError):
 class Conflict(BrookError):
     status = 409
     code = "conflict"
+
+
+class NotStaged(Conflict):
+    """A publish names staged chunks that are not stored (never staged, or dropped)."""
+
+    code = "not_staged"
+
+
+class TimerNotCancellable(Conflict):
+    """The timer is known but no longer pending: it fired, or was cancelled already."""
+
+    code = "timer_not_cancellable"
 
 
 class LeaseExpired(Conflict):

@@ -117,6 +117,10 @@ idempotency_key_bytes_max = 256
 staging_ttl_ms_default = 7 * 24 * 60 * 60 * 1000
 """A writer's last publish is remembered this long after it (a replay within it
 appends nothing); staged records no publish claims are dropped after it too."""
+staging_seq_max = 2**62
+"""The highest seq a staged write may carry (a Spark batch id, an epoch...)."""
+staging_chunks_per_part_max = 1_000_000
+"""Chunks one part of a staged write may have (numbered 0 to this less one)."""
 staging_sweep_ms = 10 * 60 * 1000
 """How often the broker looks for interrupted publishes and staging to drop."""
 staging_publish_bytes_in_flight = 64 * MIB
@@ -186,6 +190,19 @@ open_files_raise_max = 1 << 20
 """The soft limit is raised at most this far when the hard one is unlimited."""
 
 # ---------------------------------------------------------------- delivery connections (delivery/pool.py)
+endpoint_timeout_ms_min = 100
+endpoint_timeout_ms_max = 5 * 60 * 1000
+"""An endpoint's `timeout_ms` bounds: the longest one attempt may wait for an answer."""
+endpoint_in_flight_max = 1024
+"""The highest `max_in_flight` an endpoint may have."""
+endpoint_rate_per_s_max = 100_000
+"""The highest `rate_limit_per_s` an endpoint may have."""
+endpoint_headers_max = 32
+"""Static headers one endpoint may add to its requests."""
+endpoint_header_chars_max = 4096
+"""The longest value of one of those headers."""
+endpoint_topics_max = 100
+"""Topics or patterns one endpoint may name."""
 delivery_connections_max_default = 512
 """Most HTTP connections to receivers at once, over all endpoints (at most a quarter
 of the process's descriptor limit)."""

@@ -22,14 +22,29 @@ ID_CHARS = "A-Za-z0-9._:-"
 NAME_PATTERN = f"^[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}$"
 ID_PATTERN = f"^[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}$"
 
+USER_NAME_PATTERN = f"^(?!__)(?!\\.{{1,2}}$)[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}$"
+"""A name a user may give a topic, group or endpoint: NAME_PATTERN, not "." or "..", and
+not starting with the reserved "__" (validate.topic_name holds names to it)."""
+
 NAME = re.compile(f"[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}")
 """Use with fullmatch (a `$` in Python also matches before a final newline)."""
 ID = re.compile(f"[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}")
 
-PATTERN = re.compile(rf"[A-Za-z0-9._*?\[\]!-]{{1,{limits.topic_name_chars_max}}}")
-"""A topic name or a glob pattern of them (an endpoint's topics)."""
-HEADER = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}")
-"""An HTTP header name (RFC 9110's token)."""
+TOPIC_OR_GLOB_PATTERN = rf"^[A-Za-z0-9._*?\[\]!-]{{1,{limits.topic_name_chars_max}}}$"
+PATTERN = re.compile(TOPIC_OR_GLOB_PATTERN[1:-1])
+"""A topic name or a glob pattern of them (an endpoint's topics); use with fullmatch."""
+HEADER_PATTERN = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}$"
+HEADER = re.compile(HEADER_PATTERN[1:-1])
+"""An HTTP header name (RFC 9110's token); use with fullmatch."""
+
+HOST_PATTERN = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?"
+"""A host name as an endpoint's URL may give it (international names in their xn-- form)."""
+_PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
+URL_PATTERN = rf"^https?://{HOST_PATTERN}(?::{_PORT})?(?:[/?][^#\s]*)?$"
+"""The shape of the URLs an endpoint takes (delivery/addresses.check_url: a host name,
+an optional port, no credentials, no fragment), for the OpenAPI document; beyond it,
+an address that is loopback, private or link-local is refused unless private networks
+are allowed."""
 
 RECEIPT_PATTERN = r"^[0-9]{1,10}\.[0-9]{1,19}\.[0-9]{1,10}\.[0-9]{1,20}\.[0-9a-f]{8}$"
 """A lease's receipt as queue groups make them: partition.offset.attempt.serial.token."""

@@ -14,7 +14,7 @@ valid UTF-8.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import msgspec
 from msgspec import Meta
@@ -23,7 +23,7 @@ from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
-from brook.names import Id, Name, Receipt
+from brook.names import HEADER_PATTERN, TOPIC_OR_GLOB_PATTERN, URL_PATTERN, Id, Name, Receipt
 from brook.records import Ack, DeliveryStats, EndpointInfo, Published, Record, TopicInfo
 
 JSON_TYPE = "application/json"
@@ -51,13 +51,22 @@ class Out(msgspec.Struct, kw_only=True):
 # ---------------------------------------------------------------- records
 
 
-def _one_of(text: Any, b64: Any, name: str) -> None:
-    if text is not None and b64 is not None:
-        raise ValueError(f"give {name} or {name}_b64, not both")
+BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+"""Standard base64 with its padding: what a `..._b64` field takes."""
 
 
 class RecordFields(In):
     """A record's value, key and headers, each as text or as base64."""
+
+    one_at_most: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("value", "value_b64"),
+        ("key", "key_b64"),
+        ("headers", "headers_b64"),
+    )
+    """Pairs of fields of which a request gives one at most (null is not given); the
+    OpenAPI document states the same rules from here."""
+    one_at_least: ClassVar[tuple[tuple[str, str], ...]] = (("value", "value_b64"),)
+    """Pairs of fields of which a request gives one at least."""
 
     value: str | None = None
     value_b64: bytes | None = None
@@ -67,11 +76,12 @@ class RecordFields(In):
     headers_b64: dict[str, bytes] | None = None
 
     def __post_init__(self) -> None:
-        if self.value is None and self.value_b64 is None:
-            raise ValueError("a record needs value or value_b64")
-        _one_of(self.value, self.value_b64, "value")
-        _one_of(self.key, self.key_b64, "key")
-        _one_of(self.headers, self.headers_b64, "headers")
+        for first, second in self.one_at_least:
+            if getattr(self, first) is None and getattr(self, second) is None:
+                raise ValueError(f"a record needs {first} or {second}")
+        for first, second in self.one_at_most:
+            if getattr(self, first) is not None and getattr(self, second) is not None:
+                raise ValueError(f"give {first} or {second}, not both")
 
     def record(self) -> Record:
         """The record, checked for size (RecordTooLarge)."""
@@ -115,6 +125,16 @@ class RecordsIn(In):
         records = [item.record() for item in self.records]
         keys = [validate.idempotency_key(item.idempotency_key) for item in self.records]
         return validate.sized(Columns.from_records(records, keys))
+
+
+class StagedRecordsIn(RecordsIn):
+    """PUT .../staged/...: records to stage; no idempotency keys (the publish of a seq
+    is exactly once already)."""
+
+    records: list[RecordFields]  # type: ignore[assignment]
+
+    def columns(self) -> Columns:
+        return validate.sized(Columns.from_records([item.record() for item in self.records]))
 
 
 class RecordOut(Out, omit_defaults=True):
@@ -399,6 +419,11 @@ class Redriven(Out):
 
 
 class TimerIn(RecordFields, kw_only=True):
+    one_at_most: ClassVar[tuple[tuple[str, str], ...]] = (
+        *RecordFields.one_at_most,
+        ("at", "delay_ms"),
+    )
+
     topic: Name
     at: Annotated[int, Meta(ge=0, description="Due time, ms since the epoch")] | None = None
     delay_ms: Millis | None = None
@@ -436,7 +461,7 @@ class Cancelled(Out):
 
 
 class PublishIn(In):
-    parts: dict[Id, Count]
+    parts: dict[Id, Annotated[int, Meta(ge=0, le=limits.staging_chunks_per_part_max)]]
     """Part id -> how many chunks it staged."""
 
 
@@ -489,17 +514,55 @@ T = TypeVar("T")
 # ---------------------------------------------------------------- delivery endpoints
 
 
+HeaderValue = Annotated[
+    str,
+    Meta(
+        extra_json_schema={
+            "maxLength": limits.endpoint_header_chars_max,
+            "pattern": "^[^\\r\\n\\u0000]*$",
+        }
+    ),
+]
+"""An endpoint's static header value (delivery/endpoint.py checks it, with its message)."""
+
+
 class EndpointIn(In):
     """PUT /v1/endpoints/{endpoint}: create (url and topics needed) or change the
     settings given; null or absent keeps a setting."""
 
-    url: Annotated[str, Meta(min_length=1, max_length=2048)] | None = None
-    topics: Annotated[list[str], Meta(min_length=1, max_length=100)] | None = None
+    url: (
+        Annotated[
+            str,
+            Meta(min_length=1, max_length=2048, extra_json_schema={"pattern": URL_PATTERN}),
+        ]
+        | None
+    ) = None
+    topics: (
+        Annotated[
+            list[Annotated[str, Meta(extra_json_schema={"pattern": TOPIC_OR_GLOB_PATTERN})]],
+            Meta(min_length=1, max_length=limits.endpoint_topics_max),
+        ]
+        | None
+    ) = None
     secret: Annotated[str, Meta(max_length=200)] | None = None
-    headers: dict[str, str] | None = None
-    timeout_ms: Annotated[int, Meta(ge=100, le=300_000)] | None = None
-    max_in_flight: Annotated[int, Meta(ge=1, le=1024)] | None = None
-    rate_limit_per_s: Annotated[int, Meta(ge=1, le=100_000)] | None = None
+    headers: (
+        Annotated[
+            dict[str, HeaderValue],
+            Meta(
+                extra_json_schema={
+                    "maxProperties": limits.endpoint_headers_max,
+                    "propertyNames": {"pattern": HEADER_PATTERN},
+                }
+            ),
+        ]
+        | None
+    ) = None
+    timeout_ms: (
+        Annotated[int, Meta(ge=limits.endpoint_timeout_ms_min, le=limits.endpoint_timeout_ms_max)]
+        | None
+    ) = None
+    max_in_flight: Annotated[int, Meta(ge=1, le=limits.endpoint_in_flight_max)] | None = None
+    rate_limit_per_s: Annotated[int, Meta(ge=1, le=limits.endpoint_rate_per_s_max)] | None = None
     max_attempts: Annotated[int, Meta(ge=1, le=limits.queue_attempts_max)] | None = None
     backoff: BackoffIn | None = None
     expire_after_ms: Positive | None = None
@@ -583,7 +646,12 @@ def decode_request(body: bytes, kind: type[T], empty_ok: bool = False) -> T:
     if empty_ok and not body.strip():
         return kind()
     try:
-        decoded: T = _decoder(kind).decode(body)
+        try:
+            decoded: T = _decoder(kind).decode(body)
+        except msgspec.ValidationError as exc:
+            if "got `float`" not in str(exc):
+                raise
+            decoded = _decoder(kind).decode(_integral_floats_as_ints(body))
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid body: {exc}") from None
     except msgspec.DecodeError as exc:
@@ -595,6 +663,27 @@ def decode_request(body: bytes, kind: type[T], empty_ok: bool = False) -> T:
     if has_duplicates(body, decoded):
         raise BadRequest("invalid body: an object names the same field twice")
     return decoded
+
+
+EXACT_FLOAT_MAX = 2**53
+"""Past this a JSON number written with a fraction or exponent may not be the integer meant."""
+
+
+def _integral_floats_as_ints(body: bytes) -> bytes:
+    """The body with every number written as a whole float (`2.0`, `1e3`) written as an
+    integer: JSON Schema's `integer` takes them (2020-12: a number with no fraction), so
+    the API does too. Only the bodies first refused for a float go through this."""
+
+    def whole(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_FLOAT_MAX:
+            return int(value)
+        if isinstance(value, list):
+            return [whole(item) for item in value]
+        if isinstance(value, dict):
+            return {name: whole(item) for name, item in value.items()}
+        return value
+
+    return msgspec.json.encode(whole(msgspec.json.decode(body)))
 
 
 def request(kind: type[T], **fields: Any) -> T:
@@ -618,6 +707,7 @@ def error_body(error: BrookError) -> bytes:
 
 REQUESTS: tuple[type[In], ...] = (
     RecordsIn,
+    StagedRecordsIn,
     TopicSettingsIn,
     CommitIn,
     SeekIn,

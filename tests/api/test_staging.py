@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import brook
-from brook.errors import BadRequest, InvalidName, PartitionNotFound
+from brook.errors import BadRequest, InvalidName, NotStaged, PartitionNotFound
 from brook.partitioner import partition_for_key
 from brook.records import Published, Record
 
@@ -67,9 +67,9 @@ def test_a_replayed_publish_or_stage_appends_nothing(broker: brook.Broker) -> No
 def test_a_publish_of_chunks_never_staged_appends_nothing(broker: brook.Broker) -> None:
     t = broker.topic("out")
     t.stage("q", 0, "p", 0, rows(4))
-    with pytest.raises(BadRequest, match="chunk 1 of seq 0 was never staged"):
+    with pytest.raises(NotStaged, match="chunk 1 of seq 0 was never staged"):
         t.publish("q", 0, {"p": 2})
-    with pytest.raises(BadRequest, match="never staged"):
+    with pytest.raises(NotStaged, match="never staged"):
         t.publish("q", 0, {"other": 1})
     assert sum(t.end_offsets().values()) == 0
     assert t.publish("q", 0, {"p": 1}).records == 4
@@ -81,7 +81,7 @@ def test_dropped_staging_is_gone_and_a_chunk_staged_again_replaces_itself(
     t = broker.topic("out")
     t.stage("w", 3, "p", 0, rows(4))
     assert t.drop_staged("w", 3)
-    with pytest.raises(BadRequest, match="never staged"):
+    with pytest.raises(NotStaged, match="never staged"):
         t.publish("w", 3, {"p": 1})
     t.stage("w", 3, "p", 0, rows(4))
     t.stage("w", 3, "p", 0, rows(2))  # a resent request
@@ -135,7 +135,7 @@ def test_deleting_a_topic_drops_its_staging_and_writers(broker: brook.Broker) ->
     t.stage("w", 1, "p", 0, rows(3))
     broker.delete_topic("out")
     t = broker.topic("out")
-    with pytest.raises(BadRequest, match="never staged"):
+    with pytest.raises(NotStaged, match="never staged"):
         t.publish("w", 1, {"p": 1})
     assert t.stage("w", 0, "p", 0, rows(2))  # the writer's history went with the topic
     assert t.publish("w", 0, {"p": 1}).records == 2

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from brook import names
 from brook.delivery.addresses import Refused, check_url, pick
 from brook.errors import BadRequest
 
@@ -69,3 +72,10 @@ def test_every_resolved_address_is_checked_each_time() -> None:
     assert pick("hooks.example.com", 443, resolver, allow_private=True) == PUBLIC
     with pytest.raises(Refused):
         pick("169.254.169.254", 80, resolver, allow_private=False)
+
+
+@given(st.from_regex(names.URL_PATTERN))
+def test_every_url_the_document_allows_is_taken_when_private_networks_are(url: str) -> None:
+    """The OpenAPI document gives endpoint URLs names.URL_PATTERN: each such URL is
+    taken (the private-address rule is the broker's setting, stated apart)."""
+    assert check_url(url, allow_private=True) == url

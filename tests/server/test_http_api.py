@@ -227,6 +227,29 @@ def test_unknown_paths_and_methods(served: Served) -> None:
     assert status == 405 and "GET" in error["error"]["message"]
 
 
+def test_a_method_a_path_does_not_take_is_answered_405_with_allow(served: Served) -> None:
+    """RFC 9110 §15.5.6: a 405 says in `Allow` which methods the path takes."""
+    from brook.server.openapi import OPERATIONS
+
+    taken: dict[str, set[str]] = {}
+    for method, template in OPERATIONS:
+        taken.setdefault(template, set()).add(method)
+    for template, methods in taken.items():
+        path = re.sub(r"\{(seq|chunk)\}", "1", template)
+        path = re.sub(r"\{[a-z]+\}", "x", path)
+        allowed = methods | ({"HEAD"} if "GET" in methods else set())
+        wrong = next(m for m in ("PATCH", "PUT", "DELETE", "POST", "GET") if m not in methods)
+        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+        try:
+            connection.request(wrong, path, body=b"" if wrong != "GET" else None)
+            response = connection.getresponse()
+            response.read()
+            assert response.status == 405, f"{wrong} {path}"
+            assert set(response.getheader("allow", "").split(", ")) == allowed, f"{wrong} {path}"
+        finally:
+            connection.close()
+
+
 def test_long_poll_returns_when_a_record_arrives(served: Served) -> None:
     served.request("PUT", "/v1/topics/t", {})
     result: list[object] = []

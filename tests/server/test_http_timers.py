@@ -45,8 +45,12 @@ def test_schedule_show_cancel_over_http(served: Served) -> None:
     assert served.request("DELETE", "/v1/timers/b") == (200, {"cancelled": "b"})
     assert served.request("GET", "/v1/timers/b")[1]["state"] == "cancelled"
     status, error = served.request("DELETE", "/v1/timers/b")
+    assert status == 409 and error["error"]["code"] == "timer_not_cancellable"
+    assert "cancelled" in error["error"]["message"]
+    status, error = served.request("DELETE", "/v1/timers/a:1")
+    assert status == 409 and "fired" in error["error"]["message"], "fired: not pending"
+    status, error = served.request("DELETE", "/v1/timers/unknown")
     assert status == 404 and error["error"]["code"] == "timer_not_found"
-    assert served.request("DELETE", "/v1/timers/a:1")[0] == 404, "fired: not pending"
     assert served.request("GET", "/v1/timers/unknown")[0] == 404
     status, text = served.request("GET", "/metrics")
     assert "brook_timers_pending 1.0" in text

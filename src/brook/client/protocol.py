@@ -192,7 +192,7 @@ def stage(
 ) -> Call:
     """Records as one binary batch; staging a chunk again replaces it, so resending is safe."""
     columns = validate.records(list(records))
-    chunk = validate.whole(chunk, "chunk", 0, staging_plan.CHUNKS_PER_PART_MAX - 1)
+    chunk = validate.whole(chunk, "chunk", 0, limits.staging_chunks_per_part_max - 1)
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
     path = _staged_path(topic, writer, seq, staging_plan.check_id(part, "part"), str(chunk))
     params = {}
@@ -457,7 +457,8 @@ def redrive(
 def _timer_in(spec: TimerSpec) -> wire.TimerIn:
     validate.topic_name(spec.topic)
     record, _ = validate.record(spec.value, spec.key, spec.headers)
-    return wire.TimerIn(
+    return wire.request(
+        wire.TimerIn,
         topic=spec.topic,
         value_b64=record.value,
         key_b64=record.key,

@@ -18,7 +18,7 @@ from brook import limits, validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
-from brook.errors import BadRequest, TimerNotFound
+from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
 from brook.queue.lifecycle import Backoff, Transition
 from brook.records import (
     Ack,
@@ -149,7 +149,7 @@ class RemoteBroker:
         """Cancel a pending timer; False if it fired, was cancelled or is unknown."""
         try:
             self._do(protocol.cancel_timer(timer_checks.timer_id(timer_id)))
-        except TimerNotFound:
+        except (TimerNotFound, TimerNotCancellable):
             return False
         return True
 

@@ -19,13 +19,14 @@ import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+from brook import names
 from brook.errors import BadRequest
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 """(host, port) -> the addresses it resolves to, as text."""
 
-_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+_HOST = re.compile(names.HOST_PATTERN)
 METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
 
 

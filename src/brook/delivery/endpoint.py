@@ -22,10 +22,6 @@ ORDERINGS = ("none", "key")
 STARTS = ("latest", "earliest")
 ROTATION_MS = 24 * 60 * 60 * 1000
 """After a secret changes, requests are signed with the old one too for this long."""
-TIMEOUT_MS_MAX = 5 * 60 * 1000
-IN_FLIGHT_MAX = 1024
-RATE_MAX = 100_000
-HEADERS_MAX = 32
 RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
 """Headers an endpoint may not set (the request's framing is the broker's), beside every
 `webhook-*` and `brook-*` one."""
@@ -200,8 +196,10 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
     if field == "topics":
         if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
             raise BadRequest("topics must be a non-empty list of topic names or glob patterns")
-        if len(value) > 100:
-            raise BadRequest("an endpoint takes at most 100 topics or patterns")
+        if len(value) > limits.endpoint_topics_max:
+            raise BadRequest(
+                f"an endpoint takes at most {limits.endpoint_topics_max} topics or patterns"
+            )
         for pattern in value:
             if not isinstance(pattern, str) or not names.PATTERN.fullmatch(pattern):
                 raise BadRequest(
@@ -211,11 +209,13 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
     if field == "headers":
         return _headers(value)
     if field == "timeout_ms":
-        return validate.whole(value, "timeout_ms", 100, TIMEOUT_MS_MAX)
+        return validate.whole(
+            value, "timeout_ms", limits.endpoint_timeout_ms_min, limits.endpoint_timeout_ms_max
+        )
     if field == "max_in_flight":
-        return validate.whole(value, "max_in_flight", 1, IN_FLIGHT_MAX)
+        return validate.whole(value, "max_in_flight", 1, limits.endpoint_in_flight_max)
     if field == "rate_limit_per_s":
-        return validate.whole(value, "rate_limit_per_s", 1, RATE_MAX)
+        return validate.whole(value, "rate_limit_per_s", 1, limits.endpoint_rate_per_s_max)
     if field == "max_attempts":
         return validate.whole(value, "max_attempts", 1, limits.queue_attempts_max)
     if field == "backoff":
@@ -238,8 +238,9 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
 
 
 def _headers(value: Any) -> dict[str, str]:
-    if not isinstance(value, dict) or len(value) > HEADERS_MAX:
-        raise BadRequest(f"headers must be an object of at most {HEADERS_MAX} names to text")
+    most = limits.endpoint_headers_max
+    if not isinstance(value, dict) or len(value) > most:
+        raise BadRequest(f"headers must be an object of at most {most} names to text")
     out = {}
     for header, text in value.items():
         if not isinstance(header, str) or not names.HEADER.fullmatch(header):
@@ -247,8 +248,12 @@ def _headers(value: Any) -> dict[str, str]:
         lowered = header.lower()
         if lowered in RESERVED_HEADERS or lowered.startswith(("webhook-", "brook-")):
             raise BadRequest(f"the header {header} is set by the broker; choose another name")
-        if not isinstance(text, str) or len(text) > 4096 or any(c in text for c in "\r\n\0"):
-            raise BadRequest(f"header {header}: a value is text of at most 4,096 characters")
+        chars = limits.endpoint_header_chars_max
+        if not isinstance(text, str) or len(text) > chars or any(c in text for c in "\r\n\0"):
+            raise BadRequest(
+                f"header {header}: a value is text of at most {chars:,} characters, "
+                "without line breaks"
+            )
         out[header] = text
     return out
 

@@ -53,6 +53,7 @@ from brook.errors import (
     BadRequest,
     BrookError,
     HeadersTooLarge,
+    MethodNotAllowed,
     Overloaded,
     RecordTooLarge,
     RequestTimeout,
@@ -138,6 +139,8 @@ def error_response(error: BrookError) -> Response:
         extra = [("www-authenticate", 'Bearer realm="brook"')]
     elif isinstance(error, Overloaded):
         extra = [("retry-after", str(limits.overloaded_retry_after_s))]
+    elif isinstance(error, MethodNotAllowed) and error.allowed:
+        extra = [("allow", error.allowed)]
     return Response(error.status, error_body(error), headers=extra)
 
 

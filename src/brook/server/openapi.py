@@ -15,11 +15,13 @@ import msgspec
 import brook
 from brook import limits, names, wire
 from brook.records import DeliveryStats, EndpointInfo, Published
+from brook.server import query
 from brook.server.router import Router
 
 REF = "#/components/schemas/{name}"
-COUNT = {"type": "integer", "minimum": 0}
-NAME = {"type": "string", "pattern": names.NAME_PATTERN}
+COUNT = {"type": "integer", "minimum": 0, "maximum": query.WHOLE_MAX}
+POSITIVE = {"type": "integer", "minimum": 1, "maximum": query.WHOLE_MAX}
+NAME = {"type": "string", "pattern": names.USER_NAME_PATTERN}
 ID = {"type": "string", "pattern": names.ID_PATTERN}
 PATH_PARAMETERS = {
     "topic": NAME,
@@ -28,8 +30,8 @@ PATH_PARAMETERS = {
     "writer": ID,
     "part": ID,
     "endpoint": NAME,
-    "seq": COUNT,
-    "chunk": COUNT,
+    "seq": {"type": "integer", "minimum": 0, "maximum": limits.staging_seq_max},
+    "chunk": {"type": "integer", "minimum": 0, "maximum": limits.staging_chunks_per_part_max - 1},
 }
 
 
@@ -45,6 +47,9 @@ class Operation(NamedTuple):
     binary: tuple[str, ...] = ()
     """Media types taken besides JSON, as binary bodies."""
     text_answer: bool = False
+    relations: tuple[tuple[str, str], ...] = ()
+    """Rules JSON Schema cannot state (between fields, with the path, with the time):
+    (the sentence the description gives, a pattern of the 400's message that keeps it)."""
 
 
 WAIT = ("wait_ms", COUNT, f"Long-poll up to this long (capped at {limits.wait_ms_max})", False)
@@ -55,6 +60,12 @@ START = (
     "Where a group new to the broker starts (default earliest)",
     False,
 )
+BACKOFF_RELATION = (
+    "backoff.max_ms is at least backoff.min_ms (those given, or those stored)",
+    r"backoff\.max_ms must be at least",
+)
+
+
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 ENDPOINT = "/v1/endpoints/{endpoint}"
@@ -85,7 +96,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         query=(
             ("partition", COUNT, "Partition (default 0)", False),
             ("offset", COUNT, "First offset (default 0)", False),
-            ("limit", COUNT, f"Most records (capped at {limits.read_records_max})", False),
+            ("limit", POSITIVE, f"Most records (capped at {limits.read_records_max})", False),
             WAIT,
         ),
     ),
@@ -93,7 +104,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Poll a stream group (advances its position)",
         wire.Polled,
         query=(
-            ("max_records", {"type": "integer", "minimum": 1}, "Most records", False),
+            ("max_records", POSITIVE, "Most records", False),
             WAIT,
             START,
         ),
@@ -119,6 +130,13 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         wire.QueueOut,
         wire.QueueSettingsIn,
         body_required=False,
+        relations=(
+            BACKOFF_RELATION,
+            (
+                "dead_letter_topic is not the queue's own topic",
+                r"dead_letter_topic must not be the queue's own topic",
+            ),
+        ),
         query=(
             (
                 "create",
@@ -168,17 +186,25 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         'Schedule a timer, or many ({"timers": [...]}); answered once durable',
         wire.Scheduled,
         wire.TimerIn,
+        relations=(
+            (
+                "at is no more than 24 hours ago (an at in seconds, not milliseconds, would "
+                "be) and no more than 100 years ahead",
+                r"more than 24 hours ago|at most 100 years ahead",
+            ),
+        ),
     ),
     ("GET", "/v1/timers/{timer}"): Operation(
         "A timer's state: pending, fired (where) or cancelled", wire.TimerOut
     ),
     ("DELETE", "/v1/timers/{timer}"): Operation(
-        "Cancel a pending timer (404 if it fired, was cancelled or is unknown)", wire.Cancelled
+        "Cancel a pending timer (409 if it fired or was cancelled, 404 if unknown)",
+        wire.Cancelled,
     ),
     ("PUT", STAGED + "/{part}/{chunk}"): Operation(
         "Stage records for a publish (durable; nothing is readable until then)",
         wire.Staged,
-        wire.RecordsIn,
+        wire.StagedRecordsIn,
         query=(PARTITION,),
         binary=(wire.BATCH_TYPE,),
     ),
@@ -199,6 +225,23 @@ OPERATIONS.update(
             "the answer shows a secret made or given, once",
             EndpointInfo,
             wire.EndpointIn,
+            relations=(
+                BACKOFF_RELATION,
+                (
+                    "headers may not set host, content-length, content-type, "
+                    "transfer-encoding, connection, webhook-* or brook-* (the broker's own)",
+                    r"is set by the broker",
+                ),
+                (
+                    "a new endpoint (none has the name) needs url and topics",
+                    r"a new endpoint needs a url and topics",
+                ),
+                (
+                    "a url at a loopback, private or link-local address is refused unless "
+                    "the broker allows private networks (delivery_allow_private_networks)",
+                    r"endpoints are called only at public addresses",
+                ),
+            ),
         ),
         ("GET", ENDPOINT): Operation("An endpoint's settings", EndpointInfo),
         ("DELETE", ENDPOINT): Operation("Delete an endpoint and its queue groups", wire.Deleted),
@@ -249,6 +292,8 @@ def _either(kinds: list[type[msgspec.Struct]]) -> dict[str, Any]:
 
 def _operation(method: str, template: str, operation: Operation) -> dict[str, Any]:
     out: dict[str, Any] = {"summary": operation.summary}
+    if operation.relations:
+        out["description"] = "Also: " + "; ".join(s for s, _ in operation.relations) + "."
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": schema}
         for name, schema in PATH_PARAMETERS.items()
@@ -286,7 +331,55 @@ def _schemas() -> dict[str, Any]:
     _, components = msgspec.json.schema_components(
         sorted(kinds, key=lambda k: k.__name__), ref_template=REF
     )
+    for title, schema in components.items():
+        _state_base64(schema)
+        kind = getattr(wire, title, None)
+        if isinstance(kind, type) and issubclass(kind, wire.In):  # what a client may send
+            _state_user_names(schema)
+            rules = _pair_rules(kind)
+            if rules:
+                schema["allOf"] = rules
     return components
+
+
+def _state_user_names(schema: Any) -> None:
+    """Names a request gives are users' names: not the reserved `__` ones, "." or ".."."""
+    if isinstance(schema, dict):
+        if schema.get("pattern") == names.NAME_PATTERN:
+            schema["pattern"] = names.USER_NAME_PATTERN
+        for value in schema.values():
+            _state_user_names(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _state_user_names(value)
+
+
+def _state_base64(schema: Any) -> None:
+    """Give every base64 string the pattern the server holds it to (msgspec's schema
+    says only `contentEncoding`, which validators take as a note)."""
+    if isinstance(schema, dict):
+        if schema.get("contentEncoding") == "base64":
+            schema["pattern"] = wire.BASE64_PATTERN
+        for value in schema.values():
+            _state_base64(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _state_base64(value)
+
+
+def _pair_rules(kind: type[msgspec.Struct]) -> list[dict[str, Any]]:
+    """A request's `one_at_most` and `one_at_least` pairs (wire.RecordFields) as JSON
+    Schema: a field is given when it is present and not null."""
+    given = {"not": {"type": "null"}}
+    rules: list[dict[str, Any]] = [
+        {"not": {"required": list(pair), "properties": dict.fromkeys(pair, given)}}
+        for pair in getattr(kind, "one_at_most", ())
+    ]
+    rules += [
+        {"anyOf": [{"required": [field], "properties": {field: given}} for field in pair]}
+        for pair in getattr(kind, "one_at_least", ())
+    ]
+    return rules
 
 
 def document(router: Router, with_keys: bool) -> dict[str, Any]:
@@ -296,7 +389,9 @@ def document(router: Router, with_keys: bool) -> dict[str, Any]:
         operation = _operation(method, template, OPERATIONS[(method, template)])
         if with_keys and route.scope is not None:
             operation["security"] = [{"bearer": []}]
-            operation["description"] = f"Needs an API key with the {route.scope!r} scope."
+            needs = f"Needs an API key with the {route.scope!r} scope."
+            also = operation.get("description")
+            operation["description"] = f"{needs} {also}" if also else needs
         paths.setdefault(template, {})[method.lower()] = operation
     components: dict[str, Any] = {"schemas": _schemas()}
     if with_keys:

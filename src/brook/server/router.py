@@ -70,7 +70,9 @@ class Router:
                     route = methods.get("GET")
                 if route is None:
                     allowed = ", ".join(sorted({*methods, *(["HEAD"] if "GET" in methods else [])}))
-                    raise MethodNotAllowed(f"{method} is not allowed on {path}; use {allowed}")
+                    raise MethodNotAllowed(
+                        f"{method} is not allowed on {path}; use {allowed}", allowed
+                    )
                 return route, params
         raise NotFound(f"no such endpoint: {path}")
 

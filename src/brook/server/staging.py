@@ -39,7 +39,7 @@ class StagingEndpoints:
         if content_type == BATCH_TYPE:
             records = request.body
         elif content_type == JSON_TYPE:
-            records = decode_request(request.body, wire.RecordsIn).columns()
+            records = decode_request(request.body, wire.StagedRecordsIn).columns()
         else:
             raise UnsupportedMediaType(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
         partition = request.query.get("partition")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from brook import wire
-from brook.errors import Forbidden, TimerNotFound
+from brook.errors import Forbidden, TimerNotCancellable, TimerNotFound
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 from brook.timers.checks import TimerSpec
@@ -95,5 +95,6 @@ class TimerEndpoints:
             self.api.broker.cancel_timer, timer
         )
         if not cancelled:
-            raise TimerNotFound(f"timer {timer} can no longer be cancelled: it is {info.state}")
+            now = "being fired" if info.state == "pending" else info.state
+            raise TimerNotCancellable(f"timer {timer} can no longer be cancelled: it is {now}")
         return json_response(wire.Cancelled(cancelled=timer))

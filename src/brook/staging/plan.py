@@ -12,12 +12,10 @@ from typing import Literal
 
 import msgspec
 
-from brook import names, validate
+from brook import limits, names, validate
 from brook.codec.batch import Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData
 from brook.partitioner import partition_for_key
-
-CHUNKS_PER_PART_MAX = 1_000_000
 
 _CHUNK_HEADER = struct.Struct("<4sHHi")
 CHUNK_MAGIC = b"BSTG"
@@ -33,7 +31,7 @@ def check_id(value: object, what: str) -> str:
 
 
 def check_seq(value: object) -> int:
-    return validate.whole(value, "seq", 0, 2**62)
+    return validate.whole(value, "seq", 0, limits.staging_seq_max)
 
 
 class WriterState(msgspec.Struct, forbid_unknown_fields=False):
@@ -156,6 +154,6 @@ def check_parts(parts: object) -> dict[str, int]:
     out = {}
     for part, chunks in parts.items():
         out[check_id(part, "a part id")] = validate.whole(
-            chunks, f"the chunk count of part {part}", 0, CHUNKS_PER_PART_MAX
+            chunks, f"the chunk count of part {part}", 0, limits.staging_chunks_per_part_max
         )
     return out

@@ -37,6 +37,7 @@ from brook.errors import (
     BadRequest,
     BrookError,
     CorruptData,
+    NotStaged,
     PartitionNotFound,
     ReadOnly,
     TopicNotFound,
@@ -90,7 +91,7 @@ class StagingService:
         self._check_writable()
         topic, writer, part = self._ids(topic, writer, part)
         seq = plan.check_seq(seq)
-        chunk = validate.whole(chunk, "chunk", 0, plan.CHUNKS_PER_PART_MAX - 1)
+        chunk = validate.whole(chunk, "chunk", 0, limits.staging_chunks_per_part_max - 1)
         checked = validate.batch_body(records) if isinstance(records, bytes) else records
         if checked.idempotency is not None:
             raise BadRequest("staged records cannot carry idempotency keys")
@@ -111,7 +112,7 @@ class StagingService:
 
     def publish(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> Published:
         """Append the records staged in `parts` (part -> chunks) for `seq`, once: see
-        the module's docstring. Returns once they are all durable. Raises BadRequest
+        the module's docstring. Returns once they are all durable. Raises NotStaged
         (a part or chunk that was never staged: nothing is appended), ReadOnly,
         StorageError (try again: the publish resumes)."""
         self._check_writable()
@@ -248,7 +249,7 @@ class StagingService:
         for part, chunks in sorted(parts.items()):
             for chunk in range(chunks):
                 if layout.staging_chunk(topic, writer, seq, part, chunk) not in stored:
-                    raise BadRequest(
+                    raise NotStaged(
                         f"part {part} chunk {chunk} of seq {seq} was never staged "
                         f"(or was dropped); nothing was published"
                     )
