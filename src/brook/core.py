@@ -187,12 +187,12 @@ class Core:
     # ------------------------------------------------------------ recovery
 
     def _topic_names(self) -> list[str]:
-        """Every topic stored (its config written), by name. A storage that can list
-        one level of folders (`folders`) is asked for those, not every file below."""
+        """Every topic stored, by name (one without its config is skipped when opened:
+        a crash while it was made). A storage that can list one level of folders
+        (`folders`) is asked for those, not every file below."""
         folders = getattr(self.storage, "folders", None)
-        exists = getattr(self.storage, "exists", None)
-        if folders is not None and exists is not None:
-            return sorted(n for n in folders(layout.TOPICS) if exists(layout.topic_config(n)))
+        if folders is not None:
+            return sorted(folders(layout.TOPICS))  # those without a config: skipped on open
         return sorted(
             {
                 n.split("/")[1]
@@ -215,14 +215,18 @@ class Core:
             except BaseException as exc:
                 failure = failure or exc
                 continue
-            self._topics[state.name] = state  # closed by the caller if opening fails
+            if state is not None:
+                self._topics[state.name] = state  # closed by the caller if opening fails
         if failure is not None:
             raise failure
         log.info("opened %d topics", len(self._topics))
 
-    def _open_topic(self, name: str) -> TopicState:
+    def _open_topic(self, name: str) -> TopicState | None:
+        """The topic, opened; None if its config was never written (a topic exists
+        once its config is durable: a crash while it was made leaves a folder only)."""
         raw = self.storage.read_all(layout.topic_config(name))
-        assert raw is not None
+        if raw is None:
+            return None
         config = _decode_config(raw)
         logs: list[PartitionLog] = []
         try:

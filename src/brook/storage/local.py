@@ -318,16 +318,28 @@ class LocalStorage:
             log.debug("hint %s not written: %s", name, exc)
 
     def list(self, prefix: str) -> list[str]:
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
-        if not base.is_dir():
-            return []
+        # os.scandir and plain strings: a start lists every partition's folder, and
+        # os.walk with pathlib cost more than the listing itself.
+        root = str(self.root)
+        folders = [str(self._path(prefix.rstrip("/"))) if prefix else root]
         names = []
-        for folder, dirs, files in os.walk(base):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            for file in files:
-                if file.startswith(".") or (folder == str(self.root) and file == layout.LOCK):
-                    continue
-                names.append(Path(folder, file).relative_to(self.root).as_posix())
+        while folders:
+            folder = folders.pop()
+            try:
+                entries = os.scandir(folder)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise _fail("listing", prefix, exc) from None
+            with entries:
+                for entry in entries:
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_dir():
+                        if not entry.is_symlink():
+                            folders.append(entry.path)
+                    elif not (folder == root and entry.name == layout.LOCK):
+                        names.append(entry.path[len(root) + 1 :])
         return sorted(names)
 
     def folders(self, prefix: str) -> builtins.list[str]:
@@ -341,9 +353,6 @@ class LocalStorage:
             return []
         except OSError as exc:
             raise _fail("listing", prefix, exc) from None
-
-    def exists(self, name: str) -> bool:
-        return self._path(name).is_file()
 
     def delete(self, name: str) -> None:
         path = self._path(name)
