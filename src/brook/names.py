@@ -46,6 +46,10 @@ an optional port, no credentials, no fragment), for the OpenAPI document; beyond
 an address that is loopback, private or link-local is refused unless private networks
 are allowed."""
 
+SECRET_PATTERN = "^whsec_(?:[A-Za-z0-9+/]{4}){6,16}(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
+"""An endpoint's secret as the OpenAPI document gives it: `whsec_` and base64 of 18 to 50
+bytes (delivery/signing.key_of takes 16 to 64, padded or not: this pattern is within it)."""
+
 RECEIPT_PATTERN = r"^[0-9]{1,10}\.[0-9]{1,19}\.[0-9]{1,10}\.[0-9]{1,20}\.[0-9a-f]{8}$"
 """A lease's receipt as queue groups make them: partition.offset.attempt.serial.token."""
 RECEIPT = re.compile(RECEIPT_PATTERN[1:-1])

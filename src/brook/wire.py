@@ -23,7 +23,15 @@ from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
-from brook.names import HEADER_PATTERN, TOPIC_OR_GLOB_PATTERN, URL_PATTERN, Id, Name, Receipt
+from brook.names import (
+    HEADER_PATTERN,
+    SECRET_PATTERN,
+    TOPIC_OR_GLOB_PATTERN,
+    URL_PATTERN,
+    Id,
+    Name,
+    Receipt,
+)
 from brook.records import Ack, DeliveryStats, EndpointInfo, Published, Record, TopicInfo
 
 JSON_TYPE = "application/json"
@@ -261,7 +269,13 @@ class Deleted(Out):
 class CommitIn(In):
     """Commit these offsets; without them, the group's position."""
 
-    offsets: dict[Annotated[int, Meta(ge=0)], Offset] | None = None
+    offsets: (
+        Annotated[
+            dict[Annotated[int, Meta(ge=0)], Offset],
+            Meta(extra_json_schema={"propertyNames": {"pattern": PARTITION_KEY_PATTERN}}),
+        ]
+        | None
+    ) = None
 
 
 class SeekIn(In):
@@ -514,6 +528,11 @@ T = TypeVar("T")
 # ---------------------------------------------------------------- delivery endpoints
 
 
+PARTITION_KEY_PATTERN = "^(0|[1-9][0-9]{0,17})$"
+"""A partition number as a JSON object's key: decimal digits, no leading zero (within the
+63 bits an offset has; a partition the topic lacks is a 404)."""
+Secret = Annotated[str, Meta(max_length=200, extra_json_schema={"pattern": SECRET_PATTERN})]
+"""An endpoint's secret (delivery/signing.py checks it, with its message)."""
 HeaderValue = Annotated[
     str,
     Meta(
@@ -544,7 +563,7 @@ class EndpointIn(In):
         ]
         | None
     ) = None
-    secret: Annotated[str, Meta(max_length=200)] | None = None
+    secret: Secret | None = None
     headers: (
         Annotated[
             dict[str, HeaderValue],
@@ -622,7 +641,7 @@ class TestOut(Out):
 
 
 class RotateIn(In):
-    secret: Annotated[str, Meta(max_length=200)] | None = None
+    secret: Secret | None = None
 
 
 class Rotated(Out):

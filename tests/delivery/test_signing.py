@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from brook import names
 from brook.delivery import signing
 from brook.errors import BadRequest
 
@@ -81,3 +82,8 @@ def test_new_secrets_are_random_and_well_formed() -> None:
 def test_bad_secrets_are_refused(secret: str) -> None:
     with pytest.raises(BadRequest, match="secret"):
         signing.key_of(secret)
+
+
+@given(st.from_regex(names.SECRET_PATTERN, fullmatch=True))
+def test_every_secret_the_document_allows_is_taken(secret: str) -> None:
+    assert signing.SECRET_BYTES_MIN <= len(signing.key_of(secret)) <= signing.SECRET_BYTES_MAX

@@ -66,6 +66,10 @@ BACKOFF_RELATION = (
 )
 
 
+PAST_THE_END = (
+    "an offset is at most its partition's end (the next offset to be written)",
+    r"is past the end of partition",
+)
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 ENDPOINT = "/v1/endpoints/{endpoint}"
@@ -115,12 +119,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         wire.CommitIn,
         body_required=False,
         query=(START,),
+        relations=(PAST_THE_END,),
     ),
     ("POST", "/v1/topics/{topic}/groups/{group}/seek"): Operation(
         "Move the group's position on one partition (at most its end)",
         wire.GroupOut,
         wire.SeekIn,
         query=(START,),
+        relations=(PAST_THE_END,),
     ),
     ("GET", "/v1/topics/{topic}/groups/{group}"): Operation(
         "A stream group's positions and lag", wire.GroupOut, query=(START,)
