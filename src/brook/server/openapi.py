@@ -8,6 +8,7 @@ here is route metadata: a summary, query parameters, which Struct goes where.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -350,27 +351,28 @@ def _schemas() -> dict[str, Any]:
 
 def _state_user_names(schema: Any) -> None:
     """Names a request gives are users' names: not the reserved `__` ones, "." or ".."."""
-    if isinstance(schema, dict):
-        if schema.get("pattern") == names.NAME_PATTERN:
-            schema["pattern"] = names.USER_NAME_PATTERN
-        for value in schema.values():
-            _state_user_names(value)
-    elif isinstance(schema, list):
-        for value in schema:
-            _state_user_names(value)
+    for part in _parts(schema):
+        if part.get("pattern") == names.NAME_PATTERN:
+            part["pattern"] = names.USER_NAME_PATTERN
 
 
 def _state_base64(schema: Any) -> None:
     """Give every base64 string the pattern the server holds it to (msgspec's schema
     says only `contentEncoding`, which validators take as a note)."""
+    for part in _parts(schema):
+        if part.get("contentEncoding") == "base64":
+            part["pattern"] = wire.BASE64_PATTERN
+
+
+def _parts(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object inside a schema, itself included."""
     if isinstance(schema, dict):
-        if schema.get("contentEncoding") == "base64":
-            schema["pattern"] = wire.BASE64_PATTERN
+        yield schema
         for value in schema.values():
-            _state_base64(value)
+            yield from _parts(value)
     elif isinstance(schema, list):
         for value in schema:
-            _state_base64(value)
+            yield from _parts(value)
 
 
 def _pair_rules(kind: type[msgspec.Struct]) -> list[dict[str, Any]]:
