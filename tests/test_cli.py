@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+import brook
+from brook import limits
 from brook.cli import main
 
 
@@ -371,6 +373,15 @@ def test_record_bytes_max_and_the_access_log_take_effect(tmp_path: Path) -> None
         served.close()
     access = [line for line in served.log if '"logger":"brook.access"' in line]
     assert '"path":"/v1/topics/t/records"' in access[0] and '"status":413' in access[0]
+    # A limit above the default holds for the clients too: they leave it to the server.
+    larger = Served(tmp_path / "e", "--record-bytes-max", str(limits.record_bytes_max_default * 2))
+    try:
+        big = b"x" * (limits.record_bytes_max_default + 1)
+        with brook.connect(f"http://127.0.0.1:{larger.port}") as remote:
+            ack = remote.topic("t").append(big)
+            assert remote.topic("t").read(ack.partition, ack.offset, 1)[0].value == big
+    finally:
+        larger.close()
     assert not any("authorization" in line.lower() for line in access)
     started = next(line for line in served.log if "; ready" in line)
     assert "brook 0.1.0 serving" in started and str(tmp_path / "d") in started

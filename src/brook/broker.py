@@ -10,13 +10,16 @@ releases the storage. If opening fails half-way, what was started is closed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from brook import limits, validate
+from brook.bridge import LoopBridge
 from brook.clock import Clock
 from brook.core import Core, TopicState
 from brook.delivery import handle as delivery_handle
@@ -30,10 +33,19 @@ from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
-from brook.records import EndpointInfo, TopicConfig, TopicInfo
+from brook.records import (
+    EndpointInfo,
+    PartitionInfo,
+    StorageStats,
+    TimerStats,
+    TopicConfig,
+    TopicInfo,
+)
 from brook.staging.service import StagingService
+from brook.stats import CommitStats
 from brook.storage import Storage
-from brook.supervisor import Supervisor
+from brook.storage.stats import storage_stats
+from brook.supervisor import Failure, Supervisor
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
@@ -60,6 +72,26 @@ S = TypeVar("S", bound=Service)
 class Broker:
     """A broker on one storage location. Use `brook.open` to make one."""
 
+    EMBEDDED_ONLY = frozenset(
+        {
+            "bridge",
+            "topic_info",
+            "partitions",
+            "offset_at",
+            "find_queue",
+            "queue_groups",
+            "stream_groups",
+            "commit_stats",
+            "timer_stats",
+            "storage_stats",
+            "failing",
+            "isolated",
+            "background_errors",
+        }
+    )
+    """Read models and the event loop's bridge for the shells in this process (server,
+    dashboard, /metrics); remote clients see the same state through the HTTP API."""
+
     def __init__(
         self,
         storage: Storage,
@@ -69,6 +101,7 @@ class Broker:
         segment_bytes_max: int = limits.segment_bytes_max_default,
         segment_ms_max: int = limits.segment_ms_max_default,
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
+        record_bytes_max: int = limits.record_bytes_max_default,
         clock: Clock | Callable[[], float] = time.time,
         read_only: bool = False,
         delivery_allow_private_networks: bool = False,
@@ -91,6 +124,7 @@ class Broker:
         validate.whole(segment_bytes_max, "segment_bytes_max", 1)
         validate.whole(segment_ms_max, "segment_ms_max", 1)
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
+        validate.whole(record_bytes_max, "record_bytes_max", 1, limits.record_bytes_max_ceiling)
         clock = Clock.of(clock)
         self.supervisor = Supervisor(clock)
         self.core = Core(
@@ -101,6 +135,7 @@ class Broker:
             linger_ms=linger_ms,
             batch_bytes_max=batch_bytes_max,
             idempotency_window_ms=idempotency_window_ms,
+            record_bytes_max=record_bytes_max,
             read_only=read_only,
         )
         self._services: list[Service] = []
@@ -133,6 +168,11 @@ class Broker:
     @property
     def read_only(self) -> bool:
         return self.core.read_only
+
+    @property
+    def record_bytes_max(self) -> int:
+        """The largest record (key, value and headers) this broker takes."""
+        return self.core.record_bytes_max
 
     # ------------------------------------------------------------ topics
 
@@ -242,19 +282,19 @@ class Broker:
             raise BadRequest(f"at most {limits.schedule_timers_max} timers per call")
         now = self.core.now_ms()
         ids = new_timer_ids(len(specs))
-        timers = timer_checks.timers(specs, now, ids)
+        timers = timer_checks.timers(specs, now, ids, self.core.record_bytes_max)
         self.timers.schedule(timers, given_ids=any(spec.timer_id is not None for spec in specs))
         return [t.id for t in timers]
 
     def cancel_timer(self, timer_id: str) -> bool:
         """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
         self.core.check_open()
-        return self.timers.cancel(timer_checks.timer_id(timer_id))
+        return self.timers.cancel(validate.timer_id(timer_id))
 
     def timer(self, timer_id: str) -> TimerInfo | None:
         """A timer's state: pending, fired (where), cancelled; None if unknown."""
         self.core.check_open()
-        return self.timers.info(timer_checks.timer_id(timer_id))
+        return self.timers.info(validate.timer_id(timer_id))
 
     # ------------------------------------------------------------ delivery
 
@@ -317,6 +357,86 @@ class Broker:
         """Delete the endpoint and its queue groups: records not yet delivered never
         will be. Raises EndpointNotFound."""
         self.endpoint_store.delete(name)
+
+    # ------------------------------------------------------------ for the shells
+    # What the server, the dashboard, /metrics and the CLI read and call: read models
+    # (plain values), handles, and the event loop's bridge. The shells see nothing else
+    # of the broker (pyproject.toml's import contracts, tests/test_facade.py).
+
+    def bridge(self, loop: asyncio.AbstractEventLoop) -> LoopBridge:
+        """Appends and long-poll waits for coroutines on `loop`; close it when done."""
+        self.core.check_open()
+        return LoopBridge(self.core, self.groups, self.queues, loop)
+
+    def topic_info(self, name: str) -> TopicInfo:
+        """A topic's settings and end offsets. Raises InvalidName, TopicNotFound."""
+        self.core.check_open()
+        return self.core.topic_state(validate.topic_name(name)).info()
+
+    def partitions(self, name: str) -> list[PartitionInfo]:
+        """Each partition of topic `name` (Brook's own topics too) as it stands."""
+        self.core.check_open()
+        return [
+            PartitionInfo(
+                partition=log.partition,
+                start_offset=log.start_offset,
+                end_offset=log.durable_offset,
+                bytes=sum(s.durable_bytes for s in log.segments),
+                segments=len(log.segments),
+            )
+            for log in self.core.topic_state(name).logs
+        ]
+
+    def offset_at(self, name: str, partition: int, at_ms: int) -> int:
+        """The first offset of `partition` stamped at or after `at_ms` (the end if none)."""
+        self.core.check_open()
+        return self.core.topic_state(name).log(partition).offset_at(at_ms)
+
+    def find_queue(self, topic: str, group: str) -> Queue | None:
+        """Queue group `group` on `topic` if the broker has it (a look creates nothing)."""
+        self.core.check_open()
+        found = self.queues.find(topic, group)
+        return Queue(found) if found is not None else None
+
+    def queue_groups(self) -> list[Queue]:
+        """Every queue group, Brook's own (delivery's, named __...) too."""
+        self.core.check_open()
+        return [Queue(group) for group in self.queues.groups()]
+
+    def stream_groups(self, stored: bool = False) -> list[Consumer]:
+        """The stream groups in use since the start; with `stored`, every group whose
+        position is stored (a listing of storage)."""
+        self.core.check_open()
+        return self.groups.stored() if stored else self.groups.consumers()
+
+    def commit_stats(self) -> CommitStats:
+        """What the committer did since the start (records, bytes, batches, fsyncs)."""
+        return self.core.commit_stats
+
+    def timer_stats(self) -> TimerStats:
+        self.core.check_open()
+        return self.timers.summary()
+
+    def storage_stats(self) -> StorageStats:
+        return storage_stats(self.core.storage)
+
+    def failing(self) -> list[Failure]:
+        """Background loops (or their tasks) failing now, that stop the broker's work."""
+        return self.supervisor.failing()
+
+    def isolated(self) -> list[Failure]:
+        """Work for one subject (an endpoint, a queue group) failing now; the rest go on."""
+        return self.supervisor.isolated()
+
+    def background_errors(self) -> dict[str, int]:
+        """Errors of each background loop since the start (each logged, then retried)."""
+        return self.supervisor.errors()
+
+    @property
+    def fenced(self) -> threading.Event | None:
+        """Set once another broker took the storage over (S3); None where none can."""
+        fenced: threading.Event | None = getattr(self.core.storage, "fenced", None)
+        return fenced
 
     # ------------------------------------------------------------ running
 

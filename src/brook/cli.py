@@ -178,7 +178,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 )
 @setting(
     "--record-bytes-max",
-    default=limits.record_bytes_max,
+    default=limits.record_bytes_max_default,
     type=click.IntRange(1, limits.record_bytes_max_ceiling),
     help="Largest record (value, key and headers); a larger one gets 413.",
 )
@@ -324,8 +324,8 @@ def serve(
     tls = _tls_context(tls_cert, tls_key)
     logs.setup(log_level)
     allocator.give_back_large_buffers()  # this process is the broker's own
-    limits.record_bytes_max = record_bytes_max  # this process serves one broker
     common: dict[str, Any] = {
+        "record_bytes_max": record_bytes_max,
         "linger_ms": linger_ms,
         "idempotency_window_ms": idempotency_window_ms,
         "delivery_allow_private_networks": delivery_allow_private_networks,
@@ -1007,7 +1007,10 @@ def _read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
 @click.option("--topic", default="bench", show_default=True)
 @click.option("--records", "count", default=100_000, show_default=True, type=click.IntRange(1))
 @click.option(
-    "--size", default=1024, show_default=True, type=click.IntRange(0, limits.record_bytes_max)
+    "--size",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(0, limits.record_bytes_max_default),
 )
 @click.option(
     "--batch",

@@ -101,11 +101,14 @@ class Core:
         linger_ms: float = limits.linger_ms_default,
         batch_bytes_max: int = limits.batch_bytes_max_default,
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
+        record_bytes_max: int = limits.record_bytes_max_default,
         read_only: bool = False,
     ) -> None:
         """Own `storage` (lock it, sweep it, recover its topics) and start the
         committer; with `read_only`, attach to it beside its owner instead, and
         refuse every write (SPEC §0). On failure everything opened is closed."""
+        self.record_bytes_max = record_bytes_max
+        """The largest record this broker takes (the services check theirs against it)."""
         if hasattr(storage, "supervisor"):  # a backend with loops of its own (S3)
             storage.supervisor = supervisor
         try:

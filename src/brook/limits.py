@@ -18,9 +18,9 @@ KIB = 1024
 MIB = 1024 * KIB
 
 # Records and batches.
-record_bytes_max = 8 * MIB
-"""Largest record (key + value + headers) accepted by append. A process-wide
-setting: `brook serve --record-bytes-max` sets it for the server's process."""
+record_bytes_max_default = 8 * MIB
+"""Largest record (key + value + headers) a broker accepts by default; each broker has
+its own (`Broker(record_bytes_max=...)`, `brook serve --record-bytes-max`)."""
 record_bytes_max_ceiling = 64 * MIB
 """The most record_bytes_max may be set to (a record must fit a batch and a request)."""
 batch_records_max = 1_000_000

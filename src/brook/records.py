@@ -147,3 +147,101 @@ class TestResult(msgspec.Struct, frozen=True, kw_only=True):
     latency_ms: float
     error: str
     excerpt: bytes
+
+
+# ---------------------------------------------------------------- read models
+# What the shells (server, dashboard, /metrics, CLI) read about a running broker:
+# plain values made by the broker, so no shell reaches into its parts.
+
+
+class PartitionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One partition of a topic as it stands: offsets and what its segments hold."""
+
+    partition: int
+    start_offset: int
+    """The oldest retained offset."""
+    end_offset: int
+    """The next offset (every record below it is durable)."""
+    bytes: int
+    """Bytes of its retained segments."""
+    segments: int
+
+
+class Histogram(msgspec.Struct, frozen=True, kw_only=True):
+    """Observations per bucket: counts[i] fell at or below bounds[i] (and above the
+    bound before); the last count is above every bound. Not cumulative."""
+
+    bounds: tuple[float, ...]
+    counts: list[int]
+    sum: float
+
+
+class TimerStats(msgspec.Struct, frozen=True, kw_only=True):
+    """The timers as they stand: how many wait, when they are due, how late they fired."""
+
+    pending: int
+    pending_by_day: list[tuple[int, int]]
+    """(the day's first ms since the epoch, timers due that day), by day."""
+    fired: int
+    """Timers fired since the broker started."""
+    lag_s: Histogram
+    """How late timers fired: when their record was durable minus when they were due."""
+
+
+class Recent(msgspec.Struct, frozen=True, kw_only=True):
+    """One recent delivery attempt, as the dashboard lists it."""
+
+    at_ms: int
+    topic: str
+    partition: int
+    offset: int
+    attempt: int
+    outcome: str
+    """What followed: ack, retry, dead or disable."""
+    status: str
+    """The HTTP status, or the error kind when there was none."""
+    latency_ms: float
+    reason: str
+
+
+class DeliveryCounters(msgspec.Struct, frozen=True, kw_only=True):
+    """An endpoint's counters since the broker started, for /metrics."""
+
+    attempts: dict[str, int]
+    """By what followed: ack, retry, dead, disable."""
+    statuses: dict[str, int]
+    """By HTTP status, or by error kind when there was none."""
+    latency_s: Histogram
+    in_flight: int
+    breaker: str
+    failing: bool
+    """True while the broker's own work for the endpoint fails."""
+    backlog: int
+    """Records waiting to be delivered (ready, leased or retrying)."""
+
+
+class StorageStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What the storage did since the broker started: requests and bytes for an object
+    store (what it bills for), its local cache, and the free space where data lives."""
+
+    object_store: bool
+    requests: dict[str, int]
+    """Object-store requests by kind (put, get, list, delete); empty on local disk."""
+    bytes_sent: int
+    bytes_received: int
+    cache_hits: int | None
+    cache_misses: int | None
+    cache_bytes: int | None
+    disk_free_bytes: int | None
+    """Free space of the data directory, or of the object store's local cache."""
+
+
+class DeadRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A dead record of a queue group, as its status log knows it."""
+
+    partition: int
+    offset: int
+    attempts: int
+    error: str
+    redriven: int
+    """How many times it was put back to work before."""

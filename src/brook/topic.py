@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from brook import limits, validate
+from brook.codec.batch import Columns
 from brook.core import Core, TopicState
 from brook.partitioner import partition_for_key
 from brook.records import Ack, Published, Record
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
 
 class Topic:
     """`b.topic(name)`: appends create the topic with defaults; reads need it to exist."""
+
+    EMBEDDED_ONLY = frozenset({"stage_checked", "read_page", "read_batches"})
+    """For the server: records it decoded already, and reads answered as they are stored."""
 
     def __init__(self, core: Core, staging: StagingService, name: str) -> None:
         self._core = core
@@ -38,7 +42,9 @@ class Topic:
         appended and the first append's ack is returned. Raises BadRequest,
         RecordTooLarge, StorageError (nothing was acknowledged).
         """
-        columns = validate.one(value, key, headers, idempotency_key)
+        columns = validate.one(
+            value, key, headers, idempotency_key, record_bytes_max=self._core.record_bytes_max
+        )
         state = self._core.topic_state(self.name, create=True)
         partition = self._partition(state, columns.keys[0] if columns.keys else None)
         return self._core.append_to(state.logs[partition], columns)[0]
@@ -59,7 +65,9 @@ class Topic:
         """
         if partition is not None:
             validate.whole(partition, "partition")
-        columns = validate.records(records, idempotency_keys)
+        columns = validate.records(
+            records, idempotency_keys, record_bytes_max=self._core.record_bytes_max
+        )
         if not len(columns):
             return []
         return self._core.append(self.name, columns, partition)
@@ -78,8 +86,21 @@ class Topic:
         chunk again replaces it. False when `seq` was published already: nothing is
         kept. With a `partition` the records go there, else by key. See
         docs/GUARANTEES.md, "Staged writes"."""
-        columns = validate.records(records)
+        columns = validate.records(records, record_bytes_max=self._core.record_bytes_max)
         return self._staging.stage(self.name, writer, seq, part, chunk, columns, partition)
+
+    def stage_checked(
+        self,
+        writer: str,
+        seq: int,
+        part: str,
+        chunk: int,
+        records: Columns | bytes,
+        partition: int | None = None,
+    ) -> bool:
+        """`stage` for records a shell has decoded already (Columns), or a client's
+        binary batches as sent (checked here, and kept as they are)."""
+        return self._staging.stage(self.name, writer, seq, part, chunk, records, partition)
 
     def publish(self, writer: str, seq: int, parts: dict[str, int]) -> Published:
         """Append the records staged for `seq` in `parts` (part id -> chunk count),
@@ -109,6 +130,26 @@ class Topic:
         offset = validate.whole(offset, "offset")
         limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
         return partition_log.read(offset, limit)
+
+    def read_page(
+        self, partition: int = 0, offset: int = 0, limit: int = 1000
+    ) -> tuple[list[Record], int]:
+        """`read`, and the offset to read from next: after the last record read, or
+        where the records begin (the oldest retained) when none were there."""
+        records = self.read(partition, offset, limit)
+        if records:
+            return records, records[-1].offset + 1
+        start = self._core.topic_state(self.name).log(partition).start_offset
+        return records, max(offset, start)
+
+    def read_batches(self, partition: int, offset: int, limit: int) -> tuple[bytes, int]:
+        """The stored batches holding records from `offset` (about `limit` of them),
+        checksums verified, undecoded (docs/PROTOCOL.md); and the offset to read next."""
+        state = self._core.topic_state(self.name)
+        partition_log = state.log(validate.whole(partition, "partition"))
+        offset = validate.whole(offset, "offset")
+        limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
+        return partition_log.read_batches(offset, limit)
 
     def end_offsets(self) -> dict[int, int]:
         """The next offset of each partition (the count of records ever appended)."""

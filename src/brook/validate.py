@@ -13,6 +13,9 @@ from brook.codec.batch import ClientBatches, Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData, InvalidName, RecordTooLarge
 from brook.records import Record
 
+DEFAULT = limits.record_bytes_max_default
+"""What record sizes are checked against when the caller names no broker's own limit."""
+
 
 def topic_name(name: Any, internal: bool = False) -> str:
     """A valid topic name; names starting with '__' are reserved for Brook's own topics."""
@@ -34,7 +37,9 @@ def _bytes(value: Any, what: str) -> bytes:
     raise BadRequest(f"{what} must be bytes, not {type(value).__name__}")
 
 
-def record(value: Any, key: Any = None, headers: Any = None) -> tuple[Record, int]:
+def record(
+    value: Any, key: Any = None, headers: Any = None, *, record_bytes_max: int = DEFAULT
+) -> tuple[Record, int]:
     """A Record ready to append, and its size in bytes; raises BadRequest or RecordTooLarge."""
     value = _bytes(value, "value")
     key = None if key is None else _bytes(key, "key")
@@ -51,16 +56,20 @@ def record(value: Any, key: Any = None, headers: Any = None) -> tuple[Record, in
             clean[name] = _bytes(header, f"header {name!r}")
             size += len(name.encode()) + len(clean[name])
         headers = clean or None
-    if size > limits.record_bytes_max:
-        raise RecordTooLarge(
-            f"record of {size} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
-        )
+    _check_record(size, record_bytes_max)
     return Record(value, key, headers), size
 
 
-def one(value: Any, key: Any = None, headers: Any = None, idempotency: Any = None) -> Columns:
+def one(
+    value: Any,
+    key: Any = None,
+    headers: Any = None,
+    idempotency: Any = None,
+    *,
+    record_bytes_max: int = DEFAULT,
+) -> Columns:
     """One record to append, checked, as Columns; raises BadRequest or RecordTooLarge."""
-    checked, size = record(value, key, headers)
+    checked, size = record(value, key, headers, record_bytes_max=record_bytes_max)
     idem = idempotency_key(idempotency)
     return Columns(
         [checked.value],
@@ -71,14 +80,20 @@ def one(value: Any, key: Any = None, headers: Any = None, idempotency: Any = Non
     )
 
 
-def records(items: Iterable[Any], idempotency_keys: Sequence[Any] | None = None) -> Columns:
+def records(
+    items: Iterable[Any],
+    idempotency_keys: Sequence[Any] | None = None,
+    *,
+    record_bytes_max: int = DEFAULT,
+) -> Columns:
     """Records for append_many as columns, checked, with their idempotency keys
     (one per record, or None); raises BadRequest or RecordTooLarge.
 
     The common case (bytes values, no keys or headers) is checked column by
     column without building new objects; anything else record by record.
     """
-    columns = _records(items if isinstance(items, list | tuple) else list(items))
+    listed = items if isinstance(items, list | tuple) else list(items)
+    columns = _records(listed, record_bytes_max)
     if idempotency_keys is not None:
         if len(idempotency_keys) != len(columns):
             raise BadRequest("idempotency_keys must have one entry per record")
@@ -87,7 +102,7 @@ def records(items: Iterable[Any], idempotency_keys: Sequence[Any] | None = None)
     return columns
 
 
-def _records(items: list[Any] | tuple[Any, ...]) -> Columns:
+def _records(items: list[Any] | tuple[Any, ...], record_bytes_max: int) -> Columns:
     try:
         values = [item.value for item in items]
         count = len(values)
@@ -99,25 +114,21 @@ def _records(items: list[Any] | tuple[Any, ...]) -> Columns:
     except AttributeError:
         plain = False
     if not plain:
-        return _records_one_by_one(items)
+        return _records_one_by_one(items, record_bytes_max)
     try:
         ends = array("I", accumulate(map(len, values), initial=0))
     except OverflowError:
         ends = None
     size = ends[-1] if ends is not None else limits.append_bytes_max + 1
     _check_append_size(size)
-    if size > limits.record_bytes_max:
-        largest = max(map(len, values))
-        if largest > limits.record_bytes_max:
-            raise RecordTooLarge(
-                f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
-            )
+    if size > record_bytes_max:
+        _check_record(max(map(len, values)), record_bytes_max)
     columns = Columns(values, size_bytes=size)
     columns.value_ends = ends
     return columns
 
 
-def sized(columns: Columns) -> Columns:
+def sized(columns: Columns, *, record_bytes_max: int = DEFAULT) -> Columns:
     """Columns of records whose types are already sure (decoded from a batch, or
     checked one by one from JSON), checked for size like any append; sets their size.
 
@@ -131,14 +142,14 @@ def sized(columns: Columns) -> Columns:
             if headers:
                 sizes[i] += sum(len(name.encode()) + len(v) for name, v in headers.items())
     columns.bytes = sum(sizes)
-    _check_sizes(max(sizes, default=0), columns.bytes)
+    _check_sizes(max(sizes, default=0), columns.bytes, record_bytes_max)
     if columns.idempotency is not None:
         for key in columns.idempotency:
             idempotency_key(key)
     return columns
 
 
-def batch_body(body: bytes) -> Columns | ClientBatches:
+def batch_body(body: bytes, *, record_bytes_max: int = DEFAULT) -> Columns | ClientBatches:
     """The records of a binary batch body (docs/PROTOCOL.md): whole, checksummed batches.
 
     Batches of values and keys only are kept as they are, to be appended
@@ -150,24 +161,28 @@ def batch_body(body: bytes) -> Columns | ClientBatches:
     try:
         batches = read_client_batches(body)
         if batches.plain:
-            return client_batches(batches)
-        return sized(batches.columns())
+            return client_batches(batches, record_bytes_max=record_bytes_max)
+        return sized(batches.columns(), record_bytes_max=record_bytes_max)
     except CorruptData as exc:
         raise BadRequest(f"the binary batch is malformed: {exc.message}") from None
 
 
-def client_batches(batches: ClientBatches) -> ClientBatches:
+def client_batches(batches: ClientBatches, *, record_bytes_max: int = DEFAULT) -> ClientBatches:
     """A client's plain batches, checked for size; raises RecordTooLarge."""
-    _check_sizes(batches.largest, batches.bytes)
+    _check_sizes(batches.largest, batches.bytes, record_bytes_max)
     return batches
 
 
-def _check_sizes(largest: int, total: int) -> None:
-    if largest > limits.record_bytes_max:
-        raise RecordTooLarge(
-            f"record of {largest} bytes exceeds record_bytes_max ({limits.record_bytes_max})"
-        )
+def _check_sizes(largest: int, total: int, record_bytes_max: int) -> None:
+    _check_record(largest, record_bytes_max)
     _check_append_size(total)
+
+
+def _check_record(size: int, record_bytes_max: int) -> None:
+    if size > record_bytes_max:
+        raise RecordTooLarge(
+            f"record of {size} bytes exceeds record_bytes_max ({record_bytes_max})"
+        )
 
 
 def _check_append_size(size: int) -> None:
@@ -177,13 +192,15 @@ def _check_append_size(size: int) -> None:
         )
 
 
-def _records_one_by_one(items: Iterable[Any]) -> Columns:
+def _records_one_by_one(items: Iterable[Any], record_bytes_max: int) -> Columns:
     prepared: list[Record] = []
     size = 0
     for item in items:
         if not isinstance(item, Record):
             raise BadRequest(f"append_many takes brook.Record items, not {type(item).__name__}")
-        checked, item_size = record(item.value, item.key, item.headers)
+        checked, item_size = record(
+            item.value, item.key, item.headers, record_bytes_max=record_bytes_max
+        )
         prepared.append(checked)
         size += item_size
     _check_append_size(size)
@@ -259,4 +276,38 @@ def positions(records: Any) -> list[tuple[int, int]] | None:
         out.append((whole(item[0], "partition"), whole(item[1], "offset")))
         if len(out) > limits.redrive_records_max:
             raise BadRequest(f"at most {limits.redrive_records_max} records per call")
+    return out
+
+
+def timer_id(value: Any) -> str:
+    """A timer's id: 1 to timer_id_chars_max of A-Z a-z 0-9 . _ : -."""
+    if not isinstance(value, str) or not names.ID.fullmatch(value):
+        raise BadRequest(
+            f"invalid timer_id {value!r}: use 1 to {limits.timer_id_chars_max} of "
+            "A-Z a-z 0-9 . _ : -"
+        )
+    return value
+
+
+def staging_id(value: object, what: str) -> str:
+    """A staged write's writer or part id."""
+    if not isinstance(value, str) or not names.ID.fullmatch(value):
+        raise BadRequest(f"{what} must be 1 to 200 of A-Z a-z 0-9 . _ : -, not {value!r}")
+    return value
+
+
+def staging_seq(value: object) -> int:
+    """A staged write's publish number."""
+    return whole(value, "seq", 0, limits.staging_seq_max)
+
+
+def staged_parts(parts: object) -> dict[str, int]:
+    """A publish's parts: {part id: chunk count}, as the tasks reported them."""
+    if not isinstance(parts, dict):
+        raise BadRequest("parts must be an object of part id -> number of chunks")
+    out = {}
+    for part, chunks in parts.items():
+        out[staging_id(part, "a part id")] = whole(
+            chunks, f"the chunk count of part {part}", 0, limits.staging_chunks_per_part_max
+        )
     return out

@@ -20,7 +20,9 @@ import msgspec
 from msgspec import Meta
 
 from brook import limits, validate
-from brook.codec.batch import Columns
+from brook.codec import encode_batch as encode_batch  # binary batches: a wire format
+from brook.codec.batch import ClientBatches as ClientBatches
+from brook.codec.batch import Columns as Columns
 from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
 from brook.names import (
@@ -128,11 +130,12 @@ class RecordsIn(In):
                 count += len(record.headers_b64)
         return count
 
-    def columns(self) -> Columns:
+    def columns(self, record_bytes_max: int = limits.record_bytes_max_default) -> Columns:
         """The records as Columns to append, checked (RecordTooLarge, BadRequest)."""
         records = [item.record() for item in self.records]
         keys = [validate.idempotency_key(item.idempotency_key) for item in self.records]
-        return validate.sized(Columns.from_records(records, keys))
+        columns = Columns.from_records(records, keys)
+        return validate.sized(columns, record_bytes_max=record_bytes_max)
 
 
 class StagedRecordsIn(RecordsIn):
@@ -141,8 +144,9 @@ class StagedRecordsIn(RecordsIn):
 
     records: list[RecordFields]  # type: ignore[assignment]
 
-    def columns(self) -> Columns:
-        return validate.sized(Columns.from_records([item.record() for item in self.records]))
+    def columns(self, record_bytes_max: int = limits.record_bytes_max_default) -> Columns:
+        columns = Columns.from_records([item.record() for item in self.records])
+        return validate.sized(columns, record_bytes_max=record_bytes_max)
 
 
 class RecordOut(Out, omit_defaults=True):
@@ -253,6 +257,10 @@ class TopicOut(Out):
 class TopicDetail(TopicOut):
     start_offsets: dict[int, Offset]
     """Partition -> the first offset still retained."""
+
+    @classmethod
+    def detail(cls, info: TopicInfo, start_offsets: dict[int, int]) -> TopicDetail:
+        return cls(**msgspec.structs.asdict(info), start_offsets=start_offsets)
 
 
 class Topics(Out):

@@ -83,7 +83,7 @@ def test_bad_input_is_a_clear_error(broker: brook.Broker) -> None:
     with pytest.raises(BadRequest, match="header"):
         t.append(b"x", headers={"h": "not bytes"})  # type: ignore[dict-item]
     with pytest.raises(RecordTooLarge):
-        t.append(b"x" * (limits.record_bytes_max + 1))
+        t.append(b"x" * (limits.record_bytes_max_default + 1))
     with pytest.raises(BadRequest):
         t.read(0, -1)
     with pytest.raises(BadRequest):
@@ -303,3 +303,31 @@ def test_an_append_racing_a_topic_delete_gets_topic_not_found(embedded: brook.Br
 def test_bad_broker_options_are_refused(option: dict[str, object]) -> None:
     with pytest.raises(BadRequest):
         brook.open("memory://", **option)
+
+
+def test_each_broker_keeps_its_own_record_size_limit(tmp_path: Path) -> None:
+    """record_bytes_max is a broker's setting, not the process's: two brokers in one
+    process each hold records to their own limit, on appends, timers and batches."""
+    with (
+        brook.open(tmp_path / "small", record_bytes_max=1000) as small,
+        brook.open(
+            tmp_path / "large", record_bytes_max=limits.record_bytes_max_default * 2
+        ) as large,
+    ):
+        small.topic("t").append(b"x" * 1000)
+        with pytest.raises(RecordTooLarge, match=r"record_bytes_max \(1000\)"):
+            small.topic("t").append(b"x" * 1001)
+        with pytest.raises(RecordTooLarge):
+            small.topic("t").append_many([Record(b"x" * 1001)])
+        with pytest.raises(RecordTooLarge):
+            small.schedule("t", b"x" * 1001, delay_ms=60_000)
+        big = b"x" * (limits.record_bytes_max_default + 1)
+        ack = large.topic("t").append(big)
+        assert large.topic("t").read(ack.partition, ack.offset, 1)[0].value == big
+        assert small.record_bytes_max == 1000
+
+
+@pytest.mark.parametrize("size", [0, -1, limits.record_bytes_max_ceiling + 1, "8MiB", True])
+def test_a_record_size_limit_out_of_bounds_is_refused(tmp_path: Path, size: object) -> None:
+    with pytest.raises(BadRequest, match="record_bytes_max"):
+        brook.open(tmp_path / "d", record_bytes_max=size)

@@ -18,7 +18,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
-from brook.queue.lifecycle import Backoff, Transition
+from brook.models import Backoff, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -30,9 +30,6 @@ from brook.records import (
     TestResult,
     TopicInfo,
 )
-from brook.timers import checks as timer_checks
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
 
 
 class AsyncBroker:
@@ -149,7 +146,7 @@ class AsyncBroker:
     async def cancel_timer(self, timer_id: str) -> bool:
         """Cancel a pending timer; False if it fired, was cancelled or is unknown."""
         try:
-            await self._do(protocol.cancel_timer(timer_checks.timer_id(timer_id)))
+            await self._do(protocol.cancel_timer(validate.timer_id(timer_id)))
         except (TimerNotFound, TimerNotCancellable):
             return False
         return True
@@ -157,7 +154,7 @@ class AsyncBroker:
     async def timer(self, timer_id: str) -> TimerInfo | None:
         """A timer's state; None if unknown."""
         try:
-            info: TimerInfo = await self._do(protocol.timer(timer_checks.timer_id(timer_id)))
+            info: TimerInfo = await self._do(protocol.timer(validate.timer_id(timer_id)))
         except TimerNotFound:
             return None
         return info

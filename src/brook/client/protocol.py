@@ -17,7 +17,7 @@ from brook import limits, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.queue.lifecycle import Outcome, State, Transition
+from brook.models import Outcome, State, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -28,13 +28,15 @@ from brook.records import (
     Record,
     TestResult,
 )
-from brook.staging import plan as staging_plan
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
 
 BATCH_TYPE = wire.BATCH_TYPE
 _json = msgspec.json.Decoder().decode
 _answer = wire.decode_answer
+
+
+RECORD_CEILING = limits.record_bytes_max_ceiling
+"""A client checks records only against the most any broker may take: the server it
+talks to applies its own record_bytes_max (413, RecordTooLarge)."""
 
 
 class Call(NamedTuple):
@@ -145,7 +147,8 @@ def append_many(
     """Records as one binary batch; checked here first, so bad input never leaves the client."""
     if partition is not None:
         validate.whole(partition, "partition")
-    return _append(topic, validate.records(list(records), idempotency_keys), partition)
+    columns = validate.records(list(records), idempotency_keys, record_bytes_max=RECORD_CEILING)
+    return _append(topic, columns, partition)
 
 
 def append(
@@ -155,7 +158,8 @@ def append(
     headers: dict[str, bytes] | None,
     idempotency_key: bytes | str | None,
 ) -> Call:
-    return _append(topic, validate.one(value, key, headers, idempotency_key))
+    columns = validate.one(value, key, headers, idempotency_key, record_bytes_max=RECORD_CEILING)
+    return _append(topic, columns)
 
 
 def _append(topic: str, columns: Columns, partition: int | None = None) -> Call:
@@ -177,8 +181,8 @@ def _append(topic: str, columns: Columns, partition: int | None = None) -> Call:
 
 def _staged_path(topic: str, writer: str, seq: int, *rest: str) -> str:
     validate.topic_name(topic)
-    staging_plan.check_id(writer, "writer")
-    return _path("topics", topic, "staged", writer, str(staging_plan.check_seq(seq)), *rest)
+    validate.staging_id(writer, "writer")
+    return _path("topics", topic, "staged", writer, str(validate.staging_seq(seq)), *rest)
 
 
 def stage(
@@ -191,10 +195,10 @@ def stage(
     partition: int | None,
 ) -> Call:
     """Records as one binary batch; staging a chunk again replaces it, so resending is safe."""
-    columns = validate.records(list(records))
+    columns = validate.records(list(records), record_bytes_max=RECORD_CEILING)
     chunk = validate.whole(chunk, "chunk", 0, limits.staging_chunks_per_part_max - 1)
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
-    path = _staged_path(topic, writer, seq, staging_plan.check_id(part, "part"), str(chunk))
+    path = _staged_path(topic, writer, seq, validate.staging_id(part, "part"), str(chunk))
     params = {}
     if partition is not None:
         params["partition"] = str(validate.whole(partition, "partition"))
@@ -206,7 +210,7 @@ def stage(
 
 
 def publish(topic: str, writer: str, seq: int, parts: dict[str, int]) -> Call:
-    body, headers = _json_body(wire.PublishIn(parts=staging_plan.check_parts(parts)))
+    body, headers = _json_body(wire.PublishIn(parts=validate.staged_parts(parts)))
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> Published:
         return _answer(body, Published)

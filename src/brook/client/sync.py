@@ -19,7 +19,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
-from brook.queue.lifecycle import Backoff, Transition
+from brook.models import Backoff, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -31,9 +31,6 @@ from brook.records import (
     TestResult,
     TopicInfo,
 )
-from brook.timers import checks as timer_checks
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
 
 
 class RemoteBroker:
@@ -148,7 +145,7 @@ class RemoteBroker:
     def cancel_timer(self, timer_id: str) -> bool:
         """Cancel a pending timer; False if it fired, was cancelled or is unknown."""
         try:
-            self._do(protocol.cancel_timer(timer_checks.timer_id(timer_id)))
+            self._do(protocol.cancel_timer(validate.timer_id(timer_id)))
         except (TimerNotFound, TimerNotCancellable):
             return False
         return True
@@ -156,7 +153,7 @@ class RemoteBroker:
     def timer(self, timer_id: str) -> TimerInfo | None:
         """A timer's state; None if unknown."""
         try:
-            info: TimerInfo = self._do(protocol.timer(timer_checks.timer_id(timer_id)))
+            info: TimerInfo = self._do(protocol.timer(validate.timer_id(timer_id)))
         except TimerNotFound:
             return None
         return info

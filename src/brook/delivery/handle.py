@@ -13,7 +13,14 @@ from brook import validate
 from brook.delivery import endpoint as ep
 from brook.errors import TopicNotFound
 from brook.queue.lifecycle import State
-from brook.records import Attempt, DeliveryStats, EndpointInfo, TestResult
+from brook.records import (
+    Attempt,
+    DeliveryCounters,
+    DeliveryStats,
+    EndpointInfo,
+    Recent,
+    TestResult,
+)
 
 if TYPE_CHECKING:
     from brook.delivery.service import Deliverer
@@ -46,6 +53,9 @@ def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
 
 
 class Endpoint:
+    EMBEDDED_ONLY = frozenset({"counters", "recent"})
+    """Figures kept in this process's memory, for /metrics and the dashboard."""
+
     def __init__(self, store: EndpointStore, deliverer: Deliverer, name: str) -> None:
         store.get(name)  # EndpointNotFound
         self._store = store
@@ -96,6 +106,28 @@ class Endpoint:
             last_error_ms=seen.last_error_ms,
             next_attempt_ms=next_attempt,
         )
+
+    def counters(self) -> DeliveryCounters:
+        """Its counters since the broker started (what /metrics shows of it)."""
+        endpoint = self._store.get(self.name)
+        seen = self._deliverer.stats(self.name)
+        backlog = 0
+        for group in self._store.groups(endpoint):
+            counts = group.counts()
+            backlog += counts["ready"] + counts["leased"] + counts["retrying"]
+        return DeliveryCounters(
+            attempts=dict(seen.attempts),
+            statuses=dict(seen.statuses),
+            latency_s=seen.latency_histogram(),
+            in_flight=self._deliverer.in_flight(self.name),
+            breaker=self._deliverer.breaker_state(self.name),
+            failing=bool(self._deliverer.failing(self.name)),
+            backlog=backlog,
+        )
+
+    def recent(self) -> list[Recent]:
+        """Its most recent attempts, newest first (kept in memory since the start)."""
+        return self._deliverer.recent(self.name)
 
     def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
         """Every attempt to deliver the record, oldest first ([] if none yet)."""

@@ -58,12 +58,12 @@ from brook.delivery.outcome import (
 from brook.delivery.pool import Origins
 from brook.delivery.request import Target
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
-from brook.delivery.stats import EndpointStats, Recent
+from brook.delivery.stats import EndpointStats
 from brook.delivery.store import EndpointStore
 from brook.errors import BrookError, Closed, LeaseExpired
 from brook.queue.lifecycle import Outcome
 from brook.queue.shell import QueueGroup
-from brook.records import Job, Record
+from brook.records import Job, Recent, Record
 from brook.supervisor import Failure
 
 if TYPE_CHECKING:

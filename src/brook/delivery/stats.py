@@ -6,10 +6,9 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
-from typing import NamedTuple
 
 from brook.delivery.outcome import Action, Result, Verdict
-from brook.records import Job
+from brook.records import Histogram, Job, Recent
 
 RECENT = 1000
 """Success rate and latency percentiles are over this many most recent attempts."""
@@ -17,22 +16,6 @@ RECENT_SHOWN = 25
 """Attempts kept whole (which record, how it went) for the dashboard."""
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """The attempt-latency histogram's upper bounds (seconds) for /metrics."""
-
-
-class Recent(NamedTuple):
-    """One recent attempt, as the dashboard lists it."""
-
-    at_ms: int
-    topic: str
-    partition: int
-    offset: int
-    attempt: int
-    outcome: str
-    """What followed: ack, retry, dead or disable."""
-    status: str
-    """The HTTP status, or the error kind when there was none."""
-    latency_ms: float
-    reason: str
 
 
 class EndpointStats:
@@ -73,17 +56,23 @@ class EndpointStats:
                 r = job.record
                 self._last.append(
                     Recent(
-                        now_ms,
-                        r.topic,
-                        r.partition,
-                        r.offset,
-                        job.attempt,
-                        verdict.action.value,
-                        key,
-                        result.latency_ms,
-                        "" if ok else verdict.reason,
+                        at_ms=now_ms,
+                        topic=r.topic,
+                        partition=r.partition,
+                        offset=r.offset,
+                        attempt=job.attempt,
+                        outcome=verdict.action.value,
+                        status=key,
+                        latency_ms=result.latency_ms,
+                        reason="" if ok else verdict.reason,
                     )
                 )
+
+    def latency_histogram(self) -> Histogram:
+        with self._mutex:
+            return Histogram(
+                bounds=LATENCY_BUCKETS_S, counts=list(self.latency_counts), sum=self.latency_sum_s
+            )
 
     def recent(self) -> list[Recent]:
         """The most recent attempts, newest first."""

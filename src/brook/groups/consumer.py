@@ -130,6 +130,9 @@ class GroupStore:
 class Consumer:
     """`b.consumer(topic, group)`: poll records, commit positions."""
 
+    EMBEDDED_ONLY: frozenset[str] = frozenset()
+    """Every method is the remote clients' too."""
+
     def __init__(self, core: Core, cursor: GroupCursor) -> None:
         self._core = core
         self._cursor = cursor

@@ -13,10 +13,13 @@ from brook import limits, validate
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Transition
 from brook.queue.shell import QueueGroup
-from brook.records import Job
+from brook.records import DeadRecord, Job
 
 
 class Queue:
+    EMBEDDED_ONLY = frozenset({"counts", "dead_errors", "dead_records"})
+    """Looks for the dashboard and /metrics in this process (they write nothing)."""
+
     def __init__(self, group: QueueGroup) -> None:
         self._group = group
         self.topic = group.topic
@@ -65,6 +68,31 @@ class Queue:
         """Records by state (ready, leased, retrying, dead; acked counts all ever
         acked) and oldest_ready_age_ms."""
         return self._group.stats()
+
+    def counts(self) -> dict[str, int]:
+        """Records by state as they stand, as `stats`, but without acting on time first:
+        a look (the dashboard, /metrics) writes nothing."""
+        return self._group.counts()
+
+    def dead_errors(self) -> list[tuple[str, int]]:
+        """Each error its dead records died of, with how many, most first."""
+        return self._group.dead_errors()
+
+    def dead_records(
+        self, error: str, after: tuple[int, int] | None = None, limit: int = 100
+    ) -> list[DeadRecord]:
+        """Up to `limit` dead records that died of `error`, in the order the group
+        learned of them, from just after `after` ((partition, offset): keyset paging)."""
+        return [
+            DeadRecord(
+                partition=partition,
+                offset=offset,
+                attempts=job.attempt,
+                error=job.error,
+                redriven=job.lives,
+            )
+            for (partition, offset), job in self._group.dead_records(error, after, limit)
+        ]
 
     def trace(self, partition: int, offset: int) -> list[Transition]:
         """The record's transitions in the status log, oldest first ([] if none)."""

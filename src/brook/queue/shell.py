@@ -520,7 +520,10 @@ class QueueGroup:
             copies.append(self._dead_letter(found, job))
             keys.append(self._letter_key(pos, at))
         if copies:
-            self.core.append(target, validate.records(copies, keys))
+            # Brook's own copies, never refused for size (a record of the largest size
+            # gains a few headers here).
+            ceiling = limits.record_bytes_max_ceiling
+            self.core.append(target, validate.records(copies, keys, record_bytes_max=ceiling))
 
     def _dead_letter(self, record: Record, job: Job) -> Record:
         headers = dict(record.headers or {})

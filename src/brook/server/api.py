@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import logging
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import msgspec
-
 from brook import limits, validate, wire
 from brook.broker import Broker
-from brook.codec.batch import ClientBatches, Columns
-from brook.commit import AppendRequest
-from brook.core import TopicState, acks_in_order, route
 from brook.errors import (
     BadRequest,
     BrookError,
     PartitionNotFound,
-    TopicNotFound,
     UnsupportedMediaType,
 )
-from brook.log.partition import PartitionLog
-from brook.records import Ack
 from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
@@ -45,59 +34,6 @@ log = logging.getLogger("brook.server")
 _UI_FOLDER = UI_PREFIX + "/"
 
 
-class Completions:
-    """Answers from the committer's threads, handed to the event loop in one wake-up per
-    round instead of one per request (each cross-thread wake-up costs a syscall)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._lock = threading.Lock()
-        self._ready: list[tuple[asyncio.Future[AppendRequest], AppendRequest]] = []
-
-    def done(self, future: asyncio.Future[AppendRequest], request: AppendRequest) -> None:
-        with self._lock:
-            self._ready.append((future, request))
-            first = len(self._ready) == 1
-        if first:
-            self.loop.call_soon_threadsafe(self._deliver)
-
-    def _deliver(self) -> None:
-        with self._lock:
-            ready, self._ready = self._ready, []
-        for future, request in ready:
-            # The callback refers to the future and the future will refer to the
-            # request: a cycle that would keep the request's records in memory
-            # until the garbage collector ran. Break it.
-            request.on_done = None
-            if not future.done():
-                future.set_result(request)
-
-
-class NewRecords:
-    """Wakes long-polling requests after each commit round (called from the syncer thread)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.waiting = 0
-        self._event = asyncio.Event()
-
-    def notify_threadsafe(self, topics: frozenset[str] = frozenset()) -> None:
-        """A commit round wrote to `topics` (Core.round_listeners): wake the waiters."""
-        # Only bother the loop when someone waits; a waiter registers before it
-        # reads, so a round published before this check is seen by its read.
-        if self.waiting:
-            self.loop.call_soon_threadsafe(self.fire)
-
-    def fire(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()
-
-    async def wait(self, seconds: float) -> None:
-        event = self._event
-        with contextlib.suppress(TimeoutError):  # the caller checks for data either way
-            await asyncio.wait_for(event.wait(), seconds)
-
-
 class Api:
     def __init__(
         self,
@@ -107,13 +43,11 @@ class Api:
         where: str = "",
     ) -> None:
         self.broker = broker
-        self.core = broker.core
         self.loop = loop
         self.auth = auth
-        self.new_records = NewRecords(loop)
-        self.completions = Completions(loop)
+        self.bridge = broker.bridge(loop)
+        self.record_bytes_max = broker.record_bytes_max
         self.reads = ThreadPoolExecutor(limits.read_threads, thread_name_prefix="brook-read")
-        self.stopping = False
         self.router = Router()
         r = self.router
         r.add("GET", "/v1/health", self.health, None)
@@ -195,61 +129,15 @@ class Api:
         self.ui.close()  # its ticker first: it reads through the pool
         self.reads.shutdown(wait=True)
         self.queues.close()
+        self.bridge.close()
+
+    def stop(self) -> None:
+        """The server stops: answer every long poll now."""
+        self.bridge.stop()
 
     async def _blocking(self, fn: Any, *args: Any) -> Any:
         """Run a call that may wait for the committer (topic creation, deletion) off the loop."""
         return await self.loop.run_in_executor(None, fn, *args)
-
-    def _state(self, topic: str) -> TopicState:
-        if topic.startswith("__"):
-            validate.topic_name(topic)  # reserved for Brook's own topics: InvalidName
-        return self.core.topic_state(topic)  # checks the name of a topic it does not know
-
-    async def _state_or_create(self, topic: str) -> TopicState:
-        try:
-            return self._state(topic)
-        except TopicNotFound:
-            state: TopicState = await self._blocking(
-                lambda: self.core.topic_state(topic, create=True)
-            )
-            return state
-
-    async def _append_routed(
-        self,
-        count: int,
-        state: TopicState,
-        routed: list[tuple[int, list[int], Columns | ClientBatches]],
-    ) -> list[Ack]:
-        """Append records bound for several partitions through the committer; acks in
-        input order."""
-        futures = [
-            (indexes, self._submit(state.logs[partition], part))
-            for partition, indexes, part in routed
-        ]
-        answered = [(indexes, await future) for indexes, future in futures]
-        return acks_in_order(count, answered)
-
-    def _submit(
-        self, log: PartitionLog, columns: Columns | ClientBatches
-    ) -> asyncio.Future[AppendRequest]:
-        """Hand records to the committer; the future resolves on the loop once answered."""
-        future: asyncio.Future[AppendRequest] = self.loop.create_future()
-        done = functools.partial(self.completions.done, future)
-        self.core.submit(AppendRequest(log, columns, done))
-        return future
-
-    async def _wait(self, deadline: float, has_data: Any) -> bool:
-        """Wait until `has_data()` or the deadline (or the server stops); returns has_data()."""
-        self.new_records.waiting += 1
-        try:
-            while not has_data():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.stopping:
-                    return False
-                await self.new_records.wait(min(remaining, 1.0))
-            return True
-        finally:
-            self.new_records.waiting -= 1
 
     # ------------------------------------------------------------ endpoints
 
@@ -257,9 +145,8 @@ class Api:
         """200 while the broker serves; 503 naming every background loop (or task)
         that is failing now, until it works again. Failures of single endpoints or
         queue groups are detail (`isolated`): they do not stop the others."""
-        supervisor = self.broker.supervisor
-        failing = supervisor.failing()
-        isolated = supervisor.isolated()
+        failing = self.broker.failing()
+        isolated = self.broker.isolated()
         health = wire.Health(
             status="failing" if failing else "ok",
             failing=[_failing(f) for f in failing] or None,
@@ -286,31 +173,27 @@ class Api:
         return json_response(TopicOut.of(info))
 
     async def get_topic(self, request: Request, topic: str) -> Response:
-        state = self._state(topic)
-        starts = {p.partition: p.start_offset for p in state.logs}
-        fields = msgspec.structs.asdict(state.info())
-        return json_response(wire.TopicDetail(**fields, start_offsets=starts))
+        info = self.broker.topic_info(topic)
+        starts = {p.partition: p.start_offset for p in self.broker.partitions(topic)}
+        return json_response(wire.TopicDetail.detail(info, starts))
 
     async def delete_topic(self, request: Request, topic: str) -> Response:
         await self._blocking(self.broker.delete_topic, topic)
         return json_response(wire.Deleted(deleted=topic))
 
     async def post_records(self, request: Request, topic: str) -> Response:
-        try:
-            state: TopicState | None = self._state(topic)
-        except TopicNotFound:
-            state = None  # created below, once the body has proved sound
+        validate.topic_name(topic)  # before the body: names starting __ are Brook's
         content_type = media_type(request)
         partition = (
             None if "partition" not in request.query else query.number(request.query, "partition")
         )
-        columns: Columns | ClientBatches
+        columns: wire.Columns | wire.ClientBatches
         if content_type == JSON_TYPE:
-            columns = decode_request(request.body, wire.RecordsIn).columns()
+            columns = decode_request(request.body, wire.RecordsIn).columns(self.record_bytes_max)
             if not len(columns):
                 return json_response({"acks": []})
         elif content_type == BATCH_TYPE:
-            columns = validate.batch_body(request.body)
+            columns = validate.batch_body(request.body, record_bytes_max=self.record_bytes_max)
             if not len(columns):
                 return json_response({"acks": []})
         elif content_type != RAW_TYPE:
@@ -325,37 +208,29 @@ class Api:
                 None if key is None else key.encode(),
                 None,
                 request.headers.get("idempotency-key"),
+                record_bytes_max=self.record_bytes_max,
             )
-        if state is None:
-            state = await self._state_or_create(topic)
-        routed = route(state, columns, partition)
-        if len(routed) == 1:  # the common case, one coroutine less on every resumption
-            only, _, part = routed[0]
-            acks = (await self._submit(state.logs[only], part)).result()
-        else:
-            acks = await self._append_routed(len(columns), state, routed)
+        acks = await self.bridge.append(topic, columns, partition)
         return json_response(wire.Acks(acks=acks))
 
     async def get_records(self, request: Request, topic: str) -> Response:
-        state = self._state(topic)
+        partitions = self.broker.topic_info(topic).partitions
         params = request.query
         partition = query.number(params, "partition", 0)
-        if partition >= state.config.partitions:
+        if partition >= partitions:
             raise PartitionNotFound(f"topic {topic} has no partition {partition}")
         offset = query.number(params, "offset", 0)
         limit = min(query.number(params, "limit", 1000, low=1), limits.read_records_max)
         wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
-        partition_log = state.logs[partition]
         if wait_ms:
-            await self._wait(
-                time.monotonic() + wait_ms / 1000, lambda: partition_log.durable_offset > offset
-            )
+            deadline = time.monotonic() + wait_ms / 1000
+            await self.bridge.wait_for_records(topic, partition, offset, deadline)
+        handle = self.broker.topic(topic)
         if BATCH_TYPE in request.headers.get("accept", ""):
             # Stored batches as they are: no decoding on the server (docs/PROTOCOL.md).
-            body, next_offset = await self._read(partition_log.read_batches, offset, limit)
+            body, next_offset = await self._read(handle.read_batches, partition, offset, limit)
             return Response(200, body, BATCH_TYPE, [("brook-next-offset", str(next_offset))])
-        records = await self._read(partition_log.read, offset, limit)
-        next_offset = records[-1].offset + 1 if records else max(offset, partition_log.start_offset)
+        records, next_offset = await self._read(handle.read_page, partition, offset, limit)
         return json_response(
             wire.RecordPage(records=[RecordOut.of(r) for r in records], next_offset=next_offset)
         )
@@ -375,11 +250,8 @@ class Api:
         wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
         records = await self._read(consumer.poll, max_records, 0)
         if not records and wait_ms:
-            groups = self.broker.groups
-            await self._wait(
-                time.monotonic() + wait_ms / 1000,
-                lambda: groups.records_waiting(consumer.topic, consumer.group),
-            )
+            deadline = time.monotonic() + wait_ms / 1000
+            await self.bridge.wait_for_group(consumer.topic, consumer.group, deadline)
             records = await self._read(consumer.poll, max_records, 0)
         return json_response(wire.Polled(records=[RecordOut.of(r) for r in records]))
 

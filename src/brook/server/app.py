@@ -57,7 +57,6 @@ class Server:
         loop = asyncio.get_running_loop()
         api = self.api = Api(self.broker, loop, self.auth, self.where)
         api.registry.register(ConnectionsCollector(self.connections))
-        self.broker.core.round_listeners.append(api.new_records.notify_threadsafe)
         try:
             self._server = await loop.create_server(
                 lambda: HttpProtocol(api, self.connections),
@@ -76,8 +75,7 @@ class Server:
         assert self._server is not None and self.api is not None
         self._server.close()
         self.connections.stopping = True
-        self.api.stopping = True
-        self.api.new_records.fire()
+        self.api.stop()
         for connection in list(self.connections.open):
             connection.close_if_idle()
         try:
@@ -87,7 +85,6 @@ class Server:
         for connection in list(self.connections.open):
             connection.close_if_idle()
         self.connections.stop_sweeping()
-        self.broker.core.round_listeners.remove(self.api.new_records.notify_threadsafe)
         self.api.close()
 
 
@@ -127,7 +124,7 @@ async def serve(server: Server, where: str = "") -> None:
         server.port,
         keys_note,
     )
-    fenced = getattr(server.broker.storage, "fenced", None)
+    fenced = server.broker.fenced
     watch = asyncio.create_task(_stop_when_fenced(fenced, stop)) if fenced is not None else None
     await stop.wait()
     if watch is not None:

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import wire
-from brook.delivery.handle import Endpoint
 from brook.errors import BadRequest
-from brook.records import Attempt, TestResult
+from brook.models import Attempt, Endpoint, TestResult
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request, text_of

@@ -19,10 +19,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from brook.broker import Broker
-from brook.delivery.stats import LATENCY_BUCKETS_S
+from brook.errors import EndpointNotFound
+from brook.models import Histogram
 from brook.server.http import Connections
 from brook.stats import BATCH_SECONDS_BUCKETS
-from brook.timers.service import FIRE_LAG_BUCKETS
 
 
 class RequestCounts:
@@ -41,7 +41,7 @@ class BrookCollector(Collector):
         self.requests = requests
 
     def collect(self) -> Iterator[Metric]:
-        stats = self.broker.core.commit_stats
+        stats = self.broker.commit_stats()
         yield CounterMetricFamily(
             "brook_records_appended", "Records made durable", value=stats.records_appended
         )
@@ -80,7 +80,7 @@ class BrookCollector(Collector):
             "Records not yet committed by a stream group",
             labels=["topic", "group", "partition"],
         )
-        for consumer in self.broker.groups.consumers():
+        for consumer in self.broker.stream_groups():
             for partition, records in consumer.lag().items():
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
@@ -91,13 +91,13 @@ class BrookCollector(Collector):
         yield from self._background()
 
     def _background(self) -> Iterator[Metric]:
-        supervisor = self.broker.supervisor
+        broker = self.broker
         errors = CounterMetricFamily(
             "brook_background_errors",
             "Errors in the broker's background loops (each is logged, then retried)",
             labels=["loop"],
         )
-        for loop, count in sorted(supervisor.errors().items()):
+        for loop, count in sorted(broker.background_errors().items()):
             errors.add_metric([loop], count)
         yield errors
         failing = GaugeMetricFamily(
@@ -105,7 +105,7 @@ class BrookCollector(Collector):
             "Background loops (or tasks) failing now: 1 each, until they work again",
             labels=["loop", "task"],
         )
-        for failure in supervisor.failing():
+        for failure in broker.failing():
             failing.add_metric([failure.loop, failure.task or ""], 1)
         yield failing
         isolated = GaugeMetricFamily(
@@ -114,26 +114,21 @@ class BrookCollector(Collector):
             "others go on): 1 each, until it works again",
             labels=["loop", "subject", "task"],
         )
-        for failure in supervisor.isolated():
+        for failure in broker.isolated():
             isolated.add_metric([failure.loop, failure.subject or "", failure.task or ""], 1)
         yield isolated
 
     def _timers(self) -> Iterator[Metric]:
-        timers = self.broker.timers
+        stats = self.broker.timer_stats()
         yield GaugeMetricFamily(
-            "brook_timers_pending", "Timers scheduled and not yet fired", value=timers.pending()
+            "brook_timers_pending", "Timers scheduled and not yet fired", value=stats.pending
         )
-        stats = timers.stats
         yield CounterMetricFamily("brook_timers_fired", "Timers fired", value=stats.fired)
-        buckets, total = [], 0
-        for bound, count in zip((*FIRE_LAG_BUCKETS, float("inf")), stats.lag_counts, strict=True):
-            total += count
-            buckets.append(("+Inf" if bound == float("inf") else str(bound), total))
         yield HistogramMetricFamily(
             "brook_timer_fire_lag_seconds",
             "How late timers fired: when their record was durable minus when they were due",
-            buckets=buckets,
-            sum_value=stats.lag_sum_s,
+            buckets=_cumulative(stats.lag_s),
+            sum_value=stats.lag_s.sum,
         )
 
     def _queues(self) -> Iterator[Metric]:
@@ -147,7 +142,7 @@ class BrookCollector(Collector):
             "How long the longest-waiting ready record of a queue group has waited",
             labels=["topic", "group"],
         )
-        for group in self.broker.queues.groups():
+        for group in self.broker.queue_groups():
             counts = group.counts()
             age = counts.pop("oldest_ready_age_ms")
             for state, count in counts.items():
@@ -192,63 +187,65 @@ class BrookCollector(Collector):
             "stored, leasing, settling), else 0",
             labels=["endpoint"],
         )
-        deliverer = self.broker.delivery
-        for endpoint in self.broker.endpoint_store.endpoints():
-            name = endpoint.name
-            stats = deliverer.stats(name)
-            for outcome, count in sorted(stats.attempts.items()):
+        for info in self.broker.endpoints():
+            name = info.name
+            try:
+                counters = self.broker.endpoint(name).counters()
+            except EndpointNotFound:  # deleted since the listing
+                continue
+            for outcome, count in sorted(counters.attempts.items()):
                 attempts.add_metric([name, outcome], count)
-            for status, count in sorted(stats.statuses.items()):
+            for status, count in sorted(counters.statuses.items()):
                 statuses.add_metric([name, status], count)
-            buckets, total = [], 0
-            for bound, count in zip(
-                (*LATENCY_BUCKETS_S, float("inf")), stats.latency_counts, strict=True
-            ):
-                total += count
-                buckets.append(("+Inf" if bound == float("inf") else str(bound), total))
-            latency.add_metric([name], buckets, sum_value=stats.latency_sum_s)
-            in_flight.add_metric([name], deliverer.in_flight(name))
-            state = deliverer.breaker_state(name)
-            breaker.add_metric([name, state], 0 if state == "closed" else 1)
-            waiting = 0
-            for group in self.broker.endpoint_store.groups(endpoint):
-                counts = group.counts()
-                waiting += counts["ready"] + counts["leased"] + counts["retrying"]
-            backlog.add_metric([name], waiting)
-            failing.add_metric([name], 1 if deliverer.failing(name) else 0)
+            latency.add_metric(
+                [name], _cumulative(counters.latency_s), sum_value=counters.latency_s.sum
+            )
+            in_flight.add_metric([name], counters.in_flight)
+            breaker.add_metric([name, counters.breaker], 0 if counters.breaker == "closed" else 1)
+            backlog.add_metric([name], counters.backlog)
+            failing.add_metric([name], 1 if counters.failing else 0)
         yield from (attempts, statuses, latency, in_flight, breaker, backlog, failing)
 
     def _object_storage(self) -> Iterator[Metric]:
         """What the object store bills for: requests by kind and bytes moved (S3 only)."""
-        bucket = getattr(self.broker.storage, "bucket", None)
-        if bucket is None:
+        stats = self.broker.storage_stats()
+        if not stats.object_store:
             return
-        counts = bucket.counts
         requests = CounterMetricFamily(
             "brook_object_requests", "Requests made to the object store", labels=["kind"]
         )
-        for kind, count in counts.requests.items():
+        for kind, count in stats.requests.items():
             requests.add_metric([kind], count)
         yield requests
         yield CounterMetricFamily(
-            "brook_object_bytes_sent", "Bytes sent to the object store", value=counts.bytes_sent
+            "brook_object_bytes_sent", "Bytes sent to the object store", value=stats.bytes_sent
         )
         yield CounterMetricFamily(
             "brook_object_bytes_received",
             "Bytes received from the object store",
-            value=counts.bytes_received,
+            value=stats.bytes_received,
         )
-        cache = getattr(self.broker.storage, "cache", None)
-        if cache is not None:
+        if stats.cache_hits is not None and stats.cache_misses is not None:
             hits = CounterMetricFamily(
                 "brook_cache_reads", "Reads of objects by the local cache", labels=["result"]
             )
-            hits.add_metric(["hit"], cache.hits)
-            hits.add_metric(["miss"], cache.misses)
+            hits.add_metric(["hit"], stats.cache_hits)
+            hits.add_metric(["miss"], stats.cache_misses)
             yield hits
             yield GaugeMetricFamily(
-                "brook_cache_bytes", "Disk space the local cache uses", value=cache.size_bytes
+                "brook_cache_bytes", "Disk space the local cache uses", value=stats.cache_bytes
             )
+
+
+def _cumulative(histogram: Histogram) -> list[tuple[str, float]]:
+    """A histogram's buckets as Prometheus has them: cumulative, the last +Inf."""
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    bounds = [*map(str, histogram.bounds), "+Inf"]
+    for bound, count in zip(bounds, histogram.counts, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return buckets
 
 
 class ConnectionsCollector(Collector):

@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import limits, validate, wire
-from brook.codec import encode_batch
-from brook.queue.handle import Queue
-from brook.queue.lifecycle import Outcome, Transition
-from brook.records import Job, Record
+from brook.models import Job, Outcome, Queue, Record, Transition
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
@@ -43,11 +40,11 @@ def jobs_to_batches(jobs: list[Job]) -> tuple[bytes, str]:
             and record.offset == run[-1].offset + 1
             and record.timestamp == run[0].timestamp
         ):
-            parts.extend(encode_batch(run[0].offset, run[0].timestamp, run))
+            parts.extend(wire.encode_batch(run[0].offset, run[0].timestamp, run))
             run = []
         run.append(record)
     if run:
-        parts.extend(encode_batch(run[0].offset, run[0].timestamp, run))
+        parts.extend(wire.encode_batch(run[0].offset, run[0].timestamp, run))
     meta = wire.encode([[j.record.partition, j.attempt, j.receipt] for j in jobs]).decode()
     return b"".join(parts), meta
 
@@ -81,11 +78,11 @@ class QueueEndpoints:
         (on an existing topic: a lease) or "topic" (a PUT: the topic too, when the
         caller's key may create topics). A look never creates anything."""
         broker = self.api.broker
-        existing = broker.queues.find(topic, group)
+        existing = broker.find_queue(topic, group)
         if existing is not None and not any(v is not None for v in settings.values()):
-            return Queue(existing)
+            return existing
         if create != "topic" or not _may_create_topics(request):
-            self.api.core.topic_state(validate.topic_name(topic))  # TopicNotFound
+            broker.topic_info(validate.topic_name(topic))  # TopicNotFound
         queue: Queue = await self.run(broker.queue, topic, group, create=bool(create), **settings)
         return queue
 
@@ -113,38 +110,15 @@ class QueueEndpoints:
         wait_ms = min(asked.wait_ms, limits.wait_ms_max)
         queue = await self._queue(request, topic, group, "group")
         deadline = time.monotonic() + wait_ms / 1000
+        wait_for_work = self.api.bridge.wait_for_work
         while True:
             jobs = await self.run(queue.lease, max_records, 0, visibility)
-            if jobs or not await self._wait_for_work(queue, deadline):
+            if jobs or not await wait_for_work(queue.topic, queue.group, deadline):
                 break
         if BATCH_TYPE in request.headers.get("accept", ""):
             body, meta = jobs_to_batches(jobs)
             return Response(200, body, BATCH_TYPE, [("brook-jobs", meta)])
         return json_response(wire.Jobs(jobs=[job_out(job) for job in jobs]))
-
-    async def _wait_for_work(self, queue: Queue, deadline: float) -> bool:
-        """Wait on the loop until the group may have work or the deadline passes;
-        False once the time is up (or the server stops)."""
-        api = self.api
-        group = api.broker.queues.find(queue.topic, queue.group)
-        if group is None:  # its topic was deleted meanwhile: the next lease says so
-            return True
-        api.new_records.waiting += 1
-        try:
-            while not group.has_work():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or api.stopping:
-                    return False
-                due = group.next_due_ms()
-                if due is not None:
-                    until_due = (due - api.core.now_ms()) / 1000
-                    if until_due <= 0:
-                        return True
-                    remaining = min(remaining, until_due)
-                await api.new_records.wait(min(remaining, 1.0))
-            return True
-        finally:
-            api.new_records.waiting -= 1
 
     def _settler(self, action: str) -> Callable[..., Any]:
         shapes: dict[str, type[wire.In]] = {"nack": wire.NackIn, "extend": wire.ExtendIn}

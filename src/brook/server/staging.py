@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from brook import wire
-from brook.codec.batch import Columns
 from brook.errors import UnsupportedMediaType
 from brook.server.http import Request, Response, json_response, media_type
 from brook.server.query import whole
@@ -35,17 +34,17 @@ class StagingEndpoints:
         self, request: Request, topic: str, writer: str, seq: str, part: str, chunk: str
     ) -> Response:
         content_type = media_type(request)
-        records: Columns | bytes
+        records: wire.Columns | bytes
         if content_type == BATCH_TYPE:
             records = request.body
         elif content_type == JSON_TYPE:
-            records = decode_request(request.body, wire.StagedRecordsIn).columns()
+            asked = decode_request(request.body, wire.StagedRecordsIn)
+            records = asked.columns(self.api.record_bytes_max)
         else:
             raise UnsupportedMediaType(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
         partition = request.query.get("partition")
         staged = await self.api.queues.run(
-            self.api.broker.staging.stage,
-            topic,
+            self.api.broker.topic(topic).stage_checked,
             writer,
             whole(seq, "seq"),
             part,
@@ -58,12 +57,12 @@ class StagingEndpoints:
     async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         parts = decode_request(request.body, wire.PublishIn).parts
         published = await self.api.queues.run(
-            self.api.broker.staging.publish, topic, writer, whole(seq, "seq"), parts
+            self.api.broker.topic(topic).publish, writer, whole(seq, "seq"), parts
         )
         return json_response(published)
 
     async def drop(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         dropped = await self.api.queues.run(
-            self.api.broker.staging.abort, topic, writer, whole(seq, "seq")
+            self.api.broker.topic(topic).drop_staged, writer, whole(seq, "seq")
         )
         return json_response(wire.Dropped(dropped=dropped))

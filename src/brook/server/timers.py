@@ -12,10 +12,9 @@ import msgspec
 
 from brook import wire
 from brook.errors import Forbidden, TimerNotCancellable, TimerNotFound
+from brook.models import TimerInfo, TimerSpec
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
 from brook.wire import decode_request
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ from typing import Literal
 
 import msgspec
 
-from brook import limits, names, validate
 from brook.codec.batch import Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData
 from brook.partitioner import partition_for_key
@@ -22,16 +21,6 @@ CHUNK_MAGIC = b"BSTG"
 CHUNK_VERSION = 1
 ANY_PARTITION = -1
 """In a chunk's header: the records go by key (unkeyed ones to one partition per chunk)."""
-
-
-def check_id(value: object, what: str) -> str:
-    if not isinstance(value, str) or not names.ID.fullmatch(value):
-        raise BadRequest(f"{what} must be 1 to 200 of A-Z a-z 0-9 . _ : -, not {value!r}")
-    return value
-
-
-def check_seq(value: object) -> int:
-    return validate.whole(value, "seq", 0, limits.staging_seq_max)
 
 
 class WriterState(msgspec.Struct, forbid_unknown_fields=False):
@@ -145,15 +134,3 @@ def piece(columns: Columns, indexes: list[int], key: bytes) -> Columns:
         picked.bytes = sum(map(len, picked.values))
     picked.idempotency = [None] * (len(picked) - 1) + [key]
     return picked
-
-
-def check_parts(parts: object) -> dict[str, int]:
-    """A publish's parts: {part id: chunk count}, as the tasks reported them."""
-    if not isinstance(parts, dict):
-        raise BadRequest("parts must be an object of part id -> number of chunks")
-    out = {}
-    for part, chunks in parts.items():
-        out[check_id(part, "a part id")] = validate.whole(
-            chunks, f"the chunk count of part {part}", 0, limits.staging_chunks_per_part_max
-        )
-    return out

@@ -90,9 +90,14 @@ class StagingService:
         published). Raises BadRequest, PartitionNotFound, ReadOnly, StorageError."""
         self._check_writable()
         topic, writer, part = self._ids(topic, writer, part)
-        seq = plan.check_seq(seq)
+        seq = validate.staging_seq(seq)
         chunk = validate.whole(chunk, "chunk", 0, limits.staging_chunks_per_part_max - 1)
-        checked = validate.batch_body(records) if isinstance(records, bytes) else records
+        limit = self.core.record_bytes_max
+        checked = (
+            validate.batch_body(records, record_bytes_max=limit)
+            if isinstance(records, bytes)
+            else records
+        )
         if checked.idempotency is not None:
             raise BadRequest("staged records cannot carry idempotency keys")
         if isinstance(records, bytes):
@@ -117,8 +122,8 @@ class StagingService:
         StorageError (try again: the publish resumes)."""
         self._check_writable()
         topic, writer = self._ids(topic, writer)
-        seq = plan.check_seq(seq)
-        parts = plan.check_parts(parts)
+        seq = validate.staging_seq(seq)
+        parts = validate.staged_parts(parts)
         with self._writer_lock(topic, writer):
             state = self._state(topic, writer)
             decision = plan.decide(state, seq)
@@ -150,7 +155,7 @@ class StagingService:
         or is being published. Raises BadRequest, ReadOnly, StorageError."""
         self._check_writable()
         topic, writer = self._ids(topic, writer)
-        seq = plan.check_seq(seq)
+        seq = validate.staging_seq(seq)
         with self._writer_lock(topic, writer):
             if plan.decide(self._state(topic, writer), seq) != "new":
                 return False
@@ -282,10 +287,10 @@ class StagingService:
 
     def _ids(self, topic: str, writer: str, part: str | None = None) -> tuple[str, ...]:
         validate.topic_name(topic)
-        plan.check_id(writer, "writer")
+        validate.staging_id(writer, "writer")
         if part is None:
             return topic, writer
-        return topic, writer, plan.check_id(part, "part")
+        return topic, writer, validate.staging_id(part, "part")
 
     def _check_writable(self) -> None:
         self.core.check_open()

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from brook import limits, names, validate
+from brook import limits, validate
 from brook.errors import BadRequest
 from brook.timers.model import Timer
 
@@ -27,15 +27,6 @@ class TimerSpec(msgspec.Struct, frozen=True):
     key: bytes | None = None
     headers: dict[str, bytes] | None = None
     timer_id: str | None = None
-
-
-def timer_id(value: Any) -> str:
-    if not isinstance(value, str) or not names.ID.fullmatch(value):
-        raise BadRequest(
-            f"invalid timer_id {value!r}: use 1 to {limits.timer_id_chars_max} of "
-            "A-Z a-z 0-9 . _ : -"
-        )
-    return value
 
 
 def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:
@@ -69,7 +60,12 @@ def _too_old(at: int, now_ms: int) -> str:
     )
 
 
-def timers(specs: Sequence[TimerSpec], now_ms: int, new_ids: Iterator[str]) -> list[Timer]:
+def timers(
+    specs: Sequence[TimerSpec],
+    now_ms: int,
+    new_ids: Iterator[str],
+    record_bytes_max: int = limits.record_bytes_max_default,
+) -> list[Timer]:
     """Checked Timers from specs; those without an id are named by `new_ids` in turn.
     Each topic is checked once; a plain bytes value needs no more than a type check."""
     for topic in {spec.topic for spec in specs}:
@@ -84,19 +80,21 @@ def timers(specs: Sequence[TimerSpec], now_ms: int, new_ids: Iterator[str]) -> l
             and spec.delay_ms is None
             and earliest <= at <= latest
             and type(value) is bytes
-            and len(value) <= limits.record_bytes_max
+            and len(value) <= record_bytes_max
             and spec.key is None
             and spec.headers is None
         ):
             due = at
         else:
-            record, _ = validate.record(value, spec.key, spec.headers)
+            record, _ = validate.record(
+                value, spec.key, spec.headers, record_bytes_max=record_bytes_max
+            )
             value = record.value
             due = due_ms(at, spec.delay_ms, now_ms)
             spec = msgspec.structs.replace(spec, key=record.key, headers=record.headers)
         out.append(
             Timer(
-                next(new_ids) if spec.timer_id is None else timer_id(spec.timer_id),
+                next(new_ids) if spec.timer_id is None else validate.timer_id(spec.timer_id),
                 spec.topic,
                 due,
                 value,

@@ -34,7 +34,7 @@ from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import Closed, StorageError
 from brook.log.partition import LogSettings
-from brook.records import Record
+from brook.records import Histogram, Record, TimerStats
 from brook.timers import files, merging
 from brook.timers.book import TimerBook, Unflushed, bucket_of
 from brook.timers.model import Timer, TimerInfo
@@ -236,6 +236,18 @@ class TimerService:
     def pending(self) -> int:
         return len(self.book.pending)
 
+    def summary(self) -> TimerStats:
+        """The read model of /metrics and the dashboard's timers page."""
+        fired = self.stats
+        return TimerStats(
+            pending=self.pending(),
+            pending_by_day=self.pending_by_day(),
+            fired=fired.fired,
+            lag_s=Histogram(
+                bounds=FIRE_LAG_BUCKETS, counts=list(fired.lag_counts), sum=fired.lag_sum_s
+            ),
+        )
+
     def pending_by_day(self) -> list[tuple[int, int]]:
         """(the UTC day's start in ms, timers pending due that day), soonest first."""
         with self.mutex:
@@ -352,7 +364,8 @@ class TimerService:
                 headers[TIMER_HEADER] = timer.id.encode()
                 records.append(Record(timer.value, timer.key, headers))
             keys: list[bytes | str | None] = [f"brook.timer:{due[i].id}" for i in indexes]
-            acks = self.core.append(topic, validate.records(records, keys))
+            checked = validate.records(records, keys, record_bytes_max=self.core.record_bytes_max)
+            acks = self.core.append(topic, checked)
             for i, ack in zip(indexes, acks, strict=True):
                 placed[i] = (ack.partition, ack.offset)
         return placed

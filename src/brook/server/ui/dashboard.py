@@ -186,7 +186,7 @@ class Dashboard:
                 )
             if parts[3:] == ["redrive"]:
                 error = query.get("error", "")
-                found = self.broker.queues.find(topic, group)
+                found = self.broker.find_queue(topic, group)
                 if found is None or group.startswith("__"):
                     raise NotFound(f"no queue group {group!r} on topic {topic!r}")
                 count = dict(found.dead_errors()).get(error, 0)
@@ -242,13 +242,13 @@ class Dashboard:
             topic, group = parts[1], parts[2]
             if not viewer.may_see(topic):
                 raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
-            found = self.broker.queues.find(topic, group)
+            found = self.broker.find_queue(topic, group)
             if found is None or group.startswith("__"):
                 raise NotFound(f"no queue group {group!r} on topic {topic!r}")
             chosen = views.positions(form.get("record", []))
             error = _one(form, "error")
             if error is not None and _one(form, "confirm") == "yes":
-                chosen = [p for p, _ in found.dead_records(error, None, 10**9)]
+                chosen = [(d.partition, d.offset) for d in found.dead_records(error, None, 10**9)]
             elif not chosen:
                 raise BadRequest("choose the records to redrive, or an error to redrive all of")
             redriven = await self.read(found.redrive, None, chosen)

@@ -10,20 +10,24 @@ from __future__ import annotations
 import base64
 import collections
 import itertools
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from brook import __version__
 from brook.broker import Broker
-from brook.delivery.stats import Recent
 from brook.errors import BadRequest, NotFound, TopicNotFound
-from brook.groups.consumer import Consumer
+from brook.models import (
+    Consumer,
+    DeliveryStats,
+    EndpointInfo,
+    Histogram,
+    PartitionInfo,
+    Recent,
+    Record,
+    TimerInfo,
+)
 from brook.partitioner import partition_for_key
-from brook.records import DeliveryStats, EndpointInfo, Record
-from brook.timers.model import TimerInfo
-from brook.timers.service import FIRE_LAG_BUCKETS
 
 RATE_SAMPLES = 13
 """Samples of every topic's end offsets kept for the append-rate sparkline: one
@@ -74,7 +78,7 @@ class Rates:
 
     def sample(self, broker: Broker, now_s: float | None = None) -> None:
         totals = {t.name: sum(t.end_offsets.values()) for t in broker.topics()}
-        for group in broker.queues.groups():
+        for group in broker.queue_groups():
             counts = group.counts()
             totals[f"{group.topic}\0{group.group}"] = counts["acked"] + counts["dead"]
         self.samples.append((time.monotonic() if now_s is None else now_s, totals))
@@ -101,8 +105,7 @@ class Rates:
 def overview(broker: Broker, rates: Rates, started_s: float, storage: str) -> Overview:
     rows = []
     for info in broker.topics():
-        state = broker.core.topic_state(info.name)
-        stored = sum(s.durable_bytes for log in state.logs for s in log.segments)
+        stored = sum(p.bytes for p in broker.partitions(info.name))
         rate, steps = rates.of(info.name)
         rows.append(
             TopicRow(
@@ -118,19 +121,10 @@ def overview(broker: Broker, rates: Rates, started_s: float, storage: str) -> Ov
         version=__version__,
         uptime_s=time.monotonic() - started_s,
         storage=storage,
-        read_only=broker.core.read_only,
-        failing=[(f.loop, f.error) for f in broker.supervisor.failing()],
+        read_only=broker.read_only,
+        failing=[(f.loop, f.error) for f in broker.failing()],
         topics=rows,
     )
-
-
-@dataclass
-class PartitionRow:
-    partition: int
-    start_offset: int
-    end_offset: int
-    bytes: int
-    segments: int
 
 
 @dataclass
@@ -152,7 +146,7 @@ class Shown:
 @dataclass
 class TopicPage:
     name: str
-    partitions: list[PartitionRow]
+    partitions: list[PartitionInfo]
     partition: int
     records: list[Shown]
     older: int | None
@@ -181,26 +175,16 @@ def topic(
     `at_ms`, starting at the first record stamped then or later (found in the segments'
     indexes). With `key`, the records of that key, newest first, from a bounded scan
     back from `before` (the records of a key are not indexed)."""
-    state = broker.core.topic_state(name)
-    if not 0 <= partition < len(state.logs):
-        raise BadRequest(f"topic {name!r} has partitions 0..{len(state.logs) - 1}, not {partition}")
+    rows = broker.partitions(name)
+    if not 0 <= partition < len(rows):
+        raise BadRequest(f"topic {name!r} has partitions 0..{len(rows) - 1}, not {partition}")
     if form not in ("auto", "text", "hex", "base64"):
         raise BadRequest("form is one of auto, text, hex, base64")
-    rows = [
-        PartitionRow(
-            partition=log.partition,
-            start_offset=log.start_offset,
-            end_offset=log.durable_offset,
-            bytes=sum(s.durable_bytes for s in log.segments),
-            segments=len(log.segments),
-        )
-        for log in state.logs
-    ]
-    log = state.logs[partition]
+    log = rows[partition]
     if at_ms is not None:
-        before = log.offset_at(at_ms) + PAGE_RECORDS
-    end = log.durable_offset if before is None else max(0, min(before, log.durable_offset))
-    newer = end + PAGE_RECORDS if end < log.durable_offset else None
+        before = broker.offset_at(name, partition, at_ms) + PAGE_RECORDS
+    end = log.end_offset if before is None else max(0, min(before, log.end_offset))
+    newer = end + PAGE_RECORDS if end < log.end_offset else None
     if key:
         wanted = key.encode()
         start, found = _scan_for_key(broker, name, partition, log.start_offset, end, wanted, form)
@@ -214,7 +198,7 @@ def topic(
             key_filter=key,
             form=form,
             scanned=(start, end),
-            key_partition=partition_for_key(wanted, len(state.logs)),
+            key_partition=partition_for_key(wanted, len(rows)),
         )
     start = max(log.start_offset, end - PAGE_RECORDS)
     shown = [_shown(r, form) for r in _records_between(broker, name, partition, start, end)]
@@ -321,7 +305,7 @@ class QueueRow:
 def queue_rows(broker: Broker, rates: Rates) -> list[QueueRow]:
     """Every queue group but the broker's own (delivery's, shown with their endpoints)."""
     rows = []
-    for group in broker.queues.groups():
+    for group in broker.queue_groups():
         if group.group.startswith("__"):
             continue
         counts = group.counts()
@@ -361,7 +345,7 @@ class QueuePage:
 def queue(
     broker: Broker, rates: Rates, topic: str, group: str, error: str | None, after: str | None
 ) -> QueuePage:
-    found = broker.queues.find(topic, group)
+    found = broker.find_queue(topic, group)
     if found is None or group.startswith("__"):
         raise NotFound(f"no queue group {group!r} on topic {topic!r}")
     errors = found.dead_errors()
@@ -371,22 +355,23 @@ def queue(
         found.dead_records(error, _position(after), DEAD_PAGE + 1) if error is not None else []
     )
     shown = [
-        DeadShown(p, o, job.attempt, job.error, job.lives) for (p, o), job in records[:DEAD_PAGE]
+        DeadShown(d.partition, d.offset, d.attempts, d.error, d.redriven)
+        for d in records[:DEAD_PAGE]
     ]
-    last = records[DEAD_PAGE - 1][0] if len(records) > DEAD_PAGE else None
+    last = records[DEAD_PAGE - 1] if len(records) > DEAD_PAGE else None
     in_rate, _ = rates.of(topic)
     return QueuePage(
         topic=topic,
         group=group,
         counts=found.counts(),
-        settings=broker.queue(topic, group, create=False).settings(),
+        settings=found.settings(),
         out_per_s=rates.out_of(topic, group),
         in_per_s=in_rate,
         errors=errors[:ERRORS_SHOWN],
         error_kinds=len(errors),
         error=error,
         dead=shown,
-        next_after=f"{last[0]}.{last[1]}" if last is not None else None,
+        next_after=f"{last.partition}.{last.offset}" if last is not None else None,
     )
 
 
@@ -417,7 +402,7 @@ class TraceShown:
 
 
 def trace(broker: Broker, topic: str, group: str, partition: int, offset: int) -> list[TraceShown]:
-    found = broker.queues.find(topic, group)
+    found = broker.find_queue(topic, group)
     if found is None:
         raise NotFound(f"no queue group {group!r} on topic {topic!r}")
     return [
@@ -463,7 +448,7 @@ def endpoint(broker: Broker, name: str) -> EndpointPage:
     return EndpointPage(
         info=info,
         stats=handle.stats(),
-        recent=broker.delivery.recent(name),
+        recent=handle.recent(),
     )
 
 
@@ -484,32 +469,31 @@ class TimersPage:
 
 
 def timers(broker: Broker, lookup: str) -> TimersPage:
-    service = broker.timers
-    stats = service.stats
+    stats = broker.timer_stats()
     found = broker.timer(lookup) if lookup else None
     return TimersPage(
-        pending=service.pending(),
-        by_day=service.pending_by_day(),
+        pending=stats.pending,
+        by_day=stats.pending_by_day,
         fired=stats.fired,
-        lag_mean_ms=stats.lag_sum_s / stats.fired * 1000 if stats.fired else None,
-        lag_p50=_bucket_quantile(stats.lag_counts, 0.5),
-        lag_p99=_bucket_quantile(stats.lag_counts, 0.99),
+        lag_mean_ms=stats.lag_s.sum / stats.fired * 1000 if stats.fired else None,
+        lag_p50=_bucket_quantile(stats.lag_s, 0.5),
+        lag_p99=_bucket_quantile(stats.lag_s, 0.99),
         lookup=lookup,
         found=found,
     )
 
 
-def _bucket_quantile(counts: list[int], quantile: float) -> str:
+def _bucket_quantile(lag_s: Histogram, quantile: float) -> str:
     """Within which bound of the fire-lag histogram `quantile` of timers fired."""
-    total = sum(counts)
+    total = sum(lag_s.counts)
     if not total:
         return ""
     seen = 0
-    for bound, count in zip(FIRE_LAG_BUCKETS, counts, strict=False):
+    for bound, count in zip(lag_s.bounds, lag_s.counts, strict=False):
         seen += count
         if seen >= quantile * total:
             return f"within {bound * 1000:g} ms" if bound < 1 else f"within {bound:g} s"
-    return f"over {FIRE_LAG_BUCKETS[-1]:g} s"
+    return f"over {lag_s.bounds[-1]:g} s"
 
 
 # ---------------------------------------------------------------- stream groups
@@ -536,16 +520,16 @@ class StreamGroups:
 
     def rows(self, broker: Broker) -> list[StreamRow]:
         if time.monotonic() - self._listed_at >= GROUPS_LISTED_S:
-            self._consumers = broker.groups.stored()
+            self._consumers = broker.stream_groups(stored=True)
             self._listed_at = time.monotonic()
         rows = []
         for consumer in self._consumers:
             try:
-                state = broker.core.topic_state(consumer.topic)
+                stored = broker.partitions(consumer.topic)
                 committed, position, lag = consumer.committed(), consumer.position(), consumer.lag()
             except TopicNotFound:
                 continue
-            ends = {log.partition: log.durable_offset for log in state.logs}
+            ends = {p.partition: p.end_offset for p in stored}
             partitions = [
                 (p, committed.get(p, 0), position.get(p, 0), ends.get(p, 0), lag.get(p, 0))
                 for p in sorted(ends)
@@ -582,33 +566,24 @@ class StoragePage:
 
 def storage(broker: Broker, started_s: float) -> StoragePage:
     uptime = max(time.monotonic() - started_s, 1.0)
-    stored = sum(
-        s.durable_bytes
-        for info in broker.topics()
-        for log in broker.core.topic_state(info.name).logs
-        for s in log.segments
-    )
-    bucket = getattr(broker.storage, "bucket", None)
-    cache = getattr(broker.storage, "cache", None)
-    requests = dict(bucket.counts.requests) if bucket is not None else {}
+    stored = sum(p.bytes for info in broker.topics() for p in broker.partitions(info.name))
+    stats = broker.storage_stats()
     per_day = 86400 / uptime
-    cost = {kind: count * per_day * S3_PRICES.get(kind, 0.0) for kind, count in requests.items()}
-    if bucket is not None:
+    cost = {
+        kind: count * per_day * S3_PRICES.get(kind, 0.0) for kind, count in stats.requests.items()
+    }
+    if stats.object_store:
         cost["storage"] = stored / 1e9 * S3_GB_MONTH / 30
-    root = getattr(broker.storage, "root", None)
-    free = shutil.disk_usage(root).free if root is not None else None
-    if cache is not None:
-        free = shutil.disk_usage(cache.folder).free
     return StoragePage(
-        object_store=bucket is not None,
+        object_store=stats.object_store,
         uptime_s=uptime,
-        requests=requests,
-        bytes_sent=bucket.counts.bytes_sent if bucket is not None else 0,
-        bytes_received=bucket.counts.bytes_received if bucket is not None else 0,
-        cache_hits=cache.hits if cache is not None else None,
-        cache_misses=cache.misses if cache is not None else None,
-        cache_bytes=cache.size_bytes if cache is not None else None,
+        requests=stats.requests,
+        bytes_sent=stats.bytes_sent,
+        bytes_received=stats.bytes_received,
+        cache_hits=stats.cache_hits,
+        cache_misses=stats.cache_misses,
+        cache_bytes=stats.cache_bytes,
         stored_bytes=stored,
         cost_per_day=cost,
-        disk_free_bytes=free,
+        disk_free_bytes=stats.disk_free_bytes,
     )
