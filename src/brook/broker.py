@@ -115,10 +115,11 @@ class Broker:
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
-            or not 0 <= linger_ms <= 10_000
+            or not 0 <= linger_ms <= limits.linger_ms_max
         ):
             raise BadRequest(
-                f"linger_ms must be a number of milliseconds from 0 to 10000, not {linger_ms!r}"
+                "linger_ms must be a number of milliseconds from 0 to "
+                f"{limits.linger_ms_max}, not {linger_ms!r}"
             )
         validate.whole(batch_bytes_max, "batch_bytes_max", 1, limits.batch_bytes_format_max // 2)
         validate.whole(segment_bytes_max, "segment_bytes_max", 1)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 KIB = 1024
 MIB = 1024 * KIB
+whole_max = 2**63 - 1
+"""The largest whole number a request may carry (an offset, a count): a signed 64-bit one."""
 
 # Records and batches.
 record_bytes_max_default = 8 * MIB
@@ -32,7 +34,11 @@ append_bytes_max = 128 * MIB
 
 # HTTP.
 request_bytes_max = 32 * MIB
-"""Largest HTTP request body; larger requests get 413."""
+"""Largest HTTP request body by default; larger requests get 413."""
+request_bytes_min = 1024
+"""The least request_bytes_max (and inflight_bytes_max) a server may be given."""
+http_timeout_s_min = 0.1
+"""The least header, body or idle timeout a server may be given."""
 inflight_bytes_max_default = 256 * MIB
 """Request-body bytes the server holds in memory across all connections (being read,
 waiting, being answered); past it a request gets 503 with Retry-After, unread."""
@@ -59,6 +65,8 @@ headers_count_max = 128
 # Group commit.
 linger_ms_default = 2.0
 """How long a batch may wait for more records after its first one arrived."""
+linger_ms_max = 1_000
+"""The longest linger_ms a broker may be given."""
 batch_bytes_max_default = 4 * MIB
 """A batch closes once it holds this many bytes of records."""
 commit_queue_bytes_max = 512 * MIB
@@ -82,6 +90,11 @@ segment_ms_max_default = 24 * 60 * 60 * 1000
 """A segment is sealed once its first batch is this old, so time retention can free it."""
 
 # Object storage.
+lease_ms_default = 10_000
+"""How long an owner's lease on a prefix lasts unrenewed: how long a restart after a
+crash waits for it."""
+lease_ms_min = 1_000
+lease_ms_max = 600_000
 cache_bytes_default = 1024 * MIB
 """Disk space the S3 backend's read cache may use (`cache_bytes`)."""
 object_request_timeout_s_default = 30.0
@@ -210,3 +223,29 @@ delivery_origin_connections_max = 128
 """Most connections to one origin (scheme, host, port) at once, over its endpoints."""
 delivery_origin_idle_s = 60.0
 """An origin no attempt used for this long has its connections closed."""
+
+
+# ---------------------------------------------------------------- relations
+# What the limits must hold to one another, checked when Brook is imported: a change
+# that breaks one fails at once, not in a user's broker under load.
+_RELATIONS = (
+    (record_bytes_max_default <= record_bytes_max_ceiling, "default record within the ceiling"),
+    (record_bytes_max_ceiling <= batch_bytes_format_max // 2, "a largest record fits a batch"),
+    (record_bytes_max_default <= request_bytes_max, "a default record fits a default request"),
+    (batch_bytes_max_default <= batch_bytes_format_max // 2, "a batch fits the format"),
+    (request_bytes_min <= request_bytes_max <= inflight_bytes_max_default, "request bounds"),
+    (0 <= linger_ms_default <= linger_ms_max, "linger within its bound"),
+    (lease_ms_min <= lease_ms_default <= lease_ms_max, "lease within its bounds"),
+    (http_timeout_s_min <= min(header_timeout_s_default, body_timeout_s_default), "timeouts"),
+    (queue_lease_records_max <= read_records_max, "a lease fits a read"),
+    (poll_records_default <= read_records_max, "a default poll fits a read"),
+    (background_retry_ms_min < background_retry_ms_max, "background retry bounds"),
+    (endpoint_timeout_ms_min < endpoint_timeout_ms_max, "endpoint timeout bounds"),
+    (open_files_min <= open_files_raise_max, "open files bounds"),
+    (timer_flush_timers <= timer_unflushed_max, "timers flush before scheduling waits"),
+    (staging_publish_bytes_in_flight <= commit_queue_bytes_max, "a publish fits the queue"),
+    (delivery_origin_connections_max <= delivery_connections_max_default, "origin share"),
+)
+_broken = [what for holds, what in _RELATIONS if not holds]
+if _broken:
+    raise ImportError(f"brook.limits do not hold together: {', '.join(_broken)}")

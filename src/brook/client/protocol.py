@@ -7,9 +7,8 @@ HTTP. Appends and reads use the binary batch format (docs/PROTOCOL.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
-from urllib.parse import quote
 
 import msgspec
 
@@ -18,6 +17,7 @@ from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import Outcome, State, TimerInfo, TimerSpec, Transition
+from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
     Attempt,
@@ -59,8 +59,21 @@ def error_from(status: int, body: bytes) -> BrookError:
         return from_code("", f"HTTP {status}: {text}", status)
 
 
-def _path(*parts: str) -> str:
-    return "/v1/" + "/".join(quote(p, safe="") for p in parts)
+def _call(
+    name: str,
+    where: Mapping[str, str | int],
+    params: dict[str, Any],
+    body: bytes | None,
+    headers: dict[str, str],
+    parse: Callable[[int, dict[str, str], bytes], Any],
+    retry_safe: bool | None = None,
+) -> Call:
+    """A call of operation `name` (brook/operations.py): its method and path from the
+    table, its path parameters from `where`; resent after a lost answer when the table
+    says it is safe, or when `retry_safe` says this call is (what it carries makes it)."""
+    operation = OPERATIONS[name]
+    safe = operation.retry_safe if retry_safe is None else retry_safe
+    return Call(operation.method, path_of(name, **where), params, body, headers, parse, safe)
 
 
 def _json_body(document: wire.In) -> tuple[bytes, dict[str, str]]:
@@ -89,42 +102,39 @@ def create_topic(
             compaction=compaction,
         )
     )
-    return Call(
-        "PUT",
-        _path("topics", name),
+    return _call(
+        "create_topic",
+        {"topic": name},
         {},
         body,
         headers,
         lambda s, h, b: _answer(b, wire.TopicOut).info(),
-        True,
     )
 
 
 def topics() -> Call:
-    return Call(
-        "GET",
-        "/v1/topics",
+    return _call(
+        "list_topics",
+        {},
         {},
         None,
         {},
         lambda s, h, b: [t.info() for t in _answer(b, wire.Topics).topics],
-        True,
     )
 
 
 def delete_topic(name: str) -> Call:
-    return Call("DELETE", _path("topics", name), {}, None, {}, lambda s, h, b: None, False)
+    return _call("delete_topic", {"topic": name}, {}, None, {}, lambda s, h, b: None)
 
 
 def end_offsets(topic: str) -> Call:
-    return Call(
-        "GET",
-        _path("topics", topic),
+    return _call(
+        "describe_topic",
+        {"topic": topic},
         {},
         None,
         {},
         lambda s, h, b: _answer(b, wire.TopicOut).end_offsets,
-        True,
     )
 
 
@@ -132,7 +142,7 @@ def start_offsets(topic: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> dict[int, int]:
         return _answer(body, wire.TopicDetail).start_offsets
 
-    return Call("GET", _path("topics", topic), {}, None, {}, parse, True)
+    return _call("describe_topic", {"topic": topic}, {}, None, {}, parse)
 
 
 # ---------------------------------------------------------------- records
@@ -165,24 +175,25 @@ def append(
 def _append(topic: str, columns: Columns, partition: int | None = None) -> Call:
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
     safe = columns.idempotency is not None and None not in columns.idempotency
-    return Call(
-        "POST",
-        _path("topics", topic, "records"),
+    return _call(
+        "append",
+        {"topic": topic},
         {} if partition is None else {"partition": str(partition)},
         body,
         {"content-type": BATCH_TYPE},
         _acks,
-        safe,
+        retry_safe=safe,
     )
 
 
 # ---------------------------------------------------------------- staged writes
 
 
-def _staged_path(topic: str, writer: str, seq: int, *rest: str) -> str:
+def _staged(topic: str, writer: str, seq: int) -> dict[str, str | int]:
+    """The path parameters of a staged write, checked."""
     validate.topic_name(topic)
     validate.staging_id(writer, "writer")
-    return _path("topics", topic, "staged", writer, str(validate.staging_seq(seq)), *rest)
+    return {"topic": topic, "writer": writer, "seq": validate.staging_seq(seq)}
 
 
 def stage(
@@ -198,7 +209,7 @@ def stage(
     columns = validate.records(list(records), record_bytes_max=RECORD_CEILING)
     chunk = validate.whole(chunk, "chunk", 0, limits.staging_chunks_per_part_max - 1)
     body = b"".join(encode_batch(0, 0, columns)) if len(columns) else b""
-    path = _staged_path(topic, writer, seq, validate.staging_id(part, "part"), str(chunk))
+    where = {**_staged(topic, writer, seq), "part": validate.staging_id(part, "part")}
     params = {}
     if partition is not None:
         params["partition"] = str(validate.whole(partition, "partition"))
@@ -206,7 +217,8 @@ def stage(
     def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
         return _answer(body, wire.Staged).staged
 
-    return Call("PUT", path, params, body, {"content-type": BATCH_TYPE}, parse, True)
+    headers = {"content-type": BATCH_TYPE}
+    return _call("stage", {**where, "chunk": chunk}, params, body, headers, parse)
 
 
 def publish(topic: str, writer: str, seq: int, parts: dict[str, int]) -> Call:
@@ -215,14 +227,14 @@ def publish(topic: str, writer: str, seq: int, parts: dict[str, int]) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> Published:
         return _answer(body, Published)
 
-    return Call("POST", _staged_path(topic, writer, seq, "publish"), {}, body, headers, parse, True)
+    return _call("publish", _staged(topic, writer, seq), {}, body, headers, parse)
 
 
 def drop_staged(topic: str, writer: str, seq: int) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
         return _answer(body, wire.Dropped).dropped
 
-    return Call("DELETE", _staged_path(topic, writer, seq), {}, None, {}, parse, True)
+    return _call("drop_staged", _staged(topic, writer, seq), {}, None, {}, parse)
 
 
 def read(topic: str, partition: int, offset: int, limit: int) -> Call:
@@ -242,9 +254,7 @@ def read(topic: str, partition: int, offset: int, limit: int) -> Call:
         return records[:limit]
 
     params = {"partition": partition, "offset": offset, "limit": limit}
-    return Call(
-        "GET", _path("topics", topic, "records"), params, None, {"accept": BATCH_TYPE}, parse, True
-    )
+    return _call("read", {"topic": topic}, params, None, {"accept": BATCH_TYPE}, parse)
 
 
 # ---------------------------------------------------------------- stream groups
@@ -260,47 +270,23 @@ def poll(topic: str, group: str, start: str, max_records: int, timeout: float) -
         return [item.record(topic) for item in _answer(body, wire.Polled).records]
 
     # Not resent: a poll moves the group's position, so a lost answer would skip records.
-    return Call(
-        "GET", _path("topics", topic, "groups", group, "poll"), params, None, {}, parse, False
-    )
+    return _call("poll", {"topic": topic, "group": group}, params, None, {}, parse)
 
 
 def commit(topic: str, group: str, start: str, offsets: dict[int, int] | None) -> Call:
     body, headers = (b"", {}) if offsets is None else _json_body(wire.CommitIn(offsets=offsets))
-    return Call(
-        "POST",
-        _path("topics", topic, "groups", group, "commit"),
-        {"start": start},
-        body,
-        headers,
-        _group,
-        True,
-    )
+    where = {"topic": topic, "group": group}
+    return _call("commit", where, {"start": start}, body, headers, _group)
 
 
 def seek(topic: str, group: str, start: str, partition: int, offset: int) -> Call:
     body, headers = _json_body(wire.SeekIn(partition=partition, offset=offset))
-    return Call(
-        "POST",
-        _path("topics", topic, "groups", group, "seek"),
-        {"start": start},
-        body,
-        headers,
-        _group,
-        True,
-    )
+    return _call("seek", {"topic": topic, "group": group}, {"start": start}, body, headers, _group)
 
 
 def group(topic: str, group_name: str, start: str) -> Call:
-    return Call(
-        "GET",
-        _path("topics", topic, "groups", group_name),
-        {"start": start},
-        None,
-        {},
-        _group,
-        True,
-    )
+    where = {"topic": topic, "group": group_name}
+    return _call("describe_group", where, {"start": start}, None, {}, _group)
 
 
 def _group(status: int, headers: dict[str, str], body: bytes) -> dict[str, dict[int, int]]:
@@ -323,8 +309,8 @@ def check_names(topic: str, group_name: str | None = None) -> None:
 # ---------------------------------------------------------------- queue groups
 
 
-def _queue_path(topic: str, group_name: str, *rest: str) -> str:
-    return _path("topics", topic, "queues", group_name, *rest)
+def _queue(topic: str, group_name: str) -> dict[str, str | int]:
+    return {"topic": topic, "group": group_name}
 
 
 def queue_settings(topic: str, group_name: str, create: bool = True, **settings: Any) -> Call:
@@ -341,7 +327,7 @@ def queue_settings(topic: str, group_name: str, create: bool = True, **settings:
         return settings
 
     params = {} if create else {"create": "false"}
-    return Call("PUT", _queue_path(topic, group_name), params, body, headers, parse, True)
+    return _call("put_queue", _queue(topic, group_name), params, body, headers, parse)
 
 
 def queue_state(topic: str, group_name: str, part: str) -> Call:
@@ -351,7 +337,7 @@ def queue_state(topic: str, group_name: str, part: str) -> Call:
         document: dict[str, Any] = msgspec.to_builtins(getattr(_answer(body, wire.QueueOut), part))
         return document
 
-    return Call("GET", _queue_path(topic, group_name), {}, None, {}, parse, True)
+    return _call("describe_queue", _queue(topic, group_name), {}, None, {}, parse)
 
 
 def lease(
@@ -391,7 +377,7 @@ def lease(
 
     # Not resent: a lost answer would leave its records leased until they expire.
     headers["accept"] = BATCH_TYPE
-    return Call("POST", _queue_path(topic, group_name, "lease"), {}, body, headers, parse, False)
+    return _call("lease", _queue(topic, group_name), {}, body, headers, parse)
 
 
 def settle(topic: str, group_name: str, action: str, receipts: list[str], **fields: Any) -> Call:
@@ -406,7 +392,7 @@ def settle(topic: str, group_name: str, action: str, receipts: list[str], **fiel
     def parse(status: int, headers: dict[str, str], body: bytes) -> None:
         return None
 
-    return Call("POST", _queue_path(topic, group_name, action), {}, body, headers, parse, False)
+    return _call(action, _queue(topic, group_name), {}, body, headers, parse)
 
 
 def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
@@ -433,7 +419,7 @@ def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
             for t in _answer(body, wire.Trace).transitions
         ]
 
-    return Call("GET", _queue_path(topic, group_name, "trace"), params, None, {}, parse, True)
+    return _call("trace", _queue(topic, group_name), params, None, {}, parse)
 
 
 def redrive(
@@ -452,7 +438,7 @@ def redrive(
     def parse(status: int, headers: dict[str, str], body: bytes) -> int:
         return _answer(body, wire.Redriven).redriven
 
-    return Call("POST", _queue_path(topic, group_name, "redrive"), {}, body, headers, parse, True)
+    return _call("redrive_queue", _queue(topic, group_name), {}, body, headers, parse)
 
 
 # ---------------------------------------------------------------- timers
@@ -460,7 +446,7 @@ def redrive(
 
 def _timer_in(spec: TimerSpec) -> wire.TimerIn:
     validate.topic_name(spec.topic)
-    record, _ = validate.record(spec.value, spec.key, spec.headers)
+    record, _ = validate.record(spec.value, spec.key, spec.headers, record_bytes_max=RECORD_CEILING)
     return wire.request(
         wire.TimerIn,
         topic=spec.topic,
@@ -481,7 +467,7 @@ def schedule_many(specs: Sequence[TimerSpec]) -> Call:
 
     # Resent only when every timer is named: the first one stands, so nothing doubles.
     named = all(spec.timer_id is not None for spec in specs)
-    return Call("POST", "/v1/timers", {}, body, headers, parse, named)
+    return _call("schedule", {}, {}, body, headers, parse, retry_safe=named)
 
 
 def timer(timer_id: str) -> Call:
@@ -497,14 +483,14 @@ def timer(timer_id: str) -> Call:
             out.fired_at_ms if out.state == "fired" else out.cancelled_at_ms,
         )
 
-    return Call("GET", _path("timers", timer_id), {}, None, {}, parse, True)
+    return _call("describe_timer", {"timer": timer_id}, {}, None, {}, parse)
 
 
 def cancel_timer(timer_id: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> bool:
         return True
 
-    return Call("DELETE", _path("timers", timer_id), {}, None, {}, parse, False)
+    return _call("cancel_timer", {"timer": timer_id}, {}, None, {}, parse)
 
 
 # ---------------------------------------------------------------- delivery endpoints
@@ -525,19 +511,20 @@ def create_endpoint(name: str, **settings: Any) -> Call:
     body, headers = _json_body(wire.request(wire.EndpointIn, **given))
     # Resent safely: the same settings again change nothing (a secret given again is the
     # same secret; one made by the first try would be replaced by the second's).
-    return Call("PUT", _path("endpoints", name), {}, body, headers, _endpoint, "secret" in given)
+    safe = "secret" in given
+    return _call("put_endpoint", {"endpoint": name}, {}, body, headers, _endpoint, retry_safe=safe)
 
 
 def endpoints() -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[EndpointInfo]:
         return _answer(body, wire.Endpoints).endpoints
 
-    return Call("GET", "/v1/endpoints", {}, None, {}, parse, True)
+    return _call("list_endpoints", {}, {}, None, {}, parse)
 
 
 def endpoint_info(name: str) -> Call:
     validate.topic_name(name)
-    return Call("GET", _path("endpoints", name), {}, None, {}, _endpoint, True)
+    return _call("describe_endpoint", {"endpoint": name}, {}, None, {}, _endpoint)
 
 
 def delete_endpoint(name: str) -> Call:
@@ -546,14 +533,14 @@ def delete_endpoint(name: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> None:
         return None
 
-    return Call("DELETE", _path("endpoints", name), {}, None, {}, parse, False)
+    return _call("delete_endpoint", {"endpoint": name}, {}, None, {}, parse)
 
 
 def endpoint_stats(name: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> DeliveryStats:
         return _answer(body, DeliveryStats)
 
-    return Call("GET", _path("endpoints", name, "stats"), {}, None, {}, parse, True)
+    return _call("endpoint_stats", {"endpoint": name}, {}, None, {}, parse)
 
 
 def endpoint_attempts(name: str, topic: str, partition: int, offset: int) -> Call:
@@ -578,7 +565,7 @@ def endpoint_attempts(name: str, topic: str, partition: int, offset: int) -> Cal
             for a in _answer(body, wire.Attempts).attempts
         ]
 
-    return Call("GET", _path("endpoints", name, "attempts"), params, None, {}, parse, True)
+    return _call("endpoint_attempts", {"endpoint": name}, params, None, {}, parse)
 
 
 def endpoint_redrive(
@@ -598,12 +585,12 @@ def endpoint_redrive(
     def parse(status: int, headers: dict[str, str], body: bytes) -> int:
         return _answer(body, wire.Redriven).redriven
 
-    return Call("POST", _path("endpoints", name, "redrive"), {}, body, headers, parse, True)
+    return _call("redrive_endpoint", {"endpoint": name}, {}, body, headers, parse)
 
 
 def endpoint_action(name: str, action: str) -> Call:
     """enable or disable: the endpoint's settings after."""
-    return Call("POST", _path("endpoints", name, action), {}, b"", {}, _endpoint, True)
+    return _call(f"{action}_endpoint", {"endpoint": name}, {}, b"", {}, _endpoint)
 
 
 def endpoint_test(name: str) -> Call:
@@ -613,7 +600,7 @@ def endpoint_test(name: str) -> Call:
             status=out.status, latency_ms=out.latency_ms, error=out.error, excerpt=out.excerpt_b64
         )
 
-    return Call("POST", _path("endpoints", name, "test"), {}, b"", {}, parse, False)
+    return _call("test_endpoint", {"endpoint": name}, {}, b"", {}, parse)
 
 
 def rotate_secret(name: str, secret: str | None) -> Call:
@@ -622,4 +609,4 @@ def rotate_secret(name: str, secret: str | None) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> str:
         return _answer(body, wire.Rotated).secret
 
-    return Call("POST", _path("endpoints", name, "rotate-secret"), {}, body, headers, parse, False)
+    return _call("rotate_secret", {"endpoint": name}, {}, body, headers, parse)

@@ -16,6 +16,7 @@ from brook.errors import (
     PartitionNotFound,
     UnsupportedMediaType,
 )
+from brook.operations import OPERATIONS
 from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
@@ -49,30 +50,32 @@ class Api:
         self.record_bytes_max = broker.record_bytes_max
         self.reads = ThreadPoolExecutor(limits.read_threads, thread_name_prefix="brook-read")
         self.router = Router()
-        r = self.router
-        r.add("GET", "/v1/health", self.health, None)
-        r.add("GET", "/v1/topics", self.list_topics, "any")
-        r.add("PUT", "/v1/topics/{topic}", self.put_topic, "admin")
-        r.add("GET", "/v1/topics/{topic}", self.get_topic, "any")
-        r.add("DELETE", "/v1/topics/{topic}", self.delete_topic, "admin")
-        r.add("POST", "/v1/topics/{topic}/records", self.post_records, "produce")
-        r.add("GET", "/v1/topics/{topic}/records", self.get_records, "consume")
-        r.add("GET", "/v1/topics/{topic}/groups/{group}/poll", self.poll, "consume")
-        r.add("POST", "/v1/topics/{topic}/groups/{group}/commit", self.commit, "consume")
-        r.add("POST", "/v1/topics/{topic}/groups/{group}/seek", self.seek, "consume")
-        r.add("GET", "/v1/topics/{topic}/groups/{group}", self.get_group, "consume")
+        for name, handler in (
+            ("health", self.health),
+            ("list_topics", self.list_topics),
+            ("create_topic", self.put_topic),
+            ("describe_topic", self.get_topic),
+            ("delete_topic", self.delete_topic),
+            ("append", self.post_records),
+            ("read", self.get_records),
+            ("poll", self.poll),
+            ("commit", self.commit),
+            ("seek", self.seek),
+            ("describe_group", self.get_group),
+            ("metrics", self.metrics),
+            ("openapi", self.openapi),
+        ):
+            self.router.serve(OPERATIONS[name], handler)
         self.queues = QueueEndpoints(self)
         self.timers = TimerEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
-        r.add("GET", "/metrics", self.metrics, "admin")
-        r.add("GET", "/openapi.json", self.openapi, "any")
         self.ui = Dashboard(broker, auth, self._read, where or "its storage")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
         self._query_names = {
-            route: tuple(name for name, *_ in operation.query)
-            for route, operation in openapi.OPERATIONS.items()
+            (operation.method, operation.path): tuple(name for name, *_ in operation.query)
+            for operation in OPERATIONS.values()
         }
 
     async def __call__(self, request: Request) -> Response:

@@ -14,14 +14,13 @@ import msgspec
 from brook import wire
 from brook.errors import BadRequest
 from brook.models import Attempt, Endpoint, TestResult
+from brook.operations import OPERATIONS
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request, text_of
 
 if TYPE_CHECKING:
     from brook.server.api import Api
-
-BASE = "/v1/endpoints/{endpoint}"
 
 
 def attempt_out(attempt: Attempt) -> wire.AttemptOut:
@@ -43,18 +42,20 @@ def test_out(result: TestResult) -> wire.TestOut:
 class EndpointEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
-        r = api.router
-        r.add("GET", "/v1/endpoints", self.list, "admin")
-        r.add("PUT", BASE, self.put, "admin")
-        r.add("GET", BASE, self.get, "admin")
-        r.add("DELETE", BASE, self.delete, "admin")
-        r.add("GET", BASE + "/stats", self.stats, "admin")
-        r.add("GET", BASE + "/attempts", self.attempts, "admin")
-        r.add("POST", BASE + "/redrive", self.redrive, "admin")
-        r.add("POST", BASE + "/enable", self.enable, "admin")
-        r.add("POST", BASE + "/disable", self.disable, "admin")
-        r.add("POST", BASE + "/test", self.test, "admin")
-        r.add("POST", BASE + "/rotate-secret", self.rotate_secret, "admin")
+        for name, handler in (
+            ("list_endpoints", self.list),
+            ("put_endpoint", self.put),
+            ("describe_endpoint", self.get),
+            ("delete_endpoint", self.delete),
+            ("endpoint_stats", self.stats),
+            ("endpoint_attempts", self.attempts),
+            ("redrive_endpoint", self.redrive),
+            ("enable_endpoint", self.enable),
+            ("disable_endpoint", self.disable),
+            ("test_endpoint", self.test),
+            ("rotate_secret", self.rotate_secret),
+        ):
+            api.router.serve(OPERATIONS[name], handler)
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await self.api.queues.run(fn, *args, **kwargs)

@@ -7,9 +7,10 @@ Python's int() would also take " 5", "+5", "5_000" and any length; an empty
 
 from __future__ import annotations
 
+from brook import limits
 from brook.errors import BadRequest
 
-WHOLE_MAX = 2**63 - 1
+WHOLE_MAX = limits.whole_max
 """Offsets, counts and milliseconds are 64-bit signed on the wire and on disk."""
 DIGITS_MAX = len(str(WHOLE_MAX))
 

@@ -16,6 +16,7 @@ import msgspec
 
 from brook import limits, validate, wire
 from brook.models import Job, Outcome, Queue, Record, Transition
+from brook.operations import OPERATIONS
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
@@ -58,15 +59,14 @@ class QueueEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
         self.pool = ThreadPoolExecutor(QUEUE_THREADS, thread_name_prefix="brook-queue")
-        r = api.router
-        base = "/v1/topics/{topic}/queues/{group}"
-        r.add("PUT", base, self.put, "consume")
-        r.add("GET", base, self.get, "consume")
-        r.add("POST", base + "/lease", self.lease, "consume")
+        serve = api.router.serve
+        serve(OPERATIONS["put_queue"], self.put)
+        serve(OPERATIONS["describe_queue"], self.get)
+        serve(OPERATIONS["lease"], self.lease)
         for action in ("ack", "nack", "extend", "discard"):
-            r.add("POST", f"{base}/{action}", self._settler(action), "consume")
-        r.add("GET", base + "/trace", self.trace, "consume")
-        r.add("POST", base + "/redrive", self.redrive, "consume")
+            serve(OPERATIONS[action], self._settler(action))
+        serve(OPERATIONS["trace"], self.trace)
+        serve(OPERATIONS["redrive_queue"], self.redrive)
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))

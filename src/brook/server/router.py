@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from brook.errors import MethodNotAllowed, NotFound
+from brook.operations import Operation
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -31,6 +32,10 @@ class Router:
         self._by_length: dict[int, list[tuple[tuple[str, ...], dict[str, Route]]]] = {}
         self._matched: dict[tuple[str, str], tuple[Route, dict[str, str]]] = {}
         """Recent matches: most requests repeat a few paths (one topic, one group)."""
+
+    def serve(self, operation: Operation, handler: Handler) -> None:
+        """Answer `operation` (brook/operations.py) with `handler`, at its route and scope."""
+        self.add(operation.method, operation.path, handler, operation.scope)
 
     def add(self, method: str, template: str, handler: Handler, scope: str | None) -> None:
         segments = tuple(template.strip("/").split("/"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from brook import wire
 from brook.errors import UnsupportedMediaType
+from brook.operations import OPERATIONS
 from brook.server.http import Request, Response, json_response, media_type
 from brook.server.query import whole
 from brook.wire import BATCH_TYPE, JSON_TYPE, decode_request
@@ -19,16 +20,13 @@ from brook.wire import BATCH_TYPE, JSON_TYPE, decode_request
 if TYPE_CHECKING:
     from brook.server.api import Api
 
-SEQ_PATH = "/v1/topics/{topic}/staged/{writer}/{seq}"
-
 
 class StagingEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
-        r = api.router
-        r.add("PUT", SEQ_PATH + "/{part}/{chunk}", self.stage, "produce")
-        r.add("POST", SEQ_PATH + "/publish", self.publish, "produce")
-        r.add("DELETE", SEQ_PATH, self.drop, "produce")
+        api.router.serve(OPERATIONS["stage"], self.stage)
+        api.router.serve(OPERATIONS["publish"], self.publish)
+        api.router.serve(OPERATIONS["drop_staged"], self.drop)
 
     async def stage(
         self, request: Request, topic: str, writer: str, seq: str, part: str, chunk: str

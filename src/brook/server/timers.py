@@ -13,6 +13,7 @@ import msgspec
 from brook import wire
 from brook.errors import Forbidden, TimerNotCancellable, TimerNotFound
 from brook.models import TimerInfo, TimerSpec
+from brook.operations import OPERATIONS
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request
@@ -57,10 +58,9 @@ def spec_of(timer: wire.TimerIn) -> TimerSpec:
 class TimerEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
-        r = api.router
-        r.add("POST", "/v1/timers", self.schedule, "produce")
-        r.add("GET", "/v1/timers/{timer}", self.get, "produce")
-        r.add("DELETE", "/v1/timers/{timer}", self.cancel, "produce")
+        api.router.serve(OPERATIONS["schedule"], self.schedule)
+        api.router.serve(OPERATIONS["describe_timer"], self.get)
+        api.router.serve(OPERATIONS["cancel_timer"], self.cancel)
 
     async def schedule(self, request: Request) -> Response:
         many = len(decode_request(request.body, _Many).timers) > 0

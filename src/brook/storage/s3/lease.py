@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import msgspec
 
+from brook import limits
+
 CLAIM_KEY = "takeover.json"
 """Where a broker taking a live prefix over announces itself."""
 
-lease_ms_default = 10_000
-"""How long a lease lasts without renewal: how long a restart after a crash waits."""
-lease_ms_min = 1_000
+lease_ms_default = limits.lease_ms_default
+lease_ms_min = limits.lease_ms_min
 claim_pause_ms = 5_000
 """How long an owner holds back its catalog changes after seeing a claim."""
 

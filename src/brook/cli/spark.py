@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from brook import layout
-from brook.cli_errors import friendly, spark_error_message
+from brook.cli.errors import friendly, spark_error_message
 from brook.errors import BadRequest, NotFound
 
 

@@ -1,0 +1,73 @@
+"""The `brook` command line: one module per command group.
+
+Every option can also come from a BROOK_* environment variable (for example
+BROOK_DATA=/var/lib/brook) and from brook.toml; `brook serve`'s options are declared
+once, in brook.settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+import brook
+from brook import config
+from brook.cli.bench import bench
+from brook.cli.doctor import DoctorsNote, doctor
+from brook.cli.endpoints import endpoints
+from brook.cli.keys import keys
+from brook.cli.queues import queue
+from brook.cli.records import consume, produce
+from brook.cli.serve import serve
+from brook.cli.spark import spark
+from brook.cli.timers import timers
+from brook.cli.topics import topics
+from brook.errors import BrookError
+
+__all__ = ["main"]
+
+
+def _option_names(command: click.Command) -> set[str]:
+    """Every option name of `command` and its subcommands: what brook.toml may set."""
+    names = {p.name for p in command.params if isinstance(p, click.Option) and p.name}
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _option_names(sub)
+    return names - {"config_path"}
+
+
+def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
+    """click's default_map for `command` and its subcommands: the config file's options."""
+    if isinstance(command, click.Group):
+        return {name: _defaults_for(sub, options) for name, sub in command.commands.items()}
+    return dict(options)
+
+
+@click.group()
+@click.version_option(brook.__version__, prog_name="brook")
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    envvar="BROOK_CONFIG",
+    help=f"Config file (default: ./{config.DEFAULT_FILE} when present).",
+)
+@click.pass_context
+def main(ctx: click.Context, config_path: str | None) -> None:
+    """Brook: a durable event broker, job queue and timer service."""
+    try:
+        loaded = config.load(config_path)
+        config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
+    except BrookError as exc:
+        if ctx.invoked_subcommand != "doctor":
+            raise click.ClickException(exc.message) from None
+        ctx.obj = DoctorsNote(exc.message)  # the doctor reports it, beside its other checks
+        return
+    ctx.obj = loaded
+    ctx.default_map = _defaults_for(main, loaded.options)
+
+
+for command in (serve, keys, topics, timers, queue, endpoints, produce, consume, bench, doctor):
+    main.add_command(command)
+main.add_command(spark)

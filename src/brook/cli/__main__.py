@@ -1,0 +1,5 @@
+"""`python -m brook.cli`: the `brook` command."""
+
+from brook.cli import main
+
+main()

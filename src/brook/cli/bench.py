@@ -1,0 +1,75 @@
+"""`brook bench`: append as fast as durability allows, and say how fast that was."""
+
+from __future__ import annotations
+
+import click
+
+from brook import limits
+from brook.cli.common import broker_options, connect
+from brook.cli.errors import friendly
+
+
+@click.command()
+@click.option("--topic", default="bench", show_default=True)
+@click.option("--records", "count", default=100_000, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--size",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(0, limits.record_bytes_max_default),
+)
+@click.option(
+    "--batch",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Records per call.",
+)
+@click.option(
+    "--producers", default=8, show_default=True, type=click.IntRange(1, 1024), help="Threads."
+)
+@broker_options
+@friendly
+def bench(
+    topic: str,
+    count: int,
+    size: int,
+    batch: int,
+    producers: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Append records as fast as durability allows; report records/s and latency."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from brook import loadgen
+
+    with (
+        connect(data, url, api_key) as b,
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+            console=None,
+        ) as bar,
+    ):
+        task = bar.add_task(f"appending to {topic}", total=count)
+        # An embedded broker on S3 counts its requests; a remote one is the server's business.
+        storage_stats = getattr(b, "storage_stats", None)
+        before = storage_stats().requests if storage_stats is not None else {}
+        result = loadgen.run(
+            b, topic, count, size, batch, producers, lambda n: bar.advance(task, n)
+        )
+        after = storage_stats().requests if storage_stats is not None else {}
+    click.echo(result.summary(size))
+    if after and result.records:
+        used = {kind: after[kind] - before.get(kind, 0) for kind in after}
+        per_thousand = ", ".join(
+            f"{kind.upper()} {count * 1000 / result.records:.1f}"
+            for kind, count in used.items()
+            if count
+        )
+        click.echo(f"object store requests per 1,000 records: {per_thousand}")

@@ -1,0 +1,145 @@
+"""What the commands share: where the broker is (--data, or --url of a running server),
+and how values are shown to people."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+import brook
+from brook import settings
+from brook.errors import Locked
+from brook.storage import location as locations
+
+data_option = click.option(
+    "--data",
+    default="./brook-data",
+    show_default=True,
+    envvar="BROOK_DATA",
+    help="Directory holding the broker's data.",
+)
+
+
+def broker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--data for an embedded broker, or --url (and --api-key) for a running `brook serve`."""
+    fn = click.option("--api-key", default=None, envvar="BROOK_API_KEY", help="API key for --url.")(
+        fn
+    )
+    fn = click.option(
+        "--url",
+        default=None,
+        envvar="BROOK_URL",
+        help="Talk to a running brook serve at this URL instead of opening --data.",
+    )(fn)
+    return data_option(fn)
+
+
+def connect(data: str, url: str | None, api_key: str | None, read_only: bool = False) -> Any:
+    """The broker to talk to: remote when --url is given, else the directory (embedded);
+    `read_only` for a command that only looks, so it works beside a running broker."""
+    if url:
+        return brook.connect(url, api_key=api_key)
+    return open_broker(data, read_only=read_only)
+
+
+def open_broker(data: str, **options: Any) -> brook.Broker:
+    """The embedded broker on `data`; an s3:// URL takes BROOK_ENDPOINT_URL, BROOK_REGION
+    and BROOK_CACHE_DIR from the environment unless given."""
+    if locations.parse(data).kind == "s3":
+        for name in ("endpoint_url", "region", "cache_dir"):
+            value = os.environ.get(f"BROOK_{name.upper()}")
+            if value and options.get(name) is None:
+                options[name] = value
+    try:
+        return brook.open(data, **options)
+    except Locked as exc:
+        raise click.ClickException(
+            f"{exc.message}; or give --url to go through that broker's API"
+        ) from None
+
+
+def plural(count: int, noun: str) -> str:
+    """ "1 record", "2 records": counts for people."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def shown(value: Any) -> str:
+    """A setting's value for people: none, on/off, or a backoff's parts, never a repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {shown(part)}" for name, part in value.items())
+    return str(value)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def option_of(field: settings.Field) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of one setting: its flag, variable, type and bounds."""
+    kind: Any
+    if field.kind == "bool":
+        return click.option(
+            field.flag, field.name, is_flag=True, envvar=field.envvar, show_envvar=True,
+            help=field.help,
+        )  # fmt: skip
+    if field.kind == "choice":
+        kind = click.Choice(field.choices, case_sensitive=False)
+    elif field.kind == "int":
+        kind = click.IntRange(
+            None if field.low is None else int(field.low),
+            None if field.high is None else int(field.high),
+        )
+    elif field.kind == "float":
+        kind = click.FloatRange(field.low, field.high)
+    else:
+        kind = str
+    return click.option(
+        field.flag,
+        field.name,
+        type=kind,
+        default=field.default,
+        show_default=True,
+        envvar=field.envvar,
+        show_envvar=True,
+        help=field.help,
+    )
+
+
+def setting_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Every setting of ServeSettings as an option, in declaration order."""
+    for field in reversed(settings.FIELDS):
+        fn = option_of(field)(fn)
+    return fn
+
+
+def setting_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The option of one of `brook serve`'s settings, for another command that takes it."""
+    (field,) = [f for f in settings.FIELDS if f.name == name]
+    return option_of(field)
+
+
+def read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
+    t = b.topic(topic)
+    out: list[brook.Record] = []
+    for partition, start in sorted(t.start_offsets().items()):
+        offset = start
+        while count is None or len(out) < count:
+            got = t.read(partition, offset, 1000 if count is None else min(1000, count - len(out)))
+            if not got:
+                break
+            out.extend(got)
+            offset = got[-1].offset + 1
+    return out

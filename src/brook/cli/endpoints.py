@@ -1,0 +1,220 @@
+"""`brook endpoints`: deliver topics' records to HTTP endpoints (SPEC §7)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import click
+
+from brook.cli.common import broker_options, connect, plural, shown
+from brook.cli.errors import friendly
+
+
+@click.group()
+def endpoints() -> None:
+    """Deliver topics' records to HTTP endpoints (webhooks)."""
+
+
+def _show_endpoint(info: Any) -> None:
+    state = "enabled" if info.enabled else f"disabled ({info.disabled_reason})"
+    rate = "none" if info.rate_limit_per_s is None else f"{info.rate_limit_per_s}/s"
+    click.echo(
+        f"name: {info.name}\nurl: {info.url}\ntopics: {', '.join(info.topics)}\n"
+        f"state: {state}\ntimeout_ms: {info.timeout_ms}\nmax_in_flight: {info.max_in_flight}\n"
+        f"rate_limit_per_s: {rate}\nmax_attempts: {info.max_attempts}\n"
+        f"backoff: {shown(info.backoff)}\nexpire_after_ms: {shown(info.expire_after_ms)}\n"
+        f"ordering: {info.ordering}\nstart: {info.start}"
+    )
+    for name, value in info.headers.items():
+        click.echo(f"header {name}: {value}")
+
+
+def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
+    if not lines:
+        return None
+    out = {}
+    for line in lines:
+        name, colon, value = line.partition(":")
+        if not colon or not name.strip():
+            raise click.BadParameter(f"{line!r} is not 'Name: value'", param_hint="--header")
+        out[name.strip()] = value.strip()
+    return out
+
+
+@endpoints.command("create")
+@click.argument("name")
+@click.argument("target", metavar="URL", required=False)
+@click.option(
+    "--topic", "topics", multiple=True, help="A topic or glob pattern (orders.*); repeat for more."
+)
+@click.option("--secret", default=None, help="Signing secret (whsec_...); made when not given.")
+@click.option("--header", "header_lines", multiple=True, help="An extra header, 'Name: value'.")
+@click.option("--timeout-ms", type=click.IntRange(100, 300_000), default=None)
+@click.option("--max-in-flight", type=click.IntRange(1, 1024), default=None)
+@click.option("--rate-limit-per-s", type=click.IntRange(1, 100_000), default=None)
+@click.option("--max-attempts", type=click.IntRange(1), default=None)
+@click.option("--expire-after-ms", type=click.IntRange(1), default=None)
+@click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
+@click.option(
+    "--start",
+    type=click.Choice(["latest", "earliest"]),
+    default=None,
+    help="A new endpoint gets records appended from now on (latest, the default) or all.",
+)
+@broker_options
+@friendly
+def endpoints_create(
+    name: str,
+    target: str | None,
+    topics: tuple[str, ...],
+    secret: str | None,
+    header_lines: tuple[str, ...],
+    timeout_ms: int | None,
+    max_in_flight: int | None,
+    rate_limit_per_s: int | None,
+    max_attempts: int | None,
+    expire_after_ms: int | None,
+    ordering: str | None,
+    start: str | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Create endpoint NAME posting to URL the records of every --topic, or change the
+    settings given. Prints the endpoint, and its secret once."""
+    with connect(data, url, api_key) as b:
+        info = b.create_endpoint(
+            name,
+            target,
+            list(topics) or None,
+            secret=secret,
+            headers=_headers(header_lines),
+            timeout_ms=timeout_ms,
+            max_in_flight=max_in_flight,
+            rate_limit_per_s=rate_limit_per_s,
+            max_attempts=max_attempts,
+            expire_after_ms=expire_after_ms,
+            ordering=ordering,
+            start=start,
+        )
+        _show_endpoint(info)
+        if info.secret is not None:
+            click.echo(f"secret (shown once, store it now): {info.secret}")
+
+
+@endpoints.command("list")
+@broker_options
+@friendly
+def endpoints_list(data: str, url: str | None, api_key: str | None) -> None:
+    """One line per endpoint: name, state, url, topics."""
+    with connect(data, url, api_key, read_only=True) as b:
+        for info in b.endpoints():
+            state = "enabled" if info.enabled else "disabled"
+            click.echo(f"{info.name}\t{state}\t{info.url}\t{','.join(info.topics)}")
+
+
+@endpoints.command("show")
+@click.argument("name")
+@broker_options
+@friendly
+def endpoints_show(name: str, data: str, url: str | None, api_key: str | None) -> None:
+    """The endpoint's settings, and how delivery to it goes."""
+    with connect(data, url, api_key, read_only=True) as b:
+        handle = b.endpoint(name)
+        _show_endpoint(handle.info())
+        s = handle.stats()
+        rate = "-" if s.success_rate is None else f"{s.success_rate:.1%}"
+        p50 = "-" if s.latency_p50_ms is None else f"{s.latency_p50_ms:.1f} ms"
+        p99 = "-" if s.latency_p99_ms is None else f"{s.latency_p99_ms:.1f} ms"
+        click.echo(
+            f"ready: {s.ready}\nleased: {s.leased}\nretrying: {s.retrying}\nacked: {s.acked}\n"
+            f"dead: {s.dead}\nin flight: {s.in_flight}\nbreaker: {s.breaker}\n"
+            f"success rate: {rate}\nlatency p50: {p50}\nlatency p99: {p99}"
+        )
+        if s.last_error:
+            click.echo(f"last error: {s.last_error}")
+
+
+@endpoints.command("attempts")
+@click.argument("name")
+@click.argument("topic")
+@click.argument("partition", type=click.IntRange(0))
+@click.argument("offset", type=click.IntRange(0))
+@broker_options
+@friendly
+def endpoints_attempts(
+    name: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Every attempt to deliver one record: status or error, latency, the answer's start."""
+    with connect(data, url, api_key, read_only=True) as b:
+        found = b.endpoint(name).attempts(topic, partition, offset)
+        if not found:
+            click.echo("no attempts yet", err=True)
+        for a in found:
+            when = datetime.datetime.fromtimestamp(a.at_ms / 1000, datetime.UTC).isoformat()
+            what = str(a.status) if a.status is not None else a.error
+            excerpt = a.excerpt[:80].decode(errors="replace")
+            click.echo(
+                f"attempt {a.attempt}\t{when}\t{what}\t{a.latency_ms:.1f} ms\t{a.state}\t{excerpt}"
+            )
+
+
+@endpoints.command("redrive")
+@click.argument("name")
+@click.option("--topic", default=None, help="Only the dead records of this topic.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Most records.")
+@broker_options
+@friendly
+def endpoints_redrive(
+    name: str, topic: str | None, limit: int | None, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Put the endpoint's dead records back to work, their attempts counted afresh."""
+    with connect(data, url, api_key) as b:
+        count = b.endpoint(name).redrive(topic=topic, limit=limit)
+        click.echo(f"redriven: {plural(count, 'record')}")
+
+
+def _endpoint_action(action: str, summary: str) -> None:
+    @endpoints.command(action, help=summary)
+    @click.argument("name")
+    @broker_options
+    @friendly
+    def command(name: str, data: str, url: str | None, api_key: str | None) -> None:
+        with connect(data, url, api_key) as b:
+            handle = b.endpoint(name)
+            if action == "enable":
+                handle.enable()
+                click.echo(f"enabled {name}")
+            elif action == "disable":
+                handle.disable()
+                click.echo(f"disabled {name}: its records wait until it is enabled")
+            elif action == "delete":
+                b.delete_endpoint(name)
+                click.echo(f"deleted {name}")
+            elif action == "rotate-secret":
+                secret = handle.rotate_secret()
+                click.echo(
+                    f"secret (shown once, store it now; the old one signs too for a day): {secret}"
+                )
+            else:
+                result = handle.test()
+                what = str(result.status) if result.status is not None else result.error
+                click.echo(
+                    f"{what}\t{result.latency_ms:.1f} ms\t{result.excerpt[:200].decode(errors='replace')}"
+                )
+                if result.status is None or not 200 <= result.status < 300:
+                    raise SystemExit(1)
+
+
+_endpoint_action("enable", "Deliver again (after a 410 or a disable).")
+_endpoint_action("disable", "Stop delivering; records wait in the endpoint's queue groups.")
+_endpoint_action("test", "Send a signed test request now and print how it went.")
+_endpoint_action("rotate-secret", "Make a new secret; the old one signs too for a day.")
+_endpoint_action("delete", "Delete the endpoint: records not yet delivered never will be.")

@@ -1,0 +1,36 @@
+"""`brook keys`: API keys for the server's brook.toml."""
+
+from __future__ import annotations
+
+import secrets
+
+import click
+
+from brook import config
+
+
+@click.group()
+def keys() -> None:
+    """Create API keys."""
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="A name for the key, shown in logs and errors.")
+@click.option("--scopes", required=True, help="Comma-separated: produce, consume, admin.")
+@click.option(
+    "--topics",
+    "topic_patterns",
+    default="*",
+    show_default=True,
+    help="Comma-separated glob patterns.",
+)
+def keys_create(name: str, scopes: str, topic_patterns: str) -> None:
+    """Print a new random key once, and the brook.toml stanza holding only its hash."""
+    chosen = [s.strip() for s in scopes.split(",") if s.strip()]
+    unknown = set(chosen) - set(config.SCOPES)
+    if not chosen or unknown:
+        raise click.ClickException(f"scopes must be some of {', '.join(config.SCOPES)}")
+    patterns = [t.strip() for t in topic_patterns.split(",") if t.strip()]
+    key = "brook_" + secrets.token_urlsafe(32)
+    click.echo(f"key (shown once, store it now): {key}\n", err=True)
+    click.echo(config.key_stanza(name, key, chosen, patterns))

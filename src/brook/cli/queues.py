@@ -1,0 +1,126 @@
+"""`brook queue`: look into a queue group, lease, list its dead records, redrive."""
+
+from __future__ import annotations
+
+import click
+
+from brook.cli.common import broker_options, connect, plural, read_all, shown
+from brook.cli.errors import friendly
+
+
+@click.group()
+def queue() -> None:
+    """Look into a queue group: counts, leases, dead records, redrive."""
+
+
+@queue.command("stats")
+@click.argument("topic")
+@click.argument("group")
+@broker_options
+@friendly
+def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str | None) -> None:
+    """Print the group's settings and its records by state."""
+    with connect(data, url, api_key, read_only=True) as b:
+        q = b.queue(topic, group, create=False)
+        for name, value in q.stats().items():
+            click.echo(f"{name}: {value}")
+        for name, value in q.settings().items():
+            click.echo(f"setting {name}: {shown(value)}")
+
+
+@queue.command("lease")
+@click.argument("topic")
+@click.argument("group")
+@click.option(
+    "-n", "count", type=click.IntRange(1), default=10, show_default=True, help="Most records."
+)
+@click.option("--wait", type=float, default=0.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--ack", "then_ack", is_flag=True, help="Ack what was leased (take it off the queue)."
+)
+@broker_options
+@friendly
+def queue_lease(
+    topic: str,
+    group: str,
+    count: int,
+    wait: float,
+    then_ack: bool,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Lease up to N records and print them (partition, offset, attempt, receipt, value).
+
+    Unless --ack is given they stay leased until their visibility timeout ends.
+    """
+    with connect(data, url, api_key) as b:
+        q = b.queue(topic, group)
+        jobs = q.lease(max_records=count, timeout=wait)
+        for job in jobs:
+            r = job.record
+            value = r.value.decode(errors="replace")
+            click.echo(f"{r.partition}\t{r.offset}\tattempt={job.attempt}\t{job.receipt}\t{value}")
+        if then_ack and jobs:
+            q.ack(jobs)
+            click.echo(f"acked {plural(len(jobs), 'record')}", err=True)
+
+
+@queue.command("dead")
+@click.argument("topic")
+@click.argument("group")
+@click.option("-n", "count", type=click.IntRange(1), default=None, help="Stop after N records.")
+@broker_options
+@friendly
+def queue_dead(
+    topic: str, group: str, count: int | None, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Print the group's records in its dead-letter topic: origin, attempts, error, value.
+
+    The dead-letter topic is a log: records redriven since still appear in it.
+    """
+    with connect(data, url, api_key, read_only=True) as b:
+        target = b.queue(topic, group, create=False).settings()["dead_letter_topic"]
+        if target is None:
+            click.echo(
+                "this group keeps its dead records in place (see brook queue stats)", err=True
+            )
+            return
+        if target not in {info.name for info in b.topics()}:
+            click.echo(f"no dead records yet ({target} is empty)", err=True)
+            return
+        shown = 0
+        for record in read_all(b, target, None):
+            headers = record.headers or {}
+            if headers.get("brook.group", b"").decode() != group:
+                continue
+            if headers.get("brook.origin.topic", b"").decode() != topic:
+                continue
+            origin = (
+                f"{headers['brook.origin.partition'].decode()}/"
+                f"{headers['brook.origin.offset'].decode()}"
+            )
+            attempts = headers.get("brook.attempts", b"?").decode()
+            error = headers.get("brook.error", b"").decode(errors="replace")
+            value = record.value.decode(errors="replace")
+            click.echo(f"{origin}\tattempts={attempts}\terror={error!r}\t{value}")
+            shown += 1
+            if count is not None and shown >= count:
+                break
+
+
+@queue.command("redrive")
+@click.argument("topic")
+@click.argument("group")
+@click.option(
+    "--limit", type=click.IntRange(1), default=None, help="Most records (default: all dead)."
+)
+@broker_options
+@friendly
+def queue_redrive(
+    topic: str, group: str, limit: int | None, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Put dead records back to work, their attempts counted afresh."""
+    with connect(data, url, api_key) as b:
+        count = b.queue(topic, group, create=False).redrive(limit=limit)
+        click.echo(f"redriven: {plural(count, 'record')}")

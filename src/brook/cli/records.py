@@ -1,0 +1,82 @@
+"""`brook produce` and `brook consume`: records in and out from a shell."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+import brook
+from brook.cli.common import broker_options, connect, plural, read_all
+from brook.cli.errors import friendly
+
+
+@click.command()
+@click.argument("topic")
+@click.argument("value", required=False)
+@click.option("--key", default=None, help="Key for every record (UTF-8).")
+@broker_options
+@friendly
+def produce(
+    topic: str, value: str | None, key: str | None, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Append VALUE, or each line of standard input, to TOPIC."""
+    with connect(data, url, api_key) as b:
+        t = b.topic(topic)
+        key_bytes = key.encode() if key is not None else None
+        if value is not None:
+            ack = t.append(value.encode(), key=key_bytes)
+            click.echo(f"partition={ack.partition} offset={ack.offset}")
+            return
+        lines = [brook.Record(line.rstrip("\n").encode(), key=key_bytes) for line in sys.stdin]
+        for start in range(0, len(lines), 1000):
+            t.append_many(lines[start : start + 1000])
+        click.echo(f"appended {plural(len(lines), 'record')}", err=True)
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--group", default=None, help="Stream group; its position is committed.")
+@click.option(
+    "--from-beginning", is_flag=True, help="Without --group: print every retained record."
+)
+@click.option("-n", "count", type=click.IntRange(1), default=None, help="Stop after N records.")
+@broker_options
+@friendly
+def consume(
+    topic: str,
+    group: str | None,
+    from_beginning: bool,
+    count: int | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Print records of TOPIC, one value per line, until none are left (or -n are printed).
+
+    With --group, from the group's position, committing as it goes. Without, nothing is
+    recorded anywhere: --from-beginning reads every partition from its oldest record.
+    """
+    if group is None and not from_beginning:
+        raise click.UsageError(
+            "say where to start: --group G (from the group's position, committing as it goes) "
+            "or --from-beginning (every retained record, nothing recorded)"
+        )
+    if group is not None and from_beginning:
+        raise click.UsageError("--from-beginning is for reading without a group; drop one of them")
+    with connect(data, url, api_key, read_only=group is None) as b:
+        if group is None:
+            for record in read_all(b, topic, count):
+                click.echo(record.value.decode(errors="replace"))
+            return
+        consumer = b.consumer(topic, group)
+        printed = 0
+        while count is None or printed < count:
+            want = 500 if count is None else min(500, count - printed)
+            polled = consumer.poll(max_records=want, timeout=0)
+            if not polled:
+                break
+            for record in polled:
+                click.echo(record.value.decode(errors="replace"))
+            printed += len(polled)
+            consumer.commit()

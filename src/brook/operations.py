@@ -1,0 +1,527 @@
+"""The HTTP API v1 as one table: every operation's name, method, path, API-key scope,
+retry-safety, query parameters, request and answer shapes, and the rules between
+fields that a schema cannot state.
+
+The server's router, the OpenAPI document and the clients' calls are all made from
+this table (tests check each against it), so the API is declared once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+import msgspec
+
+from brook import limits, names, wire
+from brook.records import DeliveryStats, EndpointInfo, Published
+
+COUNT = {"type": "integer", "minimum": 0, "maximum": limits.whole_max}
+POSITIVE = {"type": "integer", "minimum": 1, "maximum": limits.whole_max}
+NAME = {"type": "string", "pattern": names.USER_NAME_PATTERN}
+ID = {"type": "string", "pattern": names.ID_PATTERN}
+PATH_PARAMETERS = {
+    "topic": NAME,
+    "group": NAME,
+    "timer": ID,
+    "writer": ID,
+    "part": ID,
+    "endpoint": NAME,
+    "seq": {"type": "integer", "minimum": 0, "maximum": limits.staging_seq_max},
+    "chunk": {"type": "integer", "minimum": 0, "maximum": limits.staging_chunks_per_part_max - 1},
+}
+
+
+class Operation(NamedTuple):
+    """One operation of the HTTP API: the route, who may call it, whether a client may
+    send it again, and what goes in and comes out."""
+
+    name: str
+    """Its name: the OpenAPI operationId, and the handler the server registers for it."""
+    method: str
+    path: str
+    """The path template; {names} are path parameters (PATH_PARAMETERS)."""
+    scope: str | None
+    """The API-key scope it needs: produce, consume, admin, "any" (any valid key), or
+    None (open to all)."""
+    retry_safe: bool
+    """Sending it twice does no harm, so a client resends it after a lost answer. Some
+    are safe only with what they carry (appends whose records all have idempotency
+    keys, named timers, an endpoint given its secret): clients decide those per call."""
+    summary: str
+    answer: type[msgspec.Struct] | None = None
+    """The 200 answer's JSON shape (None: an object whose shape is not promised)."""
+    body: type[msgspec.Struct] | None = None
+    """The JSON request body's shape."""
+    body_required: bool = True
+    query: tuple[tuple[str, dict[str, Any], str, bool], ...] = ()
+    """(name, schema, description, required) of each query parameter."""
+    binary: tuple[str, ...] = ()
+    """Media types taken besides JSON, as binary bodies."""
+    text_answer: bool = False
+    relations: tuple[tuple[str, str], ...] = ()
+    """Rules JSON Schema cannot state (between fields, with the path, with the time):
+    (the sentence the description gives, a pattern of the 400's message that keeps it)."""
+
+
+WAIT = ("wait_ms", COUNT, f"Long-poll up to this long (capped at {limits.wait_ms_max})", False)
+PARTITION = ("partition", COUNT, "Every record goes to this partition (default: by key)", False)
+START = (
+    "start",
+    {"enum": ["earliest", "latest"]},
+    "Where a group new to the broker starts (default earliest)",
+    False,
+)
+BACKOFF_RELATION = (
+    "backoff.max_ms is at least backoff.min_ms (those given, or those stored)",
+    r"backoff\.max_ms must be at least",
+)
+
+
+PAST_THE_END = (
+    "an offset is at most its partition's end (the next offset to be written)",
+    r"is past the end of partition",
+)
+QUEUE = "/v1/topics/{topic}/queues/{group}"
+STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
+ENDPOINT = "/v1/endpoints/{endpoint}"
+
+TABLE: tuple[Operation, ...] = (
+    Operation(
+        "health",
+        "GET",
+        "/v1/health",
+        None,
+        True,
+        "Ready to serve; 503 names the failing loops",
+        wire.Health,
+    ),
+    Operation("openapi", "GET", "/openapi.json", "any", True, "This description"),
+    Operation("metrics", "GET", "/metrics", "admin", True, "Prometheus metrics", text_answer=True),
+    Operation("list_topics", "GET", "/v1/topics", "any", True, "List topics", wire.Topics),
+    Operation(
+        "create_topic",
+        "PUT",
+        "/v1/topics/{topic}",
+        "admin",
+        True,
+        "Create a topic (the same settings again is a no-op)",
+        wire.TopicOut,
+        wire.TopicSettingsIn,
+        body_required=False,
+    ),
+    Operation(
+        "describe_topic",
+        "GET",
+        "/v1/topics/{topic}",
+        "any",
+        True,
+        "Describe a topic",
+        wire.TopicDetail,
+    ),
+    Operation(
+        "delete_topic",
+        "DELETE",
+        "/v1/topics/{topic}",
+        "admin",
+        False,
+        "Delete a topic",
+        wire.Deleted,
+    ),
+    Operation(
+        "append",
+        "POST",
+        "/v1/topics/{topic}/records",
+        "produce",
+        False,
+        "Append records; answered once they are durable",
+        wire.Acks,
+        wire.RecordsIn,
+        query=(("key", {"type": "string"}, "Key of a raw-body record", False), PARTITION),
+        binary=(wire.RAW_TYPE, wire.BATCH_TYPE),
+    ),
+    Operation(
+        "read",
+        "GET",
+        "/v1/topics/{topic}/records",
+        "consume",
+        True,
+        "Read records at offsets >= offset",
+        wire.RecordPage,
+        query=(
+            ("partition", COUNT, "Partition (default 0)", False),
+            ("offset", COUNT, "First offset (default 0)", False),
+            ("limit", POSITIVE, f"Most records (capped at {limits.read_records_max})", False),
+            WAIT,
+        ),
+    ),
+    Operation(
+        "poll",
+        "GET",
+        "/v1/topics/{topic}/groups/{group}/poll",
+        "consume",
+        False,
+        "Poll a stream group (advances its position)",
+        wire.Polled,
+        query=(
+            ("max_records", POSITIVE, "Most records", False),
+            WAIT,
+            START,
+        ),
+    ),
+    Operation(
+        "commit",
+        "POST",
+        "/v1/topics/{topic}/groups/{group}/commit",
+        "consume",
+        True,
+        "Commit the group's position, or the offsets given",
+        wire.GroupOut,
+        wire.CommitIn,
+        body_required=False,
+        query=(START,),
+        relations=(PAST_THE_END,),
+    ),
+    Operation(
+        "seek",
+        "POST",
+        "/v1/topics/{topic}/groups/{group}/seek",
+        "consume",
+        True,
+        "Move the group's position on one partition (at most its end)",
+        wire.GroupOut,
+        wire.SeekIn,
+        query=(START,),
+        relations=(PAST_THE_END,),
+    ),
+    Operation(
+        "describe_group",
+        "GET",
+        "/v1/topics/{topic}/groups/{group}",
+        "consume",
+        True,
+        "A stream group's positions and lag",
+        wire.GroupOut,
+        query=(START,),
+    ),
+    Operation(
+        "put_queue",
+        "PUT",
+        QUEUE,
+        "consume",
+        True,
+        "Create a queue group or change its settings (null keeps a setting)",
+        wire.QueueOut,
+        wire.QueueSettingsIn,
+        body_required=False,
+        relations=(
+            BACKOFF_RELATION,
+            (
+                "dead_letter_topic is not the queue's own topic",
+                r"dead_letter_topic must not be the queue's own topic",
+            ),
+        ),
+        query=(
+            (
+                "create",
+                {"type": "boolean"},
+                "false: only change an existing group (404 if there is none); default true, "
+                "which also creates the topic when the key may append to it",
+                False,
+            ),
+        ),
+    ),
+    Operation(
+        "describe_queue",
+        "GET",
+        QUEUE,
+        "consume",
+        True,
+        "A queue group's settings and records by state (404 if it does not exist)",
+        wire.QueueOut,
+    ),
+    Operation(
+        "lease",
+        "POST",
+        QUEUE + "/lease",
+        "consume",
+        False,
+        "Lease records (long-polls up to wait_ms); answered once durable",
+        wire.Jobs,
+        wire.LeaseIn,
+        body_required=False,
+    ),
+    Operation(
+        "ack",
+        "POST",
+        QUEUE + "/ack",
+        "consume",
+        False,
+        "The records are done",
+        wire.Settled,
+        wire.SettleIn,
+    ),
+    Operation(
+        "nack",
+        "POST",
+        QUEUE + "/nack",
+        "consume",
+        False,
+        "The attempts failed: retry after delay_ms or the backoff",
+        wire.Settled,
+        wire.NackIn,
+    ),
+    Operation(
+        "extend",
+        "POST",
+        QUEUE + "/extend",
+        "consume",
+        False,
+        "Keep the leases ms longer from now",
+        wire.Settled,
+        wire.ExtendIn,
+    ),
+    Operation(
+        "discard",
+        "POST",
+        QUEUE + "/discard",
+        "consume",
+        False,
+        "Dead at once, copied to the dead-letter topic",
+        wire.Settled,
+        wire.SettleIn,
+    ),
+    Operation(
+        "trace",
+        "GET",
+        QUEUE + "/trace",
+        "consume",
+        True,
+        "A record's transitions in the status log",
+        wire.Trace,
+        query=(
+            ("partition", COUNT, "The record's partition", True),
+            ("offset", COUNT, "The record's offset", True),
+        ),
+    ),
+    Operation(
+        "redrive_queue",
+        "POST",
+        QUEUE + "/redrive",
+        "consume",
+        True,
+        "Put dead records back to work (all, those named in records, or up to limit); "
+        "records that are not dead are left as they are; idempotent",
+        wire.Redriven,
+        wire.RedriveIn,
+        body_required=False,
+    ),
+    Operation(
+        "schedule",
+        "POST",
+        "/v1/timers",
+        "produce",
+        False,
+        'Schedule a timer, or many ({"timers": [...]}); answered once durable',
+        wire.Scheduled,
+        wire.TimerIn,
+        relations=(
+            (
+                "at is no more than 24 hours ago (an at in seconds, not milliseconds, would "
+                "be) and no more than 100 years ahead",
+                r"more than 24 hours ago|at most 100 years ahead",
+            ),
+        ),
+    ),
+    Operation(
+        "describe_timer",
+        "GET",
+        "/v1/timers/{timer}",
+        "produce",
+        True,
+        "A timer's state: pending, fired (where) or cancelled",
+        wire.TimerOut,
+    ),
+    Operation(
+        "cancel_timer",
+        "DELETE",
+        "/v1/timers/{timer}",
+        "produce",
+        False,
+        "Cancel a pending timer (409 if it fired or was cancelled, 404 if unknown)",
+        wire.Cancelled,
+    ),
+    Operation(
+        "stage",
+        "PUT",
+        STAGED + "/{part}/{chunk}",
+        "produce",
+        True,
+        "Stage records for a publish (durable; nothing is readable until then)",
+        wire.Staged,
+        wire.StagedRecordsIn,
+        query=(PARTITION,),
+        binary=(wire.BATCH_TYPE,),
+    ),
+    Operation(
+        "publish",
+        "POST",
+        STAGED + "/publish",
+        "produce",
+        True,
+        "Publish what was staged for seq, exactly once; answered once durable",
+        Published,
+        wire.PublishIn,
+    ),
+    Operation(
+        "drop_staged",
+        "DELETE",
+        STAGED,
+        "produce",
+        True,
+        "Drop what was staged for seq (false if it was published)",
+        wire.Dropped,
+    ),
+    Operation(
+        "list_endpoints",
+        "GET",
+        "/v1/endpoints",
+        "admin",
+        True,
+        "List delivery endpoints (no secrets)",
+        wire.Endpoints,
+    ),
+    Operation(
+        "put_endpoint",
+        "PUT",
+        ENDPOINT,
+        "admin",
+        False,
+        "Create a delivery endpoint (url and topics needed) or change its settings; "
+        "the answer shows a secret made or given, once",
+        EndpointInfo,
+        wire.EndpointIn,
+        relations=(
+            BACKOFF_RELATION,
+            (
+                "headers may not set host, content-length, content-type, "
+                "transfer-encoding, connection, webhook-* or brook-* (the broker's own)",
+                r"is set by the broker",
+            ),
+            (
+                "a new endpoint (none has the name) needs url and topics",
+                r"a new endpoint needs a url and topics",
+            ),
+            (
+                "a url at a loopback, private or link-local address is refused unless "
+                "the broker allows private networks (delivery_allow_private_networks)",
+                r"endpoints are called only at public addresses",
+            ),
+        ),
+    ),
+    Operation(
+        "describe_endpoint", "GET", ENDPOINT, "admin", True, "An endpoint's settings", EndpointInfo
+    ),
+    Operation(
+        "delete_endpoint",
+        "DELETE",
+        ENDPOINT,
+        "admin",
+        False,
+        "Delete an endpoint and its queue groups",
+        wire.Deleted,
+    ),
+    Operation(
+        "endpoint_stats",
+        "GET",
+        ENDPOINT + "/stats",
+        "admin",
+        True,
+        "Records by state, in flight, breaker, success rate, latency",
+        DeliveryStats,
+    ),
+    Operation(
+        "endpoint_attempts",
+        "GET",
+        ENDPOINT + "/attempts",
+        "admin",
+        True,
+        "Every attempt to deliver one record",
+        wire.Attempts,
+        query=(
+            ("topic", {"type": "string"}, "The record's topic", True),
+            ("partition", COUNT, "The record's partition", True),
+            ("offset", COUNT, "The record's offset", True),
+        ),
+    ),
+    Operation(
+        "redrive_endpoint",
+        "POST",
+        ENDPOINT + "/redrive",
+        "admin",
+        True,
+        "Put dead records back to work (of one topic or all, up to limit, or those named)",
+        wire.Redriven,
+        wire.EndpointRedriveIn,
+        body_required=False,
+    ),
+    Operation(
+        "enable_endpoint",
+        "POST",
+        ENDPOINT + "/enable",
+        "admin",
+        True,
+        "Deliver again",
+        EndpointInfo,
+    ),
+    Operation(
+        "disable_endpoint",
+        "POST",
+        ENDPOINT + "/disable",
+        "admin",
+        True,
+        "Stop delivering; records wait",
+        EndpointInfo,
+    ),
+    Operation(
+        "test_endpoint",
+        "POST",
+        ENDPOINT + "/test",
+        "admin",
+        False,
+        "Send a signed test request now and tell how it went",
+        wire.TestOut,
+    ),
+    Operation(
+        "rotate_secret",
+        "POST",
+        ENDPOINT + "/rotate-secret",
+        "admin",
+        False,
+        "A new secret (made, or the one given); the old one signs too for a day",
+        wire.Rotated,
+        wire.RotateIn,
+        body_required=False,
+    ),
+)
+ALTERNATIVES: dict[tuple[str, str], tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
+    ("POST", "/v1/timers"): (wire.TimersIn, wire.ScheduledMany),
+}
+"""A second body shape a route takes, and the answer it gives to that one."""
+
+OPERATIONS: dict[str, Operation] = {op.name: op for op in TABLE}
+"""Every operation by name."""
+BY_ROUTE: dict[tuple[str, str], Operation] = {(op.method, op.path): op for op in TABLE}
+"""Every operation by (method, path template)."""
+if len(OPERATIONS) != len(TABLE) or len(BY_ROUTE) != len(TABLE):
+    raise ImportError("brook.operations: two operations share a name or a route")
+
+
+def path_of(name: str, **parameters: str | int) -> str:
+    """The path of operation `name` with its parameters filled in, each quoted whole."""
+    path = OPERATIONS[name].path
+    for key, value in parameters.items():
+        path = path.replace("{" + key + "}", quote(str(value), safe=""))
+    if "{" in path:
+        raise ValueError(f"{name} needs every path parameter: {path}")
+    return path

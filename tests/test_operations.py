@@ -1,0 +1,132 @@
+"""The HTTP API is one table (brook/operations.py): the router serves its routes at its
+scopes, the clients call its paths, and a path made for an operation leads back to it."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brook import names
+from brook.client import protocol
+from brook.models import TimerSpec
+from brook.operations import BY_ROUTE, OPERATIONS, PATH_PARAMETERS, TABLE, path_of
+from brook.server.router import Router
+
+
+def _router() -> Router:
+    router = Router()
+    for operation in TABLE:
+
+        async def handler(operation: Any = operation) -> Any:
+            return operation
+
+        router.serve(operation, handler)
+    return router
+
+
+ROUTER = _router()
+VALUES = {
+    "topic": st.from_regex(names.USER_NAME_PATTERN, fullmatch=True),
+    "group": st.from_regex(names.USER_NAME_PATTERN, fullmatch=True),
+    "endpoint": st.from_regex(names.USER_NAME_PATTERN, fullmatch=True),
+    "timer": st.from_regex(names.ID_PATTERN, fullmatch=True),
+    "writer": st.from_regex(names.ID_PATTERN, fullmatch=True),
+    "part": st.from_regex(names.ID_PATTERN, fullmatch=True),
+    "seq": st.integers(0, PATH_PARAMETERS["seq"]["maximum"]),
+    "chunk": st.integers(0, PATH_PARAMETERS["chunk"]["maximum"]),
+}
+
+
+def test_every_path_parameter_has_a_schema_and_values() -> None:
+    used = {part[1:-1] for op in TABLE for part in op.path.split("/") if part.startswith("{")}
+    assert used == set(PATH_PARAMETERS) == set(VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+@given(data=st.data())
+def test_a_path_made_for_an_operation_is_routed_back_to_it(name: str, data: st.DataObject) -> None:
+    operation = OPERATIONS[name]
+    wanted = [part[1:-1] for part in operation.path.split("/") if part.startswith("{")]
+    values = {key: data.draw(VALUES[key], label=key) for key in wanted}
+    # The server unquotes the path before it routes it (server/http.py).
+    route, found = ROUTER.match(operation.method, unquote(path_of(name, **values)))
+    assert (route.template, route.scope) == (operation.path, operation.scope)
+    assert found == {key: str(value) for key, value in values.items()}
+
+
+def test_a_path_without_its_parameters_is_refused() -> None:
+    with pytest.raises(ValueError, match="every path parameter"):
+        path_of("read")
+
+
+def test_reads_are_safe_to_send_again() -> None:
+    assert all(op.retry_safe for op in TABLE if op.method == "GET" and op.name != "poll")
+    assert not OPERATIONS["poll"].retry_safe, "a poll moves the group's position"
+
+
+RECEIPT = "0.0.1.1.0123abcd"
+CALLS = [
+    ("create_topic", protocol.create_topic("t", 1, None, None, False)),
+    ("list_topics", protocol.topics()),
+    ("delete_topic", protocol.delete_topic("t")),
+    ("describe_topic", protocol.end_offsets("t")),
+    ("append", protocol.append("t", b"v", None, None, None)),
+    ("read", protocol.read("t", 0, 0, 10)),
+    ("poll", protocol.poll("t", "g", "earliest", 10, 0)),
+    ("commit", protocol.commit("t", "g", "earliest", None)),
+    ("seek", protocol.seek("t", "g", "earliest", 0, 0)),
+    ("describe_group", protocol.group("t", "g", "earliest")),
+    ("stage", protocol.stage("t", "w", 1, "p", 0, [], None)),
+    ("publish", protocol.publish("t", "w", 1, {"p": 1})),
+    ("drop_staged", protocol.drop_staged("t", "w", 1)),
+    ("put_queue", protocol.queue_settings("t", "g")),
+    ("describe_queue", protocol.queue_state("t", "g", "stats")),
+    ("lease", protocol.lease("t", "g", 1, 0, None)),
+    ("ack", protocol.settle("t", "g", "ack", [RECEIPT])),
+    ("nack", protocol.settle("t", "g", "nack", [RECEIPT])),
+    ("extend", protocol.settle("t", "g", "extend", [RECEIPT], ms=10)),
+    ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
+    ("trace", protocol.trace("t", "g", 0, 0)),
+    ("redrive_queue", protocol.redrive("t", "g", None, None)),
+    ("describe_timer", protocol.timer("tm")),
+    ("cancel_timer", protocol.cancel_timer("tm")),
+    ("put_endpoint", protocol.create_endpoint("e", url="https://example.com/")),
+    ("list_endpoints", protocol.endpoints()),
+    ("describe_endpoint", protocol.endpoint_info("e")),
+    ("delete_endpoint", protocol.delete_endpoint("e")),
+    ("endpoint_stats", protocol.endpoint_stats("e")),
+    ("endpoint_attempts", protocol.endpoint_attempts("e", "t", 0, 0)),
+    ("redrive_endpoint", protocol.endpoint_redrive("e", None, None, None)),
+    ("enable_endpoint", protocol.endpoint_action("e", "enable")),
+    ("disable_endpoint", protocol.endpoint_action("e", "disable")),
+    ("test_endpoint", protocol.endpoint_test("e")),
+    ("rotate_secret", protocol.rotate_secret("e", None)),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), CALLS, ids=[name for name, _ in CALLS])
+def test_each_client_call_is_its_operation(name: str, call: protocol.Call) -> None:
+    route, _ = ROUTER.match(call.method, unquote(call.path))
+    assert BY_ROUTE[(call.method, route.template)].name == name
+
+
+def test_the_clients_call_every_operation_but_the_servers_own() -> None:
+    called = {name for name, _ in CALLS} | {"schedule"}
+    assert set(OPERATIONS) - called == {"health", "metrics", "openapi"}
+
+
+def test_calls_safe_only_by_what_they_carry_say_so() -> None:
+    """An append is resent only when every record has an idempotency key, a schedule
+    only when every timer is named, an endpoint's PUT only with the secret given."""
+    assert not protocol.append("t", b"v", None, None, None).retry_safe
+    assert protocol.append("t", b"v", None, None, "k").retry_safe
+    timer = TimerSpec("t", b"v", None, 1000, None, None, None)
+    assert not protocol.schedule_many([timer]).retry_safe
+    named = TimerSpec("t", b"v", None, 1000, None, None, "a")
+    assert protocol.schedule_many([named, named]).retry_safe
+    assert not protocol.create_endpoint("e", url="https://example.com/").retry_safe
+    assert protocol.create_endpoint("e", secret="whsec_" + "A" * 32).retry_safe
