@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test coverage lint profile wrk system-packages reliability bench screenshots pipeline-demo clean
+.PHONY: run test coverage lint unasync profile wrk system-packages reliability bench screenshots pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,10 +18,15 @@ run: $(STAMP)
 	$(VENV)/bin/brook serve $(if $(DATA),--data $(DATA)) $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/unasync.py --check
+
+# The sync client is made from the async one (scripts/unasync.py): edit aio.py, then this.
+unasync: $(STAMP)
+	$(PY) scripts/unasync.py
 
 # Debian packages the tests drive: chromium, for the dashboard's tests in a real browser;
 # fuse3 (libfuse), for the power-loss tests' file system (tests/powerloss).

@@ -8,9 +8,9 @@ with brook.open("./data") as b:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brook import errors
+from brook import api, errors
 from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
 from brook.groups.consumer import Consumer
@@ -76,3 +76,9 @@ def connect(url: str, api_key: str | None = None, timeout: float = 60.0) -> Remo
 def connect_async(url: str, api_key: str | None = None, timeout: float = 60.0) -> AsyncBroker:
     """The same as `connect`, with coroutine methods."""
     return AsyncBroker(url, api_key=api_key, timeout=timeout)
+
+
+if TYPE_CHECKING:  # mypy holds every sync surface to the one API (brook/api.py)
+
+    def _one_api(embedded: Broker, remote: RemoteBroker) -> list[api.BrokerApi]:
+        return [embedded, remote]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from brook import validate
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
-from brook.core import Core, TopicState, acks_in_order, route
+from brook.core import Core, Hooks, TopicState, acks_in_order, route
 from brook.errors import TopicNotFound
 from brook.groups.consumer import GroupStore
 from brook.log.partition import PartitionLog
@@ -97,15 +97,16 @@ class LoopBridge:
         self.new_records = NewRecords(loop)
         self.completions = Completions(loop)
         self.stopping = False
-        core.round_listeners.append(self.new_records.notify_threadsafe)
+        self._hooks = core.register(
+            Hooks("event loop", on_round=self.new_records.notify_threadsafe)
+        )
 
     def stop(self) -> None:
         self.stopping = True
         self.new_records.fire()
 
     def close(self) -> None:
-        with contextlib.suppress(ValueError):
-            self._core.round_listeners.remove(self.new_records.notify_threadsafe)
+        self._core.unregister(self._hooks)
 
     # ------------------------------------------------------------ appends
 

@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
@@ -61,6 +62,27 @@ Needed = Callable[[int, int], Ranges]
 """For retention: the offsets from `base` to before `next_offset` still needed."""
 RetentionHold = Callable[[str, int], Needed | None]
 """A service's say in retention: for (topic, partition), what it still needs."""
+
+
+@dataclass(frozen=True, eq=False)
+class Hooks:
+    """What a service asks the core to tell it (`Core.register`); each is optional.
+
+    The core calls them on its own threads: `on_round` on the syncer's after every
+    commit round (with the topics it wrote to; all of them at close), the others with
+    the writer role. None may wait for the committer, and `on_round` must be quick.
+    """
+
+    name: str
+    """Names the service in logs and as its maintenance task."""
+    on_round: Callable[[frozenset[str]], None] | None = None
+    on_topic_created: Callable[[str], None] | None = None
+    """Once a topic exists."""
+    on_topic_deleted: Callable[[str], None] | None = None
+    """Once a topic's records are gone: forget what the service kept for it."""
+    maintain: Callable[[], None] | None = None
+    """Run at every maintenance, supervised as its own task."""
+    retention_hold: RetentionHold | None = None
 
 
 class TopicState:
@@ -129,16 +151,9 @@ class Core:
         self._closed = False
         self.appended = threading.Condition()
         """Notified after every commit round, for readers waiting on new records."""
-        self.round_listeners: list[Callable[[frozenset[str]], None]] = []
-        """Called (on the syncer thread) after every commit round with the topics it
-        wrote to (internal logs included; all of them at close); must be quick."""
-        self.topic_deleted_hooks: list[Callable[[str], None]] = []
-        self.topic_created_hooks: list[Callable[[str], None]] = []
-        """Called on the writer role once a topic exists: they must not wait for it."""
-        """Called with the writer role when a topic is deleted, after its records."""
-        self.maintainers: list[tuple[str, Callable[[], None]]] = []
-        """(task name, work) run with the writer role at every maintenance."""
-        self.retention_holds: list[RetentionHold] = []
+        self._hooks: tuple[Hooks, ...] = ()
+        """The services' hooks (register); replaced whole, never changed in place, so
+        a thread going through them never sees the tuple change under it."""
         self.idempotency = IdempotencyIndex(idempotency_window_ms)
         try:
             storage_format.check(storage, read_only)
@@ -306,8 +321,9 @@ class Core:
         self.storage.write_atomic(layout.topic_config(name), msgspec.json.encode(config))
         state = TopicState(name, config, logs)
         self._topics = {**self._topics, name: state}
-        for hook in self.topic_created_hooks:
-            hook(name)
+        for hooks in self._hooks:
+            if hooks.on_topic_created is not None:
+                hooks.on_topic_created(name)
         return state
 
     def delete_topic(self, name: str) -> None:
@@ -329,8 +345,9 @@ class Core:
         self.storage.delete(layout.topic_config(name))
         self.storage.delete_prefix(layout.topic_prefix(name))
         self.idempotency.forget_topic(name)
-        for hook in self.topic_deleted_hooks:
-            hook(name)
+        for hooks in self._hooks:
+            if hooks.on_topic_deleted is not None:
+                hooks.on_topic_deleted(name)
 
     # ------------------------------------------------------------ appends
 
@@ -374,6 +391,17 @@ class Core:
         result: T = self.committer.call(fn)
         return result
 
+    # ------------------------------------------------------------ services
+
+    def register(self, hooks: Hooks) -> Hooks:
+        """Have the core call `hooks` from now on (until `unregister`)."""
+        self._hooks = (*self._hooks, hooks)
+        return hooks
+
+    def unregister(self, hooks: Hooks) -> None:
+        """Stop calling `hooks` (a no-op if they are not registered)."""
+        self._hooks = tuple(h for h in self._hooks if h is not hooks)
+
     # ------------------------------------------------------------ waiting
 
     def _wake_readers(self, topics: frozenset[str] | None = None) -> None:
@@ -381,8 +409,9 @@ class Core:
             self.appended.notify_all()
         if topics is None:
             topics = frozenset(self._topics)
-        for listener in self.round_listeners:
-            listener(topics)
+        for hooks in self._hooks:
+            if hooks.on_round is not None:
+                hooks.on_round(topics)
 
     def wait_for_records(self, ready: Callable[[], bool], seconds: float) -> None:
         """Wait up to `seconds` for a commit round, unless `ready()` already (or the
@@ -401,9 +430,10 @@ class Core:
         now = self.now_ms()
         with guard("maintenance", "idempotency"):
             self.idempotency.expire(now)
-        for task, work in self.maintainers:
-            with guard("maintenance", task):
-                work()
+        for hooks in self._hooks:
+            if hooks.maintain is not None:
+                with guard("maintenance", hooks.name):
+                    hooks.maintain()
         close_idle = getattr(self.storage, "close_idle", None)
         if close_idle is not None:
             with guard("maintenance", "open files"):
@@ -433,8 +463,9 @@ class Core:
     def _retain(self, state: TopicState, partition_log: PartitionLog, now: int) -> None:
         holds = [
             needed
-            for hold in self.retention_holds
-            if (needed := hold(state.name, partition_log.partition)) is not None
+            for hooks in self._hooks
+            if hooks.retention_hold is not None
+            and (needed := hooks.retention_hold(state.name, partition_log.partition)) is not None
         ]
         removed = partition_log.enforce_retention(
             state.config.retention_ms, state.config.retention_bytes, now, _union(holds)

@@ -1,4 +1,4 @@
-"""A round's idempotency plan (committer._Plan): which records of the round's requests
+"""A round's idempotency plan (commit/dedup.py): which records of the round's requests
 are appended, and what each record is answered with, for any mix of keyed and unkeyed
 records, repeats within a request, across requests, of durable and of in-flight keys.
 Checked against the rule written plainly, record by record."""
@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brook.codec.batch import Columns
-from brook.commit.committer import AppendRequest, _Plan
+from brook.commit.committer import AppendRequest
+from brook.commit.dedup import Plan
 from brook.idempotency import IdempotencyIndex
 from brook.records import Ack
 
@@ -73,7 +74,7 @@ def test_the_plan_appends_and_answers_as_the_rule_says(
         )
         group.append(AppendRequest(SimpleNamespace(topic="t"), columns))  # type: ignore[arg-type]
     batch = SimpleNamespace(log=SimpleNamespace(topic="t"), group=group)
-    plan = _Plan(index, inflight, batch)  # type: ignore[arg-type]
+    plan = Plan(index, inflight, batch)  # type: ignore[arg-type]
     appended, answers = plainly(requests, acks, flying)
     got = [value for piece in plan.pieces for value in piece.values]
     assert got == appended

@@ -1,7 +1,9 @@
 """`brook.connect_async(url)`: the broker's API over HTTP, as coroutines.
 
-The same methods as RemoteBroker (client/sync.py), awaited; the requests and
-their parsing are shared in client/protocol.py.
+The same methods and types as the embedded broker for everything the server
+serves. One httpx connection pool is reused for every call; calls that are safe
+to resend (client/protocol.py) are retried on connection errors with backoff.
+The sync client (client/sync.py, `brook.connect`) is made from this file.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from brook.records import (
 
 
 class AsyncBroker:
-    """A broker reached over HTTP from asyncio code. Use `brook.connect_async`."""
+    """A broker reached over HTTP, as coroutines. Use `brook.connect_async`."""
 
     def __init__(
         self, url: str, api_key: str | None = None, timeout: float = 60.0, verify: Any = True
@@ -87,7 +89,7 @@ class AsyncBroker:
     async def consumer(self, topic: str, group: str, start: str = "earliest") -> AsyncConsumer:
         protocol.check_names(topic, group)
         consumer = AsyncConsumer(self, topic, group, protocol.check_start(start))
-        await consumer.lag()
+        await consumer.lag()  # the group exists on the server from here on, as it does embedded
         return consumer
 
     async def queue(
@@ -226,6 +228,9 @@ class AsyncBroker:
     ) -> None:
         await self.close()
 
+    def __repr__(self) -> str:
+        return f"<AsyncBroker {self.url}>"
+
 
 class AsyncTopic:
     def __init__(self, broker: AsyncBroker, name: str) -> None:
@@ -269,6 +274,7 @@ class AsyncTopic:
         return offsets
 
     async def start_offsets(self) -> dict[int, int]:
+        """The oldest retained offset of each partition."""
         offsets: dict[int, int] = await self._broker._do(protocol.start_offsets(self.name))
         return offsets
 
@@ -295,6 +301,9 @@ class AsyncTopic:
     async def drop_staged(self, writer: str, seq: int) -> bool:
         dropped: bool = await self._broker._do(protocol.drop_staged(self.name, writer, seq))
         return dropped
+
+    def __repr__(self) -> str:
+        return f"<AsyncTopic {self.name}>"
 
 
 class AsyncConsumer:
@@ -327,18 +336,21 @@ class AsyncConsumer:
     async def lag(self) -> dict[int, int]:
         return (await self._state())["lag"]
 
-    async def close(self) -> None:
-        """Consumers hold no resources of their own; provided for symmetry."""
-
     async def _state(self) -> dict[str, dict[int, int]]:
         state: dict[str, dict[int, int]] = await self._broker._do(
             protocol.group(self.topic, self.group, self._start)
         )
         return state
 
+    async def close(self) -> None:
+        """Consumers hold no resources of their own; provided for symmetry."""
+
+    def __repr__(self) -> str:
+        return f"<AsyncConsumer {self.topic} group={self.group}>"
+
 
 class AsyncQueue:
-    """A queue group over HTTP, as coroutines; the same methods as `Queue`."""
+    """A queue group over HTTP, as coroutines; the same methods as the embedded `Queue`."""
 
     def __init__(self, broker: AsyncBroker, topic: str, group: str) -> None:
         self._broker = broker
@@ -402,7 +414,8 @@ class AsyncQueue:
 
 
 class AsyncEndpoint:
-    """A delivery endpoint over HTTP, as coroutines; the same methods as the embedded one's handle."""
+    """A delivery endpoint over HTTP, as coroutines; the same methods as the embedded
+    one's handle."""
 
     def __init__(self, broker: AsyncBroker, name: str) -> None:
         self._broker = broker

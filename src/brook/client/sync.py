@@ -1,3 +1,4 @@
+# Made from client/aio.py by scripts/unasync.py: edit that file, then run `make unasync`.
 """`brook.connect(url)`: the broker's API over HTTP, for threads.
 
 The same methods and types as the embedded broker for everything the server
@@ -403,7 +404,8 @@ class RemoteQueue:
 
 
 class RemoteEndpoint:
-    """A delivery endpoint over HTTP; the same methods as the embedded one's handle."""
+    """A delivery endpoint over HTTP; the same methods as the embedded
+    one's handle."""
 
     def __init__(self, broker: RemoteBroker, name: str) -> None:
         self._broker = broker

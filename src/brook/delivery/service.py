@@ -44,6 +44,7 @@ import msgspec
 import uvloop
 
 from brook import limits
+from brook.core import Hooks
 from brook.delivery import addresses
 from brook.delivery import endpoint as ep
 from brook.delivery.endpoint import Endpoint
@@ -144,9 +145,10 @@ class Deliverer:
         """(when, endpoint): a retry, an expiring lease or a probe comes due (a heap)."""
         self._due_at: dict[str, int] = {}
         """The earliest entry of each endpoint in _due (later entries are stale)."""
+        self._hooks: Hooks | None = None
         if not core.read_only:
             store.changed.append(self.wake)
-            core.round_listeners.append(self._records_appended)
+            self._hooks = core.register(Hooks("delivery", on_round=self._records_appended))
             self._thread = core.supervisor.start("delivery", self._run, self._stop)
 
     # ------------------------------------------------------------ outside
@@ -238,8 +240,9 @@ class Deliverer:
         self.wake()
         if self._thread is not None:
             self._thread.join()
+        if self._hooks is not None:
+            self.core.unregister(self._hooks)
         with contextlib.suppress(ValueError):
-            self.core.round_listeners.remove(self._records_appended)
             self.store.changed.remove(self.wake)
         self._pool.shutdown(wait=True)
 

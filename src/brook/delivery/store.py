@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import layout, names
+from brook.core import Hooks
 from brook.delivery import endpoint as ep
 from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
@@ -67,8 +68,13 @@ class EndpointStore:
         if not core.read_only:
             self._delete_orphans()
             self._fresh_topics.update(state.name for state in core.topic_states())
-            core.topic_created_hooks.append(self._topic_created)
-            core.topic_deleted_hooks.append(self._topic_deleted)
+            core.register(
+                Hooks(
+                    "endpoints",
+                    on_topic_created=self._topic_created,
+                    on_topic_deleted=self._topic_deleted,
+                )
+            )
 
     # ------------------------------------------------------------ reading
 

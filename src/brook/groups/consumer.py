@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import layout, limits, validate
+from brook.core import Hooks
 from brook.errors import BadRequest, TopicNotFound
 from brook.records import Record
 
@@ -61,7 +62,7 @@ class GroupStore:
         self.core = core
         self._cursors: dict[tuple[str, str], GroupCursor] = {}
         self._mutex = threading.Lock()
-        core.topic_deleted_hooks.append(self.forget_topic)
+        core.register(Hooks("stream groups", on_topic_deleted=self.forget_topic))
 
     def consumer(self, topic: str, group: str, start: str) -> Consumer:
         validate.group_name(group)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from brook import limits
 from brook.log import reading
@@ -25,15 +25,31 @@ from brook.log.compaction import LatestOffsets, Run, keeping, survivors
 from brook.log.files import encode_segment
 from brook.log.segment import Segment
 from brook.ranges import Ranges
-
-if TYPE_CHECKING:
-    from brook.log.partition import PartitionLog
+from brook.storage import Storage
 
 log = logging.getLogger("brook.log")
 
 
+class CleanedLog(Protocol):
+    """What retention and compaction need of a partition's log (log/partition.py's
+    PartitionLog): its segments, and the two ways to change them."""
+
+    topic: str
+    partition: int
+    storage: Storage
+    clean_offset: int
+    """Compaction has looked at every record below this offset."""
+
+    @property
+    def segments(self) -> list[Segment]: ...
+
+    def drop_oldest(self) -> None: ...
+
+    def replace(self, index: int, fresh: Segment) -> None: ...
+
+
 def enforce_retention(
-    partition_log: PartitionLog,
+    partition_log: CleanedLog,
     retention_ms: int | None,
     retention_bytes: int | None,
     now_ms: int,
@@ -66,7 +82,7 @@ def enforce_retention(
     return removed
 
 
-def _keep_only(partition_log: PartitionLog, index: int, wanted: Ranges) -> None:
+def _keep_only(partition_log: CleanedLog, index: int, wanted: Ranges) -> None:
     """Rewrite sealed segment `index` with only the `wanted` records, once at least
     half of what it holds is not wanted (so rewrites cost little overall)."""
     segment = partition_log.segments[index]
@@ -86,7 +102,7 @@ def _keep_only(partition_log: PartitionLog, index: int, wanted: Ranges) -> None:
     )
 
 
-def compact(partition_log: PartitionLog, keys_max: int = limits.compaction_keys_max) -> int:
+def compact(partition_log: CleanedLog, keys_max: int = limits.compaction_keys_max) -> int:
     """One compaction pass (module docstring); returns how many records it dropped.
     Does nothing until a segment was sealed past where the last pass stopped."""
     sealed = partition_log.segments[:-1]
@@ -108,7 +124,7 @@ def compact(partition_log: PartitionLog, keys_max: int = limits.compaction_keys_
     return dropped_total
 
 
-def _newest_offsets(partition_log: PartitionLog, keys_max: int) -> tuple[LatestOffsets, int]:
+def _newest_offsets(partition_log: CleanedLog, keys_max: int) -> tuple[LatestOffsets, int]:
     """The newest offset of each key from the dirty part on, until the map is full
     or the durable end; and the first offset the map did not see."""
     latest = LatestOffsets(keys_max)
@@ -123,7 +139,7 @@ def _newest_offsets(partition_log: PartitionLog, keys_max: int) -> tuple[LatestO
     return latest, segments[-1].next_offset
 
 
-def _rewrite(partition_log: PartitionLog, index: int, runs: list[Run]) -> None:
+def _rewrite(partition_log: CleanedLog, index: int, runs: list[Run]) -> None:
     """Replace sealed segment `index` by one holding `runs`, atomically; reads that
     hold the old segment finish on the old file."""
     segment = partition_log.segments[index]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from brook import layout, limits, validate
 from brook.codec.batch import Columns
+from brook.core import Hooks
 from brook.errors import GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
@@ -59,9 +60,14 @@ class QueueStore:
         except BaseException:
             self.close()
             raise
-        core.topic_deleted_hooks.append(self.forget_topic)
-        core.maintainers.append(("queues", self.maintain))
-        core.retention_holds.append(self.needed_by)
+        core.register(
+            Hooks(
+                "queues",
+                on_topic_deleted=self.forget_topic,
+                maintain=self.maintain,
+                retention_hold=self.needed_by,
+            )
+        )
         self._ticker: threading.Thread | None = None
         if not core.read_only:  # a read-only broker lets time act on nothing
             self._ticker = core.supervisor.start("queues", self._tick, self._stop)

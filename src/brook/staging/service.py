@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from brook import layout, limits, validate
 from brook.codec.batch import Columns, encode_batch
 from brook.commit import AppendRequest, Waiter
+from brook.core import Hooks
 from brook.errors import (
     BadRequest,
     BrookError,
@@ -66,7 +67,7 @@ class StagingService:
         self._unclaimed: dict[str, int] = {}
         """Staged `seq` folders no state claims yet -> when the sweep first saw them."""
         self._stop = threading.Event()
-        core.topic_deleted_hooks.append(self.forget_topic)
+        core.register(Hooks("staging", on_topic_deleted=self.forget_topic))
         self._thread: threading.Thread | None = None
         if not core.read_only:
             self._thread = core.supervisor.start("staging", self._step, self._stop)

@@ -32,6 +32,7 @@ import msgspec
 from brook import layout, limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
+from brook.core import Hooks
 from brook.errors import Closed, StorageError
 from brook.log.partition import LogSettings
 from brook.records import Histogram, Record, TimerStats
@@ -97,7 +98,7 @@ class TimerService:
             self.log.close()
             raise
         self._last_flush = core.clock.monotonic()
-        core.maintainers.append(("timers", self.maintain))
+        core.register(Hooks("timers", maintain=self.maintain))
         self._thread: threading.Thread | None = None
         if not core.read_only:  # a read-only broker fires nothing
             self._thread = core.supervisor.start("timers", self._step, self._stop, self._sleep)
