@@ -11,6 +11,7 @@ releases the storage. If opening fails half-way, what was started is closed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -87,6 +88,7 @@ class Broker:
             "failing",
             "isolated",
             "background_errors",
+            "isolated_task",
         }
     )
     """Read models and the event loop's bridge for the shells in this process (server,
@@ -428,6 +430,12 @@ class Broker:
     def isolated(self) -> list[Failure]:
         """Work for one subject (an endpoint, a queue group) failing now; the rest go on."""
         return self.supervisor.isolated()
+
+    def isolated_task(self, loop: str, task: str) -> contextlib.AbstractContextManager[None]:
+        """Run a shell's own background task (the dashboard's ticker) supervised: an
+        error is logged and shown as `loop`'s alone (isolated, in /v1/health and
+        /metrics) until the task next succeeds; it is not raised, except Closed."""
+        return self.supervisor.isolate(loop, loop, task)
 
     def background_errors(self) -> dict[str, int]:
         """Errors of each background loop since the start (each logged, then retried)."""

@@ -12,24 +12,32 @@ key, never holds it), and every action needs the `admin` scope and a CSRF token.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import html
 import logging
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import jinja2
-
 from brook.broker import Broker
 from brook.config import ApiKey
-from brook.errors import BadRequest, BrookError, Forbidden, NotFound, Unauthorized
+from brook.errors import (
+    BadRequest,
+    BrookError,
+    Closed,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    Unauthorized,
+)
+from brook.models import Queue
 from brook.server.auth import Authenticator, may_use
 from brook.server.http import Request, Response
-from brook.server.ui import views
+from brook.server.router import Router
+from brook.server.ui import render, views
 from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies, set_cookie
 
 log = logging.getLogger("brook.ui")
@@ -69,6 +77,24 @@ class Viewer:
         return self.key is None or may_use(self.key, topic)
 
 
+@dataclass
+class Visit:
+    """One request to the dashboard, once its route is known: who looks, the browser's
+    CSRF cookie, and a posted form's fields (checked against that cookie)."""
+
+    request: Request
+    viewer: Viewer | None
+    csrf: str
+    form: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def query(self) -> dict[str, str]:
+        return self.request.query
+
+
+Page = Callable[..., Awaitable[Response]]
+
+
 class Dashboard:
     def __init__(self, broker: Broker, auth: Authenticator, read: Reader, storage: str) -> None:
         self.broker = broker
@@ -81,15 +107,33 @@ class Dashboard:
         self.streams = views.StreamGroups()
         self.started_s = time.monotonic()
         self._ticker: asyncio.Task[None] | None = None
-        self.templates = jinja2.Environment(
-            loader=jinja2.PackageLoader("brook.server.ui", "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-        )
-        self.templates.filters.update(
-            {"count": _count, "size": _size, "duration": _duration, "time_ms": _time_ms}
-        )
-        self.templates.globals["sparkline"] = _sparkline
+        self.templates = render.environment()
+        self.router = Router()
+        """Every page and action, with the scope it needs: None (anyone: the login, the
+        static files), "view" (a logged-in key; pages of a topic also need the key to
+        cover the topic), "admin" (a key with the admin scope)."""
+        q = PREFIX + "/queues/{topic}/{group}"
+        for method, path, handler, scope in (
+            ("GET", PREFIX + "/static/{name}", self.static, None),
+            ("GET", PREFIX + "/login", self.login_page, None),
+            ("POST", PREFIX + "/login", self.login, None),
+            ("POST", PREFIX + "/logout", self.logout, "view"),
+            ("GET", PREFIX, self.overview, "view"),
+            ("GET", PREFIX + "/topics/{topic}", self.topic, "view"),
+            ("GET", PREFIX + "/groups", self.groups, "view"),
+            ("GET", PREFIX + "/queues", self.queues, "view"),
+            ("GET", q, self.queue, "view"),
+            ("GET", q + "/trace", self.trace, "view"),
+            ("GET", q + "/redrive", self.redrive_page, "view"),
+            ("POST", q + "/redrive", self.redrive, "admin"),
+            ("GET", PREFIX + "/timers", self.timers, "view"),
+            ("POST", PREFIX + "/timers/cancel", self.cancel_timer, "admin"),
+            ("GET", PREFIX + "/storage", self.storage_page, "view"),
+            ("GET", PREFIX + "/endpoints", self.endpoints, "admin"),
+            ("GET", PREFIX + "/endpoints/{name}", self.endpoint, "admin"),
+            ("POST", PREFIX + "/endpoints/{name}/{action}", self.endpoint_action, "admin"),
+        ):
+            self.router.add(method, path, handler, scope)
 
     def close(self) -> None:
         if self._ticker is not None:
@@ -107,7 +151,7 @@ class Dashboard:
             csrf_cookie = self.signer.new_csrf_cookie()
             set_cookies.append(set_cookie(CSRF_COOKIE, csrf_cookie))
         try:
-            response = await self._route(request, browser, csrf_cookie)
+            response = await self._dispatch(request, browser, csrf_cookie)
         except Unauthorized:
             target = urllib.parse.quote(request.path + _query_string(request), safe="/")
             response = _redirect(f"{PREFIX}/login?next={target}")
@@ -120,162 +164,165 @@ class Dashboard:
         response.headers.extend(SECURITY_HEADERS)
         return response
 
-    async def _route(self, request: Request, browser: dict[str, str], csrf: str) -> Response:
+    async def _dispatch(self, request: Request, browser: dict[str, str], csrf: str) -> Response:
+        """Route, then check in order: the form's CSRF token (a post), the login, the
+        route's scope, the key's topics; then the page or action."""
         path = request.path.rstrip("/") or PREFIX
-        method = "GET" if request.method == "HEAD" else request.method
-        if path.startswith(f"{PREFIX}/static/"):
-            return self._static(path.removeprefix(f"{PREFIX}/static/"))
-        if path == f"{PREFIX}/login":
-            if method == "POST":
-                return self._login(request, csrf)
-            if not self.auth.enabled:
-                return _redirect(PREFIX)  # no keys: nothing to log in with
-            return self._page("login.html", csrf, None, next=request.query.get("next", PREFIX))
-        if method == "POST":
-            form = self._form(request, csrf)
-            viewer = self._viewer(browser)
-            if path == f"{PREFIX}/logout":
-                response = _redirect(f"{PREFIX}/login" if self.auth.enabled else PREFIX)
-                response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, "", 0)))
-                return response
-            if not viewer.admin:
-                raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope for actions")
-            return await self._act(path, form, viewer)
-        if method != "GET":
-            raise BadRequest(f"{request.method} is not used by the dashboard; use GET or POST")
-        viewer = self._viewer(browser)
-        if path == PREFIX:
-            overview = views.overview(self.broker, self.rates, self.started_s, self.storage)
-            overview.topics = [t for t in overview.topics if viewer.may_see(t.name)]
-            return self._page("overview.html", csrf, viewer, page=overview)
-        parts = [urllib.parse.unquote(p) for p in path.removeprefix(PREFIX + "/").split("/")]
-        query = request.query
-        if parts == ["queues"]:
-            rows = await self.read(views.queue_rows, self.broker, self.rates)
-            rows = [row for row in rows if viewer.may_see(row.topic)]
-            return self._page("queues.html", csrf, viewer, rows=rows)
-        if len(parts) >= 3 and parts[0] == "queues":
-            topic, group = parts[1], parts[2]
-            if not viewer.may_see(topic):
+        try:
+            route, params = self.router.match(request.method, path)
+        except NotFound:
+            if self.auth.enabled:  # with keys, only a key holder learns what exists
+                self._viewer(browser)
+            raise NotFound(f"no such page: {request.path}") from None
+        except MethodNotAllowed:
+            if self.auth.enabled:
+                self._viewer(browser)
+            raise
+        visit = Visit(request, None, csrf)
+        if request.method == "POST":
+            visit.form = self._form(request, csrf)
+        if route.scope is not None:
+            viewer = visit.viewer = self._viewer(browser)
+            if route.scope == "admin" and not viewer.admin:
+                need = "for actions" if request.method == "POST" else "endpoints need"
+                raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope {need}")
+            topic = params.get("topic")
+            if topic is not None and not viewer.may_see(topic):
                 raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
-            if len(parts) == 3:
-                page = await self.read(
-                    views.queue,
-                    self.broker,
-                    self.rates,
-                    topic,
-                    group,
-                    query.get("error"),
-                    query.get("after"),
-                )
-                return self._page(
-                    "queue.html", csrf, viewer, page=page, redriven=query.get("redriven")
-                )
-            if parts[3:] == ["trace"]:
-                partition, offset = _whole(query, "partition", 0), _whole(query, "offset", 0)
-                steps = await self.read(views.trace, self.broker, topic, group, partition, offset)
-                return self._page(
-                    "trace.html",
-                    csrf,
-                    viewer,
-                    topic=topic,
-                    group=group,
-                    partition=partition,
-                    offset=offset,
-                    steps=steps,
-                )
-            if parts[3:] == ["redrive"]:
-                error = query.get("error", "")
-                found = self.broker.find_queue(topic, group)
-                if found is None or group.startswith("__"):
-                    raise NotFound(f"no queue group {group!r} on topic {topic!r}")
-                count = dict(found.dead_errors()).get(error, 0)
-                return self._page(
-                    "redrive.html", csrf, viewer, topic=topic, group=group, error=error, count=count
-                )
-        if parts == ["groups"]:
-            streams = await self.read(self.streams.rows, self.broker)
-            streams = [row for row in streams if viewer.may_see(row.topic)]
-            return self._page("groups.html", csrf, viewer, rows=streams)
-        if parts == ["storage"]:
-            page = await self.read(views.storage, self.broker, self.started_s)
-            return self._page("storage.html", csrf, viewer, page=page, where=self.storage)
-        if parts == ["timers"]:
-            lookup = query.get("id", "").strip()
-            page = await self.read(views.timers, self.broker, lookup)
-            if page.found is not None and not viewer.may_see(page.found.topic):
-                page.found = None
-            return self._page(
-                "timers.html", csrf, viewer, page=page, done=query.get("done"), now_ms=_now_ms()
-            )
-        if parts[0] == "endpoints" and not viewer.admin:
-            raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope endpoints need")
-        if parts == ["endpoints"]:
-            endpoints = await self.read(views.endpoint_rows, self.broker)
-            return self._page("endpoints.html", csrf, viewer, rows=endpoints)
-        if len(parts) == 2 and parts[0] == "endpoints":
-            page = await self.read(views.endpoint, self.broker, parts[1])
-            return self._page(
-                "endpoint.html", csrf, viewer, page=page, done=query.get("done"), now_ms=_now_ms()
-            )
-        if len(parts) == 2 and parts[0] == "topics":
-            name = parts[1]
-            if not viewer.may_see(name):
-                raise Forbidden(f"key {viewer.name!r} may not use topic {name!r}")
-            page = await self.read(
-                views.topic,
-                self.broker,
-                name,
-                _whole(query, "partition", 0),
-                _whole(query, "before", None),
-                query.get("key", ""),
-                query.get("form", "auto"),
-                _time(query.get("at", "")),
-            )
-            return self._page("topic.html", csrf, viewer, page=page)
-        raise NotFound(f"no such page: {request.path}")
+        page: Response = await route.handler(visit, **params)
+        return page
 
-    async def _act(self, path: str, form: dict[str, list[str]], viewer: Viewer) -> Response:
-        """An action posted from a page (CSRF and the admin scope checked already)."""
-        parts = [urllib.parse.unquote(p) for p in path.removeprefix(PREFIX + "/").split("/")]
-        if len(parts) == 4 and parts[0] == "queues" and parts[3] == "redrive":
-            topic, group = parts[1], parts[2]
-            if not viewer.may_see(topic):
-                raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
-            found = self.broker.find_queue(topic, group)
-            if found is None or group.startswith("__"):
-                raise NotFound(f"no queue group {group!r} on topic {topic!r}")
-            chosen = views.positions(form.get("record", []))
-            error = _one(form, "error")
-            if error is not None and _one(form, "confirm") == "yes":
-                chosen = [(d.partition, d.offset) for d in found.dead_records(error, None, 10**9)]
-            elif not chosen:
-                raise BadRequest("choose the records to redrive, or an error to redrive all of")
-            redriven = await self.read(found.redrive, None, chosen)
-            log.info(
-                "dashboard: %s redrove %d records of %s/%s",
-                viewer.name or "-",
-                redriven,
-                topic,
-                group,
-            )
-            base = f"{PREFIX}/queues/{urllib.parse.quote(topic)}/{urllib.parse.quote(group)}"
-            return _redirect(f"{base}?redriven={redriven}")
-        if len(parts) == 3 and parts[0] == "endpoints":
-            return await self._endpoint_action(parts[1], parts[2], viewer)
-        if parts == ["timers", "cancel"]:
-            timer_id = (_one(form, "id") or "").strip()
-            info = await self.read(self.broker.timer, timer_id) if timer_id else None
-            if info is None or not viewer.may_see(info.topic):
-                raise NotFound(f"no timer {timer_id!r}")
-            cancelled = await self.read(self.broker.cancel_timer, timer_id)
-            done = "cancelled" if cancelled else f"not cancelled: it is {info.state} already"
-            log.info("dashboard: %s: timer %s %s", viewer.name or "-", timer_id, done)
-            query = urllib.parse.urlencode({"id": timer_id, "done": done})
-            return _redirect(f"{PREFIX}/timers?{query}")
-        raise NotFound(f"no such action: {path}")
+    # ------------------------------------------------------------ pages
 
-    async def _endpoint_action(self, name: str, action: str, viewer: Viewer) -> Response:
+    async def overview(self, visit: Visit) -> Response:
+        overview = views.overview(self.broker, self.rates, self.started_s, self.storage)
+        overview.topics = [t for t in overview.topics if _may_see(visit, t.name)]
+        return self._page("overview.html", visit, page=overview)
+
+    async def topic(self, visit: Visit, topic: str) -> Response:
+        query = visit.query
+        page = await self.read(
+            views.topic,
+            self.broker,
+            topic,
+            _whole(query, "partition", 0),
+            _whole(query, "before", None),
+            query.get("key", ""),
+            query.get("form", "auto"),
+            _time(query.get("at", "")),
+        )
+        return self._page("topic.html", visit, page=page)
+
+    async def groups(self, visit: Visit) -> Response:
+        streams = await self.read(self.streams.rows, self.broker)
+        rows = [row for row in streams if _may_see(visit, row.topic)]
+        return self._page("groups.html", visit, rows=rows)
+
+    async def queues(self, visit: Visit) -> Response:
+        rows = await self.read(views.queue_rows, self.broker, self.rates)
+        rows = [row for row in rows if _may_see(visit, row.topic)]
+        return self._page("queues.html", visit, rows=rows)
+
+    async def queue(self, visit: Visit, topic: str, group: str) -> Response:
+        query = visit.query
+        page = await self.read(
+            views.queue,
+            self.broker,
+            self.rates,
+            topic,
+            group,
+            query.get("error"),
+            query.get("after"),
+        )
+        return self._page("queue.html", visit, page=page, redriven=query.get("redriven"))
+
+    async def trace(self, visit: Visit, topic: str, group: str) -> Response:
+        partition, offset = _whole(visit.query, "partition", 0), _whole(visit.query, "offset", 0)
+        steps = await self.read(views.trace, self.broker, topic, group, partition, offset)
+        return self._page(
+            "trace.html",
+            visit,
+            topic=topic,
+            group=group,
+            partition=partition,
+            offset=offset,
+            steps=steps,
+        )
+
+    async def redrive_page(self, visit: Visit, topic: str, group: str) -> Response:
+        error = visit.query.get("error", "")
+        found = self._user_queue(topic, group)
+        count = dict(found.dead_errors()).get(error, 0)
+        return self._page("redrive.html", visit, topic=topic, group=group, error=error, count=count)
+
+    async def timers(self, visit: Visit) -> Response:
+        lookup = visit.query.get("id", "").strip()
+        page = await self.read(views.timers, self.broker, lookup)
+        if page.found is not None and not _may_see(visit, page.found.topic):
+            page.found = None
+        return self._page(
+            "timers.html", visit, page=page, done=visit.query.get("done"), now_ms=render.now_ms()
+        )
+
+    async def storage_page(self, visit: Visit) -> Response:
+        page = await self.read(views.storage, self.broker, self.started_s)
+        return self._page("storage.html", visit, page=page, where=self.storage)
+
+    async def endpoints(self, visit: Visit) -> Response:
+        rows = await self.read(views.endpoint_rows, self.broker)
+        return self._page("endpoints.html", visit, rows=rows)
+
+    async def endpoint(self, visit: Visit, name: str) -> Response:
+        page = await self.read(views.endpoint, self.broker, name)
+        return self._page(
+            "endpoint.html", visit, page=page, done=visit.query.get("done"), now_ms=render.now_ms()
+        )
+
+    async def static(self, visit: Visit, name: str) -> Response:
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        if "/" in name or suffix not in STATIC_TYPES:
+            raise NotFound(f"no such file: {html.escape(name)}")
+        try:
+            data = resources.files("brook.server.ui").joinpath("static", name).read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no such file: {name}") from None
+        return Response(200, data, STATIC_TYPES[suffix])
+
+    # ------------------------------------------------------------ actions (admin, CSRF)
+
+    async def redrive(self, visit: Visit, topic: str, group: str) -> Response:
+        found = self._user_queue(topic, group)
+        form = visit.form
+        chosen = views.positions(form.get("record", []))
+        error = _one(form, "error")
+        if error is not None and _one(form, "confirm") == "yes":
+            dead = found.dead_records(error, None, 10**9)
+            chosen = [(d.partition, d.offset) for d in dead]
+        elif not chosen:
+            raise BadRequest("choose the records to redrive, or an error to redrive all of")
+        redriven = await self.read(found.redrive, None, chosen)
+        log.info(
+            "dashboard: %s redrove %d records of %s/%s",
+            _name(visit),
+            redriven,
+            topic,
+            group,
+        )
+        base = f"{PREFIX}/queues/{urllib.parse.quote(topic)}/{urllib.parse.quote(group)}"
+        return _redirect(f"{base}?redriven={redriven}")
+
+    async def cancel_timer(self, visit: Visit) -> Response:
+        timer_id = (_one(visit.form, "id") or "").strip()
+        info = await self.read(self.broker.timer, timer_id) if timer_id else None
+        if info is None or not _may_see(visit, info.topic):
+            raise NotFound(f"no timer {timer_id!r}")
+        cancelled = await self.read(self.broker.cancel_timer, timer_id)
+        done = "cancelled" if cancelled else f"not cancelled: it is {info.state} already"
+        log.info("dashboard: %s: timer %s %s", _name(visit), timer_id, done)
+        query = urllib.parse.urlencode({"id": timer_id, "done": done})
+        return _redirect(f"{PREFIX}/timers?{query}")
+
+    async def endpoint_action(self, visit: Visit, name: str, action: str) -> Response:
         handle = await self.read(self.broker.endpoint, name)
         if action == "enable":
             await self.read(handle.enable)
@@ -291,14 +338,45 @@ class Dashboard:
             done = f"test request answered {shown} in {result.latency_ms:.0f} ms"
         else:
             raise NotFound(f"no such action on an endpoint: {action}")
-        log.info("dashboard: %s: endpoint %s %s", viewer.name or "-", name, action)
+        log.info("dashboard: %s: endpoint %s %s", _name(visit), name, action)
         query = urllib.parse.urlencode({"done": done})
         return _redirect(f"{PREFIX}/endpoints/{urllib.parse.quote(name)}?{query}")
+
+    # ------------------------------------------------------------ logging in
+
+    async def login_page(self, visit: Visit) -> Response:
+        if not self.auth.enabled:
+            return _redirect(PREFIX)  # no keys: nothing to log in with
+        return self._page("login.html", visit, next=visit.query.get("next", PREFIX))
+
+    async def login(self, visit: Visit) -> Response:
+        form = visit.form
+        target = _one(form, "next") or PREFIX
+        if not target.startswith(PREFIX) or target.startswith(f"{PREFIX}/login"):
+            target = PREFIX  # never off the dashboard
+        if not self.auth.enabled:
+            return _redirect(target)
+        try:
+            key = self.auth.identify(f"Bearer {_one(form, 'key') or ''}")
+        except Unauthorized:
+            log.warning("dashboard: a login with an unknown key was refused")
+            response = self._page("login.html", visit, next=target, error="That key is not valid.")
+            response.status = 401
+            return response
+        response = _redirect(target)
+        session = self.signer.session(key.name, render.now_ms())
+        response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, session)))
+        return response
+
+    async def logout(self, visit: Visit) -> Response:
+        response = _redirect(f"{PREFIX}/login" if self.auth.enabled else PREFIX)
+        response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, "", 0)))
+        return response
 
     def _viewer(self, browser: dict[str, str]) -> Viewer:
         if not self.auth.enabled:
             return Viewer(None)
-        name = self.signer.session_key(browser.get(SESSION_COOKIE), _now_ms())
+        name = self.signer.session_key(browser.get(SESSION_COOKIE), render.now_ms())
         key = next((k for k in self.auth.keys if k.name == name), None)
         if key is None:
             raise Unauthorized("log in with an API key")
@@ -320,34 +398,21 @@ class Dashboard:
             raise Forbidden("the form's CSRF token is missing or wrong; reload the page and retry")
         return fields
 
-    def _login(self, request: Request, csrf: str) -> Response:
-        form = self._form(request, csrf)
-        target = _one(form, "next") or PREFIX
-        if not target.startswith(PREFIX) or target.startswith(f"{PREFIX}/login"):
-            target = PREFIX  # never off the dashboard
-        if not self.auth.enabled:
-            return _redirect(target)
-        try:
-            key = self.auth.identify(f"Bearer {_one(form, 'key') or ''}")
-        except Unauthorized:
-            log.warning("dashboard: a login with an unknown key was refused")
-            response = self._page(
-                "login.html", csrf, None, next=target, error="That key is not valid."
-            )
-            response.status = 401
-            return response
-        response = _redirect(target)
-        response.headers.append(
-            ("set-cookie", set_cookie(SESSION_COOKIE, self.signer.session(key.name, _now_ms())))
-        )
-        return response
-
     # ------------------------------------------------------------ answers
 
-    def _page(self, template: str, csrf: str, viewer: Viewer | None, **values: Any) -> Response:
+    def _user_queue(self, topic: str, group: str) -> Queue:
+        """A queue group users made (the broker's own, named __..., are shown with
+        their endpoints)."""
+        found = self.broker.find_queue(topic, group)
+        if found is None or group.startswith("__"):
+            raise NotFound(f"no queue group {group!r} on topic {topic!r}")
+        return found
+
+    def _page(self, template: str, visit: Visit | None, **values: Any) -> Response:
+        csrf = visit.csrf if visit is not None else values.pop("csrf")
         body = self.templates.get_template(template).render(
             csrf=self.signer.csrf_token(csrf),
-            viewer=viewer,
+            viewer=visit.viewer if visit is not None else None,
             keys=self.auth.enabled,
             prefix=PREFIX,
             **values,
@@ -355,26 +420,33 @@ class Dashboard:
         return Response(200, body.encode(), "text/html; charset=utf-8")
 
     def _error(self, error: BrookError, csrf: str) -> Response:
-        response = self._page("error.html", csrf, None, status=error.status, message=str(error))
+        response = self._page(
+            "error.html", None, csrf=csrf, status=error.status, message=str(error)
+        )
         response.status = error.status
+        if isinstance(error, MethodNotAllowed):
+            response.headers.append(("allow", error.allowed))
         return response
 
-    def _static(self, name: str) -> Response:
-        suffix = name[name.rfind(".") :] if "." in name else ""
-        if "/" in name or suffix not in STATIC_TYPES:
-            raise NotFound(f"no such file: {html.escape(name)}")
-        try:
-            data = resources.files("brook.server.ui").joinpath("static", name).read_bytes()
-        except FileNotFoundError:
-            raise NotFound(f"no such file: {name}") from None
-        return Response(200, data, STATIC_TYPES[suffix])
-
     async def _tick(self) -> None:
-        """Sample every topic's end offsets for the append rates, while the server runs."""
+        """Sample every topic's end offsets for the append rates, while the server runs.
+        A failing sample is the dashboard's alone: logged, shown in /v1/health and
+        /metrics as an isolated failure, and tried again at the next tick."""
         while True:
-            with contextlib.suppress(BrookError):  # off the loop: it walks every queue group
-                await self.read(self.rates.sample, self.broker)
+            try:
+                with self.broker.isolated_task("dashboard", "append rates"):
+                    await self.read(self.rates.sample, self.broker)  # it walks every group
+            except Closed:
+                return
             await asyncio.sleep(views.RATE_EVERY_S)
+
+
+def _may_see(visit: Visit, topic: str) -> bool:
+    return visit.viewer is None or visit.viewer.may_see(topic)
+
+
+def _name(visit: Visit) -> str:
+    return (visit.viewer.name if visit.viewer is not None else "") or "-"
 
 
 def _one(fields: dict[str, list[str]], name: str) -> str | None:
@@ -417,52 +489,3 @@ def _time(text: str) -> int | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp() * 1000)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _count(n: int | float | None) -> str:
-    return "\u2013" if n is None else f"{n:,.0f}"
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    days, seconds = divmod(seconds, 86400)
-    hours, seconds = divmod(seconds, 3600)
-    minutes, seconds = divmod(seconds, 60)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours} h {minutes} min"
-    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
-
-
-def _time_ms(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
-
-
-def _sparkline(points: list[float], width: int = 120, height: int = 24) -> str:
-    """An inline SVG polyline of `points` (nothing fetched; allowed by the page's CSP)."""
-    if len(points) < 2:
-        return ""
-    top = max(points) or 1.0
-    step = width / (len(points) - 1)
-    coords = " ".join(
-        f"{i * step:.1f},{height - 2 - (p / top) * (height - 4):.1f}" for i, p in enumerate(points)
-    )
-    return (
-        f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'role="img" aria-label="appends per second over the last minute">'
-        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{coords}"/></svg>'
-    )
