@@ -185,6 +185,8 @@ timer_history_ms = 24 * 60 * 60 * 1000
 schedule of the same id) this long, at most timer_history_max of them."""
 timer_history_max = 100_000
 timer_id_chars_max = 200
+timer_horizon_ms_max = 100 * 365 * 24 * 60 * 60 * 1000
+"""Timers may be due up to a century ahead."""
 timer_at_past_max_ms = 24 * 60 * 60 * 1000
 """A timer's `at` may be this far in the past (it fires at once); further back is
 refused as a mistake, usually seconds given as milliseconds."""
@@ -216,6 +218,16 @@ endpoint_header_chars_max = 4096
 """The longest value of one of those headers."""
 endpoint_topics_max = 100
 """Topics or patterns one endpoint may name."""
+endpoint_secret_bytes_min = 16
+"""A secret whose key is shorter is refused (RFC 2104 asks for at least the hash's length;
+16 bytes keeps compatibility with secrets made by other webhook services)."""
+endpoint_secret_bytes_max = 64
+endpoint_secret_rotation_ms = 24 * 60 * 60 * 1000
+"""After a secret changes, requests are signed with the old one too for this long."""
+delivery_retry_after_ms_max = 60 * 60 * 1000
+"""A receiver's Retry-After is honoured up to an hour (SPEC §7)."""
+delivery_excerpt_bytes_max = 2048
+"""The first bytes of an answer's body kept with the attempt (SPEC §7)."""
 delivery_connections_max_default = 512
 """Most HTTP connections to receivers at once, over all endpoints (at most a quarter
 of the process's descriptor limit)."""
@@ -223,6 +235,15 @@ delivery_origin_connections_max = 128
 """Most connections to one origin (scheme, host, port) at once, over its endpoints."""
 delivery_origin_idle_s = 60.0
 """An origin no attempt used for this long has its connections closed."""
+
+
+# ---------------------------------------------------------------- operations
+health_isolated_max = 100
+"""/v1/health lists at most this many failing subjects (and counts them all)."""
+dashboard_form_bytes_max = 64 * KIB
+"""A form posted to the dashboard is at most this large."""
+dashboard_session_ms = 12 * 60 * 60 * 1000
+"""How long a login to the dashboard lasts."""
 
 
 # ---------------------------------------------------------------- relations
@@ -245,6 +266,8 @@ _RELATIONS = (
     (timer_flush_timers <= timer_unflushed_max, "timers flush before scheduling waits"),
     (staging_publish_bytes_in_flight <= commit_queue_bytes_max, "a publish fits the queue"),
     (delivery_origin_connections_max <= delivery_connections_max_default, "origin share"),
+    (endpoint_secret_bytes_min <= endpoint_secret_bytes_max, "secret bounds"),
+    (delivery_excerpt_bytes_max <= queue_reason_chars_max, "an excerpt fits a status entry"),
 )
 _broken = [what for holds, what in _RELATIONS if not holds]
 if _broken:

@@ -82,6 +82,8 @@ PAST_THE_END = (
     "an offset is at most its partition's end (the next offset to be written)",
     r"is past the end of partition",
 )
+_PAST_HOURS = limits.timer_at_past_max_ms // 3_600_000
+_AHEAD_YEARS = limits.timer_horizon_ms_max // (365 * 86_400_000)
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 ENDPOINT = "/v1/endpoints/{endpoint}"
@@ -327,9 +329,9 @@ TABLE: tuple[Operation, ...] = (
         wire.TimerIn,
         relations=(
             (
-                "at is no more than 24 hours ago (an at in seconds, not milliseconds, would "
-                "be) and no more than 100 years ahead",
-                r"more than 24 hours ago|at most 100 years ahead",
+                f"at is no more than {_PAST_HOURS} hours ago (an at in seconds, not "
+                f"milliseconds, would be) and no more than {_AHEAD_YEARS} years ahead",
+                rf"more than {_PAST_HOURS} hours ago|at most {_AHEAD_YEARS} years ahead",
             ),
         ),
     ),

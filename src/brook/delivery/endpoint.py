@@ -20,8 +20,7 @@ from brook.queue.lifecycle import Backoff
 
 ORDERINGS = ("none", "key")
 STARTS = ("latest", "earliest")
-ROTATION_MS = 24 * 60 * 60 * 1000
-"""After a secret changes, requests are signed with the old one too for this long."""
+ROTATION_MS = limits.endpoint_secret_rotation_ms
 RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
 """Headers an endpoint may not set (the request's framing is the broker's), beside every
 `webhook-*` and `brook-*` one."""

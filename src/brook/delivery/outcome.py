@@ -19,12 +19,11 @@ import random
 
 import msgspec
 
+from brook import limits
 from brook.queue.lifecycle import Backoff, retry_delay_ms
 
-RETRY_AFTER_MS_MAX = 60 * 60 * 1000
-"""A Retry-After hint is honoured up to an hour."""
-EXCERPT_BYTES_MAX = 2048
-"""The first bytes of a response body kept with the attempt."""
+RETRY_AFTER_MS_MAX = limits.delivery_retry_after_ms_max
+EXCERPT_BYTES_MAX = limits.delivery_excerpt_bytes_max
 
 
 class ErrorKind(enum.Enum):

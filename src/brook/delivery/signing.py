@@ -17,15 +17,14 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
+from brook import limits
 from brook.errors import BadRequest
 
 PREFIX = "whsec_"
 SECRET_BYTES = 32
 """A new secret's key length: as long as the HMAC's output (SHA-256)."""
-SECRET_BYTES_MIN = 16
-"""A shorter key than this is refused (RFC 2104 asks for at least the hash's length; 16
-bytes keeps compatibility with secrets made by other webhook services)."""
-SECRET_BYTES_MAX = 64
+SECRET_BYTES_MIN = limits.endpoint_secret_bytes_min
+SECRET_BYTES_MAX = limits.endpoint_secret_bytes_max
 
 
 def new_secret() -> str:

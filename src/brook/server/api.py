@@ -284,8 +284,7 @@ class Api:
         )
 
 
-HEALTH_ISOLATED_MAX = 100
-"""/v1/health lists at most this many failing subjects (and counts them all)."""
+HEALTH_ISOLATED_MAX = limits.health_isolated_max
 
 
 def _failing(failure: Failure) -> wire.Failing:

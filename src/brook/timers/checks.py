@@ -12,8 +12,7 @@ from brook import limits, validate
 from brook.errors import BadRequest
 from brook.timers.model import Timer
 
-HORIZON_MS_MAX = 100 * 365 * 24 * 60 * 60 * 1000
-"""Timers may be due up to a century ahead."""
+HORIZON_MS_MAX = limits.timer_horizon_ms_max
 
 
 class TimerSpec(msgspec.Struct, frozen=True):
@@ -44,7 +43,8 @@ def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:
     else:
         due = now_ms
     if due > now_ms + HORIZON_MS_MAX:
-        raise BadRequest("a timer may be due at most 100 years ahead")
+        years = HORIZON_MS_MAX // (365 * 86_400_000)
+        raise BadRequest(f"a timer may be due at most {years} years ahead")
     return due
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from brook import limits
 from brook.broker import Broker
 from brook.config import ApiKey
 from brook.errors import (
@@ -43,7 +44,7 @@ from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies
 log = logging.getLogger("brook.ui")
 
 PREFIX = "/ui"
-FORM_BYTES_MAX = 64 * 1024
+FORM_BYTES_MAX = limits.dashboard_form_bytes_max
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 SECURITY_HEADERS = [
     (

@@ -17,10 +17,11 @@ import hashlib
 import hmac
 import secrets
 
+from brook import limits
+
 SESSION_COOKIE = "brook_session"
 CSRF_COOKIE = "brook_csrf"
-SESSION_MS = 12 * 60 * 60 * 1000
-"""How long a login lasts."""
+SESSION_MS = limits.dashboard_session_ms
 
 
 class Signer:
