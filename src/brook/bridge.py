@@ -116,6 +116,29 @@ class LoopBridge:
             validate.topic_name(topic)  # reserved for Brook's own topics: InvalidName
         return self._core.topic_state(topic)  # checks the name of a topic it does not know
 
+    def known(self, topic: str) -> bool:
+        """Whether the topic exists; InvalidName for a reserved or malformed name."""
+        try:
+            self.state(topic)
+        except TopicNotFound:
+            return False
+        return True
+
+    def submit(
+        self, topic: str, columns: Columns | ClientBatches, partition: int | None = None
+    ) -> asyncio.Future[AppendRequest] | None:
+        """The common append without a coroutine of its own (every coroutine in the
+        chain is resumed again when the answer comes): records of a topic that exists,
+        all bound for one partition. A future answered once they are durable (its
+        result's `result()`: the acks, or the error raised); None for anything else:
+        then `append`."""
+        state = self.state(topic)
+        routed = route(state, columns, partition)
+        if len(routed) != 1:
+            return None
+        only, _, part = routed[0]
+        return self._submit(state.logs[only], part)
+
     async def append(
         self, topic: str, columns: Columns | ClientBatches, partition: int | None = None
     ) -> list[Ack]:
