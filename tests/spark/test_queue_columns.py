@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from brook.log.view import SegmentSlice
 from brook.queue.inspect import GroupState, Touched, standing_of
-from brook.queue.lifecycle import Job, State, Transition
+from brook.queue.lifecycle import JobState, State, Transition
 from brook.spark.arrow import SCHEMA
 from brook.spark.queue import standings, with_state
 
@@ -27,7 +27,7 @@ def group_states(draw: st.DrawFn) -> GroupState:
         acked[p] = [(a, b) for a, b in zip(cuts[::2], cuts[1::2], strict=False)]
         for o in draw(st.sets(st.integers(floor[p], TOP - 1), max_size=30)):
             state = draw(st.sampled_from([State.LEASED, State.RETRYING, State.DEAD, State.READY]))
-            job = Job(
+            job = JobState(
                 state, attempt=draw(st.integers(1, 5)), error=draw(st.sampled_from(["", "e"]))
             )
             changed = draw(st.none() | st.just(Transition(1_000 + o, state, job.attempt)))

@@ -15,24 +15,21 @@ from brook import settings
 from brook.errors import Locked
 from brook.storage import location as locations
 
-data_option = click.option(
-    "--data",
-    default="./brook-data",
-    show_default=True,
-    envvar="BROOK_DATA",
-    help="Directory holding the broker's data.",
-)
-
 
 def broker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--data for an embedded broker, or --url (and --api-key) for a running `brook serve`."""
-    fn = click.option("--api-key", default=None, envvar="BROOK_API_KEY", help="API key for --url.")(
-        fn
-    )
+    fn = click.option(
+        "--api-key",
+        default=None,
+        envvar="BROOK_API_KEY",
+        show_envvar=True,
+        help="API key for --url.",
+    )(fn)
     fn = click.option(
         "--url",
         default=None,
         envvar="BROOK_URL",
+        show_envvar=True,
         help="Talk to a running brook serve at this URL instead of opening --data.",
     )(fn)
     return data_option(fn)
@@ -143,3 +140,7 @@ def read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
             out.extend(got)
             offset = got[-1].offset + 1
     return out
+
+
+data_option = setting_option("data")
+"""--data, as `brook serve` declares it (settings.ServeSettings)."""

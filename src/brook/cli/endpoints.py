@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from brook import limits
 from brook.cli.common import broker_options, connect, plural, shown
 from brook.cli.errors import friendly
 
@@ -50,10 +51,18 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
 )
 @click.option("--secret", default=None, help="Signing secret (whsec_...); made when not given.")
 @click.option("--header", "header_lines", multiple=True, help="An extra header, 'Name: value'.")
-@click.option("--timeout-ms", type=click.IntRange(100, 300_000), default=None)
-@click.option("--max-in-flight", type=click.IntRange(1, 1024), default=None)
-@click.option("--rate-limit-per-s", type=click.IntRange(1, 100_000), default=None)
-@click.option("--max-attempts", type=click.IntRange(1), default=None)
+@click.option(
+    "--timeout-ms",
+    type=click.IntRange(limits.endpoint_timeout_ms_min, limits.endpoint_timeout_ms_max),
+    default=None,
+)
+@click.option(
+    "--max-in-flight", type=click.IntRange(1, limits.endpoint_in_flight_max), default=None
+)
+@click.option(
+    "--rate-limit-per-s", type=click.IntRange(1, limits.endpoint_rate_per_s_max), default=None
+)
+@click.option("--max-attempts", type=click.IntRange(1, limits.queue_attempts_max), default=None)
 @click.option("--expire-after-ms", type=click.IntRange(1), default=None)
 @click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
 @click.option(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 import brook
+from brook import limits
 from brook.cli.common import broker_options, connect, shown
 from brook.cli.errors import friendly
 
@@ -26,7 +27,9 @@ def topics_list(data: str, url: str | None, api_key: str | None) -> None:
 
 @topics.command("create")
 @click.argument("name")
-@click.option("--partitions", type=click.IntRange(1), default=1, show_default=True)
+@click.option(
+    "--partitions", type=click.IntRange(1, limits.partitions_max), default=1, show_default=True
+)
 @click.option(
     "--retention-ms",
     type=click.IntRange(1),

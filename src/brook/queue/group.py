@@ -15,7 +15,7 @@ from collections.abc import Hashable, Sequence
 from brook.errors import LeaseExpired
 from brook.queue import lifecycle as lc
 from brook.queue.fair import FairQueue
-from brook.queue.lifecycle import Job, Settings, State, Transition
+from brook.queue.lifecycle import JobState, Settings, State, Transition
 
 _READY, _LEASED, _RETRYING, _ACKED, _DEAD = (
     State.READY,
@@ -34,7 +34,7 @@ class GroupCore:
     def __init__(self, settings: Settings, rng: random.Random) -> None:
         self.settings = settings
         self.rng = rng
-        self.jobs: dict[Position, Job] = {}
+        self.jobs: dict[Position, JobState] = {}
         """Every record offered and not yet acked (dead ones stay, for redrive)."""
         self.keys: dict[Position, Hashable] = {}
         """The key of each record kept that has one (most records have none)."""
@@ -98,7 +98,9 @@ class GroupCore:
                 self._expire(position, job, now_ms, changes)
         return changes
 
-    def _expire(self, position: Position, job: Job, now_ms: int, changes: list[Change]) -> None:
+    def _expire(
+        self, position: Position, job: JobState, now_ms: int, changes: list[Change]
+    ) -> None:
         result = lc.expire(job, self.settings, now_ms)
         if result is None:
             return
@@ -234,7 +236,7 @@ class GroupCore:
     # ------------------------------------------------------------ state
 
     def _record(
-        self, position: Position, result: tuple[Job, Transition], changes: list[Change]
+        self, position: Position, result: tuple[JobState, Transition], changes: list[Change]
     ) -> None:
         job, transition = result
         self._enter(position, job)
@@ -247,7 +249,7 @@ class GroupCore:
         rng: random.Random,
         records: list[tuple[Position, Hashable, int]],
         changes: list[Change],
-        start: dict[Position, Job] | None = None,
+        start: dict[Position, JobState] | None = None,
         acked: int = 0,
     ) -> GroupCore:
         """The group as its status log tells it: `records` (position, key, timestamp)
@@ -322,7 +324,7 @@ class GroupCore:
             for position in sorted(positions, key=became_ready):
                 ready.add_again(key, position)
 
-    def _enter(self, position: Position, job: Job) -> None:
+    def _enter(self, position: Position, job: JobState) -> None:
         """Put a record's new state in place, and in the indexes that serve it.
         (On every transition: kept to plain dict and heap operations.)"""
         jobs = self.jobs
@@ -428,5 +430,5 @@ class GroupCore:
         return min((jobs[p].ready_at_ms for p in self._ready.fronts()), default=None)
 
 
-def _is_dead(job: Job | None) -> bool:
+def _is_dead(job: JobState | None) -> bool:
     return job is not None and job.state is State.DEAD

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from brook.queue import lifecycle as lc
-from brook.queue.lifecycle import Job, State, Transition
+from brook.queue.lifecycle import JobState, State, Transition
 from brook.queue.status import Entry, Position, fold
 
 
@@ -22,7 +22,7 @@ class Touched(NamedTuple):
     """A record the status log names: its job, and its latest transition still in the
     retained log (None when that is older than what retention kept)."""
 
-    job: Job
+    job: JobState
     changed: Transition | None
 
 
@@ -45,7 +45,7 @@ def group_state(entries: Iterable[tuple[int, Entry]]) -> GroupState:
             yield offset, entry
 
     folded = fold(noted())
-    jobs: dict[Position, Job] = {}
+    jobs: dict[Position, JobState] = {}
     floor: dict[int, int] = {}
     acked: dict[int, list[tuple[int, int]]] = {}
     if folded.snapshot is not None:

@@ -18,7 +18,7 @@ times, then it is dead. A lease given back unused (`release`: the broker's own
 delivery leases ahead of sending, and gives back what it did not send) is no
 attempt. A receipt names one lease; it is valid only while that
 lease is live. Every function takes the time (`now_ms`) from its caller and
-returns a new `Job` and the `Transition` to append to the status log; nothing
+returns a new `JobState` and the `Transition` to append to the status log; nothing
 is changed in place.
 """
 
@@ -69,7 +69,7 @@ class Settings(msgspec.Struct, frozen=True):
     redrivable, still in the topic they came from): dead letters never cascade."""
 
 
-class Job(msgspec.Struct, frozen=True, array_like=True, gc=False):
+class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """Where one record stands. `since_ms` is when it was first seen by the group."""
 
     state: State
@@ -123,11 +123,11 @@ def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:
     return max(0, round(full * (1 - backoff.jitter * rng.random())))
 
 
-def new_job(now_ms: int) -> Job:
-    return Job(State.READY, 0, None, 0, now_ms, now_ms)
+def new_job(now_ms: int) -> JobState:
+    return JobState(State.READY, 0, None, 0, now_ms, now_ms)
 
 
-def is_available(job: Job, now_ms: int) -> bool:
+def is_available(job: JobState, now_ms: int) -> bool:
     """May be leased now: ready, due for a retry, or leased past its visibility timeout."""
     if job.state is State.READY:
         return True
@@ -136,7 +136,7 @@ def is_available(job: Job, now_ms: int) -> bool:
     return job.state is State.LEASED and now_ms >= job.lease_until_ms
 
 
-def expire(job: Job, settings: Settings, now_ms: int) -> tuple[Job, Transition] | None:
+def expire(job: JobState, settings: Settings, now_ms: int) -> tuple[JobState, Transition] | None:
     """The transition time alone causes, if any: an expired lease ends its attempt
     (ready again at once, or dead after the last), a due retry becomes ready, and a
     record past `expire_after_ms` is dead."""
@@ -156,8 +156,8 @@ def expire(job: Job, settings: Settings, now_ms: int) -> tuple[Job, Transition] 
 
 
 def lease(
-    job: Job, settings: Settings, now_ms: int, receipt: str, visibility_ms: int | None = None
-) -> tuple[Job, Transition]:
+    job: JobState, settings: Settings, now_ms: int, receipt: str, visibility_ms: int | None = None
+) -> tuple[JobState, Transition]:
     """Deliver the record: its next attempt starts. The caller checks availability first."""
     assert job.state is State.READY, f"leasing a {job.state.value} record"
     until = now_ms + (settings.visibility_timeout_ms if visibility_ms is None else visibility_ms)
@@ -168,7 +168,7 @@ def lease(
     return leased, Transition(now_ms, State.LEASED, attempt, "", receipt, until)
 
 
-def _live(job: Job, receipt: str, now_ms: int) -> None:
+def _live(job: JobState, receipt: str, now_ms: int) -> None:
     if job.state is not State.LEASED or job.receipt != receipt or now_ms >= job.lease_until_ms:
         raise LeaseExpired(
             "this receipt's lease is no longer live (it expired, or the record was acked, "
@@ -176,21 +176,21 @@ def _live(job: Job, receipt: str, now_ms: int) -> None:
         )
 
 
-def ack(job: Job, receipt: str, now_ms: int) -> tuple[Job, Transition]:
+def ack(job: JobState, receipt: str, now_ms: int) -> tuple[JobState, Transition]:
     _live(job, receipt, now_ms)
     acked = msgspec.structs.replace(job, state=State.ACKED, receipt=None)
     return acked, Transition(now_ms, State.ACKED, job.attempt)
 
 
 def nack(
-    job: Job,
+    job: JobState,
     settings: Settings,
     receipt: str,
     now_ms: int,
     reason: str,
     delay_ms: int | None,
     rng: random.Random,
-) -> tuple[Job, Transition]:
+) -> tuple[JobState, Transition]:
     """The attempt failed: retry after `delay_ms` (or the backoff), or dead after the last."""
     _live(job, receipt, now_ms)
     if delay_ms is not None and delay_ms < 0:
@@ -205,7 +205,7 @@ def nack(
     return retrying, Transition(now_ms, State.RETRYING, job.attempt, reason, None, due)
 
 
-def extend(job: Job, receipt: str, now_ms: int, ms: int) -> tuple[Job, Transition]:
+def extend(job: JobState, receipt: str, now_ms: int, ms: int) -> tuple[JobState, Transition]:
     """Keep the lease for `ms` more from now."""
     _live(job, receipt, now_ms)
     if ms <= 0:
@@ -215,14 +215,14 @@ def extend(job: Job, receipt: str, now_ms: int, ms: int) -> tuple[Job, Transitio
     return extended, Transition(now_ms, State.LEASED, job.attempt, "extended", receipt, until)
 
 
-def discard(job: Job, receipt: str, now_ms: int, reason: str) -> tuple[Job, Transition]:
+def discard(job: JobState, receipt: str, now_ms: int, reason: str) -> tuple[JobState, Transition]:
     _live(job, receipt, now_ms)
     return _dead(job, now_ms, reason or "discarded")
 
 
 def release(
-    job: Job, receipt: str, now_ms: int, reason: str = "released unsent"
-) -> tuple[Job, Transition]:
+    job: JobState, receipt: str, now_ms: int, reason: str = "released unsent"
+) -> tuple[JobState, Transition]:
     """Give the lease back with its attempt not spent (the record was never sent, or
     its attempt ended with no outcome, the broker having stopped): ready again at
     once. The transition names the receipt it ends, which is how `replay` tells it
@@ -235,14 +235,14 @@ def release(
     return ready, Transition(now_ms, State.READY, attempt, reason, receipt)
 
 
-def redrive(job: Job, now_ms: int) -> tuple[Job, Transition]:
+def redrive(job: JobState, now_ms: int) -> tuple[JobState, Transition]:
     """Put a dead record back to work, its attempts counted afresh."""
     assert job.state is State.DEAD, f"redriving a {job.state.value} record"
-    ready = Job(State.READY, since_ms=now_ms, ready_at_ms=now_ms, lives=job.lives + 1)
+    ready = JobState(State.READY, since_ms=now_ms, ready_at_ms=now_ms, lives=job.lives + 1)
     return ready, Transition(now_ms, State.READY, 0, "redriven")
 
 
-def replay(job: Job, transition: Transition) -> Job:
+def replay(job: JobState, transition: Transition) -> JobState:
     """The job after `transition`, as the status log tells it: rebuilding state on
     start folds a record's transitions over `new_job(its timestamp)`, and arrives at
     exactly the job the live calls made."""
@@ -261,7 +261,7 @@ def replay(job: Job, transition: Transition) -> Job:
                 job, state=state, attempt=transition.attempt, receipt=None, ready_at_ms=at
             )
         if transition.attempt == 0:  # redriven: a new life
-            return Job(State.READY, since_ms=at, ready_at_ms=at, lives=job.lives + 1)
+            return JobState(State.READY, since_ms=at, ready_at_ms=at, lives=job.lives + 1)
         return msgspec.structs.replace(job, state=state, receipt=None, ready_at_ms=at)
     if state is State.RETRYING:
         return msgspec.structs.replace(
@@ -272,6 +272,6 @@ def replay(job: Job, transition: Transition) -> Job:
     return msgspec.structs.replace(job, state=state, receipt=None, error=transition.reason)
 
 
-def _dead(job: Job, now_ms: int, reason: str) -> tuple[Job, Transition]:
+def _dead(job: JobState, now_ms: int, reason: str) -> tuple[JobState, Transition]:
     dead = msgspec.structs.replace(job, state=State.DEAD, receipt=None, error=reason)
     return dead, Transition(now_ms, State.DEAD, job.attempt, reason)

@@ -39,11 +39,10 @@ from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
-from brook.queue.lifecycle import Job, Outcome, Settings, State, Transition
+from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
 from brook.queue.reader import BatchCache, RecordReader
 from brook.ranges import Ranges
-from brook.records import Job as LeasedJob
-from brook.records import Record
+from brook.records import Job, Record
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -107,7 +106,7 @@ class QueueGroup:
         logs = self.core.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
         offered = dict(floor)
-        start: dict[Position, Job] = {}
+        start: dict[Position, JobState] = {}
         acked_runs: dict[int, list[tuple[int, int]]] = {}
         acked = 0
         if snapshot is not None:
@@ -266,7 +265,7 @@ class QueueGroup:
 
     # ------------------------------------------------------------ calls
 
-    def lease(self, count: int, timeout_s: float, visibility_ms: int | None) -> list[LeasedJob]:
+    def lease(self, count: int, timeout_s: float, visibility_ms: int | None) -> list[Job]:
         """Up to `count` records, waiting up to `timeout_s` for one to be available."""
         monotonic = self.core.clock.monotonic
         deadline = monotonic() + timeout_s
@@ -280,7 +279,7 @@ class QueueGroup:
                 remaining = min(remaining, max(0.001, (due - self._now_ms()) / 1000))
             self.core.wait_for_records(self.has_work, remaining)
 
-    def _lease_now(self, count: int, visibility_ms: int | None) -> list[LeasedJob]:
+    def _lease_now(self, count: int, visibility_ms: int | None) -> list[Job]:
         with self.mutex:
             self._check_usable()
             self._offer()
@@ -301,7 +300,7 @@ class QueueGroup:
         for pos, t in leases:
             found = records.get(pos)
             if found is not None and t.receipt is not None:
-                out.append(LeasedJob(found, t.attempt, t.receipt))
+                out.append(Job(found, t.attempt, t.receipt))
         return out
 
     def _vanished(self, receipts: list[str]) -> None:
@@ -397,7 +396,7 @@ class QueueGroup:
 
     def dead_records(
         self, error: str, after: Position | None = None, limit: int = 100
-    ) -> list[tuple[Position, Job]]:
+    ) -> list[tuple[Position, JobState]]:
         """Up to `limit` dead records that died of `error`, in the order the group
         learned of them, from just after `after` (keyset paging)."""
         with self.mutex:
@@ -506,7 +505,10 @@ class QueueGroup:
                 self._wait(request)
 
     def _copy_dead(
-        self, target: str, pending: list[tuple[Position, int]], jobs: dict[Position, Job | None]
+        self,
+        target: str,
+        pending: list[tuple[Position, int]],
+        jobs: dict[Position, JobState | None],
     ) -> None:
         """Append copies of the `pending` deaths to `target`, once each (idempotency
         keys name each death)."""
@@ -525,7 +527,7 @@ class QueueGroup:
             ceiling = limits.record_bytes_max_ceiling
             self.core.append(target, validate.records(copies, keys, record_bytes_max=ceiling))
 
-    def _dead_letter(self, record: Record, job: Job) -> Record:
+    def _dead_letter(self, record: Record, job: JobState) -> Record:
         headers = dict(record.headers or {})
         headers.update(
             {

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from brook.queue.lifecycle import Job, State, Transition
+from brook.queue.lifecycle import JobState, State, Transition
 
 Position = tuple[int, int]
 
@@ -41,7 +41,7 @@ class Snapshot(msgspec.Struct, array_like=True, frozen=True):
     floor: dict[int, int]
     acked: list[tuple[int, int, int]]
     """(partition, first offset, offset after the last) of acked records."""
-    jobs: list[tuple[int, int, Job]]
+    jobs: list[tuple[int, int, JobState]]
     """Records leased at least once, or redriven: leased, retrying, ready again, or dead."""
     unlettered: list[tuple[int, int, int]]
     """Dead records whose dead-letter copy was not yet known durable."""

@@ -34,7 +34,7 @@ from brook.errors import CorruptData, NotFound
 from brook.log.view import SegmentSlice, TopicView, read_records
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state
-from brook.queue.lifecycle import Job, State
+from brook.queue.lifecycle import JobState, State
 from brook.spark.arrow import SCHEMA, SPARK_SCHEMA
 from brook.spark.options import ReadOptions, queue_options
 from brook.spark.source import SliceInput, read_input
@@ -125,7 +125,7 @@ def _standings(
     )
 
 
-def _due_us(job: Job) -> int | None:
+def _due_us(job: JobState) -> int | None:
     """When a lease ends, or a retry is due (µs), for the states that wait on time."""
     if job.state is State.LEASED:
         return job.lease_until_ms * 1000
