@@ -59,6 +59,8 @@ class Operation(NamedTuple):
     binary: tuple[str, ...] = ()
     """Media types taken besides JSON, as binary bodies."""
     text_answer: bool = False
+    example: dict[str, Any] | None = None
+    """A JSON request body the server takes (shown in the OpenAPI document; tested)."""
     relations: tuple[tuple[str, str], ...] = ()
     """Rules JSON Schema cannot state (between fields, with the path, with the time):
     (the sentence the description gives, a pattern of the 400's message that keeps it)."""
@@ -111,6 +113,7 @@ TABLE: tuple[Operation, ...] = (
         wire.TopicOut,
         wire.TopicSettingsIn,
         body_required=False,
+        example={"partitions": 4, "retention_ms": 604800000},
     ),
     Operation(
         "describe_topic",
@@ -141,6 +144,17 @@ TABLE: tuple[Operation, ...] = (
         wire.RecordsIn,
         query=(("key", {"type": "string"}, "Key of a raw-body record", False), PARTITION),
         binary=(wire.RAW_TYPE, wire.BATCH_TYPE),
+        example={
+            "records": [
+                {
+                    "value": "hello",
+                    "key": "customer-7",
+                    "headers": {"trace": "abc"},
+                    "idempotency_key": "order-9",
+                },
+                {"value_b64": "AAE=", "key_b64": "AQ=="},
+            ]
+        },
     ),
     Operation(
         "read",
@@ -183,6 +197,7 @@ TABLE: tuple[Operation, ...] = (
         body_required=False,
         query=(START,),
         relations=(PAST_THE_END,),
+        example={"offsets": {"0": 1}},
     ),
     Operation(
         "seek",
@@ -195,6 +210,7 @@ TABLE: tuple[Operation, ...] = (
         wire.SeekIn,
         query=(START,),
         relations=(PAST_THE_END,),
+        example={"partition": 0, "offset": 0},
     ),
     Operation(
         "describe_group",
@@ -232,6 +248,12 @@ TABLE: tuple[Operation, ...] = (
                 False,
             ),
         ),
+        example={
+            "visibility_timeout_ms": 30000,
+            "max_attempts": 5,
+            "ordering": "key",
+            "backoff": {"min_ms": 1000, "factor": 2.0, "max_ms": 300000},
+        },
     ),
     Operation(
         "describe_queue",
@@ -252,6 +274,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Jobs,
         wire.LeaseIn,
         body_required=False,
+        example={"max_records": 10, "wait_ms": 0},
     ),
     Operation(
         "ack",
@@ -262,6 +285,7 @@ TABLE: tuple[Operation, ...] = (
         "The records are done",
         wire.Settled,
         wire.SettleIn,
+        example={"receipts": ["0.0.1.1.0123abcd"]},
     ),
     Operation(
         "nack",
@@ -272,6 +296,11 @@ TABLE: tuple[Operation, ...] = (
         "The attempts failed: retry after delay_ms or the backoff",
         wire.Settled,
         wire.NackIn,
+        example={
+            "receipts": ["0.0.1.1.0123abcd"],
+            "delay_ms": 5000,
+            "reason": "the mail server said 451",
+        },
     ),
     Operation(
         "extend",
@@ -282,6 +311,7 @@ TABLE: tuple[Operation, ...] = (
         "Keep the leases ms longer from now",
         wire.Settled,
         wire.ExtendIn,
+        example={"receipts": ["0.0.1.1.0123abcd"], "ms": 60000},
     ),
     Operation(
         "discard",
@@ -292,6 +322,7 @@ TABLE: tuple[Operation, ...] = (
         "Dead at once, copied to the dead-letter topic",
         wire.Settled,
         wire.SettleIn,
+        example={"receipts": ["0.0.1.1.0123abcd"], "reason": "malformed order"},
     ),
     Operation(
         "trace",
@@ -317,6 +348,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Redriven,
         wire.RedriveIn,
         body_required=False,
+        example={"limit": 100},
     ),
     Operation(
         "schedule",
@@ -334,6 +366,12 @@ TABLE: tuple[Operation, ...] = (
                 rf"more than {_PAST_HOURS} hours ago|at most {_AHEAD_YEARS} years ahead",
             ),
         ),
+        example={
+            "topic": "reminders",
+            "value": "call back",
+            "delay_ms": 60000,
+            "timer_id": "call-42",
+        },
     ),
     Operation(
         "describe_timer",
@@ -364,6 +402,7 @@ TABLE: tuple[Operation, ...] = (
         wire.StagedRecordsIn,
         query=(PARTITION,),
         binary=(wire.BATCH_TYPE,),
+        example={"records": [{"value": "row 1"}, {"value": "row 2", "key": "k"}]},
     ),
     Operation(
         "publish",
@@ -374,6 +413,7 @@ TABLE: tuple[Operation, ...] = (
         "Publish what was staged for seq, exactly once; answered once durable",
         Published,
         wire.PublishIn,
+        example={"parts": {"task-0": 1}},
     ),
     Operation(
         "drop_staged",
@@ -420,6 +460,12 @@ TABLE: tuple[Operation, ...] = (
                 r"endpoints are called only at public addresses",
             ),
         ),
+        example={
+            "url": "https://example.com/hooks/orders",
+            "topics": ["orders", "payments.*"],
+            "max_in_flight": 8,
+            "rate_limit_per_s": 50,
+        },
     ),
     Operation(
         "describe_endpoint", "GET", ENDPOINT, "admin", True, "An endpoint's settings", EndpointInfo
@@ -466,6 +512,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Redriven,
         wire.EndpointRedriveIn,
         body_required=False,
+        example={"topic": "orders", "limit": 100},
     ),
     Operation(
         "enable_endpoint",
@@ -504,6 +551,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Rotated,
         wire.RotateIn,
         body_required=False,
+        example={},
     ),
 )
 ALTERNATIVES: dict[tuple[str, str], tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {

@@ -48,7 +48,9 @@ def _operation(method: str, template: str, operation: Operation) -> dict[str, An
     other = ALTERNATIVES.get((method, template))
     if operation.body is not None:
         bodies = [operation.body] + ([other[0]] if other else [])
-        content = {wire.JSON_TYPE: {"schema": _either(bodies)}}
+        content: dict[str, Any] = {wire.JSON_TYPE: {"schema": _either(bodies)}}
+        if operation.example is not None:
+            content[wire.JSON_TYPE]["example"] = operation.example
         for media in operation.binary:
             content[media] = {"schema": {"type": "string", "format": "binary"}}
         out["requestBody"] = {"required": operation.body_required, "content": content}
