@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.powerloss.mount import LazyMount
 
-POWER_CUTS = int(os.environ.get("BROOK_POWER_CUTS", "4"))
+POWER_CUTS = int(os.environ.get("BROOK_POWER_CUTS", "3"))
 
 
 class Crash:

@@ -23,7 +23,7 @@ from tests.crash import child
 from tests.crash.crashes import Crash
 from tests.crash.producer import PARTITIONS, TOPIC, value_for
 
-KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "15"))
+KILLS = int(os.environ.get("BROOK_CRASH_KILLS", "8"))
 PRODUCER = Path(__file__).with_name("producer.py")
 
 

@@ -13,7 +13,7 @@ from tests.crash.crashes import Crash
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.served import Served
 
-KILLS = int(os.environ.get("BROOK_DELIVERY_CRASH_KILLS", "10"))
+KILLS = int(os.environ.get("BROOK_DELIVERY_CRASH_KILLS", "5"))
 
 
 def test_every_acked_record_arrives_through_crashes(tmp_path: Path, crash: Crash) -> None:

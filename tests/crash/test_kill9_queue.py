@@ -32,7 +32,7 @@ from tests.crash import child
 from tests.crash.crashes import Crash
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
 
-KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "7"))
+KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "4"))
 WORKER = Path(__file__).with_name("queue_worker.py")
 
 

@@ -22,7 +22,7 @@ import brook
 from tests.crash.crashes import Crash
 from tests.served import Served
 
-KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "10"))
+KILLS = int(os.environ.get("BROOK_SERVER_CRASH_KILLS", "5"))
 PRODUCERS = 4
 
 

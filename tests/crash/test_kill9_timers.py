@@ -29,7 +29,7 @@ from tests.crash import child
 from tests.crash.crashes import Crash
 from tests.crash.timer_worker import DUE_WITHIN_MS, SMALL, TOPIC
 
-KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "7"))
+KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "4"))
 WORKER = Path(__file__).with_name("timer_worker.py")
 
 

@@ -14,7 +14,7 @@ import pytest
 from tests.environment import unmeasured
 from tests.fuzz.targets import TARGETS
 
-RUNS = int(os.environ.get("BROOK_FUZZ_RUNS", "2000"))
+RUNS = int(os.environ.get("BROOK_FUZZ_RUNS", "1000"))
 ROOT = Path(__file__).parents[2]
 
 

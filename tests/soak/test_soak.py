@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.soak.soak import plot, run
 
-SECONDS = float(os.environ.get("BROOK_SOAK_S", "20"))
+SECONDS = float(os.environ.get("BROOK_SOAK_S", "15"))
 
 
 def test_mixed_load_for_a_long_time(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from tests.s3proxy import FaultyProxy
 from tests.s3server import MotoServer
 from tests.storage.test_s3 import Wrapped, abandon
 
-TAKE_OVERS = int(os.environ.get("BROOK_TAKE_OVERS", "4"))
+TAKE_OVERS = int(os.environ.get("BROOK_TAKE_OVERS", "3"))
 
 
 def opened(moto: MotoServer, url: str, **options: Any) -> Broker:
