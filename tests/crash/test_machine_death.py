@@ -22,7 +22,7 @@ from tests.crash.test_kill9_server import PRODUCERS, check_acknowledged, produce
 from tests.s3server import MotoServer
 from tests.served import Served
 
-DEATHS = int(os.environ.get("BROOK_MACHINE_DEATHS", "3"))
+DEATHS = int(os.environ.get("BROOK_MACHINE_DEATHS", "2"))
 LEASE_MS = 2_000
 """Short, so each new machine waits out its dead predecessor's lease quickly."""
 
