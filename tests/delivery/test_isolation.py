@@ -160,3 +160,35 @@ def test_redrive_expiry_and_a_disabled_endpoint_keeping_its_records(
         broker.create_endpoint("hook", expire_after_ms=1, enabled=True)
         wait_for(lambda: broker.endpoint("hook").stats().dead == 1)
         assert len(receiver.requests()) == 4, "expired before it was sent"
+
+
+def test_ordered_records_do_not_wait_for_the_loops_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key's next record is ready only once the last one's ack (or retry) is durable;
+    the loop is told then, rather than finding it at its next look at every endpoint
+    (that look made ordered delivery stall 5 s at a time)."""
+    from brook.delivery import service
+
+    monkeypatch.setattr(service, "SWEEP_S", 120.0)
+    failed: set[bytes] = set()
+
+    def answer(got: Got) -> Answer:
+        if got.body.endswith(b"-4") and got.body not in failed:
+            failed.add(got.body)
+            return Answer(400)  # dead at once: the key's lane must flow on
+        return Answer(200)
+
+    with (
+        brook.open(str(tmp_path / "data"), delivery_allow_private_networks=True) as b,
+        Receiver(answer) as receiver,
+    ):
+        b.create_endpoint("hook", receiver.url, ["t"], ordering="key")
+        keys = (b"a", b"b", b"c")
+        b.topic("t").append_many(
+            [brook.Record(b"%s-%d" % (k, i), key=k) for i in range(12) for k in keys]
+        )
+        wait_for(lambda: acked(b, "t", "hook") == 33, 30)  # 3 of 36 died
+        for key in keys:
+            got = [g.body for g in receiver.requests() if g.body.startswith(key + b"-")]
+            assert got == [b"%s-%d" % (key, i) for i in range(12)]

@@ -642,6 +642,8 @@ class Deliverer:
             await self._blocking(settle)
             if disabled:  # at once: attempts waiting for their pacing must not go out
                 runtime.update(disabled[0])
+            if group.settings.ordering == "key":
+                self._look_again(runtime)  # its key's next record is ready only now
         except LeaseExpired:
             # The lease ran out first (a very slow answer): the record is leased again.
             log.info("delivery to %s: %s outlived its lease", runtime.endpoint.name, job.receipt)
@@ -700,6 +702,12 @@ class Acks:
                 supervisor.subject_failed("delivery", group.subject, "ack", exc)
             else:
                 supervisor.subject_succeeded(group.subject, "ack")
+                if group.settings.ordering == "key":
+                    # A key's next record is ready only once this ack is durable: the
+                    # loop looked when the answer came, and found the key still held.
+                    name = ep.group_endpoint(group.group)
+                    if name is not None:
+                        self.deliverer.wake(name)
 
 
 def _ms_since(started: float) -> float:
