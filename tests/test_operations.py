@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brook import names
@@ -47,6 +47,7 @@ def test_every_path_parameter_has_a_schema_and_values() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(OPERATIONS))
+@settings(max_examples=25)  # per operation: about a thousand paths in all
 @given(data=st.data())
 def test_a_path_made_for_an_operation_is_routed_back_to_it(name: str, data: st.DataObject) -> None:
     operation = OPERATIONS[name]

@@ -27,7 +27,7 @@ from tests.api.test_staging import everything
 from tests.environment import unmeasured
 
 PARTITIONS = 3
-KILLS = int(os.environ.get("BROOK_PUBLISH_KILLS", "6"))
+KILLS = int(os.environ.get("BROOK_PUBLISH_KILLS", "4"))
 CHILD = Path(__file__).with_name("publisher.py")
 ROOT = str(Path(__file__).parents[2])
 
