@@ -116,6 +116,10 @@ class LoopBridge:
             validate.topic_name(topic)  # reserved for Brook's own topics: InvalidName
         return self._core.topic_state(topic)  # checks the name of a topic it does not know
 
+    def partitions(self, topic: str) -> int:
+        """How many partitions the topic has; TopicNotFound, InvalidName."""
+        return self.state(topic).config.partitions
+
     def known(self, topic: str) -> bool:
         """Whether the topic exists; InvalidName for a reserved or malformed name."""
         try:

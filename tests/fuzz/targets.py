@@ -37,8 +37,9 @@ from brook.storage.memory import MemoryStorage
 STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3}) [^\r\n]*\r\n")
 
 
-class _Transport:
-    """Enough of an asyncio transport to collect what the server writes."""
+class RecordingTransport:
+    """Enough of an asyncio transport to collect what the server writes: the HTTP
+    protocol driven without a socket (the fuzz targets, tests/server/test_http_sans_io.py)."""
 
     def __init__(self) -> None:
         self.written = bytearray()
@@ -88,7 +89,7 @@ class HttpHarness:
     def exchange(self, data: bytes) -> tuple[bytes, bool]:
         """Feed `data` to a fresh connection in two pieces; what it wrote, and whether
         it ended the stream (closed, or half-closed after a refusal)."""
-        transport = _Transport()
+        transport = RecordingTransport()
         protocol = HttpProtocol(self.api, self.connections)
 
         async def run() -> None:

@@ -7,50 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brook.server.http import Connections, HttpLimits, HttpProtocol, Request, Response
-
-
-class RecordingTransport(asyncio.Transport):
-    """A transport with no socket behind it: what is written is kept."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = bytearray()
-        self.closed = False
-        self.eof = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.written += data
-
-    def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.write(data)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def can_write_eof(self) -> bool:
-        return True
-
-    def write_eof(self) -> None:
-        self.eof = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else default
+from tests.fuzz.targets import RecordingTransport
 
 
 def converse(chunks: list[bytes]) -> tuple[list[tuple[str, str, bytes]], bytes, bool]:
@@ -65,7 +27,7 @@ def converse(chunks: list[bytes]) -> tuple[list[tuple[str, str, bytes]], bytes, 
     async def run() -> tuple[bytes, bool]:
         transport = RecordingTransport()
         protocol = HttpProtocol(app, Connections(HttpLimits()))
-        protocol.connection_made(transport)
+        protocol.connection_made(transport)  # type: ignore[arg-type]
         for chunk in chunks:
             protocol.data_received(chunk)
             await asyncio.sleep(0)

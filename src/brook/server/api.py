@@ -221,7 +221,7 @@ class Api:
         return json_response(wire.Acks(acks=acks))
 
     async def get_records(self, request: Request, topic: str) -> Response:
-        partitions = self.broker.topic_info(topic).partitions
+        partitions = self.bridge.partitions(topic)  # TopicNotFound before the query's errors
         params = request.query
         partition = query.number(params, "partition", 0)
         if partition >= partitions:
