@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from brook import api, errors
+from brook import api, errors, scheduling
 from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
 from brook.groups.consumer import Consumer
@@ -40,6 +40,7 @@ __all__ = [
     "connect_async",
     "errors",
     "open",
+    "scheduling",
 ]
 __version__ = "0.1.0"
 

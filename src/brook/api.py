@@ -178,6 +178,10 @@ class BrokerApi(Protocol):
         dead_letter_topic: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
+        concurrency_per_key: int | None = None,
+        key_rate_limit_per_s: float | None = None,
+        rate_limit_per_s: float | None = None,
+        lower_priority_share: float | None = None,
         create: bool = True,
     ) -> QueueApi: ...
 

@@ -168,6 +168,14 @@ queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
 redrive_records_max = 100_000
 """Most records one redrive call may name (a selection is sent in parts of this)."""
+priority_min = -1000
+priority_max = 1000
+"""A record's priority (its `brook.priority` header) is a whole number in these bounds."""
+not_before_ms_max = 253_402_300_799_999
+"""The latest not-before time a record may carry (the last ms of the year 9999)."""
+rate_per_s_max = 1_000_000.0
+"""Bounds of a queue group's rate limits, per key and for the whole group (per second)."""
+rate_per_s_min = 0.001
 
 # Timers.
 timer_bucket_ms = 60 * 60 * 1000

@@ -8,7 +8,7 @@ from itertools import accumulate
 from operator import add
 from typing import Any
 
-from brook import limits, names
+from brook import limits, names, scheduling
 from brook.codec.batch import ClientBatches, Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData, InvalidName, RecordTooLarge
 from brook.records import Record
@@ -55,6 +55,7 @@ def record(
                 raise BadRequest(f"header names must be str, not {type(name).__name__}")
             clean[name] = _bytes(header, f"header {name!r}")
             size += len(name.encode()) + len(clean[name])
+        scheduling.check(clean)
         headers = clean or None
     _check_record(size, record_bytes_max)
     return Record(value, key, headers), size
@@ -141,6 +142,7 @@ def sized(columns: Columns, *, record_bytes_max: int = DEFAULT) -> Columns:
         for i, headers in enumerate(columns.headers):
             if headers:
                 sizes[i] += sum(len(name.encode()) + len(v) for name, v in headers.items())
+                scheduling.check(headers)
     columns.bytes = sum(sizes)
     _check_sizes(max(sizes, default=0), columns.bytes, record_bytes_max)
     if columns.idempotency is not None:

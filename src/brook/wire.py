@@ -318,6 +318,16 @@ class QueueSettingsIn(In):
     dead_letter_topic: Name | None = None
     backoff: BackoffIn | None = None
     expire_after_ms: Positive | None = None
+    concurrency_per_key: Annotated[int, Meta(ge=0, le=limits.queue_window_records_max)] | None = (
+        None
+    )
+    """At most this many records of one key leased at once; 0 removes the limit."""
+    key_rate_limit_per_s: Annotated[float, Meta(ge=0, le=limits.rate_per_s_max)] | None = None
+    """At most this many leases a second per key; 0 removes the limit."""
+    rate_limit_per_s: Annotated[float, Meta(ge=0, le=limits.rate_per_s_max)] | None = None
+    """At most this many leases a second for the whole group; 0 removes the limit."""
+    lower_priority_share: Annotated[float, Meta(ge=0, le=1)] | None = None
+    """The share of leases lower priorities get while higher ones wait (0: strict)."""
 
     def given(self) -> dict[str, Any]:
         out = msgspec.structs.asdict(self)
@@ -347,6 +357,10 @@ class QueueSettingsOut(Out):
     """Where dead records are copied; None when they stay in place (the broker's
     delivery groups on a dead-letter topic)."""
     copy_dead: bool = True
+    concurrency_per_key: int | None = None
+    key_rate_limit_per_s: float | None = None
+    rate_limit_per_s: float | None = None
+    lower_priority_share: float = 0.1
 
 
 class QueueOut(Out):

@@ -308,3 +308,44 @@ def test_many_workers_finish_every_record_exactly_once(broker: Any) -> None:
     assert sorted(acked) == list(range(count))
     stats = q.stats()
     assert (stats["acked"], stats["ready"], stats["leased"], stats["retrying"]) == (count, 0, 0, 0)
+
+
+def test_priorities_overtake_queued_work_and_delays_hold_records_back(broker: Any) -> None:
+    """Scheduling headers on records (brook.scheduling) are honoured on every surface,
+    and bad ones are refused at append with a 400, never stored."""
+    t = broker.topic("sched")
+    t.append_many([Record(f"low{n}".encode()) for n in range(3)])
+    t.append(b"urgent", headers=brook.scheduling.headers(priority=7))
+    t.append(b"later", headers=brook.scheduling.headers(delay_ms=1_200))
+    q = broker.queue("sched", "w", lower_priority_share=0)
+    assert q.stats()["delayed"] == 1
+    first = q.lease(max_records=10, timeout=1.0)
+    assert [j.record.value for j in first] == [b"urgent", b"low0", b"low1", b"low2"]
+    q.ack(first)
+    started = time.monotonic()
+    late = q.lease(max_records=10, timeout=5.0)
+    assert [j.record.value for j in late] == [b"later"]
+    assert time.monotonic() - started >= 0.6, "a delayed record was leased early"
+    with pytest.raises(BadRequest, match="brook.priority"):
+        t.append(b"x", headers={"brook.priority": b"urgent"})
+    assert t.end_offsets() == {0: 5}
+
+
+def test_per_key_limits_are_group_settings(broker: Any) -> None:
+    _fill(broker, "limited", [b"a1", b"a2", b"a3"], key=b"a")
+    _fill(broker, "limited", [b"b1"], key=b"b")
+    q = broker.queue("limited", "w", concurrency_per_key=2)
+    assert q.settings()["concurrency_per_key"] == 2
+    jobs = _lease_all(q, 3)
+    assert sorted(j.record.value for j in jobs) == [b"a1", b"a2", b"b1"]
+    assert q.lease(max_records=10, timeout=0.2) == []  # a's third waits for one of its two
+    q.ack([j for j in jobs if j.record.value == b"a1"])
+    assert [j.record.value for j in q.lease(max_records=10, timeout=1.0)] == [b"a3"]
+    # A key rate limit, and 0 taking a limit off again.
+    q = broker.queue("limited", "w", concurrency_per_key=0, key_rate_limit_per_s=2.5)
+    assert q.settings()["concurrency_per_key"] is None
+    assert q.settings()["key_rate_limit_per_s"] == 2.5
+    with pytest.raises(BadRequest, match="concurrency_per_key"):
+        broker.queue("limited", "w", ordering="key", concurrency_per_key=3)
+    with pytest.raises(BadRequest, match="lower_priority_share"):
+        broker.queue("limited", "w", lower_priority_share=2)

@@ -85,3 +85,98 @@ def test_a_retry_backlog_does_not_starve_new_records() -> None:
         f"new{n}" for n in range(10)
     ]
     assert len(queue) == 1000 - 10
+
+
+def test_higher_priorities_go_first_and_lower_ones_get_their_share() -> None:
+    """A flood of urgent work overtakes what was queued, but the rest still gets
+    `lower_share` of the leases; with a share of 0 priority is strict."""
+    for share, lows_in_first_100 in ((0.1, 10), (0.25, 25), (0.0, 0)):
+        queue: FairQueue[str] = FairQueue(lower_share=share)
+        for n in range(500):
+            queue.add("k", f"low{n}")
+        for n in range(500):
+            queue.add(f"c{n % 7}", f"high{n}", priority=5)
+        popped = [queue.pop() for _ in range(100)]
+        assert popped[0] is not None and popped[0][1] == "high0"
+        lows = sum(1 for p in popped if p is not None and p[1].startswith("low"))
+        assert lows == lows_in_first_100
+
+
+@given(
+    st.integers(2, 5),
+    st.sampled_from([0.05, 0.1, 0.3, 0.5]),
+    st.integers(20, 300),
+)
+def test_every_lower_priority_gets_its_bounded_share(levels: int, share: float, pops: int) -> None:
+    """The starvation bound docs/TASKS.md states: with every priority waiting, each
+    one below the top gets at least share / (levels - 1) of the leases (less one)."""
+    queue: FairQueue[tuple[int, int]] = FairQueue(lower_share=share)
+    for level in range(levels):
+        for n in range(pops):
+            queue.add(None, (level, n), priority=level)
+    got = [queue.pop() for _ in range(pops)]
+    by_level = [
+        sum(1 for p in got if p is not None and p[1][0] == level) for level in range(levels)
+    ]
+    for level in range(levels - 1):
+        assert by_level[level] >= int(pops * share / (levels - 1)) - 1, by_level
+
+
+def test_a_key_at_its_concurrency_limit_waits_while_others_flow() -> None:
+    queue: FairQueue[str] = FairQueue(per_key=2)
+    for n in range(5):
+        queue.add("busy", f"b{n}")
+    queue.add("other", "o0")
+    queue.add(None, "n0")
+    got = [queue.pop() for _ in range(5)]
+    assert sorted(p[1] for p in got if p is not None) == ["b0", "b1", "n0", "o0"]
+    assert got[-1] is None and not queue.available()
+    queue.release("busy")  # one finished: one more may go
+    assert queue.pop() == ("busy", "b2") and queue.pop() is None
+    queue.put_back("busy", "b2")  # failed: no longer out, waits in its retry lane
+    again = queue.pop()
+    assert again is not None and again[1] in ("b2", "b3") and queue.pop() is None
+
+
+def test_a_key_rate_limit_spaces_its_leases_by_the_clock() -> None:
+    queue: FairQueue[str] = FairQueue(key_rate_per_s=2.0)
+    for n in range(10):
+        queue.add("k", f"k{n}")
+    queue.add("j", "j0")
+    assert [queue.pop() for _ in range(4)] == [("k", "k0"), ("j", "j0"), ("k", "k1"), None]
+    assert queue.next_wake() == 500  # a bucket of two refills one lease per 500 ms
+    queue.advance(499)
+    assert queue.pop() is None
+    queue.advance(500)
+    assert queue.pop() == ("k", "k2") and queue.pop() is None
+    queue.advance(2_000)  # a full bucket again: a burst of two
+    assert [queue.pop() for _ in range(3)] == [("k", "k3"), ("k", "k4"), None]
+
+
+def test_a_group_rate_limit_holds_every_key() -> None:
+    queue: FairQueue[str] = FairQueue(rate_per_s=1.0)
+    for n in range(3):
+        queue.add(f"k{n}", f"r{n}")
+    assert queue.pop() is not None and queue.pop() is None and not queue.available()
+    queue.advance(1_000)
+    assert queue.available() and queue.pop() is not None
+
+
+def test_a_delayed_record_waits_and_in_an_ordered_key_holds_the_ones_behind_it() -> None:
+    unordered: FairQueue[str] = FairQueue()
+    unordered.add("k", "later", not_before=100)
+    unordered.add("k", "now")
+    assert unordered.delayed == 1
+    assert unordered.pop() == ("k", "now") and unordered.pop() is None
+    unordered.advance(100)
+    assert unordered.delayed == 0 and unordered.pop() == ("k", "later")
+
+    ordered: FairQueue[str] = FairQueue(ordered=True)
+    ordered.add("k", "first", not_before=100)
+    ordered.add("k", "second")
+    ordered.add("j", "other")
+    assert ordered.pop() == ("j", "other") and ordered.pop() is None
+    ordered.advance(100)
+    assert ordered.pop() == ("k", "first") and ordered.pop() is None
+    ordered.release("k")
+    assert ordered.pop() == ("k", "second")

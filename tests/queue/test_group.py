@@ -51,6 +51,7 @@ def test_a_rebuild_restores_leases_receipts_and_retries() -> None:
             "retrying": 1,
             "dead": 0,
             "acked": 0,
+            "delayed": 0,
         }
     )
     rebuilt.settle(20, str(receipts[(0, 0)]), "ack")  # a receipt survives the restart

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from brook.cli.common import broker_options, connect, plural, read_all, shown
@@ -26,6 +28,76 @@ def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str
             click.echo(f"{name}: {value}")
         for name, value in q.settings().items():
             click.echo(f"setting {name}: {shown(value)}")
+
+
+@queue.command("configure")
+@click.argument("topic")
+@click.argument("group")
+@click.option("--visibility-timeout-ms", type=click.IntRange(1), default=None)
+@click.option("--max-attempts", type=click.IntRange(1), default=None)
+@click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
+@click.option("--dead-letter-topic", default=None)
+@click.option("--expire-after-ms", type=click.IntRange(1), default=None)
+@click.option("--backoff-min-ms", type=click.IntRange(0), default=None)
+@click.option("--backoff-max-ms", type=click.IntRange(0), default=None)
+@click.option("--backoff-factor", type=click.FloatRange(1, 100), default=None)
+@click.option(
+    "--concurrency-per-key",
+    type=click.IntRange(0),
+    default=None,
+    help="Most records of one key leased at once (0: no limit).",
+)
+@click.option(
+    "--key-rate-limit",
+    "key_rate_limit_per_s",
+    type=click.FloatRange(0),
+    default=None,
+    help="Most leases a second per key (0: no limit).",
+)
+@click.option(
+    "--rate-limit",
+    "rate_limit_per_s",
+    type=click.FloatRange(0),
+    default=None,
+    help="Most leases a second for the whole group (0: no limit).",
+)
+@click.option(
+    "--lower-priority-share",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of leases lower priorities get while higher ones wait (0: strict).",
+)
+@broker_options
+@friendly
+def queue_configure(
+    topic: str,
+    group: str,
+    backoff_min_ms: int | None,
+    backoff_max_ms: int | None,
+    backoff_factor: float | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+    **settings: Any,
+) -> None:
+    """Create the queue group, or change its settings; print them. Settings not
+    given keep their stored values."""
+    backoff = {
+        name: value
+        for name, value in (
+            ("min_ms", backoff_min_ms),
+            ("max_ms", backoff_max_ms),
+            ("factor", backoff_factor),
+        )
+        if value is not None
+    }
+    with connect(data, url, api_key) as b:
+        q = b.queue(topic, group)
+        if backoff:
+            backoff = {**q.settings()["backoff"], **backoff}
+        q = b.queue(topic, group, backoff=backoff or None, **settings)
+        for name, value in q.settings().items():
+            click.echo(f"{name}: {shown(value)}")
 
 
 @queue.command("lease")

@@ -7,28 +7,71 @@ import sys
 import click
 
 import brook
+from brook import limits, scheduling
 from brook.cli.common import broker_options, connect, plural, read_all
 from brook.cli.errors import friendly
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, bytes]:
+    headers = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--header")
+        headers[name] = value.encode()
+    return headers
 
 
 @click.command()
 @click.argument("topic")
 @click.argument("value", required=False)
 @click.option("--key", default=None, help="Key for every record (UTF-8).")
+@click.option(
+    "--header",
+    "header_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A header for every record (repeat for more), e.g. content-type=application/json.",
+)
+@click.option(
+    "--priority",
+    type=click.IntRange(limits.priority_min, limits.priority_max),
+    default=None,
+    help="Queue groups lease higher priorities first (header brook.priority).",
+)
+@click.option(
+    "--delay-ms",
+    type=click.IntRange(0, limits.timer_horizon_ms_max),
+    default=None,
+    help="No queue group leases the records before this long after they are appended.",
+)
 @broker_options
 @friendly
 def produce(
-    topic: str, value: str | None, key: str | None, data: str, url: str | None, api_key: str | None
+    topic: str,
+    value: str | None,
+    key: str | None,
+    header_pairs: tuple[str, ...],
+    priority: int | None,
+    delay_ms: int | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
 ) -> None:
     """Append VALUE, or each line of standard input, to TOPIC."""
+    headers = _headers(header_pairs)
+    headers.update(scheduling.headers(priority=priority, delay_ms=delay_ms))
     with connect(data, url, api_key) as b:
         t = b.topic(topic)
         key_bytes = key.encode() if key is not None else None
         if value is not None:
-            ack = t.append(value.encode(), key=key_bytes)
+            ack = t.append(value.encode(), key=key_bytes, headers=headers or None)
             click.echo(f"partition={ack.partition} offset={ack.offset}")
             return
-        lines = [brook.Record(line.rstrip("\n").encode(), key=key_bytes) for line in sys.stdin]
+        lines = [
+            brook.Record(line.rstrip("\n").encode(), key=key_bytes, headers=headers or None)
+            for line in sys.stdin
+        ]
         for start in range(0, len(lines), 1000):
             t.append_many(lines[start : start + 1000])
         click.echo(f"appended {plural(len(lines), 'record')}", err=True)

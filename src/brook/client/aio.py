@@ -102,6 +102,10 @@ class AsyncBroker:
         dead_letter_topic: str | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
+        concurrency_per_key: int | None = None,
+        key_rate_limit_per_s: float | None = None,
+        rate_limit_per_s: float | None = None,
+        lower_priority_share: float | None = None,
         create: bool = True,
     ) -> AsyncQueue:
         """Queue group `group` on `topic`, created if new (and the topic); with
@@ -118,6 +122,10 @@ class AsyncBroker:
                 dead_letter_topic=dead_letter_topic,
                 backoff=backoff,
                 expire_after_ms=expire_after_ms,
+                concurrency_per_key=concurrency_per_key,
+                key_rate_limit_per_s=key_rate_limit_per_s,
+                rate_limit_per_s=rate_limit_per_s,
+                lower_priority_share=lower_priority_share,
             )
         )
         return AsyncQueue(self, topic, group)

@@ -525,3 +525,27 @@ def decode_keys(
     return offsets, [
         buf[k0 + keys[i] : k0 + keys[i + 1]] if presence[i] else None for i in range(skip, count)
     ]
+
+
+def decode_headers(
+    buf: bytes, pos: int, header: BatchHeader, start_offset: int = 0, containing: bytes = b""
+) -> list[tuple[int, dict[str, bytes]]]:
+    """(offset, headers) of a verified batch's records (offset >= start_offset) that
+    have headers, values left undecoded; none at all when no header in the batch
+    holds the bytes `containing` (a cheap test before decoding any)."""
+    if not header.flags & FLAG_HEADERS:
+        return []
+    _, columns, _, starts = _layout(buf, pos, header)
+    ends, h0 = columns[FLAG_HEADERS], starts[FLAG_HEADERS]
+    if containing and buf.find(containing, h0, h0 + ends[-1]) < 0:
+        return []
+    skip = max(0, start_offset - header.base_offset)
+    out = []
+    for i in range(skip, header.record_count):
+        if ends[i + 1] > ends[i]:
+            try:
+                found = _decode_headers(buf[h0 + ends[i] : h0 + ends[i + 1]])
+            except msgspec.DecodeError as exc:
+                raise CorruptData(f"batch headers do not decode: {exc}") from None
+            out.append((header.base_offset + i, found))
+    return out

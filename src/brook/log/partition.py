@@ -33,6 +33,7 @@ from brook.log.files import (
 from brook.log.segment import Segment, SegmentRetired
 from brook.ranges import Ranges
 from brook.records import Record
+from brook.scheduling import Schedule
 from brook.storage import Storage
 
 log = logging.getLogger("brook.log")
@@ -180,11 +181,14 @@ class PartitionLog:
 
         return self._reading(first)
 
-    def read_keys(self, offset: int, limit: int) -> list[tuple[int, bytes | None, int]]:
+    def read_keys(
+        self, offset: int, limit: int, schedules: dict[int, Schedule] | None = None
+    ) -> list[tuple[int, bytes | None, int]]:
         """(offset, key, timestamp) of durable records at offsets >= `offset`, at most
-        about `limit` (whole batches), values left undecoded. Raises CorruptData."""
+        about `limit` (whole batches), values left undecoded; with `schedules`, the
+        records' priorities and not-before times (reading.keys). Raises CorruptData."""
         raw, _ = self.read_batches(offset, limit)
-        return reading.keys(raw, offset)
+        return reading.keys(raw, offset, schedules)
 
     def read_batches(
         self, offset: int, limit: int, bytes_max: int = limits.read_bytes_max

@@ -13,11 +13,13 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import repeat
 
+from brook import scheduling
 from brook.codec import decode_keys, decode_records, parse_header, scan_batches
-from brook.codec.batch import FLAG_IDEMPOTENCY, verify
+from brook.codec.batch import FLAG_IDEMPOTENCY, decode_headers, verify
 from brook.errors import CorruptData
 from brook.log.segment import Segment
 from brook.records import Record
+from brook.scheduling import Schedule
 
 log = logging.getLogger("brook.log")
 
@@ -94,9 +96,12 @@ def records(
     return out
 
 
-def keys(raw: bytes, offset: int) -> list[tuple[int, bytes | None, int]]:
+def keys(
+    raw: bytes, offset: int, schedules: dict[int, Schedule] | None = None
+) -> list[tuple[int, bytes | None, int]]:
     """(offset, key, timestamp) of the records from `offset` in verified batches
-    `raw`, values left undecoded."""
+    `raw`, values left undecoded. With `schedules`, the priority and not-before time
+    of those that have either (their `brook.` headers, scheduling.py) go in it by offset."""
     out: list[tuple[int, bytes | None, int]] = []
     pos = 0
     while pos < len(raw):
@@ -108,6 +113,11 @@ def keys(raw: bytes, offset: int) -> list[tuple[int, bytes | None, int]]:
             out.extend((o, None, ts) for o in offsets)
         else:
             out.extend(zip(offsets, found, repeat(ts)))
+        if schedules is not None:
+            for o, headers in decode_headers(raw, pos, header, offset, b"brook."):
+                schedule = scheduling.of(headers, ts)
+                if schedule is not None:
+                    schedules[o] = schedule
         pos += header.length
     return out
 

@@ -16,6 +16,7 @@ from brook.errors import LeaseExpired
 from brook.queue import lifecycle as lc
 from brook.queue.fair import FairQueue
 from brook.queue.lifecycle import JobState, Settings, State, Transition
+from brook.scheduling import Schedule
 
 _READY, _LEASED, _RETRYING, _ACKED, _DEAD = (
     State.READY,
@@ -40,7 +41,11 @@ class GroupCore:
         """The key of each record kept that has one (most records have none)."""
         self.counts = dict.fromkeys(State, 0)
         """Records by state; acked ones are counted, not kept."""
-        self._ready = FairQueue[Position](ordered=settings.ordering == "key")
+        self._ready = _ready_queue(settings)
+        self.priorities: dict[Position, int] = {}
+        """The priority of each record kept that has one other than 0 (most have none)."""
+        self.not_before: dict[Position, int] = {}
+        """The not-before time of each record kept that has one and was never leased."""
         self._leases: list[tuple[int, Position, str]] = []
         """Heap of (lease end, record, receipt); stale entries are skipped."""
         self._retries: list[tuple[int, Position]] = []
@@ -53,13 +58,22 @@ class GroupCore:
 
     # ------------------------------------------------------------ records
 
-    def offer(self, position: Position, key: Hashable, timestamp_ms: int) -> None:
-        """A record of the topic, new to the group: ready."""
-        self.offer_many(position[0], [(position[1], key, timestamp_ms)])
+    def offer(
+        self, position: Position, key: Hashable, timestamp_ms: int, schedule: Schedule | None = None
+    ) -> None:
+        """A record of the topic, new to the group: ready (from its not-before time)."""
+        schedules = None if schedule is None else {position[1]: schedule}
+        self.offer_many(position[0], [(position[1], key, timestamp_ms)], schedules)
 
-    def offer_many(self, partition: int, records: Sequence[tuple[int, Hashable, int]]) -> None:
+    def offer_many(
+        self,
+        partition: int,
+        records: Sequence[tuple[int, Hashable, int]],
+        schedules: dict[int, Schedule] | None = None,
+    ) -> None:
         """Records (offset, key, timestamp) of one partition, new to the group, in
-        offset order: ready."""
+        offset order: ready. `schedules` gives, by offset, the priority and not-before
+        time of the few records that have either."""
         jobs, keys, add_many = self.jobs, self.keys, self._ready.add_many
         job = lc.new_job(-1)
         run: list[Position] = []
@@ -72,19 +86,33 @@ class GroupCore:
             jobs[position] = job  # frozen, so records may share one
             if key is not None:
                 keys[position] = key
-            if key != run_key and run:
+            schedule = schedules.get(offset) if schedules else None
+            if (key != run_key or schedule is not None) and run:
                 add_many(run_key, run)
                 run = []
+            if schedule is not None:
+                self._add_scheduled(position, key, schedule)
+                continue
             run_key = key
             run.append(position)
         if run:
             add_many(run_key, run)
         self.counts[_READY] += len(records)
 
+    def _add_scheduled(self, position: Position, key: Hashable, schedule: Schedule) -> None:
+        priority, not_before = schedule
+        if priority:
+            self.priorities[position] = priority
+        if not_before is not None:
+            self.not_before[position] = not_before
+        self._ready.add(key, position, priority, not_before)
+
     # ------------------------------------------------------------ time
 
     def tick(self, now_ms: int) -> list[Change]:
-        """Expired leases end their attempt; due retries become ready."""
+        """Expired leases end their attempt; due retries become ready; delayed
+        records and rate-limited keys whose time has come are ready."""
+        self._ready.advance(now_ms)
         changes: list[Change] = []
         while self._leases and self._leases[0][0] <= now_ms:
             _, position, receipt = heapq.heappop(self._leases)
@@ -124,10 +152,12 @@ class GroupCore:
                 break
             _, position = popped
             job = self.jobs[position]
+            if self.not_before:
+                self.not_before.pop(position, None)
             if ages:
                 expired = lc.expire(job, settings, now_ms)  # past expire_after_ms
                 if expired is not None:
-                    self._record(position, expired, changes)
+                    self._record(position, expired, changes)  # (the pop counted it out)
                     continue
             self._serial += 1
             receipt = f"{position[0]}.{position[1]}.{job.attempt + 1}.{self._serial}.{token}"
@@ -198,8 +228,9 @@ class GroupCore:
             del self.jobs[position]
             del self._receipts[receipt]
             key = self.keys.pop(position, None)
-            if self._ready.ordered:
-                self._ready.release(key)
+            self._ready.release(key)
+            if self.priorities:
+                self.priorities.pop(position, None)
             counts = self.counts
             counts[_LEASED] -= 1
             counts[_ACKED] += 1
@@ -251,13 +282,19 @@ class GroupCore:
         changes: list[Change],
         start: dict[Position, JobState] | None = None,
         acked: int = 0,
+        schedules: dict[Position, Schedule] | None = None,
+        now_ms: int = 0,
     ) -> GroupCore:
         """The group as its status log tells it: `records` (position, key, timestamp)
         offered, in offset order, and `changes` read back in log order. A snapshot
         gives `start`, the jobs it kept (other records start ready), and the
-        count of records `acked` before it."""
+        count of records `acked` before it. `schedules`: the priority and not-before
+        time of the records that have either, as their headers say; `now_ms`, the
+        time (records due by then are ready at once)."""
         core = cls(settings, rng)
+        core._ready.advance(now_ms)
         start = start or {}
+        schedules = schedules or {}
         jobs = {
             position: start.get(position) or lc.new_job(timestamp)
             for position, _, timestamp in records
@@ -270,6 +307,7 @@ class GroupCore:
             elif transition.state is _ACKED:
                 core.counts[_ACKED] += 1  # its record is gone (retention): still counted
         core.keys = keys
+        ordered = settings.ordering == "key"
         for position, job in jobs.items():
             core.counts[job.state] += 1
             if job.state is State.ACKED:
@@ -277,6 +315,9 @@ class GroupCore:
                 continue
             core.jobs[position] = job
             key = keys.get(position)
+            schedule = schedules.get(position)
+            if schedule is not None and schedule[0]:
+                core.priorities[position] = schedule[0]
             if job.state is State.LEASED:
                 assert job.receipt is not None
                 core._receipts[job.receipt] = position
@@ -284,17 +325,20 @@ class GroupCore:
                 core._ready.holding(key)
             elif job.state is State.RETRYING:
                 heapq.heappush(core._retries, (job.ready_at_ms, position))
-                core._ready.holding(key)
+                if ordered:
+                    core._ready.holding(key)
             elif job.state is State.DEAD:
                 core.dead_by_error.setdefault(job.error, {})[position] = None
-        core._queue_ready(keys)
+        core._queue_ready(keys, schedules)
         return core
 
-    def _queue_ready(self, keys: dict[Position, Hashable]) -> None:
+    def _queue_ready(
+        self, keys: dict[Position, Hashable], schedules: dict[Position, Schedule]
+    ) -> None:
         """Put the ready records of a rebuilt group in their lanes as the live group
         had them: in the order they became ready (what `oldest_ready_ms` relies on),
         a key's first-time records in offset order, a record put back at the front."""
-        ready, jobs = self._ready, self.jobs
+        ready, jobs, priorities = self._ready, self.jobs, self.priorities
         fronts: list[Position] = []
         firsts: dict[Hashable, list[Position]] = {}
         again: dict[Hashable, list[Position]] = {}
@@ -310,23 +354,38 @@ class GroupCore:
                 again.setdefault(key, []).append(position)
 
         def became_ready(position: Position) -> int:
-            return jobs[position].ready_at_ms
+            job = jobs[position]
+            schedule = schedules.get(position)
+            if schedule is not None and schedule[1] is not None and job.untouched:
+                return max(job.ready_at_ms, schedule[1])  # (its not-before time)
+            return job.ready_at_ms
 
         for key, positions in firsts.items():
-            new = [p for p in positions if jobs[p].lives == 0]  # offset order, kept
-            if key is None:  # no order to keep, and partitions interleave: by time
+            new = [p for p in positions if jobs[p].lives == 0]  # offset order...
+            if key is None or not ready.ordered:  # ...kept only where order is kept
                 new.sort(key=became_ready)
             redriven = sorted((p for p in positions if jobs[p].lives > 0), key=became_ready)
-            ready.add_many(key, list(heapq.merge(new, redriven, key=became_ready)))
+            for position in heapq.merge(new, redriven, key=became_ready):
+                schedule = schedules.get(position)
+                if schedule is None:
+                    ready.add(key, position)
+                elif jobs[position].untouched:
+                    self._add_scheduled(position, key, schedule)
+                else:
+                    ready.add(key, position, schedule[0])
         for position in fronts:
-            ready.put_back(keys[position], position)
+            ready.holding(keys[position])  # (put_back releases what it takes back)
+            ready.put_back(keys[position], position, priorities.get(position, 0))
         for key, positions in again.items():
             for position in sorted(positions, key=became_ready):
-                ready.add_again(key, position)
+                ready.add_again(key, position, priorities.get(position, 0))
 
     def _enter(self, position: Position, job: JobState) -> None:
         """Put a record's new state in place, and in the indexes that serve it.
-        (On every transition: kept to plain dict and heap operations.)"""
+        (On every transition: kept to plain dict and heap operations.)
+
+        A record counts against its key's limits (fair.py) from the lease that takes
+        it until it is finished, or, where order is not kept, until it waits to retry."""
         jobs = self.jobs
         before = jobs[position]
         state, was = job.state, before.state
@@ -337,34 +396,41 @@ class GroupCore:
             self._receipts.pop(before.receipt, None)
         if was is _DEAD:
             self._forget_dead(position, before.error)
-        ordered = self._ready.ordered
+        ready = self._ready
+        ordered = ready.ordered
         if state is _ACKED:
             del jobs[position]
             key = self.keys.pop(position, None)
-            if ordered:
-                self._ready.release(key)
+            self.priorities.pop(position, None)
+            ready.release(key)
             return
         jobs[position] = job
+        key = self.keys.get(position)
         if state is _LEASED:
             assert job.receipt is not None
             self._receipts[job.receipt] = position
             heapq.heappush(self._leases, (job.lease_until_ms, position, job.receipt))
             if len(self._leases) > 2 * counts[_LEASED] + 1024:
                 self._prune_leases()
-            if ordered and was is not _LEASED:
-                self._ready.holding(self.keys.get(position))
+            if was is not _LEASED:
+                ready.holding(key)
         elif state is _RETRYING:
             heapq.heappush(self._retries, (job.ready_at_ms, position))
             if len(self._retries) > 2 * counts[_RETRYING] + 1024:
                 self._prune_retries()
+            if not ordered:
+                ready.release(key)
         elif state is _READY and was is _DEAD:
-            self._ready.add(self.keys.get(position), position)  # redriven: behind its key's others
+            # Redriven: behind its key's others.
+            ready.add(key, position, self.priorities.get(position, 0))
+        elif state is _READY and was is _RETRYING and not ordered:
+            ready.add_again(key, position, self.priorities.get(position, 0))
         elif state is _READY and was is not _READY:
-            self._ready.put_back(self.keys.get(position), position)
+            ready.put_back(key, position, self.priorities.get(position, 0))
         elif state is _DEAD:
             self.dead_by_error.setdefault(job.error, {})[position] = None
-            if ordered:
-                self._ready.release(self.keys.get(position))
+            if was is not _RETRYING or ordered:
+                ready.release(key)
 
     def _forget_dead(self, position: Position, error: str) -> None:
         bucket = self.dead_by_error.get(error)
@@ -408,16 +474,24 @@ class GroupCore:
         return counts[State.READY] + counts[State.LEASED] + counts[State.RETRYING]
 
     def stats(self) -> dict[str, int]:
-        """Records by state: ready, leased, retrying, dead, and how many were acked."""
-        return {state.value: count for state, count in self.counts.items()}
+        """Records by state: ready (to lease now), leased, retrying, dead, how many
+        were acked, and how many wait for their not-before time (`delayed`)."""
+        found = {state.value: count for state, count in self.counts.items()}
+        found["ready"] -= self._ready.delayed
+        found["delayed"] = self._ready.delayed
+        return found
 
     def has_ready(self) -> bool:
         """Whether a lease would find a ready record (before time moves on)."""
         return self._ready.available()
 
     def next_due_ms(self) -> int | None:
-        """When time alone next changes something (a lease ends, a retry is due), if ever."""
+        """When time alone next changes something (a lease ends, a retry is due, a
+        delayed record or a rate-limited key may go), if ever."""
         dues = [heap[0][0] for heap in (self._leases, self._retries) if heap]
+        wake = self._ready.next_wake()
+        if wake is not None:
+            dues.append(wake)
         return min(dues) if dues else None
 
     def oldest_ready_ms(self) -> int | None:
@@ -425,9 +499,23 @@ class GroupCore:
         the fronts of the ready lanes, so it costs the number of keys waiting, not of records.
         Exact when a lane's records came from one partition; where a lane gathers several
         partitions' records (those without a key), off by at most the spread in time of
-        the records offered together."""
-        jobs = self.jobs
-        return min((jobs[p].ready_at_ms for p in self._ready.fronts()), default=None)
+        the records offered together. Records of an ordered key waiting behind one
+        whose not-before time has not come are not seen until it goes."""
+        jobs, not_before = self.jobs, self.not_before
+        return min(
+            (max(jobs[p].ready_at_ms, not_before.get(p, 0)) for p in self._ready.fronts()),
+            default=None,
+        )
+
+
+def _ready_queue(settings: Settings) -> FairQueue[Position]:
+    return FairQueue(
+        ordered=settings.ordering == "key",
+        per_key=settings.concurrency_per_key,
+        key_rate_per_s=settings.key_rate_limit_per_s,
+        rate_per_s=settings.rate_limit_per_s,
+        lower_share=settings.lower_priority_share,
+    )
 
 
 def _is_dead(job: JobState | None) -> bool:

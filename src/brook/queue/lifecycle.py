@@ -67,6 +67,15 @@ class Settings(msgspec.Struct, frozen=True):
     """Whether dead records are copied to the dead-letter topic. The broker's own
     delivery groups on a dead-letter topic keep theirs in place (dead in the group,
     redrivable, still in the topic they came from): dead letters never cascade."""
+    concurrency_per_key: int | None = None
+    """At most this many records of one key leased at once (None: no limit; ordering
+    by key is a limit of one that also keeps their order)."""
+    key_rate_limit_per_s: float | None = None
+    """At most this many leases a second for each key (None: no limit)."""
+    rate_limit_per_s: float | None = None
+    """At most this many leases a second for the whole group (None: no limit)."""
+    lower_priority_share: float = 0.1
+    """The share of leases that go to lower priorities while higher ones wait (fair.py)."""
 
 
 class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -2,7 +2,9 @@
 
 Settings given to `b.queue(...)` are stored with the group
 (`queues/<topic>/<group>.json`, written atomically); arguments left as None keep
-the stored values, and a new group starts from the defaults of SPEC §1.
+the stored values, and a new group starts from the defaults of SPEC §1. A limit
+(`concurrency_per_key`, `key_rate_limit_per_s`, `rate_limit_per_s`) given as 0 is
+removed.
 """
 
 from __future__ import annotations
@@ -68,7 +70,28 @@ def merge(topic: str, stored: Settings | None, **given: Any) -> Settings:
         changes["backoff"] = backoff(given["backoff"])
     if given.get("copy_dead") is not None:
         changes["copy_dead"] = bool(given["copy_dead"])
-    return msgspec.structs.replace(base, **changes) if changes else base
+    if given.get("concurrency_per_key") is not None:
+        limit = validate.whole(
+            given["concurrency_per_key"], "concurrency_per_key", 0, limits.queue_window_records_max
+        )
+        changes["concurrency_per_key"] = limit or None
+    for name in ("key_rate_limit_per_s", "rate_limit_per_s"):
+        if given.get(name) is not None:
+            rate = _number(given[name], name, 0.0, limits.rate_per_s_max)
+            if 0 < rate < limits.rate_per_s_min:
+                raise BadRequest(f"{name} must be 0 (no limit) or at least {limits.rate_per_s_min}")
+            changes[name] = rate or None
+    if given.get("lower_priority_share") is not None:
+        changes["lower_priority_share"] = _number(
+            given["lower_priority_share"], "lower_priority_share", 0.0, 1.0
+        )
+    merged = msgspec.structs.replace(base, **changes) if changes else base
+    if merged.ordering == "key" and (merged.concurrency_per_key or 1) != 1:
+        raise BadRequest(
+            "ordering 'key' leases one record of a key at a time: concurrency_per_key must be "
+            "1 or 0 (none) with it"
+        )
+    return merged
 
 
 def backoff(given: Any) -> Backoff:

@@ -43,6 +43,7 @@ from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
 from brook.queue.reader import BatchCache, RecordReader
 from brook.ranges import Ranges
 from brook.records import Job, Record
+from brook.scheduling import Schedule
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -122,13 +123,17 @@ class QueueGroup:
             if p in reach:
                 reach[p] = max(reach[p], o + 1)
         records: list[tuple[Position, Hashable, int]] = []
+        schedules: dict[Position, Schedule] = {}
         for pl in logs:
             p = pl.partition
             runs = acked_runs.get(p, [])
-            for o, key, timestamp in self._keys_range(pl, floor[p], reach[p]):
+            scheduled: dict[int, Schedule] = {}
+            for o, key, timestamp in self._keys_range(pl, floor[p], reach[p], scheduled):
                 if runs and o < offered[p] and _within(runs, o):
                     continue
                 records.append(((p, o), key, timestamp))
+                if o in scheduled:
+                    schedules[(p, o)] = scheduled[o]
         found = {position for position, _, _ in records}
         lost = sum(1 for position in start if position not in found)
         if lost:
@@ -138,7 +143,9 @@ class QueueGroup:
                 self.group,
                 lost,
             )
-        self.machine = GroupCore.rebuild(self.settings, self._rng, records, changes, start, acked)
+        self.machine = GroupCore.rebuild(
+            self.settings, self._rng, records, changes, start, acked, schedules, self._now_ms()
+        )
         self.offered = reach
         self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.machine.jobs}
         self._changes_since_snapshot = len(changes)
@@ -158,12 +165,15 @@ class QueueGroup:
 
     @staticmethod
     def _keys_range(
-        partition_log: PartitionLog, start: int, stop: int
+        partition_log: PartitionLog, start: int, stop: int, schedules: dict[int, Schedule]
     ) -> list[tuple[int, bytes | None, int]]:
-        """(offset, key, timestamp) of the records from `start` to before `stop`."""
+        """(offset, key, timestamp) of the records from `start` to before `stop`, and
+        into `schedules` the priorities and not-before times of those that have them."""
         out: list[tuple[int, bytes | None, int]] = []
         while start < stop:
-            got = partition_log.read_keys(start, min(stop - start, limits.read_records_max))
+            got = partition_log.read_keys(
+                start, min(stop - start, limits.read_records_max), schedules
+            )
             got = [item for item in got if item[0] < stop]
             if not got:
                 break
@@ -198,10 +208,11 @@ class QueueGroup:
                 if start >= partition_log.durable_offset or room <= 0:
                     continue
                 share = max(1, min(room, limits.read_records_max) // len(logs))
-                found = partition_log.read_keys(start, share)
+                schedules: dict[int, Schedule] = {}
+                found = partition_log.read_keys(start, share, schedules)
                 if not found:
                     continue
-                self.machine.offer_many(p, found)
+                self.machine.offer_many(p, found, schedules)
                 self.offered[p] = found[-1][0] + 1
                 room -= len(found)
                 progressed = True
@@ -463,9 +474,10 @@ class QueueGroup:
         return kept | Ranges([(max(base, offered), next_offset)])
 
     def change_settings(self, settings: Settings) -> None:
-        """Use new settings (already stored); a change of ordering rebuilds the lanes."""
+        """Use new settings (already stored); a change of how records are chosen
+        (ordering, limits, priorities' share) rebuilds the lanes."""
         with self.mutex:
-            reorder = settings.ordering != self.settings.ordering
+            reorder = _choosing(settings) != _choosing(self.settings)
             self.settings = settings
             self.machine.settings = settings
             if reorder:
@@ -626,6 +638,17 @@ class Settling:
                 f"{len(stale)} of {self._count} receipts are no longer live (the lease expired, "
                 f"or the record was settled or leased again): {shown}{rest}"
             )
+
+
+def _choosing(settings: Settings) -> tuple[object, ...]:
+    """The settings that decide which ready record goes next (fair.py)."""
+    return (
+        settings.ordering,
+        settings.concurrency_per_key,
+        settings.key_rate_limit_per_s,
+        settings.rate_limit_per_s,
+        settings.lower_priority_share,
+    )
 
 
 def _within(runs: list[tuple[int, int]], offset: int) -> bool:
