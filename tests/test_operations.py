@@ -92,6 +92,7 @@ CALLS = [
     ("extend", protocol.settle("t", "g", "extend", [RECEIPT], ms=10)),
     ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
     ("trace", protocol.trace("t", "g", 0, 0)),
+    ("job", protocol.job("t", "g", 0, 0)),
     ("redrive_queue", protocol.redrive("t", "g", None, None)),
     ("describe_timer", protocol.timer("tm")),
     ("cancel_timer", protocol.cancel_timer("tm")),

@@ -16,7 +16,7 @@ from brook.client import AsyncBroker, RemoteBroker
 from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
-from brook.records import Ack, Job, Record, TopicInfo
+from brook.records import Ack, Job, JobInfo, Record, TopicInfo
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 from brook.topic import Topic
@@ -28,6 +28,7 @@ __all__ = [
     "Broker",
     "Consumer",
     "Job",
+    "JobInfo",
     "Queue",
     "Record",
     "RemoteBroker",

@@ -20,6 +20,7 @@ from brook.models import (
     DeliveryStats,
     EndpointInfo,
     Job,
+    JobInfo,
     Published,
     Record,
     TestResult,
@@ -102,7 +103,9 @@ class QueueApi(Protocol):
         self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
     ) -> list[Job]: ...
 
-    def ack(self, jobs: Any) -> None: ...
+    def ack(self, jobs: Any, results: Sequence[bytes | None] | None = None) -> None: ...
+
+    def job(self, partition: int, offset: int) -> JobInfo: ...
 
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None: ...
 

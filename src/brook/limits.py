@@ -168,14 +168,21 @@ queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
 redrive_records_max = 100_000
 """Most records one redrive call may name (a selection is sent in parts of this)."""
+job_result_bytes_max = 64 * 1024
+"""The most bytes a record's result (given with its ack) may have."""
+queue_results_max = 10_000
+"""A queue group keeps at most this many results of acked records..."""
+queue_results_bytes_max = 16 * 1024 * 1024
+"""...of at most this many bytes together..."""
+queue_results_ms = 24 * 60 * 60 * 1000
+"""...each for this long after its ack (queue/results.py)."""
 priority_min = -1000
 priority_max = 1000
 """A record's priority (its `brook.priority` header) is a whole number in these bounds."""
 not_before_ms_max = 253_402_300_799_999
 """The latest not-before time a record may carry (the last ms of the year 9999)."""
 rate_per_s_max = 1_000_000.0
-"""Bounds of a queue group's rate limits, per key and for the whole group (per second)."""
-rate_per_s_min = 0.001
+"""The most a queue group's rate limits (per key, for the whole group) may allow a second."""
 
 # Timers.
 timer_bucket_ms = 60 * 60 * 1000

@@ -238,6 +238,10 @@ TABLE: tuple[Operation, ...] = (
                 "dead_letter_topic is not the queue's own topic",
                 r"dead_letter_topic must not be the queue's own topic",
             ),
+            (
+                "with ordering 'key' (given or stored), concurrency_per_key is 1 or 0",
+                r"ordering 'key' leases one record of a key at a time",
+            ),
         ),
         query=(
             (
@@ -282,10 +286,10 @@ TABLE: tuple[Operation, ...] = (
         QUEUE + "/ack",
         "consume",
         False,
-        "The records are done",
+        "The records are done; results_b64 (one per receipt, or null) are kept for job",
         wire.Settled,
-        wire.SettleIn,
-        example={"receipts": ["0.0.1.1.0123abcd"]},
+        wire.AckIn,
+        example={"receipts": ["0.0.1.1.0123abcd"], "results_b64": ["eyJvayI6IHRydWV9"]},
     ),
     Operation(
         "nack",
@@ -332,6 +336,19 @@ TABLE: tuple[Operation, ...] = (
         True,
         "A record's transitions in the status log",
         wire.Trace,
+        query=(
+            ("partition", COUNT, "The record's partition", True),
+            ("offset", COUNT, "The record's offset", True),
+        ),
+    ),
+    Operation(
+        "job",
+        "GET",
+        QUEUE + "/job",
+        "consume",
+        True,
+        "Where one record stands in the group: state, attempts, last error, its result",
+        wire.JobInfoOut,
         query=(
             ("partition", COUNT, "The record's partition", True),
             ("offset", COUNT, "The record's offset", True),

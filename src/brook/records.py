@@ -245,3 +245,29 @@ class DeadRecord(msgspec.Struct, frozen=True, kw_only=True):
     error: str
     redriven: int
     """How many times it was put back to work before."""
+
+
+JOB_STATES = ("pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown")
+
+
+class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one record stands in a queue group (`q.job(partition, offset)`).
+
+    `state` is one of JOB_STATES: `pending` (in the topic, not yet taken into the
+    group's window of unfinished records), `ready`, `delayed` (ready from its
+    not-before time), `leased`, `retrying`, `acked`, `dead`, or `unknown` (no such
+    record: past the end of its partition, or removed by retention)."""
+
+    partition: int
+    offset: int
+    state: str
+    attempt: int = 0
+    """Deliveries so far (of the current life, after a redrive)."""
+    error: str = ""
+    """Why the last attempt failed (for retrying and dead records)."""
+    result: bytes | None = None
+    """What it returned, given with its ack, while the group keeps it (limits.queue_results_*)."""
+    acked_ms: int | None = None
+    """When it was acked, if that is still known."""
+    due_ms: int | None = None
+    """When a delayed or retrying record is due, or a leased one's lease ends."""

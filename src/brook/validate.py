@@ -263,6 +263,27 @@ def receipts(jobs: Any) -> list[str]:
     return out
 
 
+def results(given: Any, count: int) -> list[bytes | None]:
+    """One result per settled job (bytes or None), each within job_result_bytes_max."""
+    if isinstance(given, bytes | str) or not isinstance(given, Sequence):
+        raise BadRequest("results must be a list with one entry (bytes or None) per job")
+    if len(given) != count:
+        raise BadRequest(f"results has {len(given)} entries for {count} jobs: give one per job")
+    out: list[bytes | None] = []
+    for value in given:
+        if value is None:
+            out.append(None)
+            continue
+        data = _bytes(value, "a result")
+        if len(data) > limits.job_result_bytes_max:
+            raise RecordTooLarge(
+                f"a result of {len(data)} bytes exceeds job_result_bytes_max "
+                f"({limits.job_result_bytes_max})"
+            )
+        out.append(data)
+    return out
+
+
 def positions(records: Any) -> list[tuple[int, int]] | None:
     """(partition, offset) pairs, at most redrive_records_max of them; None stays None."""
     if records is None:

@@ -34,7 +34,7 @@ from brook.names import (
     Name,
     Receipt,
 )
-from brook.records import Ack, DeliveryStats, EndpointInfo, Published, Record, TopicInfo
+from brook.records import Ack, DeliveryStats, EndpointInfo, JobInfo, Published, Record, TopicInfo
 
 JSON_TYPE = "application/json"
 RAW_TYPE = "application/octet-stream"
@@ -392,6 +392,52 @@ class SettleIn(In):
 
     receipts: Annotated[list[Receipt], Meta(min_length=1)]
     reason: Reason = ""
+
+
+class AckIn(SettleIn):
+    results_b64: (
+        list[Annotated[bytes, Meta(max_length=limits.job_result_bytes_max)] | None] | None
+    ) = None
+    """One per receipt (or null): what each job returned, kept for GET .../job."""
+
+
+class JobInfoOut(Out, omit_defaults=True):
+    partition: Count
+    offset: Offset
+    state: Literal["pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown"]
+    attempt: Count = 0
+    error: str = ""
+    result_b64: bytes | None = None
+    result: str | None = None
+    acked_ms: int | None = None
+    due_ms: int | None = None
+
+    @classmethod
+    def of(cls, info: JobInfo) -> JobInfoOut:
+        result = info.result
+        return cls(
+            partition=info.partition,
+            offset=info.offset,
+            state=info.state,  # type: ignore[arg-type]
+            attempt=info.attempt,
+            error=info.error,
+            result_b64=result,
+            result=None if result is None else text_of(result),
+            acked_ms=info.acked_ms,
+            due_ms=info.due_ms,
+        )
+
+    def info(self) -> JobInfo:
+        return JobInfo(
+            partition=self.partition,
+            offset=self.offset,
+            state=self.state,
+            attempt=self.attempt,
+            error=self.error,
+            result=self.result_b64,
+            acked_ms=self.acked_ms,
+            due_ms=self.due_ms,
+        )
 
 
 class NackIn(SettleIn):
@@ -755,6 +801,7 @@ REQUESTS: tuple[type[In], ...] = (
     QueueSettingsIn,
     LeaseIn,
     SettleIn,
+    AckIn,
     NackIn,
     ExtendIn,
     RedriveIn,
@@ -778,6 +825,7 @@ ANSWERS: tuple[type[Out], ...] = (
     Jobs,
     Settled,
     Trace,
+    JobInfoOut,
     Redriven,
     Scheduled,
     ScheduledMany,

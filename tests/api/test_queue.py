@@ -326,7 +326,7 @@ def test_priorities_overtake_queued_work_and_delays_hold_records_back(broker: An
     late = q.lease(max_records=10, timeout=5.0)
     assert [j.record.value for j in late] == [b"later"]
     assert time.monotonic() - started >= 0.6, "a delayed record was leased early"
-    with pytest.raises(BadRequest, match="brook.priority"):
+    with pytest.raises(BadRequest, match=r"brook\.priority"):
         t.append(b"x", headers={"brook.priority": b"urgent"})
     assert t.end_offsets() == {0: 5}
 
@@ -349,3 +349,20 @@ def test_per_key_limits_are_group_settings(broker: Any) -> None:
         broker.queue("limited", "w", ordering="key", concurrency_per_key=3)
     with pytest.raises(BadRequest, match="lower_priority_share"):
         broker.queue("limited", "w", lower_priority_share=2)
+
+
+def test_a_job_tells_where_it_stands_and_what_it_returned(broker: Any) -> None:
+    _fill(broker, "told", [b"a", b"b", b"c"])
+    q = broker.queue("told", "w", max_attempts=1)
+    assert q.job(0, 0).state == "ready" and q.job(0, 7).state == "unknown"
+    a, b, c = q.lease(max_records=3, timeout=1.0)
+    assert q.job(0, 2).state == "leased" and q.job(0, 2).due_ms is not None
+    q.ack([a, b], results=[b'{"total": 3}', None])
+    q.nack(c, reason="ValueError: no such customer")
+    done, plain, failed = (q.job(0, o) for o in range(3))
+    assert (done.state, done.attempt, done.result) == ("acked", 1, b'{"total": 3}')
+    assert done.acked_ms is not None
+    assert (plain.state, plain.result) == ("acked", None)
+    assert (failed.state, failed.error) == ("dead", "ValueError: no such customer")
+    with pytest.raises(BadRequest, match="one per job"):
+        q.ack([a], results=[b"x", b"y"])

@@ -99,9 +99,11 @@ def test_snapshots_bound_the_status_log_and_restore_the_same_state(
     with brook.Broker(LocalStorage(tmp_path), segment_bytes_max=2_000) as b:
         _fill(b, 2_000, key=None)
         q = b.queue("jobs", "g", max_attempts=2)
+        acked: list[int] = []
         for _ in range(30):
             jobs = q.lease(max_records=50)
-            q.ack(jobs[:40])
+            q.ack(jobs[:40], results=[str(j.record.offset).encode() for j in jobs[:40]])
+            acked.extend(j.record.offset for j in jobs[:40])
             q.nack(jobs[40:45], delay_ms=0)
             q.discard(jobs[45:], reason="poison")
         b.core.run_maintenance()
@@ -120,6 +122,10 @@ def test_snapshots_bound_the_status_log_and_restore_the_same_state(
         assert after["leased"] == 3
         q.ack(leased)
         assert q.redrive() == before["dead"]
+        # The results acks gave, before the snapshot and after it, are still told.
+        chosen = (acked[0], acked[len(acked) // 2], acked[-1])
+        told = [q.job(0, offset) for offset in chosen]
+        assert [(j.state, j.result) for j in told] == [("acked", b"%d" % o) for o in chosen]
 
 
 def test_a_status_write_that_fails_is_not_acknowledged_and_the_group_recovers(

@@ -45,6 +45,7 @@ SCOPES = {
     ("POST", "/v1/topics/{topic}/queues/{group}/extend"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/discard"): "consume",
     ("GET", "/v1/topics/{topic}/queues/{group}/trace"): "consume",
+    ("GET", "/v1/topics/{topic}/queues/{group}/job"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/redrive"): "consume",
     ("PUT", "/v1/topics/{topic}/staged/{writer}/{seq}/{part}/{chunk}"): "produce",
     ("POST", "/v1/topics/{topic}/staged/{writer}/{seq}/publish"): "produce",

@@ -100,6 +100,37 @@ def queue_configure(
             click.echo(f"{name}: {shown(value)}")
 
 
+@queue.command("job")
+@click.argument("topic")
+@click.argument("group")
+@click.argument("partition", type=click.IntRange(0))
+@click.argument("offset", type=click.IntRange(0))
+@broker_options
+@friendly
+def queue_job(
+    topic: str,
+    group: str,
+    partition: int,
+    offset: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Print where the record at PARTITION/OFFSET stands: state, attempts, last
+    error, the result its ack gave."""
+    with connect(data, url, api_key, read_only=True) as b:
+        info = b.queue(topic, group, create=False).job(partition, offset)
+        click.echo(f"state: {info.state}\nattempt: {info.attempt}")
+        if info.error:
+            click.echo(f"error: {info.error}")
+        if info.due_ms is not None:
+            click.echo(f"due_ms: {info.due_ms}")
+        if info.acked_ms is not None:
+            click.echo(f"acked_ms: {info.acked_ms}")
+        if info.result is not None:
+            click.echo(f"result: {info.result.decode(errors='replace')}")
+
+
 @queue.command("lease")
 @click.argument("topic")
 @click.argument("group")

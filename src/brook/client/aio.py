@@ -20,7 +20,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
-from brook.models import Backoff, TimerInfo, TimerSpec, Transition
+from brook.models import Backoff, JobInfo, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -379,8 +379,18 @@ class AsyncQueue:
             return  # nothing to settle: as the embedded library, no call at all
         await self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
 
-    async def ack(self, jobs: Any) -> None:
-        await self._settle("ack", jobs)
+    async def ack(self, jobs: Any, results: Sequence[bytes | None] | None = None) -> None:
+        if results is None:
+            await self._settle("ack", jobs)
+            return
+        checked = validate.results(results, len(validate.receipts(jobs)))
+        await self._settle("ack", jobs, results_b64=checked)
+
+    async def job(self, partition: int, offset: int) -> JobInfo:
+        info: JobInfo = await self._broker._do(
+            protocol.job(self.topic, self.group, partition, offset)
+        )
+        return info
 
     async def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         await self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))

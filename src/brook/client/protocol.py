@@ -16,7 +16,7 @@ from brook import limits, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.models import Outcome, State, TimerInfo, TimerSpec, Transition
+from brook.models import JobInfo, Outcome, State, TimerInfo, TimerSpec, Transition
 from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
@@ -383,7 +383,11 @@ def lease(
 def settle(topic: str, group_name: str, action: str, receipts: list[str], **fields: Any) -> Call:
     """ack, nack, extend or discard. Not resent: if the first try landed, a second
     would find its receipts stale and report LeaseExpired for work that was done."""
-    shapes: dict[str, type[wire.In]] = {"nack": wire.NackIn, "extend": wire.ExtendIn}
+    shapes: dict[str, type[wire.In]] = {
+        "ack": wire.AckIn,
+        "nack": wire.NackIn,
+        "extend": wire.ExtendIn,
+    }
     given = {k: v for k, v in fields.items() if v is not None}
     body, headers = _json_body(
         wire.request(shapes.get(action, wire.SettleIn), receipts=receipts, **given)
@@ -393,6 +397,18 @@ def settle(topic: str, group_name: str, action: str, receipts: list[str], **fiel
         return None
 
     return _call(action, _queue(topic, group_name), {}, body, headers, parse)
+
+
+def job(topic: str, group_name: str, partition: int, offset: int) -> Call:
+    params = {
+        "partition": validate.whole(partition, "partition"),
+        "offset": validate.whole(offset, "offset"),
+    }
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> JobInfo:
+        return _answer(body, wire.JobInfoOut).info()
+
+    return _call("job", _queue(topic, group_name), params, None, {}, parse)
 
 
 def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:

@@ -20,7 +20,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
-from brook.models import Backoff, TimerInfo, TimerSpec, Transition
+from brook.models import Backoff, JobInfo, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -371,8 +371,16 @@ class RemoteQueue:
             return  # nothing to settle: as the embedded library, no call at all
         self._broker._do(protocol.settle(self.topic, self.group, action, receipts, **fields))
 
-    def ack(self, jobs: Any) -> None:
-        self._settle("ack", jobs)
+    def ack(self, jobs: Any, results: Sequence[bytes | None] | None = None) -> None:
+        if results is None:
+            self._settle("ack", jobs)
+            return
+        checked = validate.results(results, len(validate.receipts(jobs)))
+        self._settle("ack", jobs, results_b64=checked)
+
+    def job(self, partition: int, offset: int) -> JobInfo:
+        info: JobInfo = self._broker._do(protocol.job(self.topic, self.group, partition, offset))
+        return info
 
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))

@@ -6,14 +6,14 @@ the status log. Settling calls take a Job, a receipt string, or a list of either
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from brook import limits, validate
 from brook.queue import settings as queue_settings
-from brook.queue.lifecycle import Transition
+from brook.queue.lifecycle import Outcome, Transition
 from brook.queue.shell import QueueGroup
-from brook.records import DeadRecord, Job
+from brook.records import DeadRecord, Job, JobInfo
 
 
 class Queue:
@@ -44,10 +44,27 @@ class Queue:
         )
         return self._group.lease(count, seconds, visibility)
 
-    def ack(self, jobs: Any) -> None:
-        """The records are done. Raises LeaseExpired for receipts no longer live
-        (the others are acked)."""
-        self._group.settle(validate.receipts(jobs), "ack")
+    def ack(self, jobs: Any, results: Sequence[bytes | None] | None = None) -> None:
+        """The records are done. `results`, one per job (bytes or None), are kept
+        with the acks for `job()` to tell, bounded (limits.queue_results_*). Raises
+        LeaseExpired for receipts no longer live (the others are acked)."""
+        receipts = validate.receipts(jobs)
+        outcome = None
+        if results is not None:
+            checked = validate.results(results, len(receipts))
+            outcome = {
+                r: Outcome(result=v)
+                for r, v in zip(receipts, checked, strict=True)
+                if v is not None
+            }
+        self._group.settle(receipts, "ack", outcome=outcome or None)
+
+    def job(self, partition: int, offset: int) -> JobInfo:
+        """Where the record at (partition, offset) stands: its state, attempts, last
+        error, and the result its ack gave (while kept)."""
+        return self._group.job(
+            validate.whole(partition, "partition"), validate.whole(offset, "offset")
+        )
 
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         """The attempts failed: retry after `delay_ms` (default: the group's

@@ -107,6 +107,8 @@ class Outcome(msgspec.Struct, frozen=True, array_like=True, gc=False):
     error: str = ""
     """Why there was no status (timeout, connection, ...), or ""."""
     excerpt: bytes = b""
+    result: bytes | None = None
+    """What the job returned, given with its ack (queue/results.py)."""
 
 
 class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -77,10 +77,7 @@ def merge(topic: str, stored: Settings | None, **given: Any) -> Settings:
         changes["concurrency_per_key"] = limit or None
     for name in ("key_rate_limit_per_s", "rate_limit_per_s"):
         if given.get(name) is not None:
-            rate = _number(given[name], name, 0.0, limits.rate_per_s_max)
-            if 0 < rate < limits.rate_per_s_min:
-                raise BadRequest(f"{name} must be 0 (no limit) or at least {limits.rate_per_s_min}")
-            changes[name] = rate or None
+            changes[name] = _number(given[name], name, 0.0, limits.rate_per_s_max) or None
     if given.get("lower_priority_share") is not None:
         changes["lower_priority_share"] = _number(
             given["lower_priority_share"], "lower_priority_share", 0.0, 1.0

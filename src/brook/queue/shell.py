@@ -34,15 +34,16 @@ import msgspec
 from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import LeaseExpired
+from brook.errors import BadRequest, LeaseExpired
 from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position
 from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
 from brook.queue.reader import BatchCache, RecordReader
+from brook.queue.results import Kept, Results
 from brook.ranges import Ranges
-from brook.records import Job, Record
+from brook.records import Job, JobInfo, Record
 from brook.scheduling import Schedule
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class QueueGroup:
         """Per partition, the next offset of the topic not yet given to the machine."""
         self._unlettered: dict[Position, int] = {}
         """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
+        self.results = Results()
         self._changes_since_snapshot = 0
         self.snapshot_offset = 0
         """Status-log offset of the newest durable snapshot: nothing before it is needed."""
@@ -148,6 +150,12 @@ class QueueGroup:
         )
         self.offered = reach
         self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.machine.jobs}
+        self.results = Results()
+        if snapshot is not None:
+            for p, o, at, attempt, result in snapshot.results:
+                self.results.add((p, o), Kept(at, attempt, result))
+        self._keep_results(changes)
+        self.results.expire(self._now_ms())
         self._changes_since_snapshot = len(changes)
         self.snapshot_offset = snapshot_offset
         self._broken = False
@@ -247,6 +255,7 @@ class QueueGroup:
                 unlettered[(p, o)] = transition.at_ms
             elif unlettered and (p, o) in unlettered:
                 del unlettered[(p, o)]
+        self._keep_results(changes)
         entry = status.Entry(rows, lettered or [], snapshot)
         value = status.encode(entry)
         request = AppendRequest(
@@ -255,6 +264,13 @@ class QueueGroup:
         self.core.submit(request)
         self._changes_since_snapshot += len(changes)
         return request
+
+    def _keep_results(self, changes: list[Change]) -> None:
+        """Keep the results acks carry (queue/results.py)."""
+        acked = State.ACKED
+        for position, t in changes:
+            if t.state is acked and t.outcome is not None and t.outcome.result is not None:
+                self.results.add(position, Kept(t.at_ms, t.attempt, t.outcome.result))
 
     def _wait(self, request: AppendRequest) -> int:
         """Wait for an entry to be durable; its status-log offset. On failure the
@@ -463,6 +479,52 @@ class QueueGroup:
             found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
         return found
 
+    def job(self, partition: int, offset: int) -> JobInfo:
+        """Where the record at (partition, offset) stands in the group."""
+        logs = self.core.topic_state(self.topic).logs
+        if partition >= len(logs):
+            raise BadRequest(f"topic {self.topic} has no partition {partition}")
+        partition_log = logs[partition]
+        position = (partition, offset)
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            now = self._now_ms()
+            kept = self.results.get(position, now)
+            job = self.machine.jobs.get(position)
+            offered = self.offered.get(partition, 0)
+            not_before = self.machine.not_before.get(position)
+        if job is not None:
+            state, due = job.state.value, None
+            if job.state is State.READY and not_before is not None and not_before > now:
+                state, due = "delayed", not_before
+            elif job.state is State.RETRYING:
+                due = job.ready_at_ms
+            elif job.state is State.LEASED:
+                due = job.lease_until_ms
+            return JobInfo(
+                partition=partition,
+                offset=offset,
+                state=state,
+                attempt=job.attempt,
+                error=job.error,
+                due_ms=due,
+            )
+        if kept is not None:
+            return JobInfo(
+                partition=partition,
+                offset=offset,
+                state="acked",
+                attempt=kept.attempt,
+                result=kept.result,
+                acked_ms=kept.at_ms,
+            )
+        if offset >= partition_log.durable_offset or offset < partition_log.start_offset:
+            state = "unknown"
+        else:
+            state = "pending" if offset >= offered else "acked"
+        return JobInfo(partition=partition, offset=offset, state=state)
+
     def needed(self, partition: int, base: int, next_offset: int) -> Ranges:
         """Offsets from `base` to before `next_offset` of `partition` this group has
         not finished with: kept records (dead ones too), and all not yet offered."""
@@ -593,6 +655,7 @@ class QueueGroup:
             jobs=[(p, o, job) for (p, o), job in machine.jobs.items() if not job.untouched],
             unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
             acked_count=machine.acked,
+            results=self.results.rows(),
         )
         waiter = Waiter()
 

@@ -46,6 +46,8 @@ class Snapshot(msgspec.Struct, array_like=True, frozen=True):
     unlettered: list[tuple[int, int, int]]
     """Dead records whose dead-letter copy was not yet known durable."""
     acked_count: int
+    results: list[tuple[int, int, int, int, bytes]] = []
+    """(partition, offset, at_ms, attempt, result) of the results kept (queue/results.py)."""
 
 
 class Entry(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):

@@ -66,6 +66,7 @@ class QueueEndpoints:
         for action in ("ack", "nack", "extend", "discard"):
             serve(OPERATIONS[action], self._settler(action))
         serve(OPERATIONS["trace"], self.trace)
+        serve(OPERATIONS["job"], self.job)
         serve(OPERATIONS["redrive_queue"], self.redrive)
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -121,7 +122,11 @@ class QueueEndpoints:
         return json_response(wire.Jobs(jobs=[job_out(job) for job in jobs]))
 
     def _settler(self, action: str) -> Callable[..., Any]:
-        shapes: dict[str, type[wire.In]] = {"nack": wire.NackIn, "extend": wire.ExtendIn}
+        shapes: dict[str, type[wire.In]] = {
+            "ack": wire.AckIn,
+            "nack": wire.NackIn,
+            "extend": wire.ExtendIn,
+        }
         shape = shapes.get(action, wire.SettleIn)
 
         async def settle(request: Request, topic: str, group: str) -> Response:
@@ -132,8 +137,8 @@ class QueueEndpoints:
                 await self.run(queue.nack, receipts, body.delay_ms, body.reason)
             elif isinstance(body, wire.ExtendIn):
                 await self.run(queue.extend, receipts, body.ms)
-            elif action == "ack":
-                await self.run(queue.ack, receipts)
+            elif isinstance(body, wire.AckIn):
+                await self.run(queue.ack, receipts, body.results_b64)
             else:
                 await self.run(queue.discard, receipts, body.reason)
             return json_response(wire.Settled(settled=len(receipts)))
@@ -146,6 +151,13 @@ class QueueEndpoints:
         offset = query.number(request.query, "offset")
         transitions = await self.run(queue.trace, partition, offset)
         return json_response(wire.Trace(transitions=[_row(t) for t in transitions]))
+
+    async def job(self, request: Request, topic: str, group: str) -> Response:
+        queue = await self._queue(request, topic, group)
+        partition = query.number(request.query, "partition")
+        offset = query.number(request.query, "offset")
+        info = await self.run(queue.job, partition, offset)
+        return json_response(wire.JobInfoOut.of(info))
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.RedriveIn, empty_ok=True)
