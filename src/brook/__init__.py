@@ -17,21 +17,27 @@ from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
 from brook.records import Ack, Job, JobInfo, Record, TopicInfo
+from brook.tasks import App, Discard, JobRef, JobStatus, Retry
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 from brook.topic import Topic
 
 __all__ = [
     "Ack",
+    "App",
     "AsyncBroker",
     "Backoff",
     "Broker",
     "Consumer",
+    "Discard",
     "Job",
     "JobInfo",
+    "JobRef",
+    "JobStatus",
     "Queue",
     "Record",
     "RemoteBroker",
+    "Retry",
     "TimerInfo",
     "TimerSpec",
     "Topic",

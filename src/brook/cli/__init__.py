@@ -23,6 +23,7 @@ from brook.cli.serve import serve
 from brook.cli.spark import spark
 from brook.cli.timers import timers
 from brook.cli.topics import topics
+from brook.cli.worker import worker
 from brook.errors import BrookError
 
 __all__ = ["main"]
@@ -68,6 +69,18 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     ctx.default_map = _defaults_for(main, loaded.options)
 
 
-for command in (serve, keys, topics, timers, queue, endpoints, produce, consume, bench, doctor):
+for command in (
+    serve,
+    keys,
+    topics,
+    timers,
+    queue,
+    endpoints,
+    produce,
+    consume,
+    bench,
+    doctor,
+    worker,
+):
     main.add_command(command)
 main.add_command(spark)

@@ -1,0 +1,10 @@
+"""Tasks: plain Python functions as jobs on Brook's queues (docs/TASKS.md).
+
+`App` registers tasks and enqueues their jobs; `Worker` (or `brook worker`) runs them.
+"""
+
+from __future__ import annotations
+
+from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
+
+__all__ = ["App", "Discard", "JobRef", "JobStatus", "Retry", "Task"]

@@ -1,0 +1,415 @@
+"""The worker: leases an app's jobs, runs them, settles them. One process.
+
+- **Slots.** At most `concurrency` jobs run at once: sync tasks on a thread pool,
+  `async def` tasks on one event loop thread. A feeder thread per task leases only
+  as many jobs as there are free slots, so what the worker holds is what it runs:
+  prefetch is bounded by concurrency (with several tasks, feeders that find the same
+  free slot may each lease a job for it, so by up to one more per other task; such
+  a job waits for a thread, its lease kept).
+- **Leases.** While a job runs, a heartbeat extends its lease every third of the
+  visibility timeout, so a long job is never handed to a second worker; if the
+  worker dies, the heartbeat stops and the job is leased again when it expires.
+- **Settling.** A return acks the job with its result (JSON, kept by the group for
+  `app.job`); `Retry` nacks it (after its delay or the backoff), `Discard` makes it
+  dead, any other exception nacks it with the error (type, message, the innermost
+  frames). Finished jobs are settled in batches by one thread.
+- **Timeouts.** An async task past `timeout_ms` is cancelled; a sync one cannot be
+  stopped from outside, so its attempt is failed (nacked) and whatever it returns
+  later is dropped; its slot is busy until it does return.
+- **Stopping.** `stop()` (SIGTERM, or the first SIGINT) drains: no more leases,
+  every held job finishes and is settled, then `run` returns 0. A second SIGINT
+  exits at once; the jobs it held are leased again when their leases run out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from brook import limits
+from brook.errors import BrookError, LeaseExpired
+from brook.models import Job
+from brook.tasks import payload
+from brook.tasks.app import App, Discard, JobRef, Retry, Task
+
+log = logging.getLogger("brook.worker")
+
+SETTLE_BATCH_MAX = 500
+"""Most finished jobs one ack call settles."""
+
+
+@dataclass
+class _Running:
+    task: Task[Any, Any]
+    job: Job
+    started: float
+    abandoned: bool = False
+    """Its attempt was failed for running past timeout_ms; its return is dropped."""
+
+
+@dataclass
+class _Outcome:
+    task: Task[Any, Any]
+    job: Job
+    action: str
+    """ack, nack or discard."""
+    result: bytes | None = None
+    reason: str = ""
+    delay_ms: int | None = None
+    ms: float = 0.0
+
+
+@dataclass
+class _Stats:
+    acked: int = 0
+    failed: int = 0
+    lost_leases: int = 0
+    by_task: dict[str, int] = field(default_factory=dict)
+
+
+class Worker:
+    def __init__(
+        self,
+        app: App,
+        concurrency: int = 8,
+        tasks: list[str] | None = None,
+        poll_s: float = 1.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        chosen = tasks or sorted(app.tasks)
+        unknown = [name for name in chosen if name not in app.tasks]
+        if unknown:
+            raise ValueError(
+                f"no task named {', '.join(unknown)} in this app "
+                f"(it has: {', '.join(sorted(app.tasks)) or 'none'})"
+            )
+        if not chosen:
+            raise ValueError("the app has no tasks: decorate functions with @app.task")
+        self.app = app
+        self.concurrency = concurrency
+        self.tasks = [app.tasks[name] for name in chosen]
+        self.poll_s = poll_s
+        self.stats = _Stats()
+        self._slots = threading.Condition()
+        self._free = concurrency
+        self._running: dict[str, _Running] = {}
+        self._stopping = threading.Event()
+        self._finished = queue.SimpleQueue[_Outcome | None]()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._threads: list[threading.Thread] = []
+        self._visibility_ms: dict[str, int] = {}
+        self._interrupts = 0
+
+    # ------------------------------------------------------------ running
+
+    def run(self, install_signals: bool = True) -> int:
+        """Work until `stop()` (or SIGTERM/SIGINT); returns 0 once drained."""
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.stop())
+            signal.signal(signal.SIGINT, lambda *_: self._interrupted())
+        for task in self.tasks:
+            bound = self.app.queue_of(task)
+            self._visibility_ms[task.name] = int(bound.queue.settings()["visibility_timeout_ms"])
+        if any(task.is_async for task in self.tasks):
+            self._loop = asyncio.new_event_loop()
+            self._start(self._loop.run_forever, "brook-async")
+        settler = self._start(self._settle_loop, "brook-settle")
+        heartbeat = self._start(self._heartbeat_loop, "brook-heartbeat")
+        feeders = [
+            self._start(functools.partial(self._feed, task), f"brook-feed-{task.name}")
+            for task in self.tasks
+        ]
+        log.info(
+            "worker started: %d tasks, concurrency %d",
+            len(self.tasks),
+            self.concurrency,
+            extra={"tasks": [t.name for t in self.tasks], "pid": os.getpid()},
+        )
+        self._stopping.wait()
+        for feeder in feeders:
+            feeder.join()
+        with self._slots:
+            while self._running:
+                self._slots.wait(0.1)
+        self._finished.put(None)
+        settler.join()
+        heartbeat.join()
+        self._pool.shutdown(wait=True)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        log.info(
+            "worker drained: %d jobs done, %d failed",
+            self.stats.acked,
+            self.stats.failed,
+            extra={"pid": os.getpid()},
+        )
+        return 0
+
+    def stop(self) -> None:
+        """Drain: lease no more, finish and settle what is held, then `run` returns."""
+        self._stopping.set()
+        with self._slots:
+            self._slots.notify_all()
+
+    def _interrupted(self) -> None:
+        self._interrupts += 1
+        if self._interrupts > 1:
+            log.warning("second interrupt: stopping now; held jobs run again elsewhere")
+            os._exit(130)
+        log.info("interrupt: draining (interrupt again to stop at once)")
+        self.stop()
+
+    def _start(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        return thread
+
+    # ------------------------------------------------------------ leasing
+
+    def _feed(self, task: Task[Any, Any]) -> None:
+        bound = self.app.queue_of(task)
+        failures = 0
+        while not self._stopping.is_set():
+            with self._slots:
+                while self._free <= 0 and not self._stopping.is_set():
+                    self._slots.wait()
+                want = self._free
+            if self._stopping.is_set():
+                return
+            try:
+                jobs = bound.queue.lease(
+                    max_records=min(want, limits.queue_lease_records_max), timeout=self.poll_s
+                )
+                failures = 0
+            except BrookError as exc:
+                failures += 1
+                pause = min(5.0, 0.1 * 2**failures)
+                log.warning("leasing %s failed (%s); again in %.1f s", task.name, exc, pause)
+                self._stopping.wait(pause)
+                continue
+            for job in jobs:  # held now: they run, even if a drain began meanwhile
+                self._begin(task, job)
+
+    def _begin(self, task: Task[Any, Any], job: Job) -> None:
+        running = _Running(task, job, time.monotonic())
+        with self._slots:
+            self._free -= 1
+            self._running[job.receipt] = running
+        if task.is_async:
+            assert self._loop is not None
+            asyncio.run_coroutine_threadsafe(self._run_async(running), self._loop)
+        else:
+            self._pool.submit(self._run_sync, running)
+
+    # ------------------------------------------------------------ one job
+
+    def _run_sync(self, running: _Running) -> None:
+        try:
+            call = payload.decode_call(running.job.record.value)
+        except ValueError as exc:
+            self._finish(running, _Outcome(running.task, running.job, "discard", reason=str(exc)))
+            return
+        try:
+            value = running.task.fn(*call.args, **call.kwargs)
+        except BaseException as exc:
+            self._finish(running, self._failed(running, exc))
+            return
+        self._finish(running, self._succeeded(running, value))
+
+    async def _run_async(self, running: _Running) -> None:
+        try:
+            call = payload.decode_call(running.job.record.value)
+        except ValueError as exc:
+            self._finish(running, _Outcome(running.task, running.job, "discard", reason=str(exc)))
+            return
+        timeout = running.task.timeout_ms
+        try:
+            coroutine = running.task.fn(*call.args, **call.kwargs)
+            if timeout is None:
+                value = await coroutine
+            else:
+                value = await asyncio.wait_for(coroutine, timeout / 1000)
+        except TimeoutError:
+            error = TimeoutError(f"ran longer than timeout_ms ({timeout})")
+            self._finish(running, self._failed(running, error))
+            return
+        except BaseException as exc:
+            self._finish(running, self._failed(running, exc))
+            return
+        self._finish(running, self._succeeded(running, value))
+
+    def _succeeded(self, running: _Running, value: Any) -> _Outcome:
+        result, why_not = payload.encode_result(value)
+        if why_not:
+            log.warning("task %s: %s", running.task.name, why_not)
+        return _Outcome(running.task, running.job, "ack", result=result)
+
+    def _failed(self, running: _Running, error: BaseException) -> _Outcome:
+        task, job = running.task, running.job
+        if isinstance(error, Retry):
+            reason = error.reason or "Retry"
+            return _Outcome(task, job, "nack", reason=reason, delay_ms=error.delay_ms)
+        if isinstance(error, Discard):
+            return _Outcome(task, job, "discard", reason=error.reason or "Discard")
+        return _Outcome(task, job, "nack", reason=payload.error_summary(error))
+
+    def _finish(self, running: _Running, outcome: _Outcome) -> None:
+        outcome.ms = (time.monotonic() - running.started) * 1000
+        with self._slots:
+            self._running.pop(running.job.receipt, None)
+            self._free += 1
+            self._slots.notify_all()  # every task's feeder: any of them may take the slot
+            if running.abandoned:
+                return  # failed at its timeout already
+        self._finished.put(outcome)
+
+    # ------------------------------------------------------------ settling
+
+    def _settle_loop(self) -> None:
+        finished = self._finished
+        draining = False
+        while not draining:
+            first = finished.get()
+            batch: list[_Outcome] = []
+            if first is None:
+                draining = True
+            else:
+                batch.append(first)
+            while len(batch) < SETTLE_BATCH_MAX:
+                try:
+                    more = finished.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    draining = True
+                    break
+                batch.append(more)
+            if batch:
+                self._settle(batch)
+
+    def _settle(self, batch: list[_Outcome]) -> None:
+        acks: dict[str, list[_Outcome]] = {}
+        for outcome in batch:
+            if outcome.action == "ack":
+                acks.setdefault(outcome.task.name, []).append(outcome)
+            else:
+                self._settle_one(outcome)
+        for done in acks.values():
+            queue_api = self.app.queue_of(done[0].task).queue
+            jobs, results = [o.job for o in done], [o.result for o in done]
+            self._call(functools.partial(queue_api.ack, jobs, results=results), done)
+            self.stats.acked += len(done)
+            for outcome in done:
+                self._log(outcome)
+
+    def _settle_one(self, outcome: _Outcome) -> None:
+        queue_api = self.app.queue_of(outcome.task).queue
+        if outcome.action == "nack":
+            self._call(
+                lambda: queue_api.nack(
+                    outcome.job, delay_ms=outcome.delay_ms, reason=outcome.reason
+                ),
+                [outcome],
+            )
+        else:
+            self._call(lambda: queue_api.discard(outcome.job, reason=outcome.reason), [outcome])
+        self.stats.failed += 1
+        self._log(outcome)
+
+    def _call(self, settle: Callable[[], None], outcomes: list[_Outcome]) -> None:
+        """Settle, trying again while the broker cannot be reached (a settle that
+        landed before its answer was lost then reports the receipts stale)."""
+        for attempt in range(8):
+            try:
+                settle()
+                return
+            except LeaseExpired as exc:
+                self.stats.lost_leases += 1
+                log.warning(
+                    "%d jobs were settled after their leases ended; they may run again (%s)",
+                    len(outcomes),
+                    exc,
+                )
+                return
+            except BrookError as exc:
+                if exc.status < 500:
+                    log.error("settling failed: %s", exc)
+                    return
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+        log.error("settling %d jobs failed: the broker could not be reached", len(outcomes))
+
+    def _log(self, outcome: _Outcome) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        record = outcome.job.record
+        ref = JobRef(outcome.task.topic, record.partition, record.offset)
+        verb = {"ack": "done", "nack": "failed", "discard": "discarded"}[outcome.action]
+        log.info(
+            "%s %s %s in %.1f ms%s",
+            outcome.task.name,
+            ref,
+            verb,
+            outcome.ms,
+            f": {outcome.reason.splitlines()[0]}" if outcome.reason else "",
+            extra={
+                "task": outcome.task.name,
+                "job": str(ref),
+                "attempt": outcome.job.attempt,
+                "outcome": verb,
+                "ms": round(outcome.ms, 1),
+                **({"error": outcome.reason} if outcome.reason else {}),
+            },
+        )
+
+    # ------------------------------------------------------------ leases kept
+
+    def _heartbeat_loop(self) -> None:
+        """Extend the leases of running jobs; fail sync jobs past their timeout."""
+        shortest = min(self._visibility_ms.values())
+        every = max(0.05, min(shortest / 3000, 10.0))
+        while not (self._stopping.is_set() and not self._running):
+            time.sleep(every)
+            now = time.monotonic()
+            by_task: dict[str, list[_Running]] = {}
+            overdue: list[_Running] = []
+            with self._slots:
+                for running in self._running.values():
+                    if running.abandoned:
+                        continue
+                    limit = running.task.timeout_ms
+                    if (
+                        limit is not None
+                        and not running.task.is_async
+                        and (now - running.started) * 1000 > limit
+                    ):
+                        running.abandoned = True
+                        overdue.append(running)
+                    else:
+                        by_task.setdefault(running.task.name, []).append(running)
+            for running in overdue:
+                error = TimeoutError(f"ran longer than timeout_ms ({running.task.timeout_ms})")
+                outcome = self._failed(running, error)
+                outcome.ms = (now - running.started) * 1000
+                self._finished.put(outcome)
+            for name, runs in by_task.items():
+                queue_api = self.app.queue_of(runs[0].task).queue
+                try:
+                    queue_api.extend([r.job for r in runs], self._visibility_ms[name])
+                except LeaseExpired as exc:
+                    self.stats.lost_leases += 1
+                    log.warning("a running job's lease ended before it was extended: %s", exc)
+                except BrookError as exc:
+                    log.warning("extending leases failed: %s", exc)

@@ -1,0 +1,146 @@
+"""Real `brook serve` and `brook worker` processes for the task layer's tests.
+
+The tasks under test are written to a module in the test's directory; each run of
+a job appends a line to a journal file (pid, job, key, start and end times), which
+is how a test sees from outside what ran, where, when and how often."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.environment import unmeasured
+from tests.served import SRC, Served
+
+TASKS = """
+import asyncio, json, os, time
+import brook
+
+app = brook.App(os.environ["BROOK_URL"])
+JOURNAL = os.environ["JOURNAL"]
+
+
+def note(job, **fields):
+    with open(JOURNAL, "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "job": job, **fields}) + "\\n")
+
+
+@app.task(max_attempts=5, backoff={"min_ms": 50, "max_ms": 200})
+def work(job, key=None, seconds=0.0):
+    started = time.time()
+    note(job, key=key, event="start", at=started)
+    time.sleep(seconds)
+    note(job, key=key, event="end", at=time.time(), started=started)
+    return {"job": job}
+
+
+@app.task(concurrency_per_key=1)
+def serial(job, customer, seconds=0.05):
+    started = time.time()
+    time.sleep(seconds)
+    note(job, key=customer, event="end", at=time.time(), started=started)
+
+
+@app.task
+async def doubled(job, x):
+    await asyncio.sleep(0.01)
+    note(job, event="end", at=time.time())
+    return x * 2
+
+
+@app.task(visibility_timeout_ms=1000)
+def long(job, seconds):
+    started = time.time()
+    time.sleep(seconds)
+    note(job, event="end", at=time.time(), started=started)
+
+
+@app.task(max_attempts=2, backoff={"min_ms": 10})
+def fails(job):
+    note(job, event="end", at=time.time())
+    raise ValueError(f"no customer {job}")
+
+
+@app.task(timeout_ms=300, max_attempts=1)
+def hangs(job):
+    time.sleep(2)
+    note(job, event="end", at=time.time())
+"""
+
+
+class Workers:
+    """`brook worker` processes over one `brook serve`, and what their jobs did."""
+
+    def __init__(self, root: Path, served: Served) -> None:
+        self.root = root
+        self.url = f"http://127.0.0.1:{served.port}"
+        self.journal = root / "journal.jsonl"
+        (root / "jobs_app.py").write_text(TASKS)
+        self.env = {
+            **unmeasured(),
+            "PYTHONPATH": f"{root}{os.pathsep}{SRC}",
+            "BROOK_URL": self.url,
+            "JOURNAL": str(self.journal),
+        }
+        self.processes: list[subprocess.Popen[str]] = []
+        sys.path.insert(0, str(root))
+        os.environ["BROOK_URL"], os.environ["JOURNAL"] = self.url, str(self.journal)
+        import jobs_app
+
+        self.app = jobs_app.app
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "brook.cli", "worker", "jobs_app:app", *args],
+            cwd=self.root,
+            env=self.env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.processes.append(process)
+        return process
+
+    def notes(self) -> list[dict[str, Any]]:
+        if not self.journal.exists():
+            return []
+        return [json.loads(line) for line in self.journal.read_text().splitlines() if line]
+
+    def wait_for(self, done: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            notes = self.notes()
+            if done(notes):
+                return notes
+            time.sleep(0.05)
+        raise AssertionError(f"the jobs did not get there in {timeout} s: {self.notes()[-5:]}")
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
+        self.app.close()
+        sys.modules.pop("jobs_app", None)
+        sys.path.remove(str(self.root))
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    served = Served(tmp_path / "data")
+    fleet = Workers(tmp_path, served)
+    try:
+        yield fleet
+    finally:
+        fleet.close()
+        served.close()
