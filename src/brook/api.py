@@ -23,6 +23,7 @@ from brook.models import (
     JobInfo,
     Published,
     Record,
+    ScheduleInfo,
     TestResult,
     TimerInfo,
     TimerSpec,
@@ -187,6 +188,29 @@ class BrokerApi(Protocol):
         lower_priority_share: float | None = None,
         create: bool = True,
     ) -> QueueApi: ...
+
+    def put_schedule(
+        self,
+        name: str,
+        topic: str,
+        value: bytes = b"",
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        missed: str = "skip",
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+    ) -> ScheduleInfo: ...
+
+    def get_schedule(self, name: str) -> ScheduleInfo: ...
+
+    def list_schedules(self) -> list[ScheduleInfo]: ...
+
+    def pause_schedule(self, name: str) -> ScheduleInfo: ...
+
+    def resume_schedule(self, name: str) -> ScheduleInfo: ...
+
+    def delete_schedule(self, name: str) -> bool: ...
 
     def schedule(
         self,

@@ -37,11 +37,13 @@ from brook.queue.store import QueueStore
 from brook.records import (
     EndpointInfo,
     PartitionInfo,
+    ScheduleInfo,
     StorageStats,
     TimerStats,
     TopicConfig,
     TopicInfo,
 )
+from brook.schedules.service import ScheduleService, spec_of
 from brook.staging.service import StagingService
 from brook.stats import CommitStats
 from brook.storage import Storage
@@ -146,7 +148,9 @@ class Broker:
         try:
             self.groups = self._started(GroupStore(self.core))
             self.queues = self._started(QueueStore(self.core))
-            self.timers = self._started(TimerService(self.core))
+            self.timers = self._started(TimerService(self.core, start=False))
+            self.schedules = self._started(ScheduleService(self.core, self.timers))
+            self.timers.start()  # once the schedules skipped what they were down over
             self.staging = self._started(StagingService(self.core))
             self.endpoint_store = self._started(
                 EndpointStore(self.core, self.queues, bool(delivery_allow_private_networks))
@@ -262,6 +266,54 @@ class Broker:
                 lower_priority_share=lower_priority_share,
             )
         )
+
+    # ------------------------------------------------------------ periodic schedules
+
+    def put_schedule(
+        self,
+        name: str,
+        topic: str,
+        value: bytes = b"",
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        missed: str = "skip",
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+    ) -> ScheduleInfo:
+        """Create or change the periodic schedule `name`: a record (`value`, `key`,
+        `headers`) appended to `topic` once per slot of `cron` (five fields, in time
+        zone `tz`) or of `every_ms`. `missed`: what a slot the broker was down over
+        gets ("skip", or "run_once": one record for all missed). Raises BadRequest."""
+        spec = spec_of(
+            name,
+            validate.topic_name(topic),
+            value=value,
+            cron=cron,
+            every_ms=every_ms,
+            tz=tz,
+            missed=missed,
+            key=key,
+            headers=headers,
+        )
+        return self.schedules.put(spec)
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """Raises ScheduleNotFound."""
+        return self.schedules.get(name)
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        return self.schedules.list()
+
+    def pause_schedule(self, name: str) -> ScheduleInfo:
+        return self.schedules.pause(name)
+
+    def resume_schedule(self, name: str) -> ScheduleInfo:
+        return self.schedules.resume(name)
+
+    def delete_schedule(self, name: str) -> bool:
+        """False if there was none."""
+        return self.schedules.delete(name)
 
     # ------------------------------------------------------------ timers
 

@@ -95,6 +95,10 @@ class EndpointNotFound(NotFound):
     code = "endpoint_not_found"
 
 
+class ScheduleNotFound(NotFound):
+    code = "schedule_not_found"
+
+
 class MethodNotAllowed(BrookError):
     status = 405
     code = "method_not_allowed"

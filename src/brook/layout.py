@@ -33,6 +33,7 @@ TIMER_BUCKETS = "timers/buckets/"
 TIMER_CHECKPOINT = "timers/checkpoint.json"
 STAGING = "staging/"
 ENDPOINTS = "endpoints/"
+SCHEDULES = "schedules/"
 STAGING_STATE_FILE = "state.json"
 
 
@@ -149,6 +150,18 @@ def parse_endpoint(name: str) -> str | None:
     return name[len(ENDPOINTS) : -len(".json")]
 
 
+def schedule(name: str) -> str:
+    """A periodic schedule's definition and where it stands (brook/schedules)."""
+    return f"{SCHEDULES}{name}.json"
+
+
+def parse_schedule(name: str) -> str | None:
+    """The schedule named by a `schedule` file name, or None if it is not one."""
+    if not name.startswith(SCHEDULES) or not name.endswith(".json") or name.count("/") != 1:
+        return None
+    return name[len(SCHEDULES) : -len(".json")]
+
+
 PATTERNS = (
     LOCK,
     FORMAT,
@@ -164,5 +177,6 @@ PATTERNS = (
     "staging/<topic>/<writer>/state.json",
     "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
     "endpoints/<endpoint>.json",
+    "schedules/<schedule>.json",
 )
 """Every name pattern above, as docs/FORMAT.md writes it."""

@@ -205,6 +205,15 @@ timer_horizon_ms_max = 100 * 365 * 24 * 60 * 60 * 1000
 timer_at_past_max_ms = 24 * 60 * 60 * 1000
 """A timer's `at` may be this far in the past (it fires at once); further back is
 refused as a mistake, usually seconds given as milliseconds."""
+schedule_name_chars_max = 150
+"""A periodic schedule's name (its slots' timer ids add the slot to it)."""
+schedule_every_ms_min = 1_000
+"""The shortest interval a periodic schedule may have."""
+schedule_late_ms = 60_000
+"""A slot the broker was down over by more than this is missed (the `missed` policy)."""
+schedule_check_ms = 200
+"""How often the broker looks for schedules whose slot fired (to arm the next one)."""
+schedules_max = 10_000
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""
 

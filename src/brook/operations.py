@@ -27,6 +27,10 @@ PATH_PARAMETERS = {
     "writer": ID,
     "part": ID,
     "endpoint": NAME,
+    "schedule": {
+        "type": "string",
+        "pattern": f"^[{names.NAME_CHARS}]{{1,{limits.schedule_name_chars_max}}}$",
+    },
     "seq": {"type": "integer", "minimum": 0, "maximum": limits.staging_seq_max},
     "chunk": {"type": "integer", "minimum": 0, "maximum": limits.staging_chunks_per_part_max - 1},
 }
@@ -89,6 +93,7 @@ _AHEAD_YEARS = limits.timer_horizon_ms_max // (365 * 86_400_000)
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 ENDPOINT = "/v1/endpoints/{endpoint}"
+SCHEDULE = "/v1/schedules/{schedule}"
 
 TABLE: tuple[Operation, ...] = (
     Operation(
@@ -440,6 +445,74 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Drop what was staged for seq (false if it was published)",
         wire.Dropped,
+    ),
+    Operation(
+        "list_schedules",
+        "GET",
+        "/v1/schedules",
+        "admin",
+        True,
+        "List periodic schedules",
+        wire.Schedules,
+    ),
+    Operation(
+        "put_schedule",
+        "PUT",
+        SCHEDULE,
+        "admin",
+        True,
+        "Create a periodic schedule or replace its definition (a new timing arms it from now)",
+        wire.ScheduleOut,
+        wire.ScheduleIn,
+        relations=(
+            ("cron or every_ms is given, one of them", r"needs cron or every_ms"),
+            ("cron is a five-field cron expression", r"is not a cron expression"),
+            ("tz is an IANA time zone", r"is not a time zone"),
+            ("at most schedules_max schedules", r"schedules: delete some first"),
+        ),
+        example={
+            "topic": "tasks.digest",
+            "value": '{"task": "digest"}',
+            "cron": "*/5 * * * *",
+            "tz": "Europe/Berlin",
+            "missed": "skip",
+        },
+    ),
+    Operation(
+        "describe_schedule",
+        "GET",
+        SCHEDULE,
+        "admin",
+        True,
+        "A periodic schedule",
+        wire.ScheduleOut,
+    ),
+    Operation(
+        "delete_schedule",
+        "DELETE",
+        SCHEDULE,
+        "admin",
+        True,
+        "Delete a periodic schedule",
+        wire.Deleted,
+    ),
+    Operation(
+        "pause_schedule",
+        "POST",
+        SCHEDULE + "/pause",
+        "admin",
+        True,
+        "Fire no slot until resumed",
+        wire.ScheduleOut,
+    ),
+    Operation(
+        "resume_schedule",
+        "POST",
+        SCHEDULE + "/resume",
+        "admin",
+        True,
+        "Fire again from the next slot after now",
+        wire.ScheduleOut,
     ),
     Operation(
         "list_endpoints",

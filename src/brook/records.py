@@ -271,3 +271,29 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     """When it was acked, if that is still known."""
     due_ms: int | None = None
     """When a delayed or retrying record is due, or a leased one's lease ends."""
+
+
+class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A periodic schedule (`b.put_schedule`): what it appends, when, and where it stands."""
+
+    name: str
+    topic: str
+    cron: str | None
+    every_ms: int | None
+    tz: str
+    missed: str
+    """skip or run_once: what a slot the broker was down over gets."""
+    paused: bool
+    next_ms: int | None
+    """The next slot (None while paused)."""
+    last_slot_ms: int | None
+    last_fired_ms: int | None
+    """When the last slot's record was appended."""
+    last_partition: int | None
+    last_offset: int | None
+    fired: int
+    skipped: int
+    created_ms: int
+    value: bytes
+    key: bytes | None
+    headers: dict[str, bytes] | None

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +78,31 @@ def hangs(job):
 """
 
 
+BEATS = """
+import json, os, time
+import brook
+
+app = brook.App(os.environ["BROOK_URL"])
+
+
+@app.periodic(every_ms=1000)
+def beat():
+    with open(os.environ["JOURNAL"], "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "job": "beat", "event": "end", "at": time.time()}) + "\\n")
+"""
+
+
 class Workers:
     """`brook worker` processes over one `brook serve`, and what their jobs did."""
 
-    def __init__(self, root: Path, served: Served) -> None:
+    def __init__(self, root: Path, served: Served, restart_broker: Callable[[], None]) -> None:
         self.root = root
+        self.restart_broker = restart_broker
+        """kill -9 the broker, and start it again on the same data and port."""
         self.url = f"http://127.0.0.1:{served.port}"
         self.journal = root / "journal.jsonl"
         (root / "jobs_app.py").write_text(TASKS)
+        (root / "beats_app.py").write_text(BEATS)
         self.env = {
             **unmeasured(),
             "PYTHONPATH": f"{root}{os.pathsep}{SRC}",
@@ -98,9 +116,9 @@ class Workers:
 
         self.app = jobs_app.app
 
-    def start(self, *args: str) -> subprocess.Popen[str]:
+    def start(self, *args: str, app: str = "jobs_app:app") -> subprocess.Popen[str]:
         process = subprocess.Popen(
-            [sys.executable, "-m", "brook.cli", "worker", "jobs_app:app", *args],
+            [sys.executable, "-m", "brook.cli", "worker", app, *args],
             cwd=self.root,
             env=self.env,
             stderr=subprocess.PIPE,
@@ -135,10 +153,24 @@ class Workers:
         sys.path.remove(str(self.root))
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Workers]:
-    served = Served(tmp_path / "data")
-    fleet = Workers(tmp_path, served)
+    port = str(free_port())
+    served = Served(tmp_path / "data", "--port", port)
+
+    def restart_broker() -> None:
+        nonlocal served
+        served.close()
+        served = Served(tmp_path / "data", "--port", port)
+
+    fleet = Workers(tmp_path, served, restart_broker)
     try:
         yield fleet
     finally:

@@ -116,3 +116,22 @@ def test_a_sync_task_past_its_timeout_fails_its_attempt(workers: Workers) -> Non
         time.sleep(0.05)
     status = workers.app.job(ref)
     assert status.state == "dead" and status.error.startswith("TimeoutError")
+
+
+def test_a_periodic_job_runs_once_per_slot_with_two_workers_and_a_broker_restart(
+    workers: Workers,
+) -> None:
+    workers.start(app="beats_app:app")
+    workers.start(app="beats_app:app")
+    workers.wait_for(lambda notes: len(notes) >= 2)
+    workers.restart_broker()  # kill -9: the workers ride it out and carry on
+    workers.wait_for(lambda notes: len(notes) >= 5, timeout=30)
+    workers.app.broker.pause_schedule("task.beat")
+    time.sleep(1.5)  # the last slot's job runs
+    runs = workers.notes()
+    schedule = workers.app.broker.get_schedule("task.beat")
+    records = workers.app.broker.topic("tasks.beat").read(0, 0, 1_000)
+    slots = [int(r.headers["brook.slot_ms"]) for r in records]
+    assert len(slots) == len(set(slots)), "a slot was enqueued twice"
+    assert len(runs) == len(records) == schedule.fired, "a slot's job ran twice, or not at all"
+    assert len({n["pid"] for n in runs}) <= 2

@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from brook import limits, validate, wire
+from brook import limits, names, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.models import JobInfo, Outcome, State, TimerInfo, TimerSpec, Transition
+from brook.models import JobInfo, Outcome, ScheduleInfo, State, TimerInfo, TimerSpec, Transition
 from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
@@ -626,3 +626,53 @@ def rotate_secret(name: str, secret: str | None) -> Call:
         return _answer(body, wire.Rotated).secret
 
     return _call("rotate_secret", {"endpoint": name}, {}, body, headers, parse)
+
+
+# ---------------------------------------------------------------- periodic schedules
+
+
+def _schedule(status: int, headers: dict[str, str], body: bytes) -> ScheduleInfo:
+    return _answer(body, wire.ScheduleOut).info()
+
+
+def _schedule_name(name: str) -> dict[str, str]:
+    if not isinstance(name, str) or not names.ID.fullmatch(name):
+        raise BadRequest(f"{name!r} is not a schedule name")
+    return {"schedule": name}
+
+
+def put_schedule(name: str, topic: str, value: bytes, **given: Any) -> Call:
+    validate.topic_name(topic)
+    record, _ = validate.record(
+        value, given.pop("key", None), given.pop("headers", None), record_bytes_max=RECORD_CEILING
+    )
+    body, headers = _json_body(
+        wire.request(
+            wire.ScheduleIn,
+            topic=topic,
+            value_b64=record.value,
+            key_b64=record.key,
+            headers_b64=record.headers or None,
+            **given,
+        )
+    )
+    return _call("put_schedule", _schedule_name(name), {}, body, headers, _schedule)
+
+
+def list_schedules() -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[ScheduleInfo]:
+        return [out.info() for out in _answer(body, wire.Schedules).schedules]
+
+    return _call("list_schedules", {}, {}, None, {}, parse)
+
+
+def schedule_action(name: str, action: str) -> Call:
+    """describe_schedule, pause_schedule or resume_schedule."""
+    return _call(action, _schedule_name(name), {}, None, {}, _schedule)
+
+
+def delete_schedule(name: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
+        return None
+
+    return _call("delete_schedule", _schedule_name(name), {}, None, {}, parse)

@@ -19,8 +19,8 @@ from brook import limits, validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
-from brook.errors import BadRequest, TimerNotCancellable, TimerNotFound
-from brook.models import Backoff, JobInfo, TimerInfo, TimerSpec, Transition
+from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
+from brook.models import Backoff, JobInfo, ScheduleInfo, TimerInfo, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -222,6 +222,59 @@ class RemoteBroker:
     def delete_endpoint(self, name: str) -> None:
         """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
         self._do(protocol.delete_endpoint(name))
+
+    def put_schedule(
+        self,
+        name: str,
+        topic: str,
+        value: bytes = b"",
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        missed: str = "skip",
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+    ) -> ScheduleInfo:
+        """Create or change a periodic schedule (see Broker.put_schedule)."""
+        info: ScheduleInfo = self._do(
+            protocol.put_schedule(
+                name,
+                topic,
+                value,
+                cron=cron,
+                every_ms=every_ms,
+                tz=tz,
+                missed=missed,
+                key=key,
+                headers=headers,
+            )
+        )
+        return info
+
+    def get_schedule(self, name: str) -> ScheduleInfo:
+        """Raises ScheduleNotFound."""
+        info: ScheduleInfo = self._do(protocol.schedule_action(name, "describe_schedule"))
+        return info
+
+    def list_schedules(self) -> list[ScheduleInfo]:
+        found: list[ScheduleInfo] = self._do(protocol.list_schedules())
+        return found
+
+    def pause_schedule(self, name: str) -> ScheduleInfo:
+        info: ScheduleInfo = self._do(protocol.schedule_action(name, "pause_schedule"))
+        return info
+
+    def resume_schedule(self, name: str) -> ScheduleInfo:
+        info: ScheduleInfo = self._do(protocol.schedule_action(name, "resume_schedule"))
+        return info
+
+    def delete_schedule(self, name: str) -> bool:
+        """False if there was none."""
+        try:
+            self._do(protocol.delete_schedule(name))
+        except ScheduleNotFound:
+            return False
+        return True
 
     def close(self) -> None:
         self._http.close()

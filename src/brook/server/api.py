@@ -24,6 +24,7 @@ from brook.server.http import Request, Response, error_response, json_response, 
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
+from brook.server.schedules import ScheduleEndpoints
 from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
 from brook.server.ui.dashboard import PREFIX as UI_PREFIX
@@ -68,6 +69,7 @@ class Api:
             self.router.serve(OPERATIONS[name], handler)
         self.queues = QueueEndpoints(self)
         self.timers = TimerEndpoints(self)
+        self.schedules = ScheduleEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
         self.ui = Dashboard(broker, auth, self._read, where or "its storage")

@@ -26,6 +26,8 @@ from brook.tasks import payload
 GROUP = "tasks"
 """The queue group every task's jobs are leased through."""
 TOPIC_PREFIX = "tasks."
+SCHEDULE_PREFIX = "task."
+"""A periodic task's schedule is named this and the task's name."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -256,6 +258,58 @@ class App:
             return task
 
         return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        cron: str | None = None,
+        every_ms: int | None = None,
+        tz: str = "UTC",
+        missed: str = "skip",
+        name: str | None = None,
+        **task_options: Any,
+    ) -> Any:
+        """Register `fn` as a task that runs once per slot of `cron` (five fields, in
+        time zone `tz`) or of `every_ms`, called with no arguments. The schedule is
+        stored in the broker (`brook.schedules`) when a worker starts (or on
+        `sync_schedules()`), so one job per slot is enqueued however many workers
+        run, across restarts and take-overs; `missed` says what a slot the broker
+        was down over gets ("skip" it, or "run_once")."""
+        if (cron is None) == (every_ms is None):
+            raise ValueError("give cron= or every_ms= (one of them)")
+
+        def register(function: Callable[..., Any]) -> Task[Any, Any]:
+            task: Task[Any, Any] = self.task(function, name=name, **task_options)
+            self.periodic_jobs[task.name] = {
+                "cron": cron,
+                "every_ms": every_ms,
+                "tz": tz,
+                "missed": missed,
+            }
+            return task
+
+        return register(fn) if fn is not None else register
+
+    def sync_schedules(self, tasks: list[str] | None = None) -> list[str]:
+        """Store the periodic tasks' schedules in the broker (each named
+        `task.<name>`), replacing what changed; their names."""
+        stored = []
+        for task_name, timing in sorted(self.periodic_jobs.items()):
+            if tasks is not None and task_name not in tasks:
+                continue
+            task = self.tasks[task_name]
+            self.queue_of(task)  # the queue group and its settings first
+            schedule = SCHEDULE_PREFIX + task_name
+            self.broker.put_schedule(
+                schedule,
+                task.topic,
+                payload.encode_call(task_name, (), {}),
+                headers={payload.TASK_HEADER: task_name.encode()},
+                **timing,
+            )
+            stored.append(schedule)
+        return stored
 
     def job(self, ref: JobRef | str) -> JobStatus:
         """Where the job stands: state, attempts, last error, its result."""

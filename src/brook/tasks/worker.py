@@ -122,6 +122,7 @@ class Worker:
         for task in self.tasks:
             bound = self.app.queue_of(task)
             self._visibility_ms[task.name] = int(bound.queue.settings()["visibility_timeout_ms"])
+        self.app.sync_schedules([task.name for task in self.tasks])
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
             self._start(self._loop.run_forever, "brook-async")

@@ -78,7 +78,9 @@ class FireStats:
 
 
 class TimerService:
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, start: bool = True) -> None:
+        """`start` False: fire nothing until `start()` (the broker first lets the
+        periodic schedules skip the slots it was down over)."""
         self.core = core
         self.mutex = threading.Lock()
         self._wake = threading.Condition(self.mutex)
@@ -100,8 +102,13 @@ class TimerService:
         self._last_flush = core.clock.monotonic()
         core.register(Hooks("timers", maintain=self.maintain))
         self._thread: threading.Thread | None = None
-        if not core.read_only:  # a read-only broker fires nothing
-            self._thread = core.supervisor.start("timers", self._step, self._stop, self._sleep)
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Begin firing (a read-only broker fires nothing)."""
+        if not self.core.read_only and self._thread is None:
+            self._thread = self.core.supervisor.start("timers", self._step, self._stop, self._sleep)
 
     # ------------------------------------------------------------ restoring
 

@@ -1,0 +1,79 @@
+"""Slots a periodic schedule's broker was down over: skipped or run once, as the
+schedule says, and never more than once (the wall clock is injected: hours pass
+between two opens of one directory in no time)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import brook
+from brook import limits
+from brook.schedules.model import Spec, next_slot
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _wait_for(check: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.parametrize(("missed", "late_runs"), [("skip", 0), ("run_once", 1)])
+def test_slots_missed_while_down_are_skipped_or_run_once(
+    tmp_path: Path, missed: str, late_runs: int
+) -> None:
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        info = b.put_schedule("hourly", "beats", b"x", every_ms=3_600_000, missed=missed)
+        assert info.next_ms == 1_800_000_000_000 // 3_600_000 * 3_600_000 + 3_600_000
+    clock.now += 5 * 3600  # down over five slots
+    with brook.open(str(tmp_path), clock=clock) as b:
+        if late_runs:
+            _wait_for(lambda: b.get_schedule("hourly").fired == 1)
+        time.sleep(limits.schedule_check_ms / 1000 * 3)
+        after = b.get_schedule("hourly")
+        appended = b.topic("beats").end_offsets()[0] if late_runs else 0
+        assert appended == late_runs and ("beats" in {t.name for t in b.topics()}) == bool(
+            late_runs
+        )
+        assert (after.fired, after.skipped) == (late_runs, 1 - late_runs)
+        assert after.next_ms is not None and after.next_ms > clock.now * 1000
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["*/5 * * * *", "0 9 * * 1-5", "30 2 * * *", "0 0 1 * *"]),
+    st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]),
+    st.integers(1_700_000_000_000, 1_900_000_000_000),
+)
+def test_cron_slots_move_forward_and_match_the_expression_in_its_zone(
+    cron: str, tz: str, after: int
+) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    spec = Spec(name="s", topic="t", cron=cron, tz=tz)
+    first = next_slot(spec, after)
+    second = next_slot(spec, first)
+    assert after < first < second
+    local = datetime.fromtimestamp(first / 1000, ZoneInfo(tz))
+    minute, hour = cron.split()[:2]
+    if minute.isdigit():
+        assert local.minute == int(minute)
+    if hour.isdigit() and hour != "2":  # 02:30 does not exist on a spring-forward night
+        assert local.hour == int(hour)
