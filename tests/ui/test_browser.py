@@ -375,3 +375,25 @@ def test_the_storage_page_counts_the_object_stores_requests_and_prices_them(
         assert seen.errors == []
     finally:
         served.close()
+
+
+def test_periodic_schedules_show_their_last_and_next_run(browser: Browser, served: Served) -> None:
+    base = origin(served)
+    with brook.connect(base) as b:
+        b.put_schedule("beat", "beats", b"x", every_ms=1_000)
+        b.put_schedule("morning", "digests", cron="0 9 * * *", tz="Europe/Berlin")
+        b.pause_schedule("morning")
+        wait_for(lambda: b.get_schedule("beat").fired >= 1)
+        beat = b.get_schedule("beat")
+        seen = watched(browser)
+        visit(seen, base + "/ui/timers")
+        row = seen.page.locator('tr[data-schedule="beat"]')
+        expect(row.locator('[data-col="state"]')).to_have_text("active")
+        expect(row.locator('[data-col="last"]')).not_to_have_text("\u2013")
+        expect(row.locator('[data-col="next"]')).not_to_have_text("\u2013")
+        assert beat.last_slot_ms is not None
+        paused = seen.page.locator('tr[data-schedule="morning"]')
+        expect(paused.locator('[data-col="state"]')).to_have_text("paused")
+        expect(paused.locator('[data-col="when"]')).to_contain_text("0 9 * * *")
+        expect(paused.locator('[data-col="next"]')).to_have_text("\u2013")
+        assert seen.errors == []

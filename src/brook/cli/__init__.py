@@ -19,6 +19,7 @@ from brook.cli.endpoints import endpoints
 from brook.cli.keys import keys
 from brook.cli.queues import queue
 from brook.cli.records import consume, produce
+from brook.cli.schedules import schedules
 from brook.cli.serve import serve
 from brook.cli.spark import spark
 from brook.cli.timers import timers
@@ -74,6 +75,7 @@ for command in (
     keys,
     topics,
     timers,
+    schedules,
     queue,
     endpoints,
     produce,

@@ -25,6 +25,7 @@ from brook.models import (
     PartitionInfo,
     Recent,
     Record,
+    ScheduleInfo,
     TimerInfo,
 )
 from brook.partitioner import partition_for_key
@@ -466,12 +467,15 @@ class TimersPage:
     """The fire-lag histogram's bound holding the quantile, as text ("" before any)."""
     lookup: str
     found: TimerInfo | None
+    schedules: list[ScheduleInfo]
+    """The periodic schedules, with their last and next slots."""
 
 
 def timers(broker: Broker, lookup: str) -> TimersPage:
     stats = broker.timer_stats()
     found = broker.timer(lookup) if lookup else None
     return TimersPage(
+        schedules=broker.list_schedules(),
         pending=stats.pending,
         by_day=stats.pending_by_day,
         fired=stats.fired,
