@@ -135,3 +135,19 @@ def test_a_periodic_job_runs_once_per_slot_with_two_workers_and_a_broker_restart
     assert len(slots) == len(set(slots)), "a slot was enqueued twice"
     assert len(runs) == len(records) == schedule.fired, "a slot's job ran twice, or not at all"
     assert len({n["pid"] for n in runs}) <= 2
+
+
+def test_processes_share_the_work_and_all_drain_on_sigterm(workers: Workers) -> None:
+    work = workers.app.tasks["work"]
+    work.enqueue_many([((f"p{n}",), {"seconds": 0.05}) for n in range(40)])
+    parent = workers.start("--processes", "2", "--concurrency", "2")
+    notes = workers.wait_for(lambda notes: len(ends(notes)) == 40)
+    assert len({n["pid"] for n in notes}) == 2, "both processes ran jobs"
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=30) == 0
+    for pid in {int(str(n["pid"])) for n in notes}:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"worker process {pid} outlived its parent")

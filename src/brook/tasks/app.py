@@ -19,7 +19,7 @@ import msgspec
 
 from brook import limits, names, scheduling
 from brook.api import BrokerApi, QueueApi
-from brook.errors import BadRequest, GroupNotFound
+from brook.errors import BadRequest, NotFound
 from brook.models import Backoff, Record
 from brook.tasks import payload
 
@@ -317,7 +317,7 @@ class App:
             ref = JobRef.parse(ref)
         try:
             info = self.broker.queue(ref.topic, GROUP, create=False).job(ref.partition, ref.offset)
-        except GroupNotFound:
+        except NotFound:  # no such topic or group: no such job
             return JobStatus(ref=ref, state="unknown", attempts=0, error="")
         return JobStatus(
             ref=ref,

@@ -46,6 +46,10 @@ log = logging.getLogger("brook.worker")
 
 SETTLE_BATCH_MAX = 500
 """Most finished jobs one ack call settles."""
+LANES_MAX = 4
+GATHER_S = 0.005
+"""How long a feeder waits for more free slots (while jobs run), and the settler for
+more finished jobs, before one call for all of them."""
 
 
 @dataclass
@@ -103,8 +107,15 @@ class Worker:
         self.stats = _Stats()
         self._slots = threading.Condition()
         self._free = concurrency
+        self._lanes = max(1, min(LANES_MAX, concurrency // 16))
+        """Leases (and acks) in flight at once per task: a round trip to the broker
+        waits for a durable write, so one at a time would leave the slots idle."""
+        self._batch_min = max(1, concurrency // (2 * self._lanes))
+        """A feeder leases for at least this many free slots, unless it waited GATHER_S."""
         self._running: dict[str, _Running] = {}
         self._stopping = threading.Event()
+        self._drained = threading.Event()
+        """Set once every held job finished: the heartbeat stops."""
         self._finished = queue.SimpleQueue[_Outcome | None]()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -126,11 +137,12 @@ class Worker:
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
             self._start(self._loop.run_forever, "brook-async")
-        settler = self._start(self._settle_loop, "brook-settle")
+        settlers = [self._start(self._settle_loop, f"brook-settle-{n}") for n in range(self._lanes)]
         heartbeat = self._start(self._heartbeat_loop, "brook-heartbeat")
         feeders = [
-            self._start(functools.partial(self._feed, task), f"brook-feed-{task.name}")
+            self._start(functools.partial(self._feed, task), f"brook-feed-{task.name}-{n}")
             for task in self.tasks
+            for n in range(self._lanes)
         ]
         log.info(
             "worker started: %d tasks, concurrency %d",
@@ -144,8 +156,11 @@ class Worker:
         with self._slots:
             while self._running:
                 self._slots.wait(0.1)
-        self._finished.put(None)
-        settler.join()
+        self._drained.set()
+        for _ in settlers:
+            self._finished.put(None)  # one each
+        for settler in settlers:
+            settler.join()
         heartbeat.join()
         self._pool.shutdown(wait=True)
         if self._loop is not None:
@@ -187,6 +202,14 @@ class Worker:
             with self._slots:
                 while self._free <= 0 and not self._stopping.is_set():
                     self._slots.wait()
+                # While jobs run, wait a moment for more slots to free up: one lease of
+                # many costs what one lease of one does.
+                deadline = time.monotonic() + GATHER_S
+                while self._free < self._batch_min and self._running:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._stopping.is_set():
+                        break
+                    self._slots.wait(remaining)
                 want = self._free
             if self._stopping.is_set():
                 return
@@ -253,6 +276,8 @@ class Worker:
         self._finish(running, self._succeeded(running, value))
 
     def _succeeded(self, running: _Running, value: Any) -> _Outcome:
+        if value is None:  # nothing to keep: app.job tells None for it all the same
+            return _Outcome(running.task, running.job, "ack")
         result, why_not = payload.encode_result(value)
         if why_not:
             log.warning("task %s: %s", running.task.name, why_not)
@@ -280,26 +305,25 @@ class Worker:
     # ------------------------------------------------------------ settling
 
     def _settle_loop(self) -> None:
+        """Settle finished jobs in batches until a None (one per settler) says stop;
+        by then every job has finished, so nothing is left behind."""
         finished = self._finished
-        draining = False
-        while not draining:
+        while True:
             first = finished.get()
-            batch: list[_Outcome] = []
             if first is None:
-                draining = True
-            else:
-                batch.append(first)
+                return
+            batch = [first]
+            deadline = time.monotonic() + GATHER_S
             while len(batch) < SETTLE_BATCH_MAX:
                 try:
-                    more = finished.get_nowait()
+                    more = finished.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
                 if more is None:
-                    draining = True
+                    finished.put(None)  # another settler's, or this one's next turn
                     break
                 batch.append(more)
-            if batch:
-                self._settle(batch)
+            self._settle(batch)
 
     def _settle(self, batch: list[_Outcome]) -> None:
         acks: dict[str, list[_Outcome]] = {}
@@ -381,8 +405,7 @@ class Worker:
         """Extend the leases of running jobs; fail sync jobs past their timeout."""
         shortest = min(self._visibility_ms.values())
         every = max(0.05, min(shortest / 3000, 10.0))
-        while not (self._stopping.is_set() and not self._running):
-            time.sleep(every)
+        while not self._drained.wait(every):
             now = time.monotonic()
             by_task: dict[str, list[_Running]] = {}
             overdue: list[_Running] = []
