@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test coverage lint unasync profile wrk system-packages reliability bench screenshots pipeline-demo clean
+.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,7 +65,12 @@ reliability: $(STAMP) system-packages
 wrk:
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 
-bench: $(STAMP) wrk
+# Debian's redis-server, for the tasks benchmark's RQ baseline.
+redis-server:
+	@command -v redis-server >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null)
+
+bench: $(STAMP) wrk redis-server
 	$(PY) -m benchmarks.run
 
 # Where the time goes on the hot paths: py-spy samples the benchmarks' runs (and the

@@ -382,6 +382,7 @@ def main() -> None:
     skipped = {n for n in os.environ.get("BROOK_BENCH_SKIP", "").split(",") if n}
     sections = [
         "queues",
+        "tasks",
         "timers",
         "delivery",
         "tenants",
