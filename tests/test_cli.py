@@ -130,6 +130,47 @@ def test_timer_commands(tmp_path: Path) -> None:
     assert code == 1 and "not known" in out
 
 
+def test_schedule_and_queue_feature_commands(tmp_path: Path) -> None:
+    data = str(tmp_path / "d")
+    code, out = run(
+        "schedules", "create", "nightly", "reports", "go", "--cron", "0 2 * * *",
+        "--tz", "Europe/Berlin", "--data", data,
+    )  # fmt: skip
+    assert code == 0 and "timing: cron '0 2 * * *' Europe/Berlin" in out and "paused: off" in out
+    code, out = run("schedules", "list", "--data", data)
+    assert code == 0 and out.startswith("NAME\tTOPIC") and "nightly\treports" in out
+    assert "paused: on" in run("schedules", "pause", "nightly", "--data", data)[1]
+    assert "paused: off" in run("schedules", "resume", "nightly", "--data", data)[1]
+    code, out = run("schedules", "create", "bad", "t", "--cron", "soon", "--data", data)
+    assert code == 1 and "not a cron expression" in out and "Traceback" not in out
+    code, out = run("schedules", "create", "both", "t", "--data", data)
+    assert code == 2 and "--cron" in out
+    assert run("schedules", "delete", "nightly", "--data", data) == (0, "deleted nightly\n")
+    code, out = run("schedules", "show", "nightly", "--data", data)
+    assert code == 1 and "schedule_not_found" in out
+    # Queue features: a group's limits, records' priorities and delays, one record's standing.
+    code, out = run(
+        "queue", "configure", "jobs", "w", "--concurrency-per-key", "2", "--key-rate-limit", "5",
+        "--data", data,
+    )  # fmt: skip
+    assert code == 0 and "concurrency_per_key: 2" in out and "key_rate_limit_per_s: 5.0" in out
+    code, out = run("queue", "configure", "jobs", "w", "--ordering", "key", "--data", data)
+    assert code == 1 and "concurrency_per_key" in out and "Traceback" not in out
+    assert run("produce", "jobs", "later", "--delay-ms", "60000", "--data", data)[0] == 0
+    code, out = run(
+        "produce", "jobs", "urgent", "--priority", "9", "--header", "trace=abc", "--data", data
+    )
+    assert code == 0
+    code, out = run("queue", "lease", "jobs", "w", "-n", "5", "--data", data)
+    assert code == 0 and "urgent" in out and "later" not in out
+    code, out = run("queue", "job", "jobs", "w", "0", "0", "--data", data)
+    assert code == 0 and "state: delayed" in out and "due_ms:" in out
+    code, out = run("produce", "jobs", "x", "--header", "novalue", "--data", data)
+    assert code == 2 and "NAME=VALUE" in out
+    code, out = run("worker", "no_such_module:app")
+    assert code == 2 and "no module 'no_such_module'" in out and "Traceback" not in out
+
+
 def test_serve_refuses_a_bad_option_in_one_line(tmp_path: Path) -> None:
     code, out = run("serve", "--data", str(tmp_path / "d"), "--linger-ms", "-1")
     assert code == 2 and "--linger-ms" in out and "Traceback" not in out

@@ -297,7 +297,10 @@ class Worker:
         with self._slots:
             self._running.pop(running.job.receipt, None)
             self._free += 1
-            self._slots.notify_all()  # every task's feeder: any of them may take the slot
+            # Wake the feeders (any of them may take the slots) when it matters to them:
+            # a first free slot, enough for a batch, or nothing left running.
+            if self._free in (1, self._batch_min) or not self._running:
+                self._slots.notify_all()
             if running.abandoned:
                 return  # failed at its timeout already
         self._finished.put(outcome)
