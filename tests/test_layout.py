@@ -49,6 +49,7 @@ def test_the_documented_patterns_are_the_names_made() -> None:
             "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
         ),
         (layout.endpoint("hook"), "endpoints/<endpoint>.json"),
+        (layout.schedule("nightly"), "schedules/<schedule>.json"),
     ]
     assert sorted(p for _, p in made) == sorted(set(layout.PATTERNS) - {layout.LOCK})
     for name, pattern in made:

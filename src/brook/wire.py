@@ -538,6 +538,12 @@ class ScheduleIn(RecordFields, kw_only=True):
     tz: Annotated[str, Meta(min_length=1, max_length=100)] = "UTC"
     missed: Literal["skip", "run_once"] = "skip"
 
+    def record(self) -> Record:
+        """The record each slot appends (an empty value when none is given)."""
+        if self.value is None and self.value_b64 is None:
+            self.value_b64 = b""
+        return super().record()
+
 
 class ScheduleOut(Out, omit_defaults=True):
     name: str
