@@ -30,7 +30,7 @@ RQ_FORK_JOBS = 600
 HUEY_JOBS = 6_000
 LATENCY_JOBS = 200
 LATENCY_GAP_S = 0.02
-CONCURRENCY = 64
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "64"))
 """Worker threads per process for the no-op jobs (Brook and huey)."""
 
 BROOK_APP = """
@@ -103,7 +103,7 @@ def _rate(left: Callable[[], int], total: int, timeout_s: float = 300) -> float:
     while (remaining := left()) > 0:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{remaining} jobs were never done")
-        time.sleep(0.005)
+        time.sleep(0.02)
     return at_first / (time.monotonic() - first)
 
 
@@ -160,7 +160,12 @@ def brook_trial(processes: int) -> tuple[float, float, float]:
             noop.enqueue_many([((), {})] * min(1000, BROOK_JOBS - start))
         queue = app.queue_of(noop).queue
         command = [sys.executable, "-m", "brook.cli", "worker", "bench_tasks:app"]
-        options = ["--concurrency", str(CONCURRENCY), "--log-level", "warning"]
+        options = [
+            "--concurrency",
+            str(CONCURRENCY),
+            "--log-level",
+            os.environ.get("BENCH_WORKER_LOG", "warning"),
+        ]
         workers = [
             subprocess.Popen([*command, *options], cwd=folder, env=env) for _ in range(processes)
         ]

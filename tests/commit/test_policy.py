@@ -34,6 +34,14 @@ def test_once_everyone_from_last_time_is_back_it_is_written() -> None:
     )
 
 
+def test_a_request_after_a_quiet_spell_is_written_at_once() -> None:
+    """Light load: rounds of two (an append and a queue's status entry) now and then, and
+    a lone append after a pause does not wait for a second one that is not coming."""
+    kept = dict(previous_requests=2, linger_s=LINGER, batch_bytes_max=MAX)
+    assert flush_delay(10.0, 10.0, 1, 100, quiet_s=0.020, **kept) == 0  # type: ignore[arg-type]
+    assert flush_delay(10.0, 10.0, 1, 100, quiet_s=0.0005, **kept) == LINGER  # type: ignore[arg-type]
+
+
 def test_a_full_batch_is_written_at_once() -> None:
     assert (
         flush_delay(10.0, 10.0, 2, MAX, previous_requests=64, linger_s=LINGER, batch_bytes_max=MAX)

@@ -154,6 +154,9 @@ class Committer:
         self._queue: list[AppendRequest | _Control] = []
         self._bytes = 0
         self._first_arrival = 0.0
+        self._quiet = 0.0
+        """How long no round had been taken when the pending batch's first request came."""
+        self._last_round = 0.0
         self._previous_requests = 1
         self._busy = False
         self._closing = False
@@ -219,6 +222,7 @@ class Committer:
         self._bytes += request.columns.bytes
         if len(self._queue) == 1:
             self._first_arrival = time.monotonic()
+            self._quiet = self._first_arrival - self._last_round
             self._cond.notify()
         elif len(self._queue) >= self._previous_requests or self._bytes >= self.batch_bytes_max:
             self._cond.notify()
@@ -287,6 +291,7 @@ class Committer:
                             self._previous_requests,
                             self.linger_s,
                             self.batch_bytes_max,
+                            self._quiet,
                         )
                     if delay <= 0:
                         taken = self._take_round()
@@ -316,6 +321,7 @@ class Committer:
         self._bytes -= total
         if self._queue:
             self._first_arrival = time.monotonic()
+            self._quiet = 0.0  # they came while this round gathered: not after a quiet spell
         return taken
 
     def _run(self) -> None:
@@ -363,6 +369,7 @@ class Committer:
     def _write_round(self, requests: list[AppendRequest]) -> list[_Batch]:
         """Write one round as one batch per partition, without syncing (writer role held)."""
         self._previous_requests = len(requests)
+        self._last_round = time.monotonic()
         now_ms = int(self.clock() * 1000)
         by_log: dict[PartitionLog, list[AppendRequest]] = {}
         for request in requests:

@@ -1,11 +1,13 @@
 """The worker: leases an app's jobs, runs them, settles them. One process.
 
-- **Slots.** At most `concurrency` jobs run at once: sync tasks on a thread pool,
-  `async def` tasks on one event loop thread. A feeder thread per task leases only
-  as many jobs as there are free slots, so what the worker holds is what it runs:
-  prefetch is bounded by concurrency (with several tasks, feeders that find the same
-  free slot may each lease a job for it, so by up to one more per other task; such
-  a job waits for a thread, its lease kept).
+- **Slots.** At most `concurrency` jobs run at once: sync tasks on a thread pool of
+  that many threads, `async def` tasks on one event loop thread (a semaphore of that
+  many). Prefetch is bounded: the worker holds at most two jobs per slot (one
+  running, one leased and waiting for it, its lease kept), and feeders reserve room
+  before they lease, so a lease in flight never leaves a slot idle and a worker never
+  holds jobs another worker could be running. A few feeder threads per task (more for
+  more slots) lease in turn; one whose last lease found nothing waits holding room
+  for one job only, so an idle task keeps no room from a busy one.
 - **Leases.** While a job runs, a heartbeat extends its lease every third of the
   visibility timeout, so a long job is never handed to a second worker; if the
   worker dies, the heartbeat stops and the job is leased again when it expires.
@@ -47,6 +49,7 @@ log = logging.getLogger("brook.worker")
 SETTLE_BATCH_MAX = 500
 """Most finished jobs one ack call settles."""
 LANES_MAX = 4
+HELD_PER_SLOT = 4
 GATHER_S = 0.005
 """How long a feeder waits for more free slots (while jobs run), and the settler for
 more finished jobs, before one call for all of them."""
@@ -56,7 +59,8 @@ more finished jobs, before one call for all of them."""
 class _Running:
     task: Task[Any, Any]
     job: Job
-    started: float
+    started: float | None = None
+    """When a thread (or the event loop) began it; None while it waits for one."""
     abandoned: bool = False
     """Its attempt was failed for running past timeout_ms; its return is dropped."""
 
@@ -106,12 +110,19 @@ class Worker:
         self.poll_s = poll_s
         self.stats = _Stats()
         self._slots = threading.Condition()
-        self._free = concurrency
+        self._free = HELD_PER_SLOT * concurrency
+        """Jobs the worker may still take: it holds at most HELD_PER_SLOT per slot (one
+        running, one leased and waiting for a thread), so it never holds more than it
+        will start soon, yet a lease in flight does not leave a slot idle."""
         self._lanes = max(1, min(LANES_MAX, concurrency // 16))
         """Leases (and acks) in flight at once per task: a round trip to the broker
         waits for a durable write, so one at a time would leave the slots idle."""
-        self._batch_min = max(1, concurrency // (2 * self._lanes))
-        """A feeder leases for at least this many free slots, unless it waited GATHER_S."""
+        self._share = min(
+            limits.queue_lease_records_max, -(-HELD_PER_SLOT * concurrency // self._lanes)
+        )
+        """Most jobs one feeder reserves room for in one lease."""
+        self._batch_min = max(1, self._share // 2)
+        """A feeder leases for at least this many, unless it waited GATHER_S."""
         self._running: dict[str, _Running] = {}
         self._stopping = threading.Event()
         self._drained = threading.Event()
@@ -119,6 +130,7 @@ class Worker:
         self._finished = queue.SimpleQueue[_Outcome | None]()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._async_slots: asyncio.Semaphore | None = None
         self._threads: list[threading.Thread] = []
         self._visibility_ms: dict[str, int] = {}
         self._interrupts = 0
@@ -136,6 +148,7 @@ class Worker:
         self.app.sync_schedules([task.name for task in self.tasks])
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
+            self._async_slots = asyncio.Semaphore(self.concurrency)
             self._start(self._loop.run_forever, "brook-async")
         settlers = [self._start(self._settle_loop, f"brook-settle-{n}") for n in range(self._lanes)]
         heartbeat = self._start(self._heartbeat_loop, "brook-heartbeat")
@@ -196,8 +209,11 @@ class Worker:
     # ------------------------------------------------------------ leasing
 
     def _feed(self, task: Task[Any, Any]) -> None:
+        """Lease jobs of `task` for free slots, reserved before the lease and given
+        back if it finds fewer: the worker never holds more jobs than it has slots."""
         bound = self.app.queue_of(task)
         failures = 0
+        busy = True
         while not self._stopping.is_set():
             with self._slots:
                 while self._free <= 0 and not self._stopping.is_set():
@@ -210,27 +226,36 @@ class Worker:
                     if remaining <= 0 or self._stopping.is_set():
                         break
                     self._slots.wait(remaining)
-                want = self._free
-            if self._stopping.is_set():
-                return
+                # A feeder whose last lease found nothing waits for jobs holding room
+                # for one, not its whole share: an idle task keeps no room from busy ones.
+                want = min(self._free, self._share if busy else 1)
+                if want <= 0 or self._stopping.is_set():
+                    continue
+                self._free -= want
+            jobs: list[Job] = []
             try:
-                jobs = bound.queue.lease(
-                    max_records=min(want, limits.queue_lease_records_max), timeout=self.poll_s
-                )
+                jobs = bound.queue.lease(max_records=want, timeout=self.poll_s)
                 failures = 0
             except BrookError as exc:
                 failures += 1
                 pause = min(5.0, 0.1 * 2**failures)
                 log.warning("leasing %s failed (%s); again in %.1f s", task.name, exc, pause)
                 self._stopping.wait(pause)
-                continue
+            finally:
+                self._give_back(want - len(jobs))
+            busy = bool(jobs)
             for job in jobs:  # held now: they run, even if a drain began meanwhile
                 self._begin(task, job)
 
+    def _give_back(self, slots: int) -> None:
+        if slots > 0:
+            with self._slots:
+                self._free += slots
+                self._slots.notify_all()
+
     def _begin(self, task: Task[Any, Any], job: Job) -> None:
-        running = _Running(task, job, time.monotonic())
+        running = _Running(task, job)
         with self._slots:
-            self._free -= 1
             self._running[job.receipt] = running
         if task.is_async:
             assert self._loop is not None
@@ -241,6 +266,7 @@ class Worker:
     # ------------------------------------------------------------ one job
 
     def _run_sync(self, running: _Running) -> None:
+        running.started = time.monotonic()
         try:
             call = payload.decode_call(running.job.record.value)
         except ValueError as exc:
@@ -254,6 +280,12 @@ class Worker:
         self._finish(running, self._succeeded(running, value))
 
     async def _run_async(self, running: _Running) -> None:
+        assert self._async_slots is not None
+        async with self._async_slots:
+            await self._run_async_now(running)
+
+    async def _run_async_now(self, running: _Running) -> None:
+        running.started = time.monotonic()
         try:
             call = payload.decode_call(running.job.record.value)
         except ValueError as exc:
@@ -293,7 +325,7 @@ class Worker:
         return _Outcome(task, job, "nack", reason=payload.error_summary(error))
 
     def _finish(self, running: _Running, outcome: _Outcome) -> None:
-        outcome.ms = (time.monotonic() - running.started) * 1000
+        outcome.ms = (time.monotonic() - (running.started or time.monotonic())) * 1000
         with self._slots:
             self._running.pop(running.job.receipt, None)
             self._free += 1
@@ -376,6 +408,7 @@ class Worker:
                 if exc.status < 500:
                     log.error("settling failed: %s", exc)
                     return
+                log.warning("settling failed (%s); trying again", exc)
                 time.sleep(min(2.0, 0.05 * 2**attempt))
         log.error("settling %d jobs failed: the broker could not be reached", len(outcomes))
 
@@ -416,11 +449,12 @@ class Worker:
                 for running in self._running.values():
                     if running.abandoned:
                         continue
-                    limit = running.task.timeout_ms
+                    limit, started = running.task.timeout_ms, running.started
                     if (
                         limit is not None
+                        and started is not None
                         and not running.task.is_async
-                        and (now - running.started) * 1000 > limit
+                        and (now - started) * 1000 > limit
                     ):
                         running.abandoned = True
                         overdue.append(running)
@@ -429,7 +463,7 @@ class Worker:
             for running in overdue:
                 error = TimeoutError(f"ran longer than timeout_ms ({running.task.timeout_ms})")
                 outcome = self._failed(running, error)
-                outcome.ms = (now - running.started) * 1000
+                outcome.ms = (now - (running.started or now)) * 1000
                 self._finished.put(outcome)
             for name, runs in by_task.items():
                 queue_api = self.app.queue_of(runs[0].task).queue
