@@ -30,7 +30,7 @@ RQ_FORK_JOBS = 600
 HUEY_JOBS = 6_000
 LATENCY_JOBS = 200
 LATENCY_GAP_S = 0.02
-CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "64"))
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "128"))
 """Worker threads per process for the no-op jobs (Brook and huey)."""
 
 BROOK_APP = """
