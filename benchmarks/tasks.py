@@ -152,6 +152,8 @@ def brook_trial(processes: int) -> tuple[float, float, float]:
     os.environ["BROOK_URL"], os.environ["LATENCY_FILE"] = url, env["LATENCY_FILE"]
     import bench_tasks
 
+    del os.environ["BROOK_URL"]  # read at import; later sections must not meet it
+
     workers: list[subprocess.Popen[bytes]] = []
     try:
         app = bench_tasks.app

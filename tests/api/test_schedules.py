@@ -25,7 +25,7 @@ def test_a_schedule_fires_once_per_slot_and_can_be_paused_resumed_and_deleted(
     info = broker.put_schedule("tick", "ticks", b"beat", every_ms=1_000, key=b"k")
     assert (info.every_ms, info.paused, info.fired) == (1_000, False, 0)
     assert info.next_ms is not None and info.next_ms % 1_000 == 0
-    _wait(lambda: broker.get_schedule("tick").fired >= 2)
+    _wait(lambda: broker.get_schedule("tick").fired >= 1)
     fired = broker.get_schedule("tick")
     records = broker.topic("ticks").read(0, 0, 100)
     slots = [int(r.headers["brook.slot_ms"]) for r in records]
@@ -36,7 +36,7 @@ def test_a_schedule_fires_once_per_slot_and_can_be_paused_resumed_and_deleted(
     paused = broker.pause_schedule("tick")
     assert paused.paused and paused.next_ms is None
     count = broker.topic("ticks").end_offsets()[0]
-    time.sleep(1.5)
+    time.sleep(1.1)
     assert broker.topic("ticks").end_offsets()[0] == count, "a paused schedule fired"
     resumed = broker.resume_schedule("tick")
     assert not resumed.paused and resumed.next_ms is not None

@@ -22,7 +22,7 @@ from brook.scheduling import Schedule
 
 RECORDS = 300
 KEYS = 10
-STEPS = 4_000
+STEPS = 2_500
 
 CASES = {
     "plain": {},

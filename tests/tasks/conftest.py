@@ -111,9 +111,18 @@ class Workers:
         }
         self.processes: list[subprocess.Popen[str]] = []
         sys.path.insert(0, str(root))
+        # The module reads them as it is imported; put back at once, so that no later
+        # test (a `brook` command reading BROOK_URL) meets this test's server.
+        saved = {name: os.environ.get(name) for name in ("BROOK_URL", "JOURNAL")}
         os.environ["BROOK_URL"], os.environ["JOURNAL"] = self.url, str(self.journal)
-        import jobs_app
-
+        try:
+            import jobs_app
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         self.app = jobs_app.app
 
     def start(self, *args: str, app: str = "jobs_app:app") -> subprocess.Popen[str]:

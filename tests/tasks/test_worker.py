@@ -37,7 +37,7 @@ def test_a_job_runs_and_tells_its_result_and_errors(workers: Workers) -> None:
 
 def test_sigterm_drains_what_the_worker_holds_and_no_job_runs_twice(workers: Workers) -> None:
     work = workers.app.tasks["work"]
-    work.enqueue_many([((f"j{n}",), {"seconds": 0.2}) for n in range(40)])
+    work.enqueue_many([((f"j{n}",), {"seconds": 0.1}) for n in range(24)])
     first = workers.start("--concurrency", "4")
     workers.wait_for(lambda notes: len(ends(notes)) >= 4)
     first.send_signal(signal.SIGTERM)
@@ -45,13 +45,13 @@ def test_sigterm_drains_what_the_worker_holds_and_no_job_runs_twice(workers: Wor
     started = {n["job"] for n in workers.notes() if n["event"] == "start"}
     assert started <= set(ends(workers.notes())), "SIGTERM let every held job finish"
     workers.start("--concurrency", "8")
-    notes = workers.wait_for(lambda notes: len(ends(notes)) == 40)
+    notes = workers.wait_for(lambda notes: len(ends(notes)) == 24)
     assert all(count == 1 for count in ends(notes).values()), "a job ran twice"
 
 
 def test_every_job_of_a_killed_worker_runs_at_least_once(workers: Workers) -> None:
     work = workers.app.tasks["work"]
-    refs = work.enqueue_many([((f"k{n}",), {"seconds": 0.1}) for n in range(30)])
+    refs = work.enqueue_many([((f"k{n}",), {"seconds": 0.1}) for n in range(16)])
     # Short leases, so that what the killed worker held comes back soon.
     workers.app.broker.queue(work.topic, "tasks", visibility_timeout_ms=1_500)
     doomed = workers.start("--concurrency", "4")
@@ -59,8 +59,8 @@ def test_every_job_of_a_killed_worker_runs_at_least_once(workers: Workers) -> No
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.wait()
     workers.start("--concurrency", "4")
-    notes = workers.wait_for(lambda notes: len(ends(notes)) == 30, timeout=60)
-    assert set(ends(notes)) == {f"k{n}" for n in range(30)}
+    notes = workers.wait_for(lambda notes: len(ends(notes)) == 16, timeout=60)
+    assert set(ends(notes)) == {f"k{n}" for n in range(16)}
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not all(workers.app.job(r).done for r in refs):
         time.sleep(0.1)
@@ -101,10 +101,10 @@ def test_priorities_overtake_and_delays_hold_jobs_back(workers: Workers) -> None
 
 
 def test_a_job_that_outlives_its_visibility_timeout_runs_once(workers: Workers) -> None:
-    workers.app.tasks["long"].enqueue("slow", seconds=3.0)
+    workers.app.tasks["long"].enqueue("slow", seconds=2.5)  # 2.5 visibility timeouts
     workers.start("--concurrency", "2")
     workers.start("--concurrency", "2")
-    time.sleep(4.5)
+    time.sleep(3.5)
     assert ends(workers.notes())["slow"] == 1
 
 

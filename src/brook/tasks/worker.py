@@ -2,12 +2,13 @@
 
 - **Slots.** At most `concurrency` jobs run at once: sync tasks on a thread pool of
   that many threads, `async def` tasks on one event loop thread (a semaphore of that
-  many). Prefetch is bounded: the worker holds at most two jobs per slot (one
-  running, one leased and waiting for it, its lease kept), and feeders reserve room
-  before they lease, so a lease in flight never leaves a slot idle and a worker never
-  holds jobs another worker could be running. A few feeder threads per task (more for
-  more slots) lease in turn; one whose last lease found nothing waits holding room
-  for one job only, so an idle task keeps no room from a busy one.
+  many). Prefetch is bounded: the worker holds at most four jobs per slot (one
+  running, the rest leased and waiting for it, their leases kept; Celery's default
+  prefetch), and one more per feeder of a task waiting for jobs. Busy feeders
+  reserve room before they lease, so a lease in flight never leaves a slot idle. A
+  few feeder threads per task (more for more slots) lease in turn; one whose last
+  lease found nothing waits for one job with a room of its own, so an idle task
+  keeps no room from a busy one and a busy one none from an idle one.
 - **Leases.** While a job runs, a heartbeat extends its lease every third of the
   visibility timeout, so a long job is never handed to a second worker; if the
   worker dies, the heartbeat stops and the job is leased again when it expires.
@@ -59,6 +60,8 @@ more finished jobs, before one call for all of them."""
 class _Running:
     task: Task[Any, Any]
     job: Job
+    reserved: bool
+    """Its room was reserved (it counts in the worker's free room until it ends)."""
     started: float | None = None
     """When a thread (or the event loop) began it; None while it waits for one."""
     abandoned: bool = False
@@ -209,29 +212,32 @@ class Worker:
     # ------------------------------------------------------------ leasing
 
     def _feed(self, task: Task[Any, Any]) -> None:
-        """Lease jobs of `task` for free slots, reserved before the lease and given
-        back if it finds fewer: the worker never holds more jobs than it has slots."""
+        """Lease jobs of `task`. While the task is busy (its last lease found jobs),
+        room for a batch is reserved before the lease and what it did not fill given
+        back. A feeder whose last lease found nothing waits for one job with a room of
+        its own, outside the reserved count: an idle task keeps no room from a busy one,
+        and a busy one cannot keep an idle one from its next job."""
         bound = self.app.queue_of(task)
         failures = 0
-        busy = True
+        busy = False
         while not self._stopping.is_set():
-            with self._slots:
-                while self._free <= 0 and not self._stopping.is_set():
-                    self._slots.wait()
-                # While jobs run, wait a moment for more slots to free up: one lease of
-                # many costs what one lease of one does.
-                deadline = time.monotonic() + GATHER_S
-                while self._free < self._batch_min and self._running:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or self._stopping.is_set():
-                        break
-                    self._slots.wait(remaining)
-                # A feeder whose last lease found nothing waits for jobs holding room
-                # for one, not its whole share: an idle task keeps no room from busy ones.
-                want = min(self._free, self._share if busy else 1)
-                if want <= 0 or self._stopping.is_set():
-                    continue
-                self._free -= want
+            want, reserved = 1, busy
+            if busy:
+                with self._slots:
+                    while self._free <= 0 and not self._stopping.is_set():
+                        self._slots.wait()
+                    # While jobs run, wait a moment for more slots to free up: one lease
+                    # of many costs what one lease of one does.
+                    deadline = time.monotonic() + GATHER_S
+                    while self._free < self._batch_min and self._running:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0 or self._stopping.is_set():
+                            break
+                        self._slots.wait(remaining)
+                    want = min(self._free, self._share)
+                    if want <= 0 or self._stopping.is_set():
+                        continue
+                    self._free -= want
             jobs: list[Job] = []
             try:
                 jobs = bound.queue.lease(max_records=want, timeout=self.poll_s)
@@ -242,10 +248,11 @@ class Worker:
                 log.warning("leasing %s failed (%s); again in %.1f s", task.name, exc, pause)
                 self._stopping.wait(pause)
             finally:
-                self._give_back(want - len(jobs))
+                if reserved:
+                    self._give_back(want - len(jobs))
             busy = bool(jobs)
             for job in jobs:  # held now: they run, even if a drain began meanwhile
-                self._begin(task, job)
+                self._begin(task, job, reserved)
 
     def _give_back(self, slots: int) -> None:
         if slots > 0:
@@ -253,8 +260,8 @@ class Worker:
                 self._free += slots
                 self._slots.notify_all()
 
-    def _begin(self, task: Task[Any, Any], job: Job) -> None:
-        running = _Running(task, job)
+    def _begin(self, task: Task[Any, Any], job: Job, reserved: bool) -> None:
+        running = _Running(task, job, reserved)
         with self._slots:
             self._running[job.receipt] = running
         if task.is_async:
@@ -328,7 +335,8 @@ class Worker:
         outcome.ms = (time.monotonic() - (running.started or time.monotonic())) * 1000
         with self._slots:
             self._running.pop(running.job.receipt, None)
-            self._free += 1
+            if running.reserved:
+                self._free += 1
             # Wake the feeders (any of them may take the slots) when it matters to them:
             # a first free slot, enough for a batch, or nothing left running.
             if self._free in (1, self._batch_min) or not self._running:
