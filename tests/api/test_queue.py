@@ -310,6 +310,7 @@ def test_many_workers_finish_every_record_exactly_once(broker: Any) -> None:
     assert (stats["acked"], stats["ready"], stats["leased"], stats["retrying"]) == (count, 0, 0, 0)
 
 
+@pytest.mark.parametrize("broker", ["local", "remote"], indirect=True)  # waits for a delay
 def test_priorities_overtake_queued_work_and_delays_hold_records_back(broker: Any) -> None:
     """Scheduling headers on records (brook.scheduling) are honoured on every surface,
     and bad ones are refused at append with a 400, never stored."""

@@ -19,6 +19,9 @@ def _wait(check: Any, timeout: float = 10.0) -> None:
     raise AssertionError("timed out")
 
 
+# Firing is the broker's own (timers), the same over every storage: one embedded and the
+# remote surface are enough here (tests/schedules has the rest).
+@pytest.mark.parametrize("broker", ["local", "remote"], indirect=True)
 def test_a_schedule_fires_once_per_slot_and_can_be_paused_resumed_and_deleted(
     broker: Any,
 ) -> None:

@@ -1,4 +1,4 @@
-"""The soak (soak.py) for BROOK_SOAK_S seconds (20 in `make test`, 1800 in `make
+"""The soak (soak.py) for BROOK_SOAK_S seconds (15 in `make test`, 1800 in `make
 reliability`): no error anywhere, everything drained at the end, and the server's
 resident memory and open files flat once warmed up. With BROOK_SOAK_PNG the run is
 plotted there (docs/soak.png is the 30-minute run)."""
