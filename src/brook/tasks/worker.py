@@ -240,7 +240,10 @@ class Worker:
                     self._free -= want
             jobs: list[Job] = []
             try:
-                jobs = bound.queue.lease(max_records=want, timeout=self.poll_s)
+                # Room reserved is held for one round trip only, never for a wait: a busy
+                # feeder takes what is there now, and waits (for one) as an idle one.
+                wait_s = 0.0 if reserved else self.poll_s
+                jobs = bound.queue.lease(max_records=want, timeout=wait_s)
                 failures = 0
             except BrookError as exc:
                 failures += 1
