@@ -11,6 +11,7 @@ this process) or a `brook serve` URL (remote): only the location differs.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -110,7 +111,7 @@ class Task(Generic[P, R]):
         self.settings = settings
         """The queue group's settings this task asks for (None: keep the stored ones)."""
         self.timeout_ms = timeout_ms
-        self.is_async = _is_async(fn)
+        self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn)
 
     def __repr__(self) -> str:
@@ -341,9 +342,3 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(fn)

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from brook import limits
@@ -85,7 +85,6 @@ class _Stats:
     acked: int = 0
     failed: int = 0
     lost_leases: int = 0
-    by_task: dict[str, int] = field(default_factory=dict)
 
 
 class Worker:
