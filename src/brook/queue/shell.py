@@ -34,7 +34,7 @@ import msgspec
 from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import BadRequest, LeaseExpired
+from brook.errors import LeaseExpired, PartitionNotFound
 from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
@@ -483,7 +483,7 @@ class QueueGroup:
         """Where the record at (partition, offset) stands in the group."""
         logs = self.core.topic_state(self.topic).logs
         if partition >= len(logs):
-            raise BadRequest(f"topic {self.topic} has no partition {partition}")
+            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
         partition_log = logs[partition]
         position = (partition, offset)
         with self.mutex:
