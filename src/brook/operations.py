@@ -147,6 +147,12 @@ TABLE: tuple[Operation, ...] = (
         "Append records; answered once they are durable",
         wire.Acks,
         wire.RecordsIn,
+        relations=(
+            (
+                "an idempotency_key is at most 256 bytes as UTF-8 (the schema counts characters)",
+                r"idempotency_key must be 1 to 256 bytes",
+            ),
+        ),
         query=(("key", {"type": "string"}, "Key of a raw-body record", False), PARTITION),
         binary=(wire.RAW_TYPE, wire.BATCH_TYPE),
         example={
