@@ -35,8 +35,9 @@ system-packages:
 	@(test -x /usr/bin/chromium && test -x /usr/bin/fusermount3) || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 >/dev/null)
 
+# Two processes (the machine's two cores; most tests wait on real servers and fsyncs).
 test: lint system-packages
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest --durations=25 -n 2 --dist loadgroup
 
 # The same suite measured by coverage (a quarter slower: kept out of `make test`'s budget).
 coverage: $(STAMP) system-packages

@@ -15,6 +15,15 @@ from tests.s3server import CREDENTIALS, MotoServer
 from tests.served import Served
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`):
+    the Spark tests all go to one of them, so the run starts one SparkSession (a JVM)."""
+    spark_tests = Path(__file__).parent / "spark"
+    for item in items:
+        if item.path.is_relative_to(spark_tests):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 @pytest.fixture(scope="session")
 def moto() -> Iterator[MotoServer]:
     """moto's S3 server, shared by the session; each test takes a fresh prefix."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import msgspec
 
 
@@ -247,7 +249,10 @@ class DeadRecord(msgspec.Struct, frozen=True, kw_only=True):
     """How many times it was put back to work before."""
 
 
-JOB_STATES = ("pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown")
+JobStateName = Literal[
+    "pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown"
+]
+JOB_STATES: tuple[JobStateName, ...] = get_args(JobStateName)
 
 
 class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -260,7 +265,7 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
 
     partition: int
     offset: int
-    state: str
+    state: JobStateName
     attempt: int = 0
     """Deliveries so far (of the current life, after a redrive)."""
     error: str = ""

@@ -39,6 +39,7 @@ from brook.records import (
     DeliveryStats,
     EndpointInfo,
     JobInfo,
+    JobStateName,
     Published,
     Record,
     ScheduleInfo,
@@ -413,7 +414,7 @@ class AckIn(SettleIn):
 class JobInfoOut(Out, omit_defaults=True):
     partition: Count
     offset: Offset
-    state: Literal["pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown"]
+    state: JobStateName
     attempt: Count = 0
     error: str = ""
     result_b64: bytes | None = None
@@ -427,7 +428,7 @@ class JobInfoOut(Out, omit_defaults=True):
         return cls(
             partition=info.partition,
             offset=info.offset,
-            state=info.state,  # type: ignore[arg-type]
+            state=info.state,
             attempt=info.attempt,
             error=info.error,
             result_b64=result,

@@ -61,6 +61,7 @@ async def doubled(job, x):
 @app.task(visibility_timeout_ms=1000)
 def long(job, seconds):
     started = time.time()
+    note(job, event="start", at=started)
     time.sleep(seconds)
     note(job, event="end", at=time.time(), started=started)
 

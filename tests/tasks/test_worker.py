@@ -104,8 +104,13 @@ def test_a_job_that_outlives_its_visibility_timeout_runs_once(workers: Workers) 
     workers.app.tasks["long"].enqueue("slow", seconds=2.5)  # 2.5 visibility timeouts
     workers.start("--concurrency", "2")
     workers.start("--concurrency", "2")
-    time.sleep(3.5)
-    assert ends(workers.notes())["slow"] == 1
+    notes = workers.wait_for(lambda notes: ends(notes)["slow"] == 1)
+    # Unextended, its lease would have ended 1.5 s before it did, and the other worker
+    # would have started it again by now.
+    time.sleep(0.5)
+    notes = workers.notes()
+    starts = Counter(n["job"] for n in notes if n.get("event") == "start")
+    assert (starts["slow"], ends(notes)["slow"]) == (1, 1)
 
 
 def test_a_sync_task_past_its_timeout_fails_its_attempt(workers: Workers) -> None:
@@ -126,11 +131,12 @@ def test_a_periodic_job_runs_once_per_slot_with_two_workers_and_a_broker_restart
     workers.wait_for(lambda notes: len(notes) >= 2)
     workers.restart_broker()  # kill -9: the workers ride it out and carry on
     workers.wait_for(lambda notes: len(notes) >= 5, timeout=30)
-    workers.app.broker.pause_schedule("task.beat")
-    time.sleep(1.5)  # the last slot's job runs
-    runs = workers.notes()
+    workers.app.broker.pause_schedule("task.beat")  # no slot is enqueued after this
     schedule = workers.app.broker.get_schedule("task.beat")
     records = workers.app.broker.topic("tasks.beat").read(0, 0, 1_000)
+    workers.wait_for(lambda notes: len(notes) >= len(records))  # the last slots' jobs run
+    time.sleep(0.3)
+    runs = workers.notes()
     slots = [int(r.headers["brook.slot_ms"]) for r in records]
     assert len(slots) == len(set(slots)), "a slot was enqueued twice"
     assert len(runs) == len(records) == schedule.fired, "a slot's job ran twice, or not at all"

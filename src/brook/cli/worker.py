@@ -75,7 +75,11 @@ def worker(
     held jobs finish, then it exits 0). A second Ctrl-C stops at once."""
     logs.setup(log_level)
     if processes > 1:
-        sys.exit(_supervise(processes))
+        one = ["worker", app_spec, "--concurrency", str(concurrency), "--log-level", log_level]
+        if tasks:
+            one += ["--tasks", tasks]
+        config_path = click.get_current_context().find_root().params.get("config_path")
+        sys.exit(_supervise(processes, ["--config", config_path, *one] if config_path else one))
     from brook.tasks.worker import Worker
 
     app = load_app(app_spec)
@@ -92,12 +96,10 @@ def worker(
     sys.exit(code)
 
 
-def _supervise(processes: int) -> int:
-    argv = [a for a in sys.argv[1:] if not a.startswith("--processes")]
-    if "--processes" in sys.argv:  # "--processes N" in two words: drop the N too
-        at = sys.argv.index("--processes")
-        argv = sys.argv[1:at] + sys.argv[at + 2 :]
-    command = [sys.executable, "-m", "brook.cli", *argv, "--processes", "1"]
+def _supervise(processes: int, arguments: list[str]) -> int:
+    """Run `brook ARGUMENTS` (one worker process, its options given in full) `processes`
+    times; forward SIGTERM and SIGINT; the worst exit status of them all."""
+    command = [sys.executable, "-m", "brook.cli", *arguments]
     # Their own sessions: a Ctrl-C reaches them once, from here, not also from the terminal.
     children = [subprocess.Popen(command, start_new_session=True) for _ in range(processes)]
 

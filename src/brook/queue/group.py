@@ -509,12 +509,25 @@ class GroupCore:
 
 
 def _ready_queue(settings: Settings) -> FairQueue[Position]:
+    ordered, per_key, key_rate_per_s, rate_per_s, lower_share = choosing(settings)
     return FairQueue(
-        ordered=settings.ordering == "key",
-        per_key=settings.concurrency_per_key,
-        key_rate_per_s=settings.key_rate_limit_per_s,
-        rate_per_s=settings.rate_limit_per_s,
-        lower_share=settings.lower_priority_share,
+        ordered=ordered,
+        per_key=per_key,
+        key_rate_per_s=key_rate_per_s,
+        rate_per_s=rate_per_s,
+        lower_share=lower_share,
+    )
+
+
+def choosing(settings: Settings) -> tuple[bool, int | None, float | None, float | None, float]:
+    """The settings that decide which ready record goes next (fair.py): when they
+    change, the group's ready queue is built again."""
+    return (
+        settings.ordering == "key",
+        settings.concurrency_per_key,
+        settings.key_rate_limit_per_s,
+        settings.rate_limit_per_s,
+        settings.lower_priority_share,
     )
 
 

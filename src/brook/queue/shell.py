@@ -38,12 +38,12 @@ from brook.errors import LeaseExpired, PartitionNotFound
 from brook.log.partition import PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
-from brook.queue.group import Change, GroupCore, Position
+from brook.queue.group import Change, GroupCore, Position, choosing
 from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
 from brook.queue.reader import BatchCache, RecordReader
 from brook.queue.results import Kept, Results
 from brook.ranges import Ranges
-from brook.records import Job, JobInfo, Record
+from brook.records import Job, JobInfo, JobStateName, Record
 from brook.scheduling import Schedule
 
 if TYPE_CHECKING:
@@ -494,6 +494,7 @@ class QueueGroup:
             job = self.machine.jobs.get(position)
             offered = self.offered.get(partition, 0)
             not_before = self.machine.not_before.get(position)
+        state: JobStateName
         if job is not None:
             state, due = job.state.value, None
             if job.state is State.READY and not_before is not None and not_before > now:
@@ -539,7 +540,7 @@ class QueueGroup:
         """Use new settings (already stored); a change of how records are chosen
         (ordering, limits, priorities' share) rebuilds the lanes."""
         with self.mutex:
-            reorder = _choosing(settings) != _choosing(self.settings)
+            reorder = choosing(settings) != choosing(self.settings)
             self.settings = settings
             self.machine.settings = settings
             if reorder:
@@ -701,17 +702,6 @@ class Settling:
                 f"{len(stale)} of {self._count} receipts are no longer live (the lease expired, "
                 f"or the record was settled or leased again): {shown}{rest}"
             )
-
-
-def _choosing(settings: Settings) -> tuple[object, ...]:
-    """The settings that decide which ready record goes next (fair.py)."""
-    return (
-        settings.ordering,
-        settings.concurrency_per_key,
-        settings.key_rate_limit_per_s,
-        settings.rate_limit_per_s,
-        settings.lower_priority_share,
-    )
 
 
 def _within(runs: list[tuple[int, int]], offset: int) -> bool:

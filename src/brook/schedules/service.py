@@ -103,9 +103,9 @@ class ScheduleService:
             stored = self._find(name)
             if stored.state.paused:
                 return self._info(stored)
-            stored = self._observed(stored)
             if stored.state.next_ms is not None:
                 self._disarm(name, stored.state.next_ms)
+            stored = self._observed(stored)  # counted if it fired before it could be cancelled
             stored = Stored(
                 stored.spec, msgspec.structs.replace(stored.state, paused=True, next_ms=None)
             )

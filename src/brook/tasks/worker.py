@@ -54,6 +54,8 @@ HELD_PER_SLOT = 4
 GATHER_S = 0.005
 """How long a feeder waits for more free slots (while jobs run), and the settler for
 more finished jobs, before one call for all of them."""
+GATHER_POLL_S = 0.0005
+"""How often a settler gathering a batch looks for more finished jobs."""
 
 
 @dataclass
@@ -130,6 +132,11 @@ class Worker:
         self._drained = threading.Event()
         """Set once every held job finished: the heartbeat stops."""
         self._finished = queue.SimpleQueue[_Outcome | None]()
+        """Finished jobs, for the settlers; read only with get() and get_nowait(), never
+        a timed get: on CPython 3.11 that can block forever when several consumers race
+        for an item (the timeout it recomputes goes negative, which means none), and a
+        settler would then hold finished jobs until the next one finishes, past their
+        leases."""
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_slots: asyncio.Semaphore | None = None
@@ -361,9 +368,12 @@ class Worker:
             deadline = time.monotonic() + GATHER_S
             while len(batch) < SETTLE_BATCH_MAX:
                 try:
-                    more = finished.get(timeout=max(0.0, deadline - time.monotonic()))
+                    more = finished.get_nowait()
                 except queue.Empty:
-                    break
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(GATHER_POLL_S)
+                    continue
                 if more is None:
                     finished.put(None)  # another settler's, or this one's next turn
                     break
