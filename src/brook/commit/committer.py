@@ -157,6 +157,7 @@ class Committer:
         self._quiet = 0.0
         """How long no round had been taken when the pending batch's first request came."""
         self._last_round = 0.0
+        """When the last round was begun, or answered (monotonic seconds)."""
         self._previous_requests = 1
         self._busy = False
         self._closing = False
@@ -456,6 +457,8 @@ class Committer:
                     )
         for batch in batches:
             self._answer(batch)
+        # Its producers come back from now on: not after a quiet spell (flush_delay).
+        self._last_round = time.monotonic()
         if self.on_round is not None:
             self.on_round(frozenset(partition_log.topic for partition_log in last))
         self.supervisor.succeeded("syncer")
