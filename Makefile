@@ -2,19 +2,26 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
+RUNTIME := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo clean
 
-$(STAMP): pyproject.toml
+# The broker's own dependencies only (what `make run` needs) ...
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==26.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $(RUNTIME)
+
+# ... and the extras the tests, benchmarks and Spark need (every other target).
+$(STAMP): $(RUNTIME)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
 # `make run PORT=8081 DATA=/var/lib/brook` overrides; left out, BROOK_PORT and BROOK_DATA,
 # then brook.toml, then the defaults (8080, ./brook-data) apply.
-run: $(STAMP)
+run: $(RUNTIME)
 	$(VENV)/bin/brook serve $(if $(DATA),--data $(DATA)) $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
@@ -83,8 +90,9 @@ profile: $(STAMP) wrk
 screenshots: $(STAMP) system-packages
 	$(PY) -m tests.ui.screenshots docs/ui
 
+# Beside a broker already serving ./brook-data (make run): make pipeline-demo URL=http://127.0.0.1:8080
 pipeline-demo: $(STAMP)
-	$(PY) examples/pipeline.py --data ./brook-data --out ./pipeline-demo
+	$(PY) examples/pipeline.py --data ./brook-data --out ./pipeline-demo $(if $(URL),--url $(URL),)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis pipeline-demo

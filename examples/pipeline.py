@@ -2,6 +2,7 @@
 5-second windows -> a topic and Parquet.
 
     make pipeline-demo                  # or: python examples/pipeline.py --data ./brook-data
+    make pipeline-demo URL=http://127.0.0.1:8080    # beside `make run` (or BROOK_URL=...)
 
 1. `brook serve` runs on the data directory (started here on 127.0.0.1, as `make run`
    would; or give --url of one already running on --data).
@@ -61,8 +62,9 @@ def broker_at(data: Path, url: str | None) -> Iterator[str]:
         while True:
             if server.poll() is not None:
                 sys.exit(
-                    f"brook serve did not start on {data}. If a broker already serves it "
-                    "(make run), give its address: --url http://127.0.0.1:8080"
+                    f"brook serve did not start on {data}. If a broker already serves it, "
+                    "give its address: make pipeline-demo URL=http://127.0.0.1:PORT (8080 for "
+                    "make run), or --url, or BROOK_URL"
                 )
             try:
                 with urllib.request.urlopen(f"{started}/v1/health", timeout=1):
@@ -195,7 +197,11 @@ def check(spark: Any, data: Path, out: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="./brook-data", help="the broker's directory")
-    parser.add_argument("--url", default=None, help="a broker already serving --data")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("BROOK_URL") or None,
+        help="a broker already serving --data (default: BROOK_URL)",
+    )
     parser.add_argument("--out", default="./pipeline-demo", help="Parquet and checkpoints")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long to produce")
     parser.add_argument("--rate", type=int, default=2000, help="events per second")

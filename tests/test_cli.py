@@ -106,7 +106,9 @@ def test_timer_commands(tmp_path: Path) -> None:
     assert code == 0 and "state: pending" in out and "topic: reminders" in out
     assert run("timers", "cancel", "t1", "--data", data) == (0, "cancelled t1\n")
     code, out = run("timers", "cancel", "t1", "--data", data)
-    assert code == 1 and "not pending" in out and "Traceback" not in out
+    assert code == 1 and "not pending: it was cancelled" in out and "Traceback" not in out
+    code, out = run("timers", "cancel", "never-made", "--data", data)
+    assert code == 1 and "timer never-made is not known" in out
     minute_ago = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(
         minutes=1
     )
@@ -153,7 +155,7 @@ def test_schedule_and_queue_feature_commands(tmp_path: Path) -> None:
         "queue", "configure", "jobs", "w", "--concurrency-per-key", "2", "--key-rate-limit", "5",
         "--data", data,
     )  # fmt: skip
-    assert code == 0 and "concurrency_per_key: 2" in out and "key_rate_limit_per_s: 5.0" in out
+    assert code == 0 and "concurrency_per_key: 2" in out and "key_rate_limit_per_s: 5" in out
     code, out = run("queue", "configure", "jobs", "w", "--ordering", "key", "--data", data)
     assert code == 1 and "concurrency_per_key" in out and "Traceback" not in out
     assert run("produce", "jobs", "later", "--delay-ms", "60000", "--data", data)[0] == 0
@@ -292,7 +294,11 @@ def test_bench_appends_what_it_says_and_reports_it(tmp_path: Path) -> None:
     )
     assert code == 0 and "500 records in" in out and "records/s" in out and "p99" in out
     with brook.open(data) as b:
-        assert b.topic("bench").end_offsets() == {0: 500}
+        assert b.topics() == [], "the run's own topic is deleted after it"
+    code, out = run("bench", "--data", data, "--records", "30", "--keep")
+    kept = out.split("kept topic ")[1].split()[0]
+    with brook.open(data) as b:
+        assert kept.startswith("bench.") and b.topic(kept).end_offsets() == {0: 30}
     server = Served(tmp_path / "served")
     try:
         url = f"http://127.0.0.1:{server.port}"
@@ -318,7 +324,7 @@ def test_bench_on_s3_reports_requests_per_thousand_records(
     assert code == 0 and "300 records in" in out, out
     assert "object store requests per 1,000 records: PUT" in out
     with brook.open(url, endpoint_url=moto.endpoint) as b:
-        assert b.topic("bench").end_offsets() == {0: 300}
+        assert b.topics() == []
 
 
 # ---------------------------------------------------------------- issue 17: one clear line
@@ -463,7 +469,7 @@ def test_messages_are_written_for_people(tmp_path: Path) -> None:
     with brook.open(data) as b:
         b.queue("demo", "g")
     code, out = run("queue", "stats", "demo", "g", "--data", data)
-    assert "setting backoff: min_ms 1000, factor 2.0, max_ms 300000" in out
+    assert "setting backoff: min_ms 1000, factor 2, max_ms 300000" in out
     assert "{" not in out and "None" not in out
     code, out = run("produce", "demo", "--data", data, stdin="one\n")
     assert "appended 1 record\n" in out
@@ -514,3 +520,30 @@ def test_make_run_takes_port_and_data() -> None:
     ]
     # Left out, BROOK_PORT, BROOK_DATA and brook.toml decide (flags would override them).
     assert serve_line().split() == [".venv/bin/brook", "serve"]
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    import click
+
+    if isinstance(command, click.Group):
+        return [p for name, sub in command.commands.items() for p in _commands(sub, (*path, name))]
+    return [path]
+
+
+def test_every_command_s_help_shows_the_variables_its_options_read() -> None:
+    """README: each command's --help shows the BROOK_* variable beside each option that
+    reads one; and every command offering --data reads BROOK_DATA."""
+    import click
+
+    for path in _commands(main):
+        command: Any = main
+        for name in path:
+            command = command.commands[name]
+        code, out = run(*path, "--help")
+        assert code == 0, (path, out)
+        flat = " ".join(out.split())
+        for option in command.params:
+            if isinstance(option, click.Option) and option.envvar:
+                assert f"env var: {option.envvar}" in flat, (path, option.name)
+            if isinstance(option, click.Option) and option.name == "data":
+                assert option.envvar == "BROOK_DATA", path

@@ -63,6 +63,9 @@ Reason = Annotated[str, Meta(description=f"Kept up to {limits.queue_reason_chars
 class In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
     """A request body: unknown fields are refused; fields left out take their defaults."""
 
+    shape: ClassVar[str] = ""
+    """The body's shape in brief, added to an error about the body as a whole."""
+
 
 class Out(msgspec.Struct, kw_only=True):
     """An answer's body: clients ignore fields they do not know (the API may grow)."""
@@ -124,6 +127,10 @@ class RecordIn(RecordFields):
 class RecordsIn(In):
     """POST /v1/topics/{topic}/records, PUT .../staged/...: records to append."""
 
+    shape: ClassVar[str] = (
+        'the body is {"records": [{"value": "..."}, ...]} (or, as application/octet-stream, '
+        "one record's value as it is)"
+    )
     records: list[RecordIn]
 
     def keys_held(self) -> int:
@@ -838,7 +845,10 @@ def decode_request(body: bytes, kind: type[T], empty_ok: bool = False) -> T:
                 raise
             decoded = _decoder(kind).decode(_integral_floats_as_ints(body))
     except msgspec.ValidationError as exc:
-        raise BadRequest(f"invalid body: {exc}") from None
+        whole = " - at `$" not in str(exc)  # about the body itself, not a field inside it
+        shape: str = getattr(kind, "shape", "")
+        hint = f"; {shape}" if whole and shape else ""
+        raise BadRequest(f"invalid body: {exc}{hint}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"the body is not valid JSON: {exc}") from None
     except UnicodeDecodeError:

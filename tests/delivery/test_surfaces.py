@@ -84,6 +84,11 @@ def test_http_answers_for_bad_endpoints(served: Served) -> None:
         "PUT", "/v1/endpoints/x", {"url": "https://a.example", "topics": ["t"], "bogus": 1}
     )
     assert status == 400
+    for reserved in (["__internal"], ["t", "__status.*"]):
+        status, answer = served.request(
+            "PUT", "/v1/endpoints/x", {"url": "https://a.example", "topics": reserved}
+        )
+        assert status == 400 and "reserved" in answer["error"]["message"], answer
     status, answer = served.request("GET", "/v1/endpoints/nope")
     assert (status, answer["error"]["code"]) == (404, "endpoint_not_found")
     status, answer = served.request(
@@ -113,8 +118,15 @@ def test_the_command_line_manages_endpoints(served: Served) -> None:
             "jobs",
             "--max-attempts",
             "2",
+            "--backoff-min-ms",
+            "50",
+            "--backoff-max-ms",
+            "100",
         )
         assert code == 0 and "secret (shown once" in out and "max_attempts: 2" in out
+        assert "backoff: min_ms 50, factor 2, max_ms 100" in out, out
+        code, out = run("endpoints", "create", "hook", "--backoff-factor", "3")
+        assert "backoff: min_ms 50, factor 3, max_ms 100" in out, "the other parts are kept"
         code, out = run("endpoints", "list")
         assert out.startswith("hook\tenabled\t")
         with brook.connect(url) as b:
@@ -122,6 +134,7 @@ def test_the_command_line_manages_endpoints(served: Served) -> None:
             wait_for(lambda: b.endpoint("hook").stats().dead == 1, 30)
         code, out = run("endpoints", "attempts", "hook", "jobs", "0", "0")
         assert code == 0 and out.count("\t500\t") == 2
+        assert out.splitlines()[0].split("\t")[:3] == ["attempt", "at", "status or error"]
         code, out = run("endpoints", "show", "hook")
         assert "dead: 1" in out and "last error: 500" in out
         receiver.answer = lambda got: Answer(200)

@@ -206,3 +206,16 @@ def test_https_with_a_certificate(tmp_path: Path) -> None:
         main, ["serve", "--data", str(tmp_path / "d"), "--tls-cert", str(cert)]
     )
     assert half.exit_code == 1 and "--tls-key" in half.output
+
+
+def test_a_key_without_the_bearer_scheme_is_told_so_and_never_echoed(secured: Served) -> None:
+    key = KEYS["admin"]
+    for header, told in (
+        (key, "no scheme"),
+        (f"Token {key}", "the 'Token' scheme"),
+        (f"Basic {key}", "the 'Basic' scheme"),
+    ):
+        status, error = secured.request("GET", "/v1/topics", None, {"authorization": header})
+        message = error["error"]["message"]
+        assert status == 401 and told in message and "Bearer <key>" in message, message
+        assert key not in message

@@ -91,6 +91,16 @@ def test_unknown_fields_and_both_forms_of_a_field_are_400(served: Served) -> Non
     assert topics(served) == []
 
 
+def test_one_record_posted_bare_is_shown_the_body_s_shape(served: Served) -> None:
+    for body in ({"value": "x"}, {}, [{"value": "x"}]):
+        status, answer = served.request("POST", "/v1/topics/t/records", body)
+        message = answer["error"]["message"]
+        assert status == 400 and '{"records": [{"value": "..."}' in message, message
+    status, answer = served.request("POST", "/v1/topics/t/records", {"records": [{"valu": "x"}]})
+    assert status == 400 and '"records": [' not in answer["error"]["message"], "a field's own"
+    assert topics(served) == []
+
+
 def test_query_parameters_are_read_strictly(with_queue: Served) -> None:
     served = with_queue
     for query, words in (

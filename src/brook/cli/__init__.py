@@ -25,7 +25,7 @@ from brook.cli.spark import spark
 from brook.cli.timers import timers
 from brook.cli.topics import topics
 from brook.cli.worker import worker
-from brook.errors import BrookError
+from brook.errors import BadRequest, BrookError
 
 __all__ = ["main"]
 
@@ -37,6 +37,27 @@ def _option_names(command: click.Command) -> set[str]:
         for sub in command.commands.values():
             names |= _option_names(sub)
     return names - {"config_path"}
+
+
+def _options_named(command: click.Command, name: str) -> list[click.Option]:
+    found = [p for p in command.params if isinstance(p, click.Option) and p.name == name]
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            found += _options_named(sub, name)
+    return found
+
+
+def _check_values(loaded: config.Config, path: str) -> None:
+    """BadRequest naming the file's setting whose value its option refuses: left to
+    click, the error would blame the option's environment variable instead."""
+    for name, value in sorted(loaded.options.items()):
+        for option in _options_named(main, name):
+            try:
+                if isinstance(option.type, click.types.IntParamType) and isinstance(value, float):
+                    raise click.BadParameter(f"{value!r} is not a whole number.")
+                option.type.convert(value, option, None)
+            except click.BadParameter as exc:
+                raise BadRequest(f"{path}: {name} = {value!r}: {exc.message}") from None
 
 
 def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +74,7 @@ def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, 
     "config_path",
     default=None,
     envvar="BROOK_CONFIG",
+    show_envvar=True,
     help=f"Config file (default: ./{config.DEFAULT_FILE} when present).",
 )
 @click.pass_context
@@ -61,6 +83,7 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     try:
         loaded = config.load(config_path)
         config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
+        _check_values(loaded, config_path or config.DEFAULT_FILE)
     except BrookError as exc:
         if ctx.invoked_subcommand != "doctor":
             raise click.ClickException(exc.message) from None

@@ -59,6 +59,50 @@ def open_broker(data: str, **options: Any) -> brook.Broker:
         ) from None
 
 
+def backoff_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--backoff-min-ms, --backoff-max-ms, --backoff-factor: the retry backoff of a
+    queue group or an endpoint, any of its parts (see `backoff_given`)."""
+    fn = click.option(
+        "--backoff-factor",
+        type=click.FloatRange(1, 100),
+        default=None,
+        help="Each retry waits this many times longer than the one before.",
+    )(fn)
+    fn = click.option(
+        "--backoff-max-ms", type=click.IntRange(0), default=None, help="Longest wait between tries."
+    )(fn)
+    return click.option(
+        "--backoff-min-ms",
+        type=click.IntRange(0),
+        default=None,
+        help="Wait before the first retry.",
+    )(fn)
+
+
+def backoff_given(
+    stored: dict[str, Any] | None,
+    min_ms: int | None,
+    max_ms: int | None,
+    factor: float | None,
+) -> dict[str, Any] | None:
+    """The backoff to set from the parts given on the command line over the `stored`
+    one (parts not given keep their values); None when no part was given."""
+    given = {
+        name: value
+        for name, value in (("min_ms", min_ms), ("max_ms", max_ms), ("factor", factor))
+        if value is not None
+    }
+    if not given:
+        return None
+    # An endpoint's stored backoff comes back with every part a float: milliseconds go
+    # out as the integers they are.
+    kept = {
+        name: int(value) if name.endswith("_ms") and float(value).is_integer() else value
+        for name, value in (stored or {}).items()
+    }
+    return {**kept, **given}
+
+
 def plural(count: int, noun: str) -> str:
     """ "1 record", "2 records": counts for people."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
@@ -72,6 +116,8 @@ def shown(value: Any) -> str:
         return "on" if value else "off"
     if isinstance(value, dict):
         return ", ".join(f"{name} {shown(part)}" for name, part in value.items())
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 1000, as every other command shows it, not 1000.0
     return str(value)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from brook import limits
-from brook.cli.common import broker_options, connect, plural, shown
+from brook.cli.common import backoff_given, backoff_options, broker_options, connect, plural, shown
 from brook.cli.errors import friendly
 
 
@@ -63,6 +63,7 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
     "--rate-limit-per-s", type=click.IntRange(1, limits.endpoint_rate_per_s_max), default=None
 )
 @click.option("--max-attempts", type=click.IntRange(1, limits.queue_attempts_max), default=None)
+@backoff_options
 @click.option("--expire-after-ms", type=click.IntRange(1), default=None)
 @click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
 @click.option(
@@ -83,6 +84,9 @@ def endpoints_create(
     max_in_flight: int | None,
     rate_limit_per_s: int | None,
     max_attempts: int | None,
+    backoff_min_ms: int | None,
+    backoff_max_ms: int | None,
+    backoff_factor: float | None,
     expire_after_ms: int | None,
     ordering: str | None,
     start: str | None,
@@ -93,6 +97,9 @@ def endpoints_create(
     """Create endpoint NAME posting to URL the records of every --topic, or change the
     settings given. Prints the endpoint, and its secret once."""
     with connect(data, url, api_key) as b:
+        stored = None
+        if any(part is not None for part in (backoff_min_ms, backoff_max_ms, backoff_factor)):
+            stored = next((e.backoff for e in b.endpoints() if e.name == name), None)
         info = b.create_endpoint(
             name,
             target,
@@ -103,6 +110,7 @@ def endpoints_create(
             max_in_flight=max_in_flight,
             rate_limit_per_s=rate_limit_per_s,
             max_attempts=max_attempts,
+            backoff=backoff_given(stored, backoff_min_ms, backoff_max_ms, backoff_factor),
             expire_after_ms=expire_after_ms,
             ordering=ordering,
             start=start,
@@ -166,6 +174,8 @@ def endpoints_attempts(
         found = b.endpoint(name).attempts(topic, partition, offset)
         if not found:
             click.echo("no attempts yet", err=True)
+            return
+        click.echo("attempt\tat\tstatus or error\tlatency\tstate\tanswer begins")
         for a in found:
             when = datetime.datetime.fromtimestamp(a.at_ms / 1000, datetime.UTC).isoformat()
             what = str(a.status) if a.status is not None else a.error

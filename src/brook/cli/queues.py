@@ -6,7 +6,15 @@ from typing import Any
 
 import click
 
-from brook.cli.common import broker_options, connect, plural, read_all, shown
+from brook.cli.common import (
+    backoff_given,
+    backoff_options,
+    broker_options,
+    connect,
+    plural,
+    read_all,
+    shown,
+)
 from brook.cli.errors import friendly
 
 
@@ -38,9 +46,7 @@ def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str
 @click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
 @click.option("--dead-letter-topic", default=None)
 @click.option("--expire-after-ms", type=click.IntRange(1), default=None)
-@click.option("--backoff-min-ms", type=click.IntRange(0), default=None)
-@click.option("--backoff-max-ms", type=click.IntRange(0), default=None)
-@click.option("--backoff-factor", type=click.FloatRange(1, 100), default=None)
+@backoff_options
 @click.option(
     "--concurrency-per-key",
     type=click.IntRange(0),
@@ -82,20 +88,11 @@ def queue_configure(
 ) -> None:
     """Create the queue group, or change its settings; print them. Settings not
     given keep their stored values."""
-    backoff = {
-        name: value
-        for name, value in (
-            ("min_ms", backoff_min_ms),
-            ("max_ms", backoff_max_ms),
-            ("factor", backoff_factor),
-        )
-        if value is not None
-    }
     with connect(data, url, api_key) as b:
         q = b.queue(topic, group)
-        if backoff:
-            backoff = {**q.settings()["backoff"], **backoff}
-        q = b.queue(topic, group, backoff=backoff or None, **settings)
+        stored = q.settings()["backoff"]
+        backoff = backoff_given(stored, backoff_min_ms, backoff_max_ms, backoff_factor)
+        q = b.queue(topic, group, backoff=backoff, **settings)
         for name, value in q.settings().items():
             click.echo(f"{name}: {shown(value)}")
 

@@ -22,15 +22,22 @@ from brook.errors import BadRequest, NotFound
 
 def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--data (read directly: a broker may be running) and the S3 options."""
-    fn = click.option("--region", default=None, envvar="BROOK_REGION", help="For s3://.")(fn)
     fn = click.option(
-        "--endpoint-url", default=None, envvar="BROOK_ENDPOINT_URL", help="For s3://."
+        "--region", default=None, envvar="BROOK_REGION", show_envvar=True, help="For s3://."
+    )(fn)
+    fn = click.option(
+        "--endpoint-url",
+        default=None,
+        envvar="BROOK_ENDPOINT_URL",
+        show_envvar=True,
+        help="For s3://.",
     )(fn)
     return click.option(
         "--data",
         default="./brook-data",
         show_default=True,
         envvar="BROOK_DATA",
+        show_envvar=True,
         help="The broker's directory or s3://bucket/prefix, read directly (a broker may be "
         "running).",
     )(fn)
@@ -232,8 +239,16 @@ def spark_export(
     help="Put the dead records among those chosen back to work (through --url, or "
     "embedded on --data when no broker runs there).",
 )
-@click.option("--url", default=None, envvar="BROOK_URL", help="A running brook serve, to redrive.")
-@click.option("--api-key", default=None, envvar="BROOK_API_KEY", help="API key for --url.")
+@click.option(
+    "--url",
+    default=None,
+    envvar="BROOK_URL",
+    show_envvar=True,
+    help="A running brook serve, to redrive.",
+)
+@click.option(
+    "--api-key", default=None, envvar="BROOK_API_KEY", show_envvar=True, help="API key for --url."
+)
 @master_option
 @friendly
 def spark_queue(

@@ -79,9 +79,14 @@ def timers_cancel(timer_id: str, data: str, url: str | None, api_key: str | None
     """Cancel a pending timer (exit status 1 if it is not pending)."""
     with connect(data, url, api_key) as b:
         if not b.cancel_timer(timer_id):
-            raise click.ClickException(
-                f"timer {timer_id} is not pending (fired, cancelled or unknown)"
-            )
+            info = b.timer(timer_id)
+            if info is None:
+                raise click.ClickException(f"timer {timer_id} is not known")
+            if info.state == "fired":
+                what = f"it fired, to {info.topic} partition {info.partition} offset {info.offset}"
+            else:
+                what = f"it was {info.state}"
+            raise click.ClickException(f"timer {timer_id} is not pending: {what}")
         click.echo(f"cancelled {timer_id}")
 
 

@@ -204,6 +204,11 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
                 raise BadRequest(
                     f"invalid topic or pattern {pattern!r}: use A-Z a-z 0-9 . _ - and * ? [ ]"
                 )
+            if pattern.startswith("__"):
+                raise BadRequest(
+                    f"invalid topic or pattern {pattern!r}: names starting with '__' are "
+                    "reserved for Brook's own topics (SPEC §7)"
+                )
         return tuple(dict.fromkeys(value))
     if field == "headers":
         return _headers(value)

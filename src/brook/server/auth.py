@@ -27,8 +27,16 @@ class Authenticator:
 
     def identify(self, authorization: str | None) -> ApiKey:
         """The key presented, or Unauthorized."""
-        if not authorization or not authorization.lower().startswith("bearer "):
+        if not authorization:
             raise Unauthorized("an API key is required: Authorization: Bearer <key>")
+        if not authorization.lower().startswith("bearer "):
+            # Name the scheme only when it looks like one (a word): never echo a key.
+            parts = authorization.split(None, 1)
+            named = len(parts) == 2 and parts[0].isalpha() and len(parts[0]) <= 20
+            shown = f"the {parts[0]!r} scheme" if named else "no scheme"
+            raise Unauthorized(
+                f"the Authorization header has {shown}; send the key as Authorization: Bearer <key>"
+            )
         digest = hashlib.sha256(authorization[7:].strip().encode()).digest()
         found: ApiKey | None = None
         for stored, key in self._hashes:

@@ -219,7 +219,17 @@ class LocalStorage:
         return self.root / check_name(name)
 
     def lock(self) -> None:
-        fd = os.open(self.root / layout.LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        path = self.root / layout.LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        except OSError as exc:
+            error = _fail("locking", str(path), exc)
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise error from None
+            raise StorageError(
+                f"{error.message}: a broker that writes needs a writable data directory"
+                " (commands that only read, such as `brook topics list`, work on a read-only one)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
