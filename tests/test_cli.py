@@ -109,6 +109,18 @@ def test_timer_commands(tmp_path: Path) -> None:
     assert code == 1 and "not pending: it was cancelled" in out and "Traceback" not in out
     code, out = run("timers", "cancel", "never-made", "--data", data)
     assert code == 1 and "timer never-made is not known" in out
+    for n in range(3):
+        run("timers", "schedule", "reminders", f"v{n}", "--delay-ms", f"{n + 7}000000", "--id",
+            f"l{n}", "--data", data)  # fmt: skip
+    result = CliRunner().invoke(main, ["timers", "list", "--limit", "2", "--data", data])
+    lines = result.stdout.splitlines()
+    assert lines[0] == "timer\ttopic\tdue"
+    assert [line.split("\t")[0] for line in lines[1:]] == ["l0", "l1"], "earliest due first"
+    after = result.stderr.split("--after '")[1].split("'")[0]
+    code, out = run("timers", "list", "--after", after, "--due-from", "0", "--data", data)
+    assert code == 0 and out.splitlines()[1].startswith("l2\treminders\t")
+    code, out = run("timers", "list", "--due-from", "soon", "--data", data)
+    assert code == 2 and "--due-from" in out
     minute_ago = datetime.datetime.now(datetime.UTC).replace(microsecond=0) - datetime.timedelta(
         minutes=1
     )

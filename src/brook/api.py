@@ -26,6 +26,7 @@ from brook.models import (
     ScheduleInfo,
     TestResult,
     TimerInfo,
+    TimerPage,
     TimerSpec,
     TopicInfo,
     Transition,
@@ -228,6 +229,15 @@ class BrokerApi(Protocol):
     def cancel_timer(self, timer_id: str) -> bool: ...
 
     def timer(self, timer_id: str) -> TimerInfo | None: ...
+
+    def list_timers(
+        self,
+        topic: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after: str | None = None,
+        limit: int = ...,
+    ) -> TimerPage: ...
 
     def create_endpoint(
         self,

@@ -51,7 +51,7 @@ from brook.storage.stats import storage_stats
 from brook.supervisor import Failure, Supervisor
 from brook.timers import checks as timer_checks
 from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
+from brook.timers.model import TimerInfo, TimerPage, cursor_of, parse_cursor
 from brook.timers.service import TimerService
 from brook.timers.service import new_ids as new_timer_ids
 from brook.topic import Topic
@@ -358,6 +358,31 @@ class Broker:
         """A timer's state: pending, fired (where), cancelled; None if unknown."""
         self.core.check_open()
         return self.timers.info(validate.timer_id(timer_id))
+
+    def list_timers(
+        self,
+        topic: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after: str | None = None,
+        limit: int = limits.timers_page_default,
+    ) -> TimerPage:
+        """Pending timers in order of due time (then id), a page of at most `limit`:
+        of `topic` only, due in [due_from_ms, due_to_ms), after the cursor `after` (a
+        page's `next`). Raises BadRequest, InvalidName."""
+        self.core.check_open()
+        if topic is not None:
+            validate.topic_name(topic)
+        low = None if due_from_ms is None else validate.whole(due_from_ms, "due_from_ms", 0)
+        high = None if due_to_ms is None else validate.whole(due_to_ms, "due_to_ms", 0)
+        count = validate.whole(limit, "limit", 1, limits.timers_page_max)
+        position = None
+        if after is not None:
+            position = parse_cursor(after) if isinstance(after, str) else None
+            if position is None:
+                raise BadRequest(f"after {after!r} is not a page's next cursor (due_ms:timer_id)")
+        timers, more = self.timers.list_pending(topic, low, high, position, count)
+        return TimerPage(timers, None if more is None else cursor_of(*more))
 
     # ------------------------------------------------------------ delivery
 

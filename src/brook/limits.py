@@ -185,6 +185,9 @@ rate_per_s_max = 1_000_000.0
 """The most a queue group's rate limits (per key, for the whole group) may allow a second."""
 
 # Timers.
+timers_page_default = 100
+timers_page_max = 1_000
+"""Pending timers one page of `list_timers` (GET /v1/timers) holds, by default and at most."""
 timer_bucket_ms = 60 * 60 * 1000
 """Pending timers are stored in buckets of due time this wide (files per bucket)."""
 timer_lookahead_ms = 60 * 1000

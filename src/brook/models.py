@@ -32,7 +32,7 @@ from brook.records import (
 from brook.stats import CommitStats
 from brook.supervisor import Failure
 from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
+from brook.timers.model import TimerInfo, TimerPage
 from brook.topic import Topic
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "StorageStats",
     "TestResult",
     "TimerInfo",
+    "TimerPage",
     "TimerSpec",
     "TimerStats",
     "Topic",

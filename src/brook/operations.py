@@ -402,6 +402,32 @@ TABLE: tuple[Operation, ...] = (
         },
     ),
     Operation(
+        "list_timers",
+        "GET",
+        "/v1/timers",
+        "produce",
+        True,
+        "Pending timers in order of due time (then id), a page at a time",
+        wire.TimersPage,
+        query=(
+            ("topic", NAME, "Only this topic's timers", False),
+            ("due_from_ms", COUNT, "Only timers due at or after this time (epoch ms)", False),
+            ("due_to_ms", COUNT, "Only timers due before this time (epoch ms)", False),
+            (
+                "after",
+                {"type": "string", "pattern": names.TIMER_CURSOR_PATTERN},
+                "The page's place: the `next` of the page before",
+                False,
+            ),
+            (
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": limits.timers_page_max},
+                f"Most timers in the page (default {limits.timers_page_default})",
+                False,
+            ),
+        ),
+    ),
+    Operation(
         "describe_timer",
         "GET",
         "/v1/timers/{timer}",

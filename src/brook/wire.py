@@ -640,6 +640,12 @@ class TimerOut(Out, omit_defaults=True):
     cancelled_at_ms: int | None = None
 
 
+class TimersPage(Out):
+    timers: list[TimerOut]
+    next: str | None = None
+    """The cursor for the page after (the `after` parameter); null on the last page."""
+
+
 class Cancelled(Out):
     cancelled: str
 

@@ -86,3 +86,34 @@ def test_bad_timers_are_refused(broker: Any) -> None:
         broker.schedule("bad/topic", b"v")
     with pytest.raises(BadRequest):
         broker.timer("has space")
+
+
+def test_pending_timers_are_listed_a_page_at_a_time_on_every_surface(broker: Any) -> None:
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    ids = broker.schedule_many(
+        [
+            brook.TimerSpec("reminders" if n % 3 else "other", b"x", at=now + n * hour + 60_000)
+            for n in range(1, 12)
+        ]
+    )
+    assert broker.cancel_timer(ids[4])
+    pending = [i for i in ids if i != ids[4]]
+    seen, after = [], None
+    while True:
+        page = broker.list_timers(after=after, limit=4)
+        assert len(page.timers) <= 4
+        seen += page.timers
+        if page.next is None:
+            break
+        after = page.next
+    assert [t.timer_id for t in seen] == pending
+    assert all(t.state == "pending" and t.due_ms > now for t in seen)
+    others = broker.list_timers(topic="other", limit=1000).timers
+    assert [t.timer_id for t in others] == [i for n, i in enumerate(ids, 1) if n % 3 == 0]
+    window = broker.list_timers(due_from_ms=now + 3 * hour, due_to_ms=now + 5 * hour).timers
+    assert [t.timer_id for t in window] == ids[2:4]
+    with pytest.raises(BadRequest):
+        broker.list_timers(after="not-a-cursor")
+    with pytest.raises(BadRequest):
+        broker.list_timers(limit=0)

@@ -176,7 +176,9 @@ def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
 def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Served) -> None:
     base = origin(served)
     with brook.connect(base) as b:
-        b.topic("jobs").append_many([brook.Record(b"job %d" % i) for i in range(40)])
+        b.topic("jobs").append_many(
+            [brook.Record(b"job %d" % i, key=b"customer-%d" % (i % 3)) for i in range(40)]
+        )
         queue = b.queue("jobs", "workers", max_attempts=1)
         jobs = queue.lease(40, timeout=1)
         queue.nack(jobs[:25], reason="timeout talking to the bank")
@@ -211,6 +213,17 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         expect(seen.page.locator(".notice")).to_contain_text("2 records redriven")
         stats = queue.stats()
         assert (stats["ready"], stats["dead"]) == (17, 23)
+        # What died: each dead record's key and value, beside its place.
+        first = seen.page.locator("table.dead tbody tr").first
+        place = first.get_attribute("data-record") or ""
+        offset = int(place.split(".")[1])
+        expect(first.locator('[data-col="key"]')).to_have_text(f"customer-{offset % 3}")
+        expect(first.locator('[data-col="value"]')).to_have_text(f"job {offset}")
+        # Settings for people: no Python reprs.
+        expect(seen.page.locator('[data-setting="backoff"]')).to_have_text(
+            "min_ms 1000, factor 2, max_ms 300000, jitter 0.5"
+        )
+        expect(seen.page.locator('[data-setting="concurrency_per_key"]')).to_have_text("none")
         # A dead record's trace shows how it died.
         seen.page.locator("table.dead a", has_text="trace").first.click()
         expect(seen.page.locator("table.trace")).to_contain_text("timeout talking to the bank")
@@ -288,11 +301,11 @@ def test_timers_by_day_looked_up_and_cancelled(browser: Browser, served: Served)
         tomorrow = time.strftime("%Y-%m-%d", time.gmtime((now + day) / 1000))
         expect(seen.page.locator(f'tr[data-day="{tomorrow}"] [data-col="count"]')).to_have_text("3")
         seen.page.fill("input[name=id]", soon)
-        seen.page.click("form.browse button")
+        seen.page.click("form[data-lookup] button")
         expect(seen.page.locator('[data-fact="state"]')).to_have_text("fired")
         assert seen.page.locator("[data-cancel]").count() == 0  # fired: nothing to cancel
         seen.page.fill("input[name=id]", ids[0])
-        seen.page.click("form.browse button")
+        seen.page.click("form[data-lookup] button")
         expect(seen.page.locator('[data-fact="state"]')).to_have_text("pending")
         seen.page.click("[data-cancel]")
         expect(seen.page.locator(".notice")).to_contain_text("cancelled")
@@ -300,8 +313,34 @@ def test_timers_by_day_looked_up_and_cancelled(browser: Browser, served: Served)
         assert b.timer(ids[0]).state == "cancelled"
         expect(seen.page.locator('[data-fact="pending"]')).to_have_text("2")
         seen.page.fill("input[name=id]", "no-such-timer")
-        seen.page.click("form.browse button")
+        seen.page.click("form[data-lookup] button")
         expect(seen.page.locator("[data-timer-missing]")).to_be_visible()
+        assert seen.errors == []
+        assert seen.outside(base) == []
+
+
+def test_pending_timers_are_listed_by_page_and_topic(browser: Browser, served: Served) -> None:
+    base = origin(served)
+    with brook.connect(base) as b:
+        now = int(time.time() * 1000)
+        specs = [
+            brook.TimerSpec("billing" if i % 4 == 0 else "reminders", b"x", at=now + 3_600_000 + i)
+            for i in range(70)
+        ]
+        ids = b.schedule_many(specs)
+        seen = watched(browser)
+        visit(seen, base + "/ui/timers")
+        rows = seen.page.locator("[data-timer-row]")
+        expect(rows).to_have_count(50)
+        assert rows.first.get_attribute("data-timer-row") == ids[0], "earliest due first"
+        seen.page.click("[data-next]")
+        expect(rows).to_have_count(20)
+        assert rows.last.get_attribute("data-timer-row") == ids[-1]
+        expect(seen.page.locator("[data-next]")).to_have_count(0)
+        seen.page.fill("form[data-list] input[name=topic]", "billing")
+        seen.page.click("form[data-list] button")
+        expect(rows).to_have_count(18)
+        expect(rows.locator("td:nth-child(2)")).to_have_text(["billing"] * 18)
         assert seen.errors == []
         assert seen.outside(base) == []
 

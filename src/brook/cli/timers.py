@@ -1,4 +1,4 @@
-"""`brook timers`: schedule, cancel and show timers."""
+"""`brook timers`: schedule, list, cancel and show timers."""
 
 from __future__ import annotations
 
@@ -6,24 +6,25 @@ import datetime
 
 import click
 
+from brook import limits
 from brook.cli.common import broker_options, connect
 from brook.cli.errors import friendly
 
 
 @click.group()
 def timers() -> None:
-    """Schedule, cancel and show timers."""
+    """Schedule, list, cancel and show timers."""
 
 
-def _at_ms(text: str) -> int:
-    """--at as ms since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+def _at_ms(text: str, option: str = "--at") -> int:
+    """A time as ms since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
     if text.isdigit():
         return int(text)
     try:
         when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise click.BadParameter(
-            f"{text!r} is neither ms since the epoch nor an ISO 8601 time", param_hint="--at"
+            f"{text!r} is neither ms since the epoch nor an ISO 8601 time", param_hint=option
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
@@ -88,6 +89,47 @@ def timers_cancel(timer_id: str, data: str, url: str | None, api_key: str | None
                 what = f"it was {info.state}"
             raise click.ClickException(f"timer {timer_id} is not pending: {what}")
         click.echo(f"cancelled {timer_id}")
+
+
+@timers.command("list")
+@click.option("--topic", default=None, help="Only this topic's timers.")
+@click.option("--due-from", default=None, help="Only timers due at or after (ms or ISO 8601).")
+@click.option("--due-to", default=None, help="Only timers due before (ms or ISO 8601).")
+@click.option("--after", default=None, help="Where to go on from: the cursor a page ends with.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, limits.timers_page_max),
+    default=limits.timers_page_default,
+    show_default=True,
+)
+@broker_options
+@friendly
+def timers_list(
+    topic: str | None,
+    due_from: str | None,
+    due_to: str | None,
+    after: str | None,
+    limit: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Pending timers, earliest due first: one page, and the command for the next."""
+    low = None if due_from is None else _at_ms(due_from, "--due-from")
+    high = None if due_to is None else _at_ms(due_to, "--due-to")
+    with connect(data, url, api_key, read_only=True) as b:
+        page = b.list_timers(topic, low, high, after, limit)
+    if not page.timers:
+        click.echo("no pending timers", err=True)
+        return
+    click.echo("timer\ttopic\tdue")
+    for info in page.timers:
+        due = datetime.datetime.fromtimestamp(info.due_ms / 1000, datetime.UTC).isoformat()
+        click.echo(f"{info.timer_id}\t{info.topic}\t{due}")
+    if page.next is not None:
+        click.echo(
+            f"more: brook timers list --after '{page.next}' (and the same filters)", err=True
+        )
 
 
 @timers.command("show")

@@ -16,7 +16,16 @@ from brook import limits, names, validate, wire
 from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
-from brook.models import JobInfo, Outcome, ScheduleInfo, State, TimerInfo, TimerSpec, Transition
+from brook.models import (
+    JobInfo,
+    Outcome,
+    ScheduleInfo,
+    State,
+    TimerInfo,
+    TimerPage,
+    TimerSpec,
+    Transition,
+)
 from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
@@ -486,20 +495,45 @@ def schedule_many(specs: Sequence[TimerSpec]) -> Call:
     return _call("schedule", {}, {}, body, headers, parse, retry_safe=named)
 
 
+def _timer_info(out: wire.TimerOut) -> TimerInfo:
+    return TimerInfo(
+        out.timer_id,
+        out.state,
+        out.topic,
+        out.due_ms,
+        out.partition,
+        out.offset,
+        out.fired_at_ms if out.state == "fired" else out.cancelled_at_ms,
+    )
+
+
 def timer(timer_id: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> TimerInfo:
-        out = _answer(body, wire.TimerOut)
-        return TimerInfo(
-            out.timer_id,
-            out.state,
-            out.topic,
-            out.due_ms,
-            out.partition,
-            out.offset,
-            out.fired_at_ms if out.state == "fired" else out.cancelled_at_ms,
-        )
+        return _timer_info(_answer(body, wire.TimerOut))
 
     return _call("describe_timer", {"timer": timer_id}, {}, None, {}, parse)
+
+
+def list_timers(
+    topic: str | None,
+    due_from_ms: int | None,
+    due_to_ms: int | None,
+    after: str | None,
+    limit: int,
+) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> TimerPage:
+        page = _answer(body, wire.TimersPage)
+        return TimerPage([_timer_info(t) for t in page.timers], page.next)
+
+    given = {
+        "topic": topic,
+        "due_from_ms": due_from_ms,
+        "due_to_ms": due_to_ms,
+        "after": after,
+        "limit": limit,
+    }
+    params = {name: value for name, value in given.items() if value is not None}
+    return _call("list_timers", {}, params, None, {}, parse)
 
 
 def cancel_timer(timer_id: str) -> Call:

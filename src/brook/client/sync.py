@@ -20,7 +20,7 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
-from brook.models import Backoff, JobInfo, ScheduleInfo, TimerInfo, TimerSpec, Transition
+from brook.models import Backoff, JobInfo, ScheduleInfo, TimerInfo, TimerPage, TimerSpec, Transition
 from brook.records import (
     Ack,
     Attempt,
@@ -166,6 +166,24 @@ class RemoteBroker:
         except TimerNotFound:
             return None
         return info
+
+    def list_timers(
+        self,
+        topic: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after: str | None = None,
+        limit: int = limits.timers_page_default,
+    ) -> TimerPage:
+        """Pending timers in order of due time (then id), a page at a time: pass a
+        page's `next` as `after` for the page after it."""
+        if topic is not None:
+            validate.topic_name(topic)
+        validate.whole(limit, "limit", 1, limits.timers_page_max)
+        page: TimerPage = self._do(
+            protocol.list_timers(topic, due_from_ms, due_to_ms, after, limit)
+        )
+        return page
 
     # ------------------------------------------------------------ delivery
 

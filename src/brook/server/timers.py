@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import wire
+from brook import limits, wire
 from brook.errors import Forbidden, TimerNotCancellable, TimerNotFound
 from brook.models import TimerInfo, TimerSpec
 from brook.operations import OPERATIONS
+from brook.server import query
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request
@@ -59,6 +60,7 @@ class TimerEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
         api.router.serve(OPERATIONS["schedule"], self.schedule)
+        api.router.serve(OPERATIONS["list_timers"], self.list_pending)
         api.router.serve(OPERATIONS["describe_timer"], self.get)
         api.router.serve(OPERATIONS["cancel_timer"], self.cancel)
 
@@ -77,6 +79,24 @@ class TimerEndpoints:
         return json_response(
             wire.ScheduledMany(timer_ids=ids) if many else wire.Scheduled(timer_id=ids[0])
         )
+
+    async def list_pending(self, request: Request) -> Response:
+        asked = request.query
+        topic = asked.get("topic")
+        key = request.key
+        if key is not None and topic is not None and not may_use(key, topic):
+            raise Forbidden(f"this key may not use topic {topic}")
+        page = await self.api.queues.run(
+            self.api.broker.list_timers,
+            topic,
+            None if "due_from_ms" not in asked else query.number(asked, "due_from_ms"),
+            None if "due_to_ms" not in asked else query.number(asked, "due_to_ms"),
+            asked.get("after"),
+            query.number(asked, "limit", limits.timers_page_default, low=1),
+        )
+        # A key limited to some topics sees their timers only (a page may come out short).
+        shown = [t for t in page.timers if key is None or may_use(key, t.topic)]
+        return json_response(wire.TimersPage(timers=[timer_out(t) for t in shown], next=page.next))
 
     def _known(self, request: Request, timer: str) -> TimerInfo:
         info = self.api.broker.timer(timer)

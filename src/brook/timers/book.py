@@ -195,6 +195,16 @@ class TimerBook:
         self._unflushed(info.due_ms).ended.append(info)
         self.unflushed_count += 1
 
+    def is_pending(self, timer: Timer) -> bool:
+        """Whether `timer` (as a bucket file or the look-ahead holds it) is pending."""
+        packed = self.pending.get(timer.id)
+        return packed is not None and packed >> _TOPIC_BITS == timer.due_ms
+
+    def unflushed_in(self, start: int) -> list[Timer]:
+        """The timers scheduled into bucket `start` since the last flush."""
+        part = self.unflushed.get(start)
+        return list(part.timers) if part is not None else []
+
     def info(self, timer_id: str) -> TimerInfo | None:
         """A timer's state, if it is pending or in the history."""
         remembered = self.history.get(timer_id)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
+
+from brook import names
 
 
 class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -29,3 +33,23 @@ class TimerInfo(msgspec.Struct, frozen=True):
     offset: int | None = None
     at_ms: int | None = None
     """When it fired or was cancelled."""
+
+
+class TimerPage(msgspec.Struct, frozen=True):
+    """What `b.list_timers(...)` gives: pending timers in order of due time (then id),
+    and `next`, the cursor to pass as `after` for the page after (None: the last)."""
+
+    timers: list[TimerInfo]
+    next: str | None = None
+
+
+def cursor_of(due_ms: int, timer_id: str) -> str:
+    return f"{due_ms}:{timer_id}"
+
+
+def parse_cursor(cursor: str) -> tuple[int, str] | None:
+    """(due_ms, timer id) from a page's `next`; None if it is not one."""
+    if not re.fullmatch(names.TIMER_CURSOR_PATTERN.strip("^$"), cursor):
+        return None
+    due, _, timer_id = cursor.partition(":")
+    return int(due), timer_id

@@ -236,6 +236,53 @@ class TimerService:
             self._check_usable()
             return self.book.info(timer_id)
 
+    def list_pending(
+        self,
+        topic: str | None,
+        due_from_ms: int | None,
+        due_to_ms: int | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> tuple[list[TimerInfo], tuple[int, str] | None]:
+        """Pending timers in order of (due time, id), past `after` and within the due
+        window [due_from_ms, due_to_ms), of `topic` if given; at most `limit`, and the
+        cursor to pass as `after` for the next page (None: no more).
+
+        Only the ids of pending timers are kept in memory (as digests): the timers
+        themselves are read from the buckets' run files, a bucket at a time, and those
+        scheduled since the last flush from the book (the look-ahead holds copies of
+        these). Flushes wait meanwhile, so no timer is between the book and a file."""
+        low = max(due_from_ms or 0, after[0] if after else 0)
+        with self._flush_mutex:
+            with self.mutex:
+                self._check_usable()
+                starts = sorted(
+                    start
+                    for start in self.book.pending_by_bucket()
+                    if start + self.book.bucket_ms > low
+                    and (due_to_ms is None or start < due_to_ms)
+                )
+            found: list[Timer] = []
+            for start in starts:
+                stored = self._read_bucket(start)
+                with self.mutex:
+                    candidates = (*stored, *self.book.unflushed_in(start))
+                    pending = {t.id: t for t in candidates if self.book.is_pending(t)}
+                found.extend(
+                    t
+                    for t in sorted(pending.values(), key=lambda t: (t.due_ms, t.id))
+                    if (topic is None or t.topic == topic)
+                    and t.due_ms >= low
+                    and (due_to_ms is None or t.due_ms < due_to_ms)
+                    and (after is None or (t.due_ms, t.id) > after)
+                )
+                if len(found) > limit:
+                    break
+        page = found[:limit]
+        more = len(found) > limit
+        infos = [TimerInfo(t.id, "pending", t.topic, t.due_ms) for t in page]
+        return infos, ((page[-1].due_ms, page[-1].id) if more else None)
+
     def poke(self) -> None:
         """Have the thread look at the clock now (for an injected clock that jumped)."""
         with self.mutex:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+import msgspec
+
 from brook import limits
 from brook.broker import Broker
 from brook.config import ApiKey
@@ -258,9 +260,12 @@ class Dashboard:
 
     async def timers(self, visit: Visit) -> Response:
         lookup = visit.query.get("id", "").strip()
-        page = await self.read(views.timers, self.broker, lookup)
+        topic, after = visit.query.get("topic", "").strip(), visit.query.get("after", "")
+        page = await self.read(views.timers, self.broker, lookup, topic, after)
         if page.found is not None and not _may_see(visit, page.found.topic):
             page.found = None
+        shown = [t for t in page.listed.timers if _may_see(visit, t.topic)]
+        page.listed = msgspec.structs.replace(page.listed, timers=shown)
         return self._page(
             "timers.html", visit, page=page, done=visit.query.get("done"), now_ms=render.now_ms()
         )

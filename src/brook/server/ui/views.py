@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from brook import __version__
 from brook.broker import Broker
-from brook.errors import BadRequest, NotFound, TopicNotFound
+from brook.errors import BadRequest, BrookError, NotFound, TopicNotFound
 from brook.models import (
     Consumer,
     DeliveryStats,
@@ -27,6 +27,7 @@ from brook.models import (
     Record,
     ScheduleInfo,
     TimerInfo,
+    TimerPage,
 )
 from brook.partitioner import partition_for_key
 
@@ -323,6 +324,8 @@ class DeadShown:
     attempts: int
     error: str
     redriven: int
+    record: Shown | None
+    """Its key and value, as the topic holds them (None once retention removed it)."""
 
 
 @dataclass
@@ -356,7 +359,14 @@ def queue(
         found.dead_records(error, _position(after), DEAD_PAGE + 1) if error is not None else []
     )
     shown = [
-        DeadShown(d.partition, d.offset, d.attempts, d.error, d.redriven)
+        DeadShown(
+            d.partition,
+            d.offset,
+            d.attempts,
+            d.error,
+            d.redriven,
+            _record_at(broker, topic, d.partition, d.offset),
+        )
         for d in records[:DEAD_PAGE]
     ]
     last = records[DEAD_PAGE - 1] if len(records) > DEAD_PAGE else None
@@ -374,6 +384,17 @@ def queue(
         dead=shown,
         next_after=f"{last.partition}.{last.offset}" if last is not None else None,
     )
+
+
+def _record_at(broker: Broker, topic: str, partition: int, offset: int) -> Shown | None:
+    """The record at (partition, offset) as the browser shows it; None if it is gone."""
+    try:
+        found = broker.topic(topic).read(partition, offset, 1)
+    except BrookError:
+        return None
+    if not found or found[0].offset != offset:
+        return None
+    return _shown(found[0], "auto")
 
 
 def _position(text: str | None) -> tuple[int, int] | None:
@@ -469,12 +490,21 @@ class TimersPage:
     found: TimerInfo | None
     schedules: list[ScheduleInfo]
     """The periodic schedules, with their last and next slots."""
+    listed: TimerPage
+    """A page of the pending timers, earliest due first."""
+    topic: str
+    """The topic the list is limited to ("" for all)."""
 
 
-def timers(broker: Broker, lookup: str) -> TimersPage:
+TIMERS_LISTED = 50
+
+
+def timers(broker: Broker, lookup: str, topic: str = "", after: str = "") -> TimersPage:
     stats = broker.timer_stats()
     found = broker.timer(lookup) if lookup else None
     return TimersPage(
+        listed=broker.list_timers(topic or None, after=after or None, limit=TIMERS_LISTED),
+        topic=topic,
         schedules=broker.list_schedules(),
         pending=stats.pending,
         by_day=stats.pending_by_day,
