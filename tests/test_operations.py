@@ -37,6 +37,7 @@ VALUES = {
     "timer": st.from_regex(names.ID_PATTERN, fullmatch=True),
     "writer": st.from_regex(names.ID_PATTERN, fullmatch=True),
     "part": st.from_regex(names.ID_PATTERN, fullmatch=True),
+    "message": st.from_regex(names.MESSAGE_ID_PATTERN, fullmatch=True),
     "seq": st.integers(0, PATH_PARAMETERS["seq"]["maximum"]),
     "chunk": st.integers(0, PATH_PARAMETERS["chunk"]["maximum"]),
 }
@@ -110,6 +111,7 @@ CALLS = [
     ("delete_endpoint", protocol.delete_endpoint("e")),
     ("endpoint_stats", protocol.endpoint_stats("e")),
     ("endpoint_attempts", protocol.endpoint_attempts("e", "t", 0, 0)),
+    ("message_attempts", protocol.message_attempts("t:0:1")),
     ("redrive_endpoint", protocol.endpoint_redrive("e", None, None, None)),
     ("enable_endpoint", protocol.endpoint_action("e", "enable")),
     ("disable_endpoint", protocol.endpoint_action("e", "disable")),

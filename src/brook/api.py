@@ -21,6 +21,7 @@ from brook.models import (
     EndpointInfo,
     Job,
     JobInfo,
+    MessageAttempts,
     Published,
     Record,
     ScheduleInfo,
@@ -229,6 +230,8 @@ class BrokerApi(Protocol):
     def cancel_timer(self, timer_id: str) -> bool: ...
 
     def timer(self, timer_id: str) -> TimerInfo | None: ...
+
+    def message_attempts(self, webhook_id: str) -> list[MessageAttempts]: ...
 
     def list_timers(
         self,

@@ -28,7 +28,7 @@ from brook.delivery.addresses import Resolver
 from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer, system_resolver
 from brook.delivery.store import EndpointStore
-from brook.errors import BadRequest
+from brook.errors import BadRequest, EndpointNotFound, PartitionNotFound, TopicNotFound
 from brook.groups.consumer import Consumer, GroupStore
 from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
@@ -36,6 +36,7 @@ from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import (
     EndpointInfo,
+    MessageAttempts,
     PartitionInfo,
     ScheduleInfo,
     StorageStats,
@@ -385,6 +386,22 @@ class Broker:
         return TimerPage(timers, None if more is None else cursor_of(*more))
 
     # ------------------------------------------------------------ delivery
+
+    def message_attempts(self, webhook_id: str) -> list[MessageAttempts]:
+        """Every attempt to deliver the message whose requests carried `webhook_id` (the
+        `webhook-id` header: topic:partition:offset), endpoint by endpoint, those that
+        tried it only. Raises BadRequest for an id Brook does not send."""
+        self.core.check_open()
+        topic, partition, offset = validate.webhook_id(webhook_id)
+        found = []
+        for info in self.endpoints():
+            try:
+                attempts = self.endpoint(info.name).attempts(topic, partition, offset)
+            except (TopicNotFound, EndpointNotFound, PartitionNotFound):
+                continue  # it does not deliver that topic (or partition), or just went
+            if attempts:
+                found.append(MessageAttempts(endpoint=info.name, attempts=attempts))
+        return found
 
     def create_endpoint(
         self,

@@ -29,6 +29,8 @@ not starting with the reserved "__" (validate.topic_name holds names to it)."""
 NAME = re.compile(f"[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}")
 """Use with fullmatch (a `$` in Python also matches before a final newline)."""
 ID = re.compile(f"[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}")
+MESSAGE_ID_PATTERN = f"^(?!__)(?!\\.{{1,2}}:)[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}:[0-9]{{1,18}}:[0-9]{{1,18}}$"
+"""A delivered record's webhook-id: its topic, partition and offset (topic:partition:offset)."""
 TIMER_CURSOR_PATTERN = f"^[0-9]{{1,18}}:[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}$"
 """A page of pending timers ends at this cursor: the last one's due time and id."""
 

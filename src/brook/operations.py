@@ -27,6 +27,7 @@ PATH_PARAMETERS = {
     "writer": ID,
     "part": ID,
     "endpoint": NAME,
+    "message": {"type": "string", "pattern": names.MESSAGE_ID_PATTERN},
     "schedule": {
         "type": "string",
         "pattern": f"^[{names.NAME_CHARS}]{{1,{limits.schedule_name_chars_max}}}$",
@@ -623,6 +624,15 @@ TABLE: tuple[Operation, ...] = (
             ("partition", COUNT, "The record's partition", True),
             ("offset", COUNT, "The record's offset", True),
         ),
+    ),
+    Operation(
+        "message_attempts",
+        "GET",
+        "/v1/messages/{message}/attempts",
+        "admin",
+        True,
+        "Every endpoint's attempts to deliver one message, by its webhook-id",
+        wire.MessageAttemptsOut,
     ),
     Operation(
         "redrive_endpoint",

@@ -140,6 +140,13 @@ class Attempt(msgspec.Struct, frozen=True, kw_only=True):
     """The first 2 KiB of the answer's body."""
 
 
+class MessageAttempts(msgspec.Struct, frozen=True, kw_only=True):
+    """The attempts one endpoint made to deliver a message (`b.message_attempts(id)`)."""
+
+    endpoint: str
+    attempts: list[Attempt]
+
+
 class TestResult(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of `endpoint.test()`: a signed request sent now, outside any queue."""
 

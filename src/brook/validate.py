@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
@@ -300,6 +301,17 @@ def positions(records: Any) -> list[tuple[int, int]] | None:
         if len(out) > limits.redrive_records_max:
             raise BadRequest(f"at most {limits.redrive_records_max} records per call")
     return out
+
+
+def webhook_id(value: Any) -> tuple[str, int, int]:
+    """A delivered record's webhook-id (topic:partition:offset) as its three parts."""
+    if not isinstance(value, str) or not re.fullmatch(names.MESSAGE_ID_PATTERN, value):
+        raise BadRequest(
+            f"{str(value)[:80]!r} is not a webhook-id of a record: Brook sends "
+            "topic:partition:offset (a test request's id names no record)"
+        )
+    topic, partition, offset = value.rsplit(":", 2)
+    return topic, int(partition), int(offset)
 
 
 def timer_id(value: Any) -> str:

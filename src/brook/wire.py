@@ -796,6 +796,16 @@ class Attempts(Out):
     attempts: list[AttemptOut]
 
 
+class EndpointAttemptsOut(Out):
+    endpoint: str
+    attempts: list[AttemptOut]
+
+
+class MessageAttemptsOut(Out):
+    endpoints: list[EndpointAttemptsOut]
+    """Each endpoint that tried to deliver the message, with its attempts, oldest first."""
+
+
 class EndpointRedriveIn(In):
     """Dead records back to work: of one topic or all, up to limit, or those named."""
 

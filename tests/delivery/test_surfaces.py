@@ -146,3 +146,46 @@ def test_the_command_line_manages_endpoints(served: Served) -> None:
         assert code == 0
         code, out = run("endpoints", "show", "hook")
         assert code == 1 and "endpoint_not_found" in out
+
+
+@pytest.mark.parametrize("where", ["embedded", "remote"])
+def test_a_message_s_attempts_are_found_by_its_webhook_id_across_endpoints(
+    served: Served, tmp_path: Path, where: str
+) -> None:
+    """What a receiver logs is the webhook-id; from it, every endpoint's attempts."""
+    failing = Receiver(lambda got: Answer(503))
+    with Receiver() as healthy, failing:
+        context = (
+            brook.connect(f"http://127.0.0.1:{served.port}")
+            if where == "remote"
+            else brook.open(str(tmp_path / "embedded"), delivery_allow_private_networks=True)
+        )
+        with context as b:
+            b.create_endpoint("good", healthy.url, ["orders"])
+            b.create_endpoint("flaky", failing.url, ["orders"], backoff={"min_ms": 50})
+            b.create_endpoint("other", healthy.url, ["invoices"])
+            b.topic("orders").append_many([brook.Record(b"first"), brook.Record(b"second")])
+            wait_for(lambda: len(healthy.requests()) == 2)
+            message = next(g for g in healthy.requests() if g.body == b"second")
+
+            def found_now() -> dict[str, list[brook.models.Attempt]]:
+                attempts = b.message_attempts(message.headers["webhook-id"])
+                return {m.endpoint: m.attempts for m in attempts}
+
+            wait_for(lambda: len(found_now().get("flaky", [])) >= 2)
+            found = found_now()
+            assert set(found) == {"good", "flaky"}, "only the endpoints that tried it"
+            assert [(a.status, a.state) for a in found["good"]] == [(200, "acked")]
+            assert len(found["flaky"]) >= 2 and {a.status for a in found["flaky"]} == {503}
+            assert b.message_attempts("orders:0:99") == []
+            for bad in ("test:0123", "orders:0", "orders:x:1", "__status:0:1"):
+                with pytest.raises(BadRequest, match="webhook-id"):
+                    b.message_attempts(bad)
+    if where == "remote":
+        url = f"http://127.0.0.1:{served.port}"
+        result = CliRunner().invoke(main, ["endpoints", "message", "orders:0:1", "--url", url])
+        lines = result.stdout.splitlines()
+        assert result.exit_code == 0 and lines[0].startswith("endpoint\tattempt\t"), result.output
+        assert {line.split("\t")[0] for line in lines[1:]} == {"good", "flaky"}
+        result = CliRunner().invoke(main, ["endpoints", "message", "test:1", "--url", url])
+        assert result.exit_code == 1 and "is not a webhook-id" in result.output

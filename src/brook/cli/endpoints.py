@@ -177,12 +177,32 @@ def endpoints_attempts(
             return
         click.echo("attempt\tat\tstatus or error\tlatency\tstate\tanswer begins")
         for a in found:
-            when = datetime.datetime.fromtimestamp(a.at_ms / 1000, datetime.UTC).isoformat()
-            what = str(a.status) if a.status is not None else a.error
-            excerpt = a.excerpt[:80].decode(errors="replace")
-            click.echo(
-                f"attempt {a.attempt}\t{when}\t{what}\t{a.latency_ms:.1f} ms\t{a.state}\t{excerpt}"
-            )
+            click.echo(_attempt_line(a))
+
+
+def _attempt_line(a: Any) -> str:
+    when = datetime.datetime.fromtimestamp(a.at_ms / 1000, datetime.UTC).isoformat()
+    what = str(a.status) if a.status is not None else a.error
+    excerpt = a.excerpt[:80].decode(errors="replace")
+    return f"attempt {a.attempt}\t{when}\t{what}\t{a.latency_ms:.1f} ms\t{a.state}\t{excerpt}"
+
+
+@endpoints.command("message")
+@click.argument("webhook_id", metavar="WEBHOOK_ID")
+@broker_options
+@friendly
+def endpoints_message(webhook_id: str, data: str, url: str | None, api_key: str | None) -> None:
+    """Every endpoint's attempts to deliver one message, found by the webhook-id its
+    requests carried (topic:partition:offset)."""
+    with connect(data, url, api_key, read_only=True) as b:
+        found = b.message_attempts(webhook_id)
+    if not found:
+        click.echo(f"no endpoint has tried to deliver {webhook_id}", err=True)
+        return
+    click.echo("endpoint\tattempt\tat\tstatus or error\tlatency\tstate\tanswer begins")
+    for each in found:
+        for a in each.attempts:
+            click.echo(f"{each.endpoint}\t{_attempt_line(a)}")
 
 
 @endpoints.command("redrive")

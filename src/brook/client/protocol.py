@@ -18,6 +18,7 @@ from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
     JobInfo,
+    MessageAttempts,
     Outcome,
     ScheduleInfo,
     State,
@@ -601,21 +602,32 @@ def endpoint_attempts(name: str, topic: str, partition: int, offset: int) -> Cal
     }
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[Attempt]:
-        return [
-            Attempt(
-                attempt=a.attempt,
-                at_ms=a.at_ms,
-                state=a.state,
-                status=a.status,
-                latency_ms=a.latency_ms,
-                error=a.error,
-                reason=a.reason,
-                excerpt=a.excerpt_b64,
-            )
-            for a in _answer(body, wire.Attempts).attempts
-        ]
+        return [_attempt(a) for a in _answer(body, wire.Attempts).attempts]
 
     return _call("endpoint_attempts", {"endpoint": name}, params, None, {}, parse)
+
+
+def _attempt(a: wire.AttemptOut) -> Attempt:
+    return Attempt(
+        attempt=a.attempt,
+        at_ms=a.at_ms,
+        state=a.state,
+        status=a.status,
+        latency_ms=a.latency_ms,
+        error=a.error,
+        reason=a.reason,
+        excerpt=a.excerpt_b64,
+    )
+
+
+def message_attempts(webhook_id: str) -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[MessageAttempts]:
+        return [
+            MessageAttempts(endpoint=e.endpoint, attempts=[_attempt(a) for a in e.attempts])
+            for e in _answer(body, wire.MessageAttemptsOut).endpoints
+        ]
+
+    return _call("message_attempts", {"message": webhook_id}, {}, None, {}, parse)
 
 
 def endpoint_redrive(

@@ -20,7 +20,16 @@ from brook.client import protocol, transport
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
-from brook.models import Backoff, JobInfo, ScheduleInfo, TimerInfo, TimerPage, TimerSpec, Transition
+from brook.models import (
+    Backoff,
+    JobInfo,
+    MessageAttempts,
+    ScheduleInfo,
+    TimerInfo,
+    TimerPage,
+    TimerSpec,
+    Transition,
+)
 from brook.records import (
     Ack,
     Attempt,
@@ -230,6 +239,12 @@ class RemoteBroker:
     def endpoints(self) -> list[EndpointInfo]:
         """Every endpoint, by name (no secrets)."""
         found: list[EndpointInfo] = self._do(protocol.endpoints())
+        return found
+
+    def message_attempts(self, webhook_id: str) -> list[MessageAttempts]:
+        """Every attempt to deliver the message with this webhook-id, endpoint by endpoint."""
+        validate.webhook_id(webhook_id)
+        found: list[MessageAttempts] = self._do(protocol.message_attempts(webhook_id))
         return found
 
     def endpoint(self, name: str) -> RemoteEndpoint:

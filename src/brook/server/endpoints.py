@@ -49,6 +49,7 @@ class EndpointEndpoints:
             ("delete_endpoint", self.delete),
             ("endpoint_stats", self.stats),
             ("endpoint_attempts", self.attempts),
+            ("message_attempts", self.message_attempts),
             ("redrive_endpoint", self.redrive),
             ("enable_endpoint", self.enable),
             ("disable_endpoint", self.disable),
@@ -93,6 +94,19 @@ class EndpointEndpoints:
         handle = self._handle(endpoint)
         found = await self._run(handle.attempts, topic, partition, offset)
         return json_response(wire.Attempts(attempts=[attempt_out(a) for a in found]))
+
+    async def message_attempts(self, request: Request, message: str) -> Response:
+        found = await self._run(self.api.broker.message_attempts, message)
+        return json_response(
+            wire.MessageAttemptsOut(
+                endpoints=[
+                    wire.EndpointAttemptsOut(
+                        endpoint=m.endpoint, attempts=[attempt_out(a) for a in m.attempts]
+                    )
+                    for m in found
+                ]
+            )
+        )
 
     async def redrive(self, request: Request, endpoint: str) -> Response:
         asked = decode_request(request.body, wire.EndpointRedriveIn, empty_ok=True)
