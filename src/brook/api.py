@@ -256,6 +256,7 @@ class BrokerApi(Protocol):
         max_attempts: int | None = None,
         backoff: Backoff | dict[str, Any] | None = None,
         expire_after_ms: int | None = None,
+        disable_after_ms: int | None = None,
         ordering: str | None = None,
         enabled: bool | None = None,
         start: str | None = None,

@@ -232,6 +232,12 @@ open_files_raise_max = 1 << 20
 """The soft limit is raised at most this far when the hard one is unlimited."""
 
 # ---------------------------------------------------------------- delivery connections (delivery/pool.py)
+endpoint_expire_after_ms_default = 3 * 24 * 60 * 60 * 1000
+"""A new endpoint's records that are not delivered within this long are dead (in its dead
+letters, for a redrive); 0 sets no limit."""
+endpoint_disable_after_ms_default = 5 * 24 * 60 * 60 * 1000
+"""An endpoint none of whose attempts succeeded for this long is disabled (its records
+wait); 0 never disables it. Counted from the first failure after a success, since start."""
 endpoint_timeout_ms_min = 100
 endpoint_timeout_ms_max = 5 * 60 * 1000
 """An endpoint's `timeout_ms` bounds: the longest one attempt may wait for an answer."""

@@ -87,6 +87,7 @@ class EndpointInfo(msgspec.Struct, frozen=True, kw_only=True):
     max_attempts: int
     backoff: dict[str, float]
     expire_after_ms: int | None
+    disable_after_ms: int | None
     ordering: str
     enabled: bool
     start: str

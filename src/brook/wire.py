@@ -334,7 +334,8 @@ class QueueSettingsIn(In):
     ordering: Literal["none", "key"] | None = None
     dead_letter_topic: Name | None = None
     backoff: BackoffIn | None = None
-    expire_after_ms: Positive | None = None
+    expire_after_ms: Count | None = None
+    """0: records never expire."""
     concurrency_per_key: Annotated[int, Meta(ge=0, le=limits.queue_window_records_max)] | None = (
         None
     )
@@ -763,7 +764,10 @@ class EndpointIn(In):
     rate_limit_per_s: Annotated[int, Meta(ge=1, le=limits.endpoint_rate_per_s_max)] | None = None
     max_attempts: Annotated[int, Meta(ge=1, le=limits.queue_attempts_max)] | None = None
     backoff: BackoffIn | None = None
-    expire_after_ms: Positive | None = None
+    expire_after_ms: Count | None = None
+    """0: records never expire."""
+    disable_after_ms: Count | None = None
+    """0: never disabled for failing."""
     ordering: Literal["none", "key"] | None = None
     enabled: bool | None = None
     start: Literal["latest", "earliest"] | None = None

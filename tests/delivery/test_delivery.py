@@ -13,6 +13,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 import brook
+from brook import limits
 from brook.delivery.endpoint import GROUP_PREFIX
 from brook.errors import BadRequest, NotFound
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
@@ -265,3 +266,51 @@ def test_an_endpoint_deleted_half_way_stays_deleted(tmp_path: Path) -> None:
     with brook.open(data, delivery_allow_private_networks=True) as b:
         assert b.endpoints() == []
         assert [g.group for g in b.queues.groups()] == []
+
+
+def test_an_endpoint_failing_past_disable_after_ms_is_disabled_and_its_records_wait(
+    broker: brook.Broker,
+) -> None:
+    answers = {"status": 503}
+    with Receiver(lambda got: Answer(answers["status"])) as receiver:
+        info, _ = put(
+            broker,
+            "hook",
+            url=receiver.url,
+            topics=["t"],
+            disable_after_ms=60_000,
+            backoff={"min_ms": 20, "max_ms": 20},
+        )
+        assert info.settings.disable_after_ms == 60_000
+        broker.topic("t").append(b"waits")
+        wait_for(lambda: len(receiver.requests()) >= 2)
+        assert broker.endpoint("hook").info().enabled, "failing for less than a minute"
+        clock = broker.core.clock
+        clock.wall = lambda: time.time() + 61  # failing for over a minute now
+        try:
+            wait_for(lambda: not broker.endpoint("hook").info().enabled)
+            reason = broker.endpoint("hook").info().disabled_reason
+            assert "disable_after_ms" in reason and "503" in reason, reason
+            assert stats(broker, "t", "hook").get("dead", 0) == 0, "its record waits"
+            answers["status"] = 200
+            broker.endpoint("hook").enable()
+            wait_for(lambda: stats(broker, "t", "hook").get("acked") == 1)
+        finally:
+            clock.wall = time.time
+
+
+def test_new_endpoints_expire_records_and_give_up_by_default_and_0_means_never(
+    broker: brook.Broker,
+) -> None:
+    with Receiver() as receiver:
+        info = broker.create_endpoint("hook", receiver.url, ["t"])
+        assert (info.expire_after_ms, info.disable_after_ms) == (
+            limits.endpoint_expire_after_ms_default,
+            limits.endpoint_disable_after_ms_default,
+        )
+        broker.topic("t").append(b"x")
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 1)
+        assert group(broker, "t", "hook").settings.expire_after_ms == info.expire_after_ms
+        changed = broker.create_endpoint("hook", expire_after_ms=0, disable_after_ms=0)
+        assert (changed.expire_after_ms, changed.disable_after_ms) == (None, None)
+        wait_for(lambda: group(broker, "t", "hook").settings.expire_after_ms is None)

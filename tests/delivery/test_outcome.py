@@ -13,6 +13,8 @@ from brook.delivery.outcome import (
     Action,
     ErrorKind,
     Result,
+    Verdict,
+    given_up,
     judge,
     retry_after_ms,
 )
@@ -67,3 +69,18 @@ def test_redirects_are_dead_and_say_they_were_not_followed() -> None:
 def test_any_retry_after_text_is_read_or_ignored(text: str) -> None:
     hint = retry_after_ms(text, NOW)
     assert hint is None or 0 <= hint <= RETRY_AFTER_MS_MAX
+
+
+def test_an_endpoint_is_given_up_on_once_it_failed_for_disable_after_ms() -> None:
+    retry = Verdict(Action.RETRY, "503", 1000)
+    hour = 3_600_000
+    assert given_up(retry, 0, 5 * hour, 5 * hour - 1) == retry, "not yet"
+    gave_up = given_up(retry, 0, 5 * hour, 5 * hour)
+    assert gave_up.action is Action.DISABLE and "5 h (disable_after_ms)" in gave_up.reason
+    assert "503" in gave_up.reason, "the last failure is named"
+    dead = Verdict(Action.DEAD, "400: refused")
+    assert given_up(dead, 0, hour, 2 * hour).action is Action.DISABLE
+    for kept in (Verdict(Action.ACK, "200"), Verdict(Action.DISABLE, "410 Gone")):
+        assert given_up(kept, 0, hour, 9 * hour) == kept
+    assert given_up(retry, 0, None, 9 * hour) == retry, "None: never"
+    assert given_up(retry, None, hour, 9 * hour) == retry, "not failing"

@@ -25,6 +25,7 @@ def _show_endpoint(info: Any) -> None:
         f"state: {state}\ntimeout_ms: {info.timeout_ms}\nmax_in_flight: {info.max_in_flight}\n"
         f"rate_limit_per_s: {rate}\nmax_attempts: {info.max_attempts}\n"
         f"backoff: {shown(info.backoff)}\nexpire_after_ms: {shown(info.expire_after_ms)}\n"
+        f"disable_after_ms: {shown(info.disable_after_ms)}\n"
         f"ordering: {info.ordering}\nstart: {info.start}"
     )
     for name, value in info.headers.items():
@@ -64,7 +65,18 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
 )
 @click.option("--max-attempts", type=click.IntRange(1, limits.queue_attempts_max), default=None)
 @backoff_options
-@click.option("--expire-after-ms", type=click.IntRange(1), default=None)
+@click.option(
+    "--expire-after-ms",
+    type=click.IntRange(0),
+    default=None,
+    help="Records not delivered within this long are dead (0: never; new endpoints: 3 days).",
+)
+@click.option(
+    "--disable-after-ms",
+    type=click.IntRange(0),
+    default=None,
+    help="Disable the endpoint once no attempt succeeded for this long (0: never; 5 days).",
+)
 @click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
 @click.option(
     "--start",
@@ -88,6 +100,7 @@ def endpoints_create(
     backoff_max_ms: int | None,
     backoff_factor: float | None,
     expire_after_ms: int | None,
+    disable_after_ms: int | None,
     ordering: str | None,
     start: str | None,
     data: str,
@@ -112,6 +125,7 @@ def endpoints_create(
             max_attempts=max_attempts,
             backoff=backoff_given(stored, backoff_min_ms, backoff_max_ms, backoff_factor),
             expire_after_ms=expire_after_ms,
+            disable_after_ms=disable_after_ms,
             ordering=ordering,
             start=start,
         )

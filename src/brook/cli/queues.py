@@ -45,7 +45,12 @@ def queue_stats(topic: str, group: str, data: str, url: str | None, api_key: str
 @click.option("--max-attempts", type=click.IntRange(1), default=None)
 @click.option("--ordering", type=click.Choice(["none", "key"]), default=None)
 @click.option("--dead-letter-topic", default=None)
-@click.option("--expire-after-ms", type=click.IntRange(1), default=None)
+@click.option(
+    "--expire-after-ms",
+    type=click.IntRange(0),
+    default=None,
+    help="Records not finished within this long are dead (0: never).",
+)
 @backoff_options
 @click.option(
     "--concurrency-per-key",

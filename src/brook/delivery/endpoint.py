@@ -43,7 +43,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     rate_limit_per_s: int | None = None
     max_attempts: int = 10
     backoff: Backoff = Backoff()
-    expire_after_ms: int | None = None
+    expire_after_ms: int | None = limits.endpoint_expire_after_ms_default
+    """None: records never expire (an endpoint stored before this default keeps None)."""
+    disable_after_ms: int | None = limits.endpoint_disable_after_ms_default
+    """None: never disabled for failing."""
     ordering: str = "none"
     enabled: bool = True
     start: str = "latest"
@@ -65,7 +68,8 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     """The current secret first, then those being rotated out."""
     created_ms: int
     disabled_reason: str = ""
-    """Why it is disabled, when it is: by hand, or the endpoint answered 410."""
+    """Why it is disabled, when it is: by hand, the endpoint answered 410, or it failed
+    for disable_after_ms."""
 
     def matches(self, topic: str) -> bool:
         """Whether records of `topic` are delivered here: a topic its patterns take
@@ -224,8 +228,8 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
         return validate.whole(value, "max_attempts", 1, limits.queue_attempts_max)
     if field == "backoff":
         return queue_settings.backoff(value)
-    if field == "expire_after_ms":
-        return validate.whole(value, "expire_after_ms", 1)
+    if field in ("expire_after_ms", "disable_after_ms"):
+        return validate.whole(value, field, 0) or None  # 0: no limit
     if field == "ordering":
         if value not in ORDERINGS:
             raise BadRequest(f"ordering must be 'none' or 'key', not {value!r}")

@@ -43,6 +43,7 @@ def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
         max_attempts=s.max_attempts,
         backoff=msgspec.to_builtins(s.backoff),
         expire_after_ms=s.expire_after_ms,
+        disable_after_ms=s.disable_after_ms,
         ordering=s.ordering,
         enabled=s.enabled,
         start=s.start,

@@ -113,3 +113,21 @@ def retry_after_ms(value: str | None, now_ms: int) -> int | None:
     if when.tzinfo is None:
         return None
     return max(0, min(int(when.timestamp() * 1000) - now_ms, RETRY_AFTER_MS_MAX))
+
+
+def given_up(
+    verdict: Verdict, failing_since_ms: int | None, disable_after_ms: int | None, now_ms: int
+) -> Verdict:
+    """The verdict on a failed attempt, or DISABLE once no attempt has succeeded for
+    `disable_after_ms` since `failing_since_ms` (the first failure after a success): an
+    endpoint failing for days is given up on, rather than a backlog growing behind it.
+    The record waits, as with a 410."""
+    if verdict.action in (Action.ACK, Action.DISABLE) or not disable_after_ms:
+        return verdict
+    if failing_since_ms is None or now_ms - failing_since_ms < disable_after_ms:
+        return verdict
+    hours = disable_after_ms / 3_600_000
+    return Verdict(
+        Action.DISABLE,
+        f"no attempt succeeded for {hours:g} h (disable_after_ms), the last: {verdict.reason}",
+    )

@@ -54,6 +54,7 @@ from brook.delivery.outcome import (
     ErrorKind,
     Result,
     Verdict,
+    given_up,
     judge,
 )
 from brook.delivery.pool import Origins
@@ -479,7 +480,13 @@ class Deliverer:
             failed = True  # until it is known otherwise
             result = await self._send(runtime.endpoint, job, runtime)
             now = self.core.now_ms()
-            verdict = judge(result, job.attempt, runtime.endpoint.settings.backoff, now, self._rng)
+            settings = runtime.endpoint.settings
+            verdict = judge(result, job.attempt, settings.backoff, now, self._rng)
+            if verdict.action is not Action.ACK:
+                since = runtime.stats.failing_since_ms
+                verdict = given_up(
+                    verdict, now if since is None else since, settings.disable_after_ms, now
+                )
             failed = verdict.action is Action.RETRY
             runtime.stats.record(result, verdict, now, job)
             if verdict.action is not Action.DISABLE:

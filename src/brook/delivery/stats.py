@@ -28,6 +28,9 @@ class EndpointStats:
         self._recent: collections.deque[tuple[bool, float]] = collections.deque(maxlen=RECENT)
         self.last_error = ""
         self.last_error_ms = 0
+        self.failing_since_ms: int | None = None
+        """When the first attempt failed after the last one that succeeded (None while
+        they succeed); counted since start."""
         self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
         """Attempts per latency bucket (the last: above every bound)."""
         self.latency_sum_s = 0.0
@@ -52,6 +55,10 @@ class EndpointStats:
             if not ok:
                 self.last_error = verdict.reason
                 self.last_error_ms = now_ms
+                if self.failing_since_ms is None:
+                    self.failing_since_ms = now_ms
+            else:
+                self.failing_since_ms = None
             if job is not None:
                 r = job.record
                 self._last.append(

@@ -280,7 +280,7 @@ class EndpointStore:
             "visibility_timeout_ms": endpoint.lease_ms,
             "max_attempts": s.max_attempts,
             "backoff": s.backoff,
-            "expire_after_ms": s.expire_after_ms,
+            "expire_after_ms": s.expire_after_ms or 0,  # 0: none (None would keep the old one)
             "ordering": s.ordering,
             "dead_letter_topic": endpoint.dead_letter_topic(topic),
             "copy_dead": not names.is_dead_letters(topic),
@@ -306,4 +306,7 @@ class EndpointStore:
 
 def _differs(group: QueueGroup, wanted: dict[str, Any]) -> bool:
     current = group.settings
-    return any(getattr(current, field) != value for field, value in wanted.items())
+    return any(
+        getattr(current, field) != (None if field == "expire_after_ms" and not value else value)
+        for field, value in wanted.items()
+    )

@@ -56,7 +56,9 @@ def merge(topic: str, stored: Settings | None, **given: Any) -> Settings:
             given["max_attempts"], "max_attempts", 1, limits.queue_attempts_max
         )
     if given.get("expire_after_ms") is not None:
-        changes["expire_after_ms"] = validate.whole(given["expire_after_ms"], "expire_after_ms", 1)
+        # 0 removes the limit, as it does for the other limits
+        expire = validate.whole(given["expire_after_ms"], "expire_after_ms", 0)
+        changes["expire_after_ms"] = expire or None
     if given.get("ordering") is not None:
         if given["ordering"] not in ORDERINGS:
             raise BadRequest(f"ordering must be 'none' or 'key', not {given['ordering']!r}")

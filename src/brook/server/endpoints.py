@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import wire
-from brook.errors import BadRequest
+from brook import validate, wire
+from brook.errors import BadRequest, Forbidden
 from brook.models import Attempt, Endpoint, TestResult
 from brook.operations import OPERATIONS
 from brook.server import query
+from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request, text_of
 
@@ -96,6 +97,9 @@ class EndpointEndpoints:
         return json_response(wire.Attempts(attempts=[attempt_out(a) for a in found]))
 
     async def message_attempts(self, request: Request, message: str) -> Response:
+        topic, _, _ = validate.webhook_id(message)
+        if request.key is not None and not may_use(request.key, topic):
+            raise Forbidden(f"this key may not use topic {topic}")
         found = await self._run(self.api.broker.message_attempts, message)
         return json_response(
             wire.MessageAttemptsOut(
