@@ -4,8 +4,10 @@ benchmark or Spark extras), and every target that needs the extras installs them
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -26,3 +28,40 @@ def test_make_run_installs_only_the_runtime_and_the_rest_add_the_extras(tmp_path
     assert any(line.endswith("-e .") for line in run), run
     for target in ("test", "bench", "reliability", "pipeline-demo", "lint"):
         assert any("-e '.[dev,bench,spark]'" in line for line in planned(target, tmp_path)), target
+
+
+def test_make_pipeline_demo_takes_the_running_broker_s_url(tmp_path: Path) -> None:
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    planned_run = subprocess.run(
+        ["make", "-n", "pipeline-demo", "URL=http://127.0.0.1:8080"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "examples/pipeline.py --data ./brook-data --out ./pipeline-demo --url " in planned_run
+
+
+def test_the_pipeline_demo_beside_a_broker_says_how_to_point_at_it(tmp_path: Path) -> None:
+    """Without a URL, beside a broker holding the directory (as `make run` does), the demo
+    stops at once and says how to give the running broker's address."""
+    from tests.served import Served
+
+    data = tmp_path / "data"
+    server = Served(data)
+    try:
+        env = {k: v for k, v in os.environ.items() if k != "BROOK_URL"}
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "pipeline.py"), "--data", str(data)],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=env,
+            cwd=tmp_path,
+        )
+    finally:
+        server.close()
+    assert result.returncode != 0
+    assert "make pipeline-demo URL=http://127.0.0.1:PORT" in result.stderr, result.stderr[-2000:]
+    assert "BROOK_URL" in result.stderr
