@@ -559,3 +559,31 @@ def test_every_command_s_help_shows_the_variables_its_options_read() -> None:
                 assert f"env var: {option.envvar}" in flat, (path, option.name)
             if isinstance(option, click.Option) and option.name == "data":
                 assert option.envvar == "BROOK_DATA", path
+
+
+def test_worker_processes_are_started_with_every_option_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--processes P` starts P copies of one worker with the options in full, the config
+    file included (values from it or from BROOK_* are resolved once, here)."""
+    import importlib
+
+    worker = importlib.import_module("brook.cli.worker")  # the module, not the command
+    config = tmp_path / "brook.toml"
+    config.write_text("")
+    started: list[list[str]] = []
+
+    def supervise(processes: int, arguments: list[str]) -> int:
+        started.append([str(processes), *arguments])
+        return 0
+
+    monkeypatch.setattr(worker, "_supervise", supervise)
+    result = CliRunner().invoke(
+        main,
+        ["--config", str(config), "worker", "jobs:app", "--processes", "3", "--tasks", "a,b"],
+    )
+    assert result.exit_code == 0, result.output
+    assert started == [
+        ["3", "--config", str(config), "worker", "jobs:app", "--concurrency", "8",
+         "--log-level", "info", "--tasks", "a,b"]
+    ]  # fmt: skip
