@@ -394,13 +394,13 @@ class Broker:
         self.core.check_open()
         topic, partition, offset = validate.webhook_id(webhook_id)
         found = []
-        for info in self.endpoints():
+        for name in sorted(self.endpoint_store.endpoints_on(topic)):  # not every endpoint
             try:
-                attempts = self.endpoint(info.name).attempts(topic, partition, offset)
+                attempts = self.endpoint(name).attempts(topic, partition, offset)
             except (TopicNotFound, EndpointNotFound, PartitionNotFound):
-                continue  # it does not deliver that topic (or partition), or just went
+                continue  # it stopped delivering that topic (or partition), or just went
             if attempts:
-                found.append(MessageAttempts(endpoint=info.name, attempts=attempts))
+                found.append(MessageAttempts(endpoint=name, attempts=attempts))
         return found
 
     def create_endpoint(
