@@ -104,6 +104,11 @@ class Runtime(Lane[QueueGroup]):
         self.stats = EndpointStats()
         self._target: Target | None = None
 
+    def update(self, endpoint: Endpoint) -> None:
+        if endpoint.settings.enabled and not self.endpoint.settings.enabled:
+            self.stats.failing_since_ms = None  # enabled again: disable_after_ms counts afresh
+        super().update(endpoint)
+
     def target(self) -> Target:
         """What every attempt to the endpoint shares, for its settings as they stand."""
         if self._target is None or self._target.endpoint is not self.endpoint:
