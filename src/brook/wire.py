@@ -961,6 +961,7 @@ ANSWERS: tuple[type[Out], ...] = (
     Scheduled,
     ScheduledMany,
     TimerOut,
+    TimersPage,
     Cancelled,
     Staged,
     Dropped,
@@ -968,6 +969,7 @@ ANSWERS: tuple[type[Out], ...] = (
     ErrorOut,
     Endpoints,
     Attempts,
+    MessageAttemptsOut,
     TestOut,
     Rotated,
 )
