@@ -254,3 +254,19 @@ def settings_from(values: dict[str, Any]) -> ServeSettings:
     """ServeSettings from values already parsed by type (flags, variables, brook.toml);
     a value out of bounds raises msgspec.ValidationError naming the setting."""
     return msgspec.convert(values, ServeSettings)
+
+
+def shown(value: Any) -> str:
+    """A setting's value for people (the CLI and the dashboard): none, on/off, a backoff's
+    parts, whole floats as integers (1000, not 1000.0); never a repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} {shown(part)}" for name, part in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(shown(part) for part in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -108,17 +108,8 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
-def shown(value: Any) -> str:
-    """A setting's value for people: none, on/off, or a backoff's parts, never a repr."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, dict):
-        return ", ".join(f"{name} {shown(part)}" for name, part in value.items())
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))  # 1000, as every other command shows it, not 1000.0
-    return str(value)
+shown = settings.shown
+"""A setting's value for people (brook.settings.shown, shared with the dashboard)."""
 
 
 def is_loopback(host: str) -> bool:

@@ -7,6 +7,8 @@ import time
 
 import jinja2
 
+from brook import settings
+
 
 def environment() -> jinja2.Environment:
     templates = jinja2.Environment(
@@ -15,25 +17,16 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     templates.filters.update(
-        {"count": count, "size": size, "duration": duration, "time_ms": time_ms, "setting": setting}
+        {
+            "count": count,
+            "size": size,
+            "duration": duration,
+            "time_ms": time_ms,
+            "setting": settings.shown,
+        }
     )
     templates.globals["sparkline"] = sparkline
     return templates
-
-
-def setting(value: object) -> str:
-    """A setting's value for people: none, on/off, a backoff's parts; never a repr."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, dict):
-        return ", ".join(f"{name} {setting(part)}" for name, part in value.items())
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, list | tuple):
-        return ", ".join(setting(part) for part in value)
-    return str(value)
 
 
 def now_ms() -> int:
