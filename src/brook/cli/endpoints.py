@@ -10,6 +10,7 @@ import click
 from brook import limits
 from brook.cli.common import backoff_given, backoff_options, broker_options, connect, plural, shown
 from brook.cli.errors import friendly
+from brook.errors import EndpointNotFound
 
 
 @click.group()
@@ -112,7 +113,10 @@ def endpoints_create(
     with connect(data, url, api_key) as b:
         stored = None
         if any(part is not None for part in (backoff_min_ms, backoff_max_ms, backoff_factor)):
-            stored = next((e.backoff for e in b.endpoints() if e.name == name), None)
+            try:
+                stored = b.endpoint(name).info().backoff  # parts not given keep theirs
+            except EndpointNotFound:
+                stored = None  # a new endpoint: the defaults fill the rest
         info = b.create_endpoint(
             name,
             target,
