@@ -113,6 +113,7 @@ CALLS = [
     ("endpoint_attempts", protocol.endpoint_attempts("e", "t", 0, 0)),
     ("message_attempts", protocol.message_attempts("t:0:1")),
     ("redrive_endpoint", protocol.endpoint_redrive("e", None, None, None)),
+    ("replay_endpoint", protocol.endpoint_replay("e", None, 0, None, None)),
     ("enable_endpoint", protocol.endpoint_action("e", "enable")),
     ("disable_endpoint", protocol.endpoint_action("e", "disable")),
     ("test_endpoint", protocol.endpoint_test("e")),

@@ -145,6 +145,14 @@ class EndpointApi(Protocol):
         records: Iterable[tuple[int, int]] | None = None,
     ) -> int: ...
 
+    def replay(
+        self,
+        topic: str | None = None,
+        since_ms: int | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> int: ...
+
     def enable(self) -> EndpointInfo: ...
 
     def disable(self) -> EndpointInfo: ...

@@ -166,6 +166,8 @@ queue_lease_records_max = 1_000
 """Most records one lease call hands out; larger counts are capped."""
 queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
+replay_hours_max = 8_760
+"""The longest span back the dashboard's replay form takes (a year; the API takes any time)."""
 redrive_records_max = 100_000
 """Most records one redrive call may name (a selection is sent in parts of this)."""
 job_result_bytes_max = 64 * 1024

@@ -647,6 +647,27 @@ TABLE: tuple[Operation, ...] = (
         example={"topic": "orders", "limit": 100},
     ),
     Operation(
+        "replay_endpoint",
+        "POST",
+        ENDPOINT + "/replay",
+        "admin",
+        False,
+        "Send again records already delivered: those appended from since_ms on (of one "
+        "topic or all), or those of topic from offset on (of one partition or each); "
+        "records not yet delivered are left as they are",
+        wire.Replayed,
+        wire.EndpointReplayIn,
+        example={"topic": "orders", "since_ms": 1_800_000_000_000},
+        relations=(
+            (
+                "give since_ms or offset, not both",
+                r"give one of them",
+            ),
+            ("offset needs topic", r"needs the topic"),
+            ("partition goes with offset", r"partition goes with offset"),
+        ),
+    ),
+    Operation(
         "enable_endpoint",
         "POST",
         ENDPOINT + "/enable",

@@ -303,6 +303,27 @@ def positions(records: Any) -> list[tuple[int, int]] | None:
     return out
 
 
+def replay_from(
+    topic: str | None, since_ms: Any, partition: Any, offset: Any
+) -> tuple[int | None, int | None, int | None]:
+    """Where a replay starts: a time, or an offset of a topic (of one partition, or
+    of each). Returns (since_ms, partition, offset), checked."""
+    if (since_ms is None) == (offset is None):
+        raise BadRequest(
+            "a replay starts at since_ms (records appended from that time) or at an "
+            "offset of one topic: give one of them"
+        )
+    if offset is not None and topic is None:
+        raise BadRequest("a replay from an offset needs the topic: offsets are a topic's own")
+    if partition is not None and offset is None:
+        raise BadRequest("partition goes with offset (since_ms takes every partition)")
+    return (
+        optional_whole(since_ms, "since_ms"),
+        optional_whole(partition, "partition"),
+        optional_whole(offset, "offset"),
+    )
+
+
 def webhook_id(value: Any) -> tuple[str, int, int]:
     """A delivered record's webhook-id (topic:partition:offset) as its three parts."""
     if not isinstance(value, str) or not re.fullmatch(names.MESSAGE_ID_PATTERN, value):

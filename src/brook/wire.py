@@ -823,6 +823,20 @@ class EndpointRedriveIn(In):
         return [(p.partition, p.offset) for p in self.records]
 
 
+class EndpointReplayIn(In):
+    """Records already delivered sent again: from a time, or from an offset of one topic."""
+
+    topic: Name | None = None
+    since_ms: Count | None = None
+    partition: Count | None = None
+    offset: Count | None = None
+
+
+class Replayed(Out):
+    replayed: Count
+    """How many records go again."""
+
+
 class TestOut(Out):
     __test__ = False
 
@@ -939,6 +953,7 @@ REQUESTS: tuple[type[In], ...] = (
     PublishIn,
     EndpointIn,
     EndpointRedriveIn,
+    EndpointReplayIn,
     RotateIn,
 )
 ANSWERS: tuple[type[Out], ...] = (
@@ -958,6 +973,7 @@ ANSWERS: tuple[type[Out], ...] = (
     ScheduleOut,
     Schedules,
     Redriven,
+    Replayed,
     Scheduled,
     ScheduledMany,
     TimerOut,

@@ -231,7 +231,7 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         assert seen.outside(base) == []
 
 
-def test_an_endpoint_seen_tested_disabled_enabled_and_redriven(
+def test_an_endpoint_seen_tested_disabled_enabled_redriven_and_replayed(
     browser: Browser, tmp_path: Path
 ) -> None:
     config = tmp_path / "brook.toml"
@@ -280,6 +280,12 @@ def test_an_endpoint_seen_tested_disabled_enabled_and_redriven(
                 b"poison",
                 b"poison",
             ]
+            seen.page.fill('[data-field="hours"]', "2")
+            seen.page.click('[data-action="replay"]')
+            expect(seen.page.locator(".notice")).to_contain_text(
+                "4 records of the last 2 hours to be sent again"
+            )
+            wait_for(lambda: handle.stats().acked == 8)
             assert seen.errors == []
             assert seen.outside(base) == []
     finally:

@@ -241,3 +241,23 @@ def test_who_may_see_and_do_what(tmp_path: Path) -> None:
             assert status == 403, path  # no cookie: no CSRF token can match
     finally:
         served.close()
+
+
+def test_the_replay_form_takes_whole_hours_only(tmp_path: Path) -> None:
+    served = serve_with_keys(tmp_path, KEY, "a-reader-key-limited-to-orders", ["orders*"])
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}", api_key=KEY) as b:
+            b.create_endpoint("hook", "https://hooks.example.com/x", ["orders"])
+        cookie, token = login(served, KEY)
+        path = "/ui/endpoints/hook/replay"
+        for hours in ("0", "-1", "1.5", "abc", "", "8761"):
+            status, _, body = post(served, path, {"csrf": token, "hours": hours}, cookie)
+            assert status == 400 and "replay the last 1 to 8760 hours" in body, (hours, status)
+        status, headers, _ = post(served, path, {"csrf": token, "hours": "3"}, cookie)
+        assert status == 303 and "to+be+sent+again" in headers["location"]
+        status, _, _ = post(
+            served, "/ui/endpoints/nope/replay", {"csrf": token, "hours": "3"}, cookie
+        )
+        assert status == 404
+    finally:
+        served.close()

@@ -3,8 +3,11 @@ and how values are shown to people."""
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import os
+import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -101,6 +104,29 @@ def backoff_given(
         for name, value in (stored or {}).items()
     }
     return {**kept, **given}
+
+
+def time_ms(text: str, option: str, ago_ok: bool = False) -> int:
+    """A time given on the command line, as ms since the epoch: ms since the epoch, an
+    ISO 8601 time (UTC unless it says otherwise), or with `ago_ok` a span back from
+    now (`90s`, `15m`, `2h`, `3d`)."""
+    if text.isdigit():
+        return int(text)
+    span = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if ago_ok and span:
+        unit = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}[span[2]]
+        return int(time.time() * 1000) - int(span[1]) * unit
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        spans = ", or a span back from now (90s, 15m, 2h, 3d)" if ago_ok else ""
+        raise click.BadParameter(
+            f"{text!r} is not a time: give ms since the epoch or an ISO 8601 time{spans}",
+            param_hint=option,
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
 
 
 def plural(count: int, noun: str) -> str:

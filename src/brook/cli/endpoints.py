@@ -8,7 +8,15 @@ from typing import Any
 import click
 
 from brook import limits
-from brook.cli.common import backoff_given, backoff_options, broker_options, connect, plural, shown
+from brook.cli.common import (
+    backoff_given,
+    backoff_options,
+    broker_options,
+    connect,
+    plural,
+    shown,
+    time_ms,
+)
 from brook.cli.errors import friendly
 from brook.errors import EndpointNotFound
 
@@ -236,6 +244,42 @@ def endpoints_redrive(
     with connect(data, url, api_key) as b:
         count = b.endpoint(name).redrive(topic=topic, limit=limit)
         click.echo(f"redriven: {plural(count, 'record')}")
+
+
+@endpoints.command("replay")
+@click.argument("name")
+@click.option(
+    "--since",
+    default=None,
+    help="Records appended from this time: ms since the epoch, ISO 8601, or back from now (2h, 3d).",
+)
+@click.option("--topic", default=None, help="Only this topic's records (needed with --offset).")
+@click.option("--offset", type=click.IntRange(0), default=None, help="From this offset of --topic.")
+@click.option(
+    "--partition", type=click.IntRange(0), default=None, help="With --offset: only this partition."
+)
+@broker_options
+@friendly
+def endpoints_replay(
+    name: str,
+    since: str | None,
+    topic: str | None,
+    offset: int | None,
+    partition: int | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Send again records the endpoint was already sent, from a time or an offset on.
+
+    Records not yet delivered are left as they are; dead ones go back with `redrive`.
+    Receivers get the same webhook-id as before."""
+    since_ms = None if since is None else time_ms(since, "--since", ago_ok=True)
+    with connect(data, url, api_key) as b:
+        count = b.endpoint(name).replay(
+            topic=topic, since_ms=since_ms, partition=partition, offset=offset
+        )
+        click.echo(f"sent again: {plural(count, 'record')}")
 
 
 def _endpoint_action(action: str, summary: str) -> None:

@@ -7,28 +7,13 @@ import datetime
 import click
 
 from brook import limits
-from brook.cli.common import broker_options, connect
+from brook.cli.common import broker_options, connect, time_ms
 from brook.cli.errors import friendly
 
 
 @click.group()
 def timers() -> None:
     """Schedule, list, cancel and show timers."""
-
-
-def _at_ms(text: str, option: str = "--at") -> int:
-    """A time as ms since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is neither ms since the epoch nor an ISO 8601 time", param_hint=option
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp() * 1000)
 
 
 @timers.command("schedule")
@@ -58,7 +43,7 @@ def timers_schedule(
         raise click.UsageError(
             "give --at TIME (ms since the epoch or ISO 8601) or --delay-ms MS, exactly one"
         )
-    due = None if at is None else _at_ms(at)
+    due = None if at is None else time_ms(at, "--at")
     with connect(data, url, api_key) as b:
         click.echo(
             b.schedule(
@@ -115,8 +100,8 @@ def timers_list(
     api_key: str | None,
 ) -> None:
     """Pending timers, earliest due first: one page, and the command for the next."""
-    low = None if due_from is None else _at_ms(due_from, "--due-from")
-    high = None if due_to is None else _at_ms(due_to, "--due-to")
+    low = None if due_from is None else time_ms(due_from, "--due-from")
+    high = None if due_to is None else time_ms(due_to, "--due-to")
     with connect(data, url, api_key, read_only=True) as b:
         page = b.list_timers(topic, low, high, after, limit)
     if not page.timers:

@@ -552,6 +552,18 @@ class AsyncEndpoint:
         )
         return count
 
+    async def replay(
+        self,
+        topic: str | None = None,
+        since_ms: int | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> int:
+        count: int = await self._broker._do(
+            protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
+        )
+        return count
+
     async def enable(self) -> EndpointInfo:
         info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "enable"))
         return info

@@ -650,6 +650,25 @@ def endpoint_redrive(
     return _call("redrive_endpoint", {"endpoint": name}, {}, body, headers, parse)
 
 
+def endpoint_replay(
+    name: str, topic: str | None, since_ms: int | None, partition: int | None, offset: int | None
+) -> Call:
+    since_ms, partition, offset = validate.replay_from(topic, since_ms, partition, offset)
+    body, headers = _json_body(
+        wire.EndpointReplayIn(
+            topic=None if topic is None else validate.topic_name(topic),
+            since_ms=since_ms,
+            partition=partition,
+            offset=offset,
+        )
+    )
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
+        return _answer(body, wire.Replayed).replayed
+
+    return _call("replay_endpoint", {"endpoint": name}, {}, body, headers, parse)
+
+
 def endpoint_action(name: str, action: str) -> Call:
     """enable or disable: the endpoint's settings after."""
     return _call(f"{action}_endpoint", {"endpoint": name}, {}, b"", {}, _endpoint)

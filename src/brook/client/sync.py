@@ -538,6 +538,18 @@ class RemoteEndpoint:
         count: int = self._broker._do(protocol.endpoint_redrive(self.name, topic, limit, records))
         return count
 
+    def replay(
+        self,
+        topic: str | None = None,
+        since_ms: int | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> int:
+        count: int = self._broker._do(
+            protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
+        )
+        return count
+
     def enable(self) -> EndpointInfo:
         info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "enable"))
         return info

@@ -185,6 +185,30 @@ class Endpoint:
             self._deliverer.wake(self.name)
         return done
 
+    def replay(
+        self,
+        topic: str | None = None,
+        since_ms: int | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> int:
+        """Send again records already delivered: those appended at or after `since_ms`
+        (of one topic, or of all the endpoint's), or those of `topic` from `offset` on
+        (of one partition, or of each). Records not yet delivered are left as they
+        are (they go anyway; dead ones go back with `redrive`). Same webhook-id as
+        before, attempts counted afresh. Returns how many records go again."""
+        endpoint = self._store.get(self.name)
+        since_ms, partition, offset = validate.replay_from(topic, since_ms, partition, offset)
+        groups = (
+            [self._group(validate.topic_name(topic))]
+            if topic is not None
+            else self._store.groups(endpoint)
+        )
+        done = sum(group.replay(partition, offset, since_ms) for group in groups)
+        if done:
+            self._deliverer.wake(self.name)
+        return done
+
     def enable(self) -> EndpointInfo:
         """Deliver again (after a 410, or a disable)."""
         return info(self._store.set_enabled(self.name, True))

@@ -70,18 +70,21 @@ class GroupCore:
         partition: int,
         records: Sequence[tuple[int, Hashable, int]],
         schedules: dict[int, Schedule] | None = None,
+        replayed_at_ms: int | None = None,
     ) -> None:
         """Records (offset, key, timestamp) of one partition, new to the group, in
         offset order: ready. `schedules` gives, by offset, the priority and not-before
-        time of the few records that have either."""
+        time of the few records that have either. With `replayed_at_ms`, the records
+        were acked and a replay at that time brings them back (a new life each)."""
         jobs, keys, add_many = self.jobs, self.keys, self._ready.add_many
-        job = lc.new_job(-1)
+        replay = replayed_at_ms is not None
+        job = lc.new_job(-1) if replayed_at_ms is None else lc.replayed(replayed_at_ms)
         run: list[Position] = []
         run_key: Hashable = None
         for offset, key, timestamp in records:
             position = (partition, offset)
             assert position not in jobs
-            if job.since_ms != timestamp:  # the records of one batch share a timestamp
+            if job.since_ms != timestamp and not replay:  # a batch's records share a timestamp
                 job = lc.new_job(timestamp)
             jobs[position] = job  # frozen, so records may share one
             if key is not None:

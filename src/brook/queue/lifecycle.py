@@ -89,7 +89,8 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     since_ms: int = 0
     error: str = ""
     lives: int = 0
-    """How often the record was redriven."""
+    """How often the record was brought back to work: redriven when dead, or sent
+    again by a replay once acked (a replayed record starts its count at 1)."""
 
     @property
     def untouched(self) -> bool:
@@ -136,6 +137,12 @@ def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:
 
 def new_job(now_ms: int) -> JobState:
     return JobState(State.READY, 0, None, 0, now_ms, now_ms)
+
+
+def replayed(now_ms: int) -> JobState:
+    """An acked record put back to work by a replay at `now_ms`: a new life, as a
+    redrive gives one (attempts from 0, its age for expire_after_ms from now)."""
+    return JobState(State.READY, 0, None, 0, now_ms, now_ms, lives=1)
 
 
 def is_available(job: JobState, now_ms: int) -> bool:

@@ -36,11 +36,12 @@ from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import LeaseExpired, PartitionNotFound
 from brook.log.partition import PartitionLog
+from brook.queue import replay, status
 from brook.queue import settings as queue_settings
-from brook.queue import status
 from brook.queue.group import Change, GroupCore, Position, choosing
-from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
+from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition, replayed
 from brook.queue.reader import BatchCache, RecordReader
+from brook.queue.replay import Replay
 from brook.queue.results import Kept, Results
 from brook.ranges import Ranges
 from brook.records import Job, JobInfo, JobStateName, Record
@@ -77,6 +78,8 @@ class QueueGroup:
         self.machine = GroupCore(settings, self._rng)
         self.offered: dict[int, int] = {}
         """Per partition, the next offset of the topic not yet given to the machine."""
+        self.replaying: dict[int, list[Replay]] = {}
+        """Per partition, the replays under way, apart, in offset order (queue/replay.py)."""
         self._unlettered: dict[Position, int] = {}
         """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
         self.results = Results()
@@ -121,18 +124,35 @@ class QueueGroup:
             start = {(p, o): job for p, o, job in snapshot.jobs}
             acked = snapshot.acked_count
         reach = dict(offered)
+        replaying: dict[int, list[Replay]] = {}
+        for row in snapshot.replaying if snapshot else ():
+            p, under_way = replay.from_row(row)
+            replaying.setdefault(p, []).append(under_way)
+        # A replay brought back every record it covers up to the last one with a
+        # change since the snapshot (queue/replay.py).
+        brought = {(p, r.next): r.next for p, rs in replaying.items() for r in rs}
         for (p, o), _ in changes:
             if p in reach:
                 reach[p] = max(reach[p], o + 1)
+            for r in replaying.get(p, ()):
+                if r.covers(o) and o >= brought[(p, r.next)]:
+                    brought[(p, r.next)] = o + 1
         records: list[tuple[Position, Hashable, int]] = []
         schedules: dict[Position, Schedule] = {}
         for pl in logs:
             p = pl.partition
             runs = acked_runs.get(p, [])
             scheduled: dict[int, Schedule] = {}
-            for o, key, timestamp in self._keys_range(pl, floor[p], reach[p], scheduled):
-                if runs and o < offered[p] and _within(runs, o):
-                    continue
+            rows = self._keys_range(pl, floor[p], reach[p], scheduled)
+            rows = [r for r in rows if not (runs and r[0] < offered[p] and _within(runs, r[0]))]
+            for r in replaying.get(p, ()):
+                again = self._keys_range(
+                    pl, max(r.next, pl.start_offset), brought[(p, r.next)], scheduled
+                )
+                again = [row for row in again if r.covers(row[0])]
+                start.update({(p, row[0]): replayed(r.at_ms) for row in again})
+                rows = sorted(rows + again)
+            for o, key, timestamp in rows:
                 records.append(((p, o), key, timestamp))
                 if o in scheduled:
                     schedules[(p, o)] = scheduled[o]
@@ -149,6 +169,11 @@ class QueueGroup:
             self.settings, self._rng, records, changes, start, acked, schedules, self._now_ms()
         )
         self.offered = reach
+        self.replaying = {}
+        for p, rs in replaying.items():
+            left = [r.advanced(brought[(p, r.next)]) for r in rs]
+            if any(left):
+                self.replaying[p] = [r for r in left if r is not None]
         self._unlettered = {pos: at for pos, at in unlettered.items() if pos in self.machine.jobs}
         self.results = Results()
         if snapshot is not None:
@@ -203,9 +228,13 @@ class QueueGroup:
     # ------------------------------------------------------------ the topic
 
     def _offer(self) -> None:
-        """Give the core the topic's new durable records, while the window has room."""
+        """Give the core the topic's new durable records, while the window has room
+        (a replay under way takes half of it first, so new records keep flowing, and
+        whatever new records leave)."""
         room = limits.queue_window_records_max - self.machine.live
         logs = self.core.topic_state(self.topic).logs
+        if self.replaying and room > 1:
+            room -= self._offer_again(logs, room // 2)
         progressed = True
         while room > 0 and progressed:
             progressed = False
@@ -225,6 +254,41 @@ class QueueGroup:
                 room -= len(found)
                 progressed = True
             self._next_partition = (self._next_partition + 1) % len(logs)
+        if self.replaying and room > 0:
+            self._offer_again(logs, room)
+
+    def _offer_again(self, logs: list[PartitionLog], room: int) -> int:
+        """Give the core up to `room` acked records that replays bring back; how many."""
+        given = 0
+        jobs = self.machine.jobs
+        for p, under_way in sorted(self.replaying.items()):
+            left: list[Replay] = []
+            for r in under_way:
+                cursor: Replay | None = r
+                while cursor is not None and given < room and p < len(logs):
+                    start = max(cursor.next, logs[p].start_offset)
+                    schedules: dict[int, Schedule] = {}
+                    want = min(room - given, limits.read_records_max, cursor.stop - start)
+                    found = [
+                        row
+                        for row in logs[p].read_keys(start, want, schedules)
+                        if row[0] < cursor.stop
+                    ]
+                    end = found[-1][0] + 1 if found else cursor.stop  # (none: retention took them)
+                    again = [
+                        row for row in found if cursor.covers(row[0]) and (p, row[0]) not in jobs
+                    ]
+                    if again:
+                        self.machine.offer_many(p, again, schedules, replayed_at_ms=cursor.at_ms)
+                        given += len(again)
+                    cursor = cursor.advanced(end)
+                if cursor is not None and p < len(logs):
+                    left.append(cursor)
+            if left:
+                self.replaying[p] = left
+            else:
+                del self.replaying[p]
+        return given
 
     def has_work(self) -> bool:
         """Whether a lease now might hand something out (a cheap, racy hint)."""
@@ -232,6 +296,8 @@ class QueueGroup:
             return True
         if self.machine.live >= limits.queue_window_records_max:
             return False
+        if self.replaying:
+            return True
         logs = self.core.topic_state(self.topic).logs
         return any(pl.durable_offset > self.offered.get(pl.partition, 0) for pl in logs)
 
@@ -409,6 +475,49 @@ class QueueGroup:
         self._after(request, changes)
         return len(changes)
 
+    def replay(
+        self, partition: int | None = None, offset: int | None = None, since_ms: int | None = None
+    ) -> int:
+        """Send again the acked records from `offset` on (of `partition`, or of each),
+        or those stamped at or after `since_ms`, up to what the group has taken in now;
+        the records not finished are left as they are (they go anyway, and dead ones go
+        back with a redrive). Durable before it returns; returns how many records it
+        brings back (queue/replay.py)."""
+        logs = self.core.topic_state(self.topic).logs
+        if partition is not None and partition >= len(logs):
+            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
+        chosen = logs if partition is None else [logs[partition]]
+        starts = {
+            pl.partition: pl.offset_at(since_ms) if since_ms is not None else offset or 0
+            for pl in chosen
+        }
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            now = self._now_ms()
+            kept: dict[int, list[int]] = {}
+            for p, o in self.machine.jobs:
+                kept.setdefault(p, []).append(o)
+            count = 0
+            for p, from_offset in starts.items():
+                first = max(from_offset, logs[p].start_offset)
+                stop = self.offered.get(p, 0)
+                if first >= stop:
+                    continue
+                replays, brings = replay.ask(
+                    self.replaying.get(p, []), first, stop, now, kept.get(p, ())
+                )
+                if brings:
+                    self.replaying[p] = replays
+                    count += brings
+            if not count:
+                return 0
+            request = self._submit([], snapshot=self._snapshot())
+            self._changes_since_snapshot = 0
+        # (Its entry's commit round wakes the leases waiting: has_work sees the replay.)
+        self.snapshot_offset = max(self.snapshot_offset, self._wait(request))
+        return count
+
     def stats(self) -> dict[str, int]:
         """Records by state once time has acted (expired leases, due retries); on a
         read-only broker, as its owner last wrote them."""
@@ -451,15 +560,31 @@ class QueueGroup:
             self._offer()
             counts = self.machine.stats()
             # Records beyond the window are ready too, only not yet in memory.
-            for pl in self.core.topic_state(self.topic).logs:
+            logs = self.core.topic_state(self.topic).logs
+            for pl in logs:
                 waiting = pl.durable_offset - max(
                     self.offered.get(pl.partition, 0), pl.start_offset
                 )
                 counts["ready"] += max(0, waiting)
+            counts["ready"] += self._replay_waiting(logs)
             oldest = self.machine.oldest_ready_ms()
             now = self._now_ms()
         counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)
         return counts
+
+    def _replay_waiting(self, logs: list[PartitionLog]) -> int:
+        """Holding the mutex: how many acked records replays will still bring back."""
+        return sum(
+            r.waiting(logs[p].start_offset)
+            for p, rs in self.replaying.items()
+            if p < len(logs)
+            for r in rs
+        )
+
+    def _replays(self, position: Position) -> bool:
+        """Holding the mutex: whether a replay will bring back the record at `position`
+        (when it is not kept)."""
+        return any(r.covers(position[1]) for r in self.replaying.get(position[0], ()))
 
     def trace(self, partition: int, offset: int) -> list[Transition]:
         """The record's transitions kept in the status log, oldest first."""
@@ -494,7 +619,10 @@ class QueueGroup:
             job = self.machine.jobs.get(position)
             offered = self.offered.get(partition, 0)
             not_before = self.machine.not_before.get(position)
+            again = job is None and self._replays(position)
         state: JobStateName
+        if again and partition_log.start_offset <= offset:
+            return JobInfo(partition=partition, offset=offset, state="pending")
         if job is not None:
             state, due = job.state.value, None
             if job.state is State.READY and not_before is not None and not_before > now:
@@ -635,6 +763,20 @@ class QueueGroup:
 
     def write_snapshot(self) -> Waiter:
         """Holding the mutex: queue a snapshot entry; `snapshot_offset` follows once durable."""
+        snapshot = self._snapshot()
+        waiter = Waiter()
+
+        def durable(done: AppendRequest) -> None:
+            if done.error is None and done.acks:
+                self.snapshot_offset = max(self.snapshot_offset, done.acks[0].offset)
+            waiter(done)
+
+        self._submit([], snapshot=snapshot, on_done=durable)
+        self._changes_since_snapshot = 0
+        return waiter
+
+    def _snapshot(self) -> status.Snapshot:
+        """Holding the mutex: the whole state, as a snapshot entry holds it."""
         machine = self.machine
         kept: dict[int, list[int]] = {p: [] for p in self.offered}
         for p, o in machine.jobs:
@@ -649,7 +791,7 @@ class QueueGroup:
             for before, after in zip(offsets, [*offsets[1:], end], strict=False):
                 if after > before + 1:
                     acked.append((p, before + 1, after))
-        snapshot = status.Snapshot(
+        return status.Snapshot(
             offered=dict(self.offered),
             floor=floor,
             acked=acked,
@@ -657,17 +799,8 @@ class QueueGroup:
             unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
             acked_count=machine.acked,
             results=self.results.rows(),
+            replaying=[r.row(p) for p, rs in sorted(self.replaying.items()) for r in rs],
         )
-        waiter = Waiter()
-
-        def durable(done: AppendRequest) -> None:
-            if done.error is None and done.acks:
-                self.snapshot_offset = max(self.snapshot_offset, done.acks[0].offset)
-            waiter(done)
-
-        self._submit([], snapshot=snapshot, on_done=durable)
-        self._changes_since_snapshot = 0
-        return waiter
 
 
 class Settling:

@@ -9,7 +9,8 @@ is one `Entry`, appended by one call (a lease, an ack of a batch, ...):
 - `lettered`: records whose copy in the dead-letter topic is now durable,
   (partition, offset, the `at_ms` of the death it copies);
 - `snapshot`: the whole group state at that point, which makes every entry
-  before it unnecessary for a restart (so older segments can be deleted).
+  before it unnecessary for a restart (so older segments can be deleted); a
+  replay (acked records sent again) is written as one.
 
 The log is never updated in place; the state is the fold of its entries
 (`brook.queue.group.GroupCore.rebuild`).
@@ -27,7 +28,7 @@ from brook.queue.lifecycle import JobState, State, Transition
 Position = tuple[int, int]
 
 
-class Snapshot(msgspec.Struct, array_like=True, frozen=True):
+class Snapshot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     """The group at one moment, enough to restart from without anything older.
 
     Per partition, every record below `floor[p]` is finished (acked); from
@@ -48,6 +49,12 @@ class Snapshot(msgspec.Struct, array_like=True, frozen=True):
     acked_count: int
     results: list[tuple[int, int, int, int, bytes]] = []
     """(partition, offset, at_ms, attempt, result) of the results kept (queue/results.py)."""
+    replaying: list[tuple[int, int, int, int, list[int]]] = []
+    """(partition, next, stop, at_ms, skip) of each replay under way (queue/replay.py):
+    the records from `next` to before `stop`, but those at `skip`, go back to work, a
+    window at a time, as if redriven at `at_ms`. Only a snapshot starts a replay, so
+    the log needs no other entry for it. (Last: a broker from before replays reads a
+    snapshot and leaves the replay out.)"""
 
 
 class Entry(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):

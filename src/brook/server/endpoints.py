@@ -52,6 +52,7 @@ class EndpointEndpoints:
             ("endpoint_attempts", self.attempts),
             ("message_attempts", self.message_attempts),
             ("redrive_endpoint", self.redrive),
+            ("replay_endpoint", self.replay),
             ("enable_endpoint", self.enable),
             ("disable_endpoint", self.disable),
             ("test_endpoint", self.test),
@@ -117,6 +118,14 @@ class EndpointEndpoints:
         handle = self._handle(endpoint)
         count = await self._run(handle.redrive, asked.topic, asked.limit, asked.positions())
         return json_response(wire.Redriven(redriven=count))
+
+    async def replay(self, request: Request, endpoint: str) -> Response:
+        asked = decode_request(request.body, wire.EndpointReplayIn)
+        handle = self._handle(endpoint)
+        count = await self._run(
+            handle.replay, asked.topic, asked.since_ms, asked.partition, asked.offset
+        )
+        return json_response(wire.Replayed(replayed=count))
 
     async def enable(self, request: Request, endpoint: str) -> Response:
         return json_response(await self._run(self._handle(endpoint).enable))

@@ -281,7 +281,12 @@ class Dashboard:
     async def endpoint(self, visit: Visit, name: str) -> Response:
         page = await self.read(views.endpoint, self.broker, name)
         return self._page(
-            "endpoint.html", visit, page=page, done=visit.query.get("done"), now_ms=render.now_ms()
+            "endpoint.html",
+            visit,
+            page=page,
+            done=visit.query.get("done"),
+            now_ms=render.now_ms(),
+            replay_hours_max=limits.replay_hours_max,
         )
 
     async def static(self, visit: Visit, name: str) -> Response:
@@ -338,6 +343,15 @@ class Dashboard:
             done = "disabled: its records wait in their queue groups"
         elif action == "redrive":
             done = f"{await self.read(handle.redrive)} dead records redriven"
+        elif action == "replay":
+            hours = _one(visit.form, "hours") or ""
+            if not hours.isdigit() or not 1 <= int(hours) <= limits.replay_hours_max:
+                raise BadRequest(
+                    f"replay the last 1 to {limits.replay_hours_max} hours, not {hours!r}"
+                )
+            since_ms = render.now_ms() - int(hours) * 3_600_000
+            count = await self.read(handle.replay, None, since_ms)
+            done = f"{count} records of the last {hours} hours to be sent again"
         elif action == "test":
             result = await self.read(handle.test)
             shown = result.status if result.status is not None else result.error
