@@ -302,6 +302,42 @@ def test_an_endpoint_failing_past_disable_after_ms_is_disabled_and_its_records_w
             clock.wall = time.time
 
 
+def test_how_long_an_endpoint_has_failed_is_kept_across_restarts(tmp_path: Path) -> None:
+    """A broker restarted every day must still give up on an endpoint dead for days:
+    when its failing began is stored once it has failed for a minute, and forgotten
+    after a success."""
+    data = str(tmp_path / "data")
+    ahead = [0.0]
+    clock = brook.clock.Clock(wall=lambda: time.time() + ahead[0], monotonic=time.monotonic)
+    answers = {"status": 503}
+    with Receiver(lambda got: Answer(answers["status"])) as receiver:
+        with brook.open(data, delivery_allow_private_networks=True, clock=clock) as b:
+            put(
+                b,
+                "hook",
+                url=receiver.url,
+                topics=["t"],
+                disable_after_ms=600_000,
+                backoff={"min_ms": 20, "max_ms": 20},
+            )
+            b.topic("t").append(b"waits")
+            wait_for(lambda: len(receiver.requests()) >= 2)
+            assert b.endpoint_store.get("hook").failing_since_ms is None, "a blip writes nothing"
+            ahead[0] = 61
+            wait_for(lambda: b.endpoint_store.get("hook").failing_since_ms is not None)
+            since = b.endpoint_store.get("hook").failing_since_ms
+            assert since is not None and since < clock.now_ms() - 60_000
+        ahead[0] = 601  # restarted ten minutes after the failing began
+        with brook.open(data, delivery_allow_private_networks=True, clock=clock) as b:
+            wait_for(lambda: not b.endpoint("hook").info().enabled)
+            assert "disable_after_ms" in b.endpoint("hook").info().disabled_reason
+            answers["status"] = 200
+            b.endpoint("hook").enable()
+            assert b.endpoint_store.get("hook").failing_since_ms is None, "enabled: afresh"
+            wait_for(lambda: stats(b, "t", "hook").get("acked") == 1)
+            assert b.endpoint_store.get("hook").failing_since_ms is None
+
+
 def test_new_endpoints_expire_records_and_give_up_by_default_and_0_means_never(
     broker: brook.Broker,
 ) -> None:

@@ -70,6 +70,10 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     disabled_reason: str = ""
     """Why it is disabled, when it is: by hand, the endpoint answered 410, or it failed
     for disable_after_ms."""
+    failing_since_ms: int | None = None
+    """When its attempts began failing, once they have failed for
+    `limits.endpoint_failing_stored_after_ms` (None otherwise): so `disable_after_ms`
+    counts across restarts, at two writes a failing spell at most."""
 
     def matches(self, topic: str) -> bool:
         """Whether records of `topic` are delivered here: a topic its patterns take

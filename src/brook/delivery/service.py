@@ -102,6 +102,9 @@ class Runtime(Lane[QueueGroup]):
     def __init__(self, endpoint: Endpoint) -> None:
         super().__init__(endpoint)
         self.stats = EndpointStats()
+        self.stats.failing_since_ms = endpoint.failing_since_ms  # (as stored: restarts)
+        self.noting = False
+        """A write of when it began failing is under way."""
         self._target: Target | None = None
 
     def update(self, endpoint: Endpoint) -> None:
@@ -412,6 +415,28 @@ class Deliverer:
     def _groups_with_work(self, endpoint: Endpoint) -> list[QueueGroup]:
         return [group for group in self.store.groups(endpoint) if group.has_work()]
 
+    def _keep_failing_since(self, runtime: Runtime, now_ms: int) -> None:
+        """Store when the endpoint began failing once it has failed for a while, and
+        forget it after a success, so `disable_after_ms` counts across restarts (two
+        writes a failing spell at most; a blip of failures writes nothing)."""
+        since = runtime.stats.failing_since_ms
+        if since is not None and now_ms - since < limits.endpoint_failing_stored_after_ms:
+            since = None  # a blip so far
+        if runtime.noting or since == runtime.endpoint.failing_since_ms:
+            return
+        name = runtime.endpoint.name
+        runtime.noting = True
+
+        async def note() -> None:
+            try:
+                await self._blocking(lambda: self.store.note_failing(name, since))
+            except BrookError as exc:
+                self.core.supervisor.subject_failed("delivery", ep.subject(name), "note", exc)
+            finally:
+                runtime.noting = False
+
+        self._spawn(note())
+
     def _spawn(self, work: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
@@ -494,6 +519,7 @@ class Deliverer:
                 )
             failed = verdict.action is Action.RETRY
             runtime.stats.record(result, verdict, now, job)
+            self._keep_failing_since(runtime, now)
             if verdict.action is not Action.DISABLE:
                 slot = False
                 for lane in scheduler.ended(runtime, failed, now, probe, result.latency_ms):

@@ -147,12 +147,12 @@ class EndpointStore:
             endpoint = self.get(name)
             if endpoint.settings.enabled == enabled and endpoint.disabled_reason == reason:
                 return endpoint
-            changed = ep.Endpoint(
-                name=endpoint.name,
+            changed = msgspec.structs.replace(
+                endpoint,
                 settings=msgspec.structs.replace(endpoint.settings, enabled=enabled),
-                secrets=endpoint.secrets,
-                created_ms=endpoint.created_ms,
                 disabled_reason="" if enabled else (reason or "disabled by hand"),
+                # Enabled again: disable_after_ms counts afresh.
+                failing_since_ms=None if enabled else endpoint.failing_since_ms,
             )
             self._store(changed)
         if not enabled:
@@ -165,15 +165,20 @@ class EndpointStore:
         signing.key_of(new)
         with self._mutex:
             endpoint = self.get(name)
-            changed = ep.Endpoint(
-                name=endpoint.name,
-                settings=endpoint.settings,
-                secrets=ep.rotated(endpoint.secrets, new, self.core.now_ms()),
-                created_ms=endpoint.created_ms,
-                disabled_reason=endpoint.disabled_reason,
+            changed = msgspec.structs.replace(
+                endpoint, secrets=ep.rotated(endpoint.secrets, new, self.core.now_ms())
             )
             self._store(changed)
         return new
+
+    def note_failing(self, name: str, since_ms: int | None) -> Endpoint:
+        """Store when the endpoint began failing (None: it succeeds again)."""
+        with self._mutex:
+            endpoint = self.get(name)
+            if endpoint.failing_since_ms != since_ms:
+                endpoint = msgspec.structs.replace(endpoint, failing_since_ms=since_ms)
+                self._store(endpoint)
+            return endpoint
 
     def reconcile(self) -> None:
         """Give the topics made since the last call their endpoints' queue groups
