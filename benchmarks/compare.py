@@ -47,6 +47,15 @@ SCENARIOS = {
     "queue_embedded": ("queue lease + ack, embedded (jobs/s)", "queues.embedded()[0]"),
     "queue_served": ("queue lease + ack through the server (jobs/s)", "queues.served()"),
     "timers": ("timers scheduled in batches of 10,000 (timers/s)", "timers.schedule_rate()[0]"),
+    "delivery": ("delivery to one fast endpoint (deliveries/s)", "delivery.throughput()"),
+    "delivery_workers": (
+        "delivery to one fast endpoint, 1 worker process (deliveries/s)",
+        "delivery.throughput(1)",
+    ),
+    "fan_out": (
+        "delivery to 1,000 endpoints of one topic (deliveries/s)",
+        "tenants.fan_out(1000)['deliveries_per_s']",
+    ),
 }
 
 
@@ -54,7 +63,7 @@ def measure(source: Path, expression: str) -> float:
     """One trial in a fresh process, with `brook` imported from `source`."""
     env = dict(os.environ, PYTHONPATH=f"{source}:{ROOT}")
     code = (
-        "from benchmarks import run, server, queues, timers\n"
+        "from benchmarks import delivery, queues, run, server, tenants, timers\n"
         f"print('RESULT', float({expression}))\n"
     )
     out = subprocess.run(

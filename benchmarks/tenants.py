@@ -59,6 +59,10 @@ def _descriptors() -> int:
 # ---------------------------------------------------------------- fan-out
 
 
+DELIVERY_WORKERS = int(os.environ.get("BROOK_BENCH_DELIVERY_WORKERS", "0"))
+"""Delivery worker processes of the fan-out's broker (0: its own loop sends)."""
+
+
 def fan_out(endpoints: int) -> dict[str, float]:
     """`fan_out_child` in a child process limited to OPEN_FILES descriptors."""
     return _in_child(["--fan-out", str(endpoints)], f"{endpoints} endpoints")
@@ -70,7 +74,8 @@ def fan_out_child(endpoints: int) -> dict[str, float]:
     process, url = receiver()
     records = DELIVERIES // endpoints
     try:
-        with brook.open(str(folder / "data"), delivery_allow_private_networks=True) as b:
+        options = {"delivery_workers": DELIVERY_WORKERS} if DELIVERY_WORKERS else {}
+        with brook.open(str(folder / "data"), delivery_allow_private_networks=True, **options) as b:
             b.topic("events").append(b"made")
             started = time.monotonic()
             for n in range(endpoints):

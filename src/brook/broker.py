@@ -24,9 +24,9 @@ from brook.bridge import LoopBridge
 from brook.clock import Clock
 from brook.core import Core, TopicState
 from brook.delivery import handle as delivery_handle
-from brook.delivery.addresses import Resolver
+from brook.delivery.addresses import Resolver, system_resolver
 from brook.delivery.handle import Endpoint
-from brook.delivery.service import Deliverer, system_resolver
+from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
 from brook.errors import BadRequest, EndpointNotFound, PartitionNotFound, TopicNotFound
 from brook.groups.consumer import Consumer, GroupStore
@@ -111,12 +111,14 @@ class Broker:
         read_only: bool = False,
         delivery_allow_private_networks: bool = False,
         delivery_resolver: Resolver = system_resolver,
+        delivery_workers: int = 0,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
         every write raises ReadOnly (SPEC §0). Delivery calls only public addresses
         unless `delivery_allow_private_networks`; `delivery_resolver` resolves
-        endpoints' hosts (tests give a fake one)."""
+        endpoints' hosts (tests give a fake one); `delivery_workers` processes send
+        the attempts (0: the broker's own delivery loop does)."""
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
@@ -131,6 +133,9 @@ class Broker:
         validate.whole(segment_ms_max, "segment_ms_max", 1)
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
         validate.whole(record_bytes_max, "record_bytes_max", 1, limits.record_bytes_max_ceiling)
+        validate.whole(delivery_workers, "delivery_workers", 0, limits.delivery_workers_max)
+        if delivery_workers and delivery_resolver is not system_resolver:
+            raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
         clock = Clock.of(clock)
         self.supervisor = Supervisor(clock)
         self.core = Core(
@@ -157,7 +162,7 @@ class Broker:
                 EndpointStore(self.core, self.queues, bool(delivery_allow_private_networks))
             )
             self.delivery = self._started(
-                Deliverer(self.core, self.endpoint_store, delivery_resolver)
+                Deliverer(self.core, self.endpoint_store, delivery_resolver, delivery_workers)
             )
         except BaseException:
             self._close_parts()

@@ -166,6 +166,8 @@ queue_lease_records_max = 1_000
 """Most records one lease call hands out; larger counts are capped."""
 queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
+delivery_workers_max = 16
+"""Most delivery worker processes a broker starts."""
 endpoint_failing_stored_after_ms = 60_000
 """How long an endpoint's attempts fail before when they began is stored (so its
 disable_after_ms counts across restarts; a shorter blip writes nothing)."""

@@ -172,6 +172,16 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             "broker",
         ),
     ] = False
+    delivery_workers: Annotated[
+        int,
+        _setting(
+            "Processes that send delivery attempts (sign, send, read the answer) beside the "
+            "broker's own loop; 0: the broker's loop sends them (the faster on two cores).",
+            "broker",
+            ge=0,
+            le=limits.delivery_workers_max,
+        ),
+    ] = 0
     log_level: Annotated[LogLevel, _setting("Least severe log lines shown.", "server")] = "info"
     access_log: Annotated[
         bool,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -123,3 +124,9 @@ def pick(host: str, port: int, resolver: Resolver, allow_private: bool) -> str:
             if why is not None:
                 raise Refused(f"{host} resolves to {address}, {why}")
     return str(found[0])
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to (blocking: run off the event loop)."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in found))

@@ -11,8 +11,9 @@ scheduler too (an endpoint's test request).
 
 Origins are keyed by the host as written, not by the address it resolves to:
 connections are never shared across host names (a TLS connection was made for
-one name). An origin unused for `idle_s` is closed, so idle endpoints hold no
-connection; pooled connections idle longer than KEEPALIVE_S are closed by aiohttp.
+one name), and within an origin a connection is reused only for the address it was
+made to (client.py). An origin unused for `idle_s` is closed, so idle endpoints hold
+no connection; pooled connections idle longer than client.KEEPALIVE_S are not reused.
 
 Only the event loop's thread uses this.
 """
@@ -24,25 +25,15 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import aiohttp
-
 from brook import limits
-
-KEEPALIVE_S = 15.0
+from brook.delivery.client import Idle
 
 
 class Origin:
-    __slots__ = ("in_use", "session", "slots", "used_s")
+    __slots__ = ("idle", "in_use", "slots", "used_s")
 
     def __init__(self, per_origin_max: int) -> None:
-        self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                limit=per_origin_max, limit_per_host=0, keepalive_timeout=KEEPALIVE_S
-            ),
-            timeout=aiohttp.ClientTimeout(total=None),
-            trust_env=False,
-            auto_decompress=False,
-        )
+        self.idle = Idle()
         self.slots = asyncio.Semaphore(per_origin_max)
         self.in_use = 0
         self.used_s = time.monotonic()
@@ -65,11 +56,9 @@ class Origins:
         return len(self._origins)
 
     @asynccontextmanager
-    async def session(
-        self, scheme: str, host: str, port: int
-    ) -> AsyncIterator[aiohttp.ClientSession]:
-        """The origin's HTTP client, with a slot of the origin's and one of all held
-        (waiting for them) until the block ends."""
+    async def session(self, scheme: str, host: str, port: int) -> AsyncIterator[Idle]:
+        """The origin's idle connections, with a slot of the origin's and one of all
+        held (waiting for them) until the block ends."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.connections_max)
         key = (scheme, host, port)
@@ -80,7 +69,7 @@ class Origins:
         try:
             async with origin.slots, self._slots:
                 origin.used_s = time.monotonic()
-                yield origin.session
+                yield origin.idle
         finally:
             origin.in_use -= 1
             origin.used_s = time.monotonic()
@@ -90,10 +79,10 @@ class Origins:
         deadline = time.monotonic() - self.idle_s
         idle = [k for k, o in self._origins.items() if not o.in_use and o.used_s < deadline]
         for key in idle:
-            await self._origins.pop(key).session.close()
+            self._origins.pop(key).idle.close()
         return len(idle)
 
     async def close(self) -> None:
         origins, self._origins = self._origins, {}
         for origin in origins.values():
-            await origin.session.close()
+            origin.idle.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit
 
 from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
@@ -18,6 +18,8 @@ from brook.records import Record
 
 USER_AGENT = "brook-delivery"
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+_SAFE = "/%:@!$&'()*+,;=?~"
+"""What stays as written in a request's path and query (RFC 3986); the rest is %-encoded."""
 
 
 class Target:
@@ -29,6 +31,10 @@ class Target:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.path = parts.path or "/"
         self.query = parts.query
+        self.request_target = quote(self.path, safe=_SAFE) + (
+            f"?{quote(self.query, safe=_SAFE)}" if self.query else ""
+        )
+        """What the request line names: the path and the query."""
         try:
             ipaddress.ip_address(self.host)
             self.literal = True
@@ -47,11 +53,6 @@ class Target:
         self._keys_until_ms = -1
         """The signing keys hold until this time (when a rotated-out secret retires)."""
 
-    def url(self, address: str) -> str:
-        """The URL to post to, with the host replaced by the address it was checked as."""
-        shown = f"[{address}]" if ":" in address else address
-        return urlunsplit((self.scheme, f"{shown}:{self.port}", self.path, self.query, ""))
-
     def signing_keys(self, now_ms: int) -> list[bytes]:
         if not 0 <= now_ms < self._keys_until_ms:
             self._keys = self.endpoint.signing_keys(now_ms)
@@ -69,9 +70,10 @@ class Target:
         timestamp = now_ms // 1000
         content_type = record.headers.get("content-type") if record.headers else None
         headers = self.headers.copy()
-        headers["content-type"] = (
-            content_type.decode("latin-1") if content_type is not None else DEFAULT_CONTENT_TYPE
-        )
+        shown = content_type.decode("latin-1") if content_type is not None else ""
+        # A record's content-type with a line break in it would be a header of its own.
+        usable = shown and not any(c in shown for c in "\r\n\0")
+        headers["content-type"] = shown if usable else DEFAULT_CONTENT_TYPE
         headers["webhook-id"] = message_id
         headers["webhook-timestamp"] = str(timestamp)
         headers["webhook-signature"] = signing.signature_header(

@@ -13,12 +13,9 @@ due, a change), never at every endpoint: its cost grows with the work, not with
 the number of endpoints. A sweep over all of them every SWEEP_S is the safety net.
 
 Leasing and settling wait for the status log to be durable, so they run on a
-pool of threads; the HTTP requests are the loop's (aiohttp, connections pooled per
-origin within a global cap (pool.py), no redirects followed, at most
-EXCERPT_BYTES_MAX of an answer read; httpx, which the clients use, managed 600
-requests/s over 16 connections where aiohttp does 15,000).
-Every attempt resolves the endpoint's host and checks each address (addresses.py)
-before it connects, and then connects to the address it checked.
+pool of threads; the attempts themselves (address checked, request signed and
+sent, answer read) are sender.py's, on this loop, or in worker processes
+(`delivery_workers`, workers.py).
 """
 
 from __future__ import annotations
@@ -31,15 +28,12 @@ import heapq
 import logging
 import random
 import resource
-import socket
-import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import msgspec
 import uvloop
 
@@ -49,7 +43,6 @@ from brook.delivery import addresses
 from brook.delivery import endpoint as ep
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import (
-    EXCERPT_BYTES_MAX,
     Action,
     ErrorKind,
     Result,
@@ -57,11 +50,11 @@ from brook.delivery.outcome import (
     given_up,
     judge,
 )
-from brook.delivery.pool import Origins
-from brook.delivery.request import Target
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
+from brook.delivery.sender import Sender
 from brook.delivery.stats import EndpointStats
 from brook.delivery.store import EndpointStore
+from brook.delivery.workers import GUARD_S, Workers
 from brook.errors import BrookError, Closed, LeaseExpired
 from brook.queue.lifecycle import Outcome
 from brook.queue.shell import QueueGroup
@@ -90,12 +83,6 @@ def connections_max(soft_limit: int) -> int:
     return max(16, min(limits.delivery_connections_max_default, soft_limit // 4))
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """The addresses `host` resolves to (blocking: run off the loop)."""
-    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
-
-
 class Runtime(Lane[QueueGroup]):
     """What the loop keeps for one endpoint: the scheduler's lane, and its statistics."""
 
@@ -105,18 +92,11 @@ class Runtime(Lane[QueueGroup]):
         self.stats.failing_since_ms = endpoint.failing_since_ms  # (as stored: restarts)
         self.noting = False
         """A write of when it began failing is under way."""
-        self._target: Target | None = None
 
     def update(self, endpoint: Endpoint) -> None:
         if endpoint.settings.enabled and not self.endpoint.settings.enabled:
             self.stats.failing_since_ms = None  # enabled again: disable_after_ms counts afresh
         super().update(endpoint)
-
-    def target(self) -> Target:
-        """What every attempt to the endpoint shares, for its settings as they stand."""
-        if self._target is None or self._target.endpoint is not self.endpoint:
-            self._target = Target(self.endpoint)
-        return self._target
 
 
 class Deliverer:
@@ -124,15 +104,22 @@ class Deliverer:
         self,
         core: Core,
         store: EndpointStore,
-        resolver: addresses.Resolver = system_resolver,
+        resolver: addresses.Resolver = addresses.system_resolver,
+        workers: int = 0,
     ) -> None:
+        """`workers`: how many processes send the attempts (workers.py); 0: this
+        process's delivery loop sends them itself (sender.py), with `resolver`."""
         self.core = core
         self.store = store
-        self.resolver = resolver
         self.allow_private = store.allow_private
-        self.origins = Origins(connections_max(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+        connections = connections_max(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        self.sender: Sender | Workers = (
+            Workers(workers, self.allow_private, connections)
+            if workers
+            else Sender(resolver, self.allow_private, connections)
+        )
         self.scheduler = Scheduler[QueueGroup](
-            Runtime, self.origins.connections_max, self.origins.per_origin_max
+            Runtime, connections, min(limits.delivery_origin_connections_max, connections)
         )
         self._rng = random.Random()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
@@ -281,7 +268,7 @@ class Deliverer:
                 if time.monotonic() - swept >= SWEEP_S:
                     self._sweep_now = True
                     swept = time.monotonic()
-                    await self.origins.close_idle()
+                    await self.sender.close_idle()
                 started = await self._round()
                 if started or self._stop.is_set():
                     continue
@@ -336,7 +323,7 @@ class Deliverer:
             lane.ahead.clear()
             with contextlib.suppress(Exception):  # else the next start ends their leases
                 await self._release(unsent)
-        await self.origins.close()
+        await self.sender.close()
         self._loop = None
 
     async def _blocking(self, fn: Callable[[], object]) -> object:
@@ -387,6 +374,7 @@ class Deliverer:
             if endpoint is not None:
                 endpoints.append(endpoint)
                 continue
+            self.sender.forget(name)
             gone = self.scheduler.forget(name)
             if gone is not None:
                 releases.extend(gone.ahead)
@@ -556,96 +544,14 @@ class Deliverer:
             return await self._send(endpoint, job, Runtime(endpoint), message_id)
 
         future = asyncio.run_coroutine_threadsafe(send(), loop)
-        return future.result(endpoint.settings.timeout_ms / 1000 + CONNECT_TIMEOUT_S_MAX)
+        return future.result(endpoint.settings.timeout_ms / 1000 + CONNECT_TIMEOUT_S_MAX + GUARD_S)
 
     async def _send(
         self, endpoint: Endpoint, job: Job, runtime: Runtime, message_id: str | None = None
     ) -> Result:
         record = job.record
-        target = runtime.target()
-        started = time.monotonic()
-        try:
-            address = await self._pick(target)
-        except addresses.Refused as exc:
-            return Result(error=ErrorKind.ADDRESS, error_message=str(exc))
-        except OSError as exc:
-            return Result(
-                error=ErrorKind.DNS, error_message=f"{target.host}: {exc.strerror or exc}"
-            )
         message_id = message_id or f"{record.topic}:{record.partition}:{record.offset}"
-        timeout_s = endpoint.settings.timeout_ms / 1000
-        try:
-            async with self.origins.session(target.scheme, target.host, target.port) as client:
-                # Timed from here: the wait for a connection slot is not the endpoint's.
-                started = time.monotonic()
-                headers = target.headers_for(record, job.attempt, message_id, self.core.now_ms())
-                async with (
-                    asyncio.timeout(timeout_s),
-                    client.post(
-                        target.url(address),
-                        data=record.value,
-                        headers=headers,
-                        allow_redirects=False,
-                        server_hostname=target.host if target.scheme == "https" else None,
-                        timeout=aiohttp.ClientTimeout(
-                            total=None, sock_connect=min(timeout_s, CONNECT_TIMEOUT_S_MAX)
-                        ),
-                    ) as response,
-                ):
-                    excerpt = await response.content.read(EXCERPT_BYTES_MAX)
-                    status = response.status
-                    retry_after = response.headers.get("retry-after")
-        except TimeoutError:
-            return Result(
-                error=ErrorKind.TIMEOUT,
-                error_message=f"no answer within {endpoint.settings.timeout_ms} ms",
-                latency_ms=_ms_since(started),
-            )
-        except (aiohttp.ClientSSLError, ssl.SSLError) as exc:
-            return Result(
-                error=ErrorKind.TLS, error_message=_first_line(exc), latency_ms=_ms_since(started)
-            )
-        except aiohttp.ClientConnectorError as exc:
-            return Result(
-                error=ErrorKind.CONNECTION,
-                error_message=_first_line(exc),
-                latency_ms=_ms_since(started),
-            )
-        except (
-            aiohttp.ServerDisconnectedError,
-            aiohttp.ClientPayloadError,
-            aiohttp.ClientResponseError,
-        ) as exc:
-            return Result(
-                error=ErrorKind.PROTOCOL,
-                error_message=_first_line(exc),
-                latency_ms=_ms_since(started),
-            )
-        except (aiohttp.ClientError, OSError) as exc:
-            return Result(
-                error=ErrorKind.CONNECTION,
-                error_message=_first_line(exc),
-                latency_ms=_ms_since(started),
-            )
-        return Result(
-            status=status,
-            latency_ms=_ms_since(started),
-            retry_after=retry_after,
-            excerpt=excerpt[:EXCERPT_BYTES_MAX],
-        )
-
-    async def _pick(self, target: Target) -> str:
-        """The address to connect to, checked (addresses.pick): a name is resolved
-        again for every attempt, so one that later resolves to a private address is
-        refused too; an address in the URL is checked once."""
-        assert self._loop is not None
-        host, port = target.host, target.port
-        if target.literal:
-            if target.address is None:
-                target.address = addresses.pick(host, port, self.resolver, self.allow_private)
-            return target.address
-        found = await self._loop.run_in_executor(self._pool, self.resolver, host, port)
-        return addresses.pick(host, port, lambda h, p: found, self.allow_private)
+        return await self.sender.send(endpoint, record, job.attempt, message_id, self.core.now_ms())
 
     async def _settle(
         self, runtime: Runtime, group: QueueGroup, job: Job, result: Result, verdict: Verdict
@@ -746,12 +652,3 @@ class Acks:
                     name = ep.group_endpoint(group.group)
                     if name is not None:
                         self.deliverer.wake(name)
-
-
-def _ms_since(started: float) -> float:
-    return (time.monotonic() - started) * 1000
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else type(exc).__name__
