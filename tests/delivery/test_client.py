@@ -8,6 +8,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def _post(
                 body,
                 5.0,
                 16,
+                5.0,
             )
         idle.close()
         await asyncio.sleep(0)
@@ -123,7 +125,7 @@ def _posts(server: RawServer, count: int) -> list[client.Answer]:
         for _ in range(count):
             out.append(
                 await client.post(
-                    idle, "http", "h", "127.0.0.1", server.port, "/", {}, b"x", 5.0, 16
+                    idle, "http", "h", "127.0.0.1", server.port, "/", {}, b"x", 5.0, 16, 5.0
                 )
             )
         idle.close()
@@ -214,6 +216,24 @@ def test_a_header_with_a_line_break_is_refused_before_anything_is_sent(
     assert server.requests == []
 
 
+def test_an_answer_that_does_not_come_is_a_timeout_and_the_connection_goes(
+    serve: Callable[..., RawServer],
+) -> None:
+    server = serve(lambda request: b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nslow")
+
+    async def run() -> float:
+        idle = Idle()
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await client.post(
+                idle, "http", "h", "127.0.0.1", server.port, "/", {}, b"x", 5, 16, 0.3
+            )
+        assert idle.take("127.0.0.1") is None, "a timed-out connection is not kept"
+        return time.monotonic() - started
+
+    assert 0.25 < asyncio.run(run()) < 2
+
+
 def test_a_connection_refused_is_an_os_error() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -221,7 +241,7 @@ def test_a_connection_refused_is_an_os_error() -> None:
     sock.close()
 
     async def run() -> None:
-        await client.post(Idle(), "http", "h", "127.0.0.1", port, "/", {}, b"x", 5.0, 16)
+        await client.post(Idle(), "http", "h", "127.0.0.1", port, "/", {}, b"x", 5.0, 16, 5.0)
 
     with pytest.raises(OSError):
         asyncio.run(run())
@@ -264,7 +284,7 @@ def test_tls_is_verified_against_the_endpoint_s_host_name(
         async def run() -> client.Answer:
             async with asyncio.timeout(5):
                 return await client.post(
-                    Idle(), "https", host, "127.0.0.1", port, "/", {}, b"x", 5.0, 16
+                    Idle(), "https", host, "127.0.0.1", port, "/", {}, b"x", 5.0, 16, 5.0
                 )
 
         return asyncio.run(run())

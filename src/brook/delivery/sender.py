@@ -76,19 +76,19 @@ class Sender:
                 # Timed from here: the wait for a connection slot is not the endpoint's.
                 started = time.monotonic()
                 headers = target.headers_for(record, attempt, message_id, now_ms)
-                async with asyncio.timeout(timeout_s):
-                    answer = await client.post(
-                        idle,
-                        target.scheme,
-                        target.host,
-                        address,
-                        target.port,
-                        target.request_target,
-                        headers,
-                        record.value,
-                        min(timeout_s, CONNECT_TIMEOUT_S_MAX),
-                        EXCERPT_BYTES_MAX,
-                    )
+                answer = await client.post(
+                    idle,
+                    target.scheme,
+                    target.host,
+                    address,
+                    target.port,
+                    target.request_target,
+                    headers,
+                    record.value,
+                    CONNECT_TIMEOUT_S_MAX,
+                    EXCERPT_BYTES_MAX,
+                    timeout_s,
+                )
         except TimeoutError:
             return Result(
                 error=ErrorKind.TIMEOUT,
