@@ -13,6 +13,7 @@ import shutil
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import brook
@@ -72,6 +73,84 @@ def throughput(workers: int = 0) -> float:
     finally:
         stop(process)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def split(workers: int, in_flight: int = 16) -> dict[str, float]:
+    """Deliveries/s to one fast receiver with the attempts sent by the broker's loop
+    (`workers` 0) or by worker processes, once warm (a first endpoint has delivered,
+    so the worker is up), and each process's CPU per delivery (microseconds): where the work is."""
+    folder = scratch()
+    process, url = receiver()
+    try:
+        options = {"delivery_workers": workers} if workers else {}
+        with brook.open(str(folder / "data"), delivery_allow_private_networks=True, **options) as b:
+            _fill(b.topic("events"), RECORDS)
+            b.create_endpoint("warm", url, ["warm"])
+            b.topic("warm").append(b"x")
+            wait_acked(b, "warm", "warm", 1)
+            pids = {"broker": os.getpid(), "receiver": process.pid}
+            if workers:
+                pids["worker"] = b.delivery.sender.pids()[0]  # type: ignore[union-attr]
+            before = {name: _cpu_s(pid) for name, pid in pids.items()}
+            started = time.monotonic()
+            b.create_endpoint("fast", url, ["events"], start="earliest", max_in_flight=in_flight)
+            wait_acked(b, "events", "fast", RECORDS)
+            took = time.monotonic() - started
+            found = {
+                f"{name}_us": (_cpu_s(pid) - before[name]) / RECORDS * 1e6
+                for name, pid in pids.items()
+            }
+            stats = b.endpoint("fast").stats()
+            return {
+                "deliveries_per_s": RECORDS / took,
+                "latency_p50_ms": stats.latency_p50_ms or 0.0,
+                **found,
+            }
+    finally:
+        stop(process)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def split_table() -> str:
+    """`split` for the loop alone and for one worker, TRIALS alternations, medians."""
+    load_before = os.getloadavg()
+    runs: dict[tuple[int, int], list[dict[str, float]]] = {}
+    for _ in range(TRIALS):
+        for workers, in_flight in ((0, 16), (1, 16), (0, 64), (1, 64)):
+            runs.setdefault((workers, in_flight), []).append(split(workers, in_flight))
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        f"## Delivery: the loop alone, or with a worker process — {stamp}",
+        "",
+        f"- Machine: {machine()}; load average before {load_before[0]:.2f}, after "
+        f"{os.getloadavg()[0]:.2f}. `python -m benchmarks.delivery split`.",
+        f"- {RECORDS:,} waiting records of 1 KB to one fast receiver (null_server.py), warm; "
+        f"medians of {TRIALS} alternations; CPU per delivery from /proc, per process.",
+        "",
+        "| attempts sent by | in flight | deliveries/s | trials | latency p50 | broker CPU "
+        "| worker CPU | receiver CPU |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for (workers, in_flight), trials in runs.items():
+
+        def median(key: str, trials: list[dict[str, float]] = trials) -> float:
+            return statistics.median(t.get(key, 0.0) for t in trials)
+
+        rates = ", ".join(f"{t['deliveries_per_s']:,.0f}" for t in trials)
+        who = "the broker's loop" if workers == 0 else f"{workers} worker process"
+        worker_cpu = f"{median('worker_us'):.0f} us" if workers else "-"
+        lines.append(
+            f"| {who} | {in_flight} | {median('deliveries_per_s'):,.0f} | {rates} | "
+            f"{median('latency_p50_ms'):.2f} ms | {median('broker_us'):.0f} us | {worker_cpu} | "
+            f"{median('receiver_us'):.0f} us |"
+        )
+    return "\n".join(lines)
 
 
 def queue_baseline() -> float:
@@ -216,4 +295,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    print(main())
+    print(split_table() if sys.argv[1:] == ["split"] else main())
