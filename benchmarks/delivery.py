@@ -262,35 +262,39 @@ def main() -> str:
     def listed(values: list[float]) -> str:
         return ", ".join(f"{v:,.2f}" if v < 10 else f"{v:,.0f}" for v in values)
 
-    return "\n".join(
-        [
-            f"## Delivery to HTTP endpoints — {stamp}",
-            "",
-            f"- Machine: {machine()}; load average before {load_before[0]:.2f}, after "
-            f"{os.getloadavg()[0]:.2f}.",
-            "- Receivers: benchmarks/null_server.py processes on loopback (Brook's HTTP stack, "
-            "answering at once; with 500; or after 60 s). The broker is embedded in the "
-            "benchmark's process, default endpoint settings (16 in flight), records of 1 KB; "
-            "every settlement is durable before the record's next attempt.",
-            f"- Medians of {TRIALS} trials; each ratio is between figures of the same run.",
-            "",
-            "| scenario | median | trials | target | vs baseline |",
-            "| --- | ---: | --- | --- | --- |",
-            f"| deliveries/s to one fast endpoint ({RECORDS:,} waiting) | {rate:,.0f} | "
-            f"{listed(rates)} | >= 5,000/s | {rate / base:.2f}x the queue group's lease+ack "
-            f"({base:,.0f} jobs/s, 16 workers, batches of 100) |",
-            f"| healthy endpoint beside a 100%-failing and a hanging one, over solo | "
-            f"{ratio:.2f} | {listed(ratios)} | >= 0.9 | |",
-            f"| outage: {o['records']:,.0f} records arrive while the endpoint is down "
-            f"{OUTAGE_S:.0f} s; seconds from its return to an empty backlog | "
-            f"{o['drained_s']:.1f} | {drained} | "
-            "<= 20 s | "
-            f"0 lost, 0 dead; found back after {listed([x['found_s'] for x in outages])} s "
-            f"(the breaker's probe), then {o['records'] / (o['drained_s'] - o['found_s']):,.0f} "
-            f"deliveries/s; attempts/s while down at most "
-            f"{max(x['peak_attempts_per_s_down'] for x in outages):,.0f} against "
-            f"{o['before_rate']:,.0f} deliveries/s before |",
-        ]
+    return (
+        split_table()
+        + "\n\n"
+        + "\n".join(
+            [
+                f"## Delivery to HTTP endpoints — {stamp}",
+                "",
+                f"- Machine: {machine()}; load average before {load_before[0]:.2f}, after "
+                f"{os.getloadavg()[0]:.2f}.",
+                "- Receivers: benchmarks/null_server.py processes on loopback (Brook's HTTP stack, "
+                "answering at once; with 500; or after 60 s). The broker is embedded in the "
+                "benchmark's process, default endpoint settings (16 in flight), records of 1 KB; "
+                "every settlement is durable before the record's next attempt.",
+                f"- Medians of {TRIALS} trials; each ratio is between figures of the same run.",
+                "",
+                "| scenario | median | trials | target | vs baseline |",
+                "| --- | ---: | --- | --- | --- |",
+                f"| deliveries/s to one fast endpoint ({RECORDS:,} waiting) | {rate:,.0f} | "
+                f"{listed(rates)} | >= 5,000/s | {rate / base:.2f}x the queue group's lease+ack "
+                f"({base:,.0f} jobs/s, 16 workers, batches of 100) |",
+                f"| healthy endpoint beside a 100%-failing and a hanging one, over solo | "
+                f"{ratio:.2f} | {listed(ratios)} | >= 0.9 | |",
+                f"| outage: {o['records']:,.0f} records arrive while the endpoint is down "
+                f"{OUTAGE_S:.0f} s; seconds from its return to an empty backlog | "
+                f"{o['drained_s']:.1f} | {drained} | "
+                "<= 20 s | "
+                f"0 lost, 0 dead; found back after {listed([x['found_s'] for x in outages])} s "
+                f"(the breaker's probe), then {o['records'] / (o['drained_s'] - o['found_s']):,.0f} "
+                f"deliveries/s; attempts/s while down at most "
+                f"{max(x['peak_attempts_per_s_down'] for x in outages):,.0f} against "
+                f"{o['before_rate']:,.0f} deliveries/s before |",
+            ]
+        )
     )
 
 

@@ -389,6 +389,7 @@ def main() -> None:
         "ui",
         "flood",
         "server",
+        "latency",
         "s3",
         "takeover",
         "spark",

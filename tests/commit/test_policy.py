@@ -49,18 +49,30 @@ def test_a_full_batch_is_written_at_once() -> None:
     )
 
 
+def test_while_the_disk_syncs_a_batch_gathers_even_once_as_many_as_last_time_came() -> None:
+    """A steady stream: rounds of one must not stay rounds of one (any round size was a
+    fixed point of "as many as last time"); while the last round syncs, the next gathers."""
+    kept = dict(previous_requests=1, linger_s=LINGER, batch_bytes_max=MAX)
+    assert flush_delay(10.0, 10.0, 5, 500, syncing=True, **kept) == LINGER  # type: ignore[arg-type]
+    assert flush_delay(10.0, 10.0, 5, 500, syncing=False, **kept) == 0  # type: ignore[arg-type]
+    # ... but never past the linger, nor past the batch's bytes.
+    assert flush_delay(10.003, 10.0, 5, 500, syncing=True, **kept) == 0  # type: ignore[arg-type]
+    assert flush_delay(10.0, 10.0, 5, MAX, syncing=True, **kept) == 0  # type: ignore[arg-type]
+
+
 @given(
     st.floats(0, 1e6),
     st.floats(0, 1),
     st.integers(1, 10_000),
     st.integers(0, 2 * MAX),
     st.integers(1, 10_000),
+    st.booleans(),
 )
 def test_never_waits_past_the_linger(
-    now: float, age: float, pending: int, size: int, previous: int
+    now: float, age: float, pending: int, size: int, previous: int, syncing: bool
 ) -> None:
     first = now - age
-    delay = flush_delay(now, first, pending, size, previous, LINGER, MAX)
+    delay = flush_delay(now, first, pending, size, previous, LINGER, MAX, syncing=syncing)
     assert 0 <= delay <= LINGER
     # The age the policy sees is now - first, which rounding can make a hair under `age`.
     if now - first >= LINGER:

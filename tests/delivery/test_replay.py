@@ -4,7 +4,6 @@ offset, on every surface, and across a kill -9 of the broker."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,6 @@ from brook.cli import main
 from brook.errors import BadRequest, PartitionNotFound, TopicNotFound
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.served import Served
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    config = tmp_path / "brook.toml"
-    config.write_text("delivery_allow_private_networks = true\n")
-    server = Served(tmp_path / "data", config=config)
-    yield server
-    server.close()
-
-
-def _bodies(receiver: Receiver) -> list[bytes]:
-    return sorted(g.body for g in receiver.requests())
 
 
 @pytest.mark.parametrize("where", ["embedded", "remote"])
@@ -84,7 +70,7 @@ def test_an_endpoint_replays_what_it_delivered_from_a_time_or_an_offset(
                 ({"topic": "invoices", "since_ms": 0}, TopicNotFound, "invoices"),
             ):
                 with pytest.raises(error, match=words):
-                    b.endpoint("hook").replay(**bad)  # type: ignore[arg-type]
+                    b.endpoint("hook").replay(**bad)
 
 
 def test_replay_over_http_and_the_command_line(served: Served) -> None:

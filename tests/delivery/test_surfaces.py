@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,6 @@ from brook.cli import main
 from brook.errors import BadRequest, EndpointNotFound
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.served import Served
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    config = tmp_path / "brook.toml"
-    config.write_text("delivery_allow_private_networks = true\n")
-    server = Served(tmp_path / "data", config=config)
-    yield server
-    server.close()
 
 
 def test_the_remote_client_creates_shows_and_deletes_endpoints(served: Served) -> None:

@@ -293,6 +293,7 @@ class Committer:
                             self.linger_s,
                             self.batch_bytes_max,
                             self._quiet,
+                            bool(self._to_sync) or self._syncing,  # (a hint: read unlocked)
                         )
                     if delay <= 0:
                         taken = self._take_round()
@@ -426,6 +427,8 @@ class Committer:
                 with self._sync_cond:
                     self._syncing = False
                     self._sync_cond.notify_all()
+                with self._cond:  # a batch gathering while the disk was busy may go now
+                    self._cond.notify()
 
     def _sync_and_answer(self, batches: list[_Batch]) -> None:
         """Sync each partition once, publish what became durable, answer in order."""

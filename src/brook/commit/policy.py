@@ -10,6 +10,13 @@ A batch closes at the first of:
   before it): whoever sent the last round is not coming back in step, so waiting
   for as many again would only add latency.
 
+But while the disk is still syncing earlier rounds, a batch keeps gathering (up to
+`linger_ms`, or its bytes): it cannot be durable before that sync ends anyway, and
+closing it at "as many as the last round" let rounds shrink to one request each
+under a steady stream of arrivals (any size is a fixed point of that rule), so every
+request paid a round's work of its own. Gathering while the disk is busy sizes rounds
+to what arrives during one sync: group commit proper.
+
 With one producer this flushes at once (no added latency); with 64 producers
 each holding one record in flight, the first batch lingers to gather them and
 later ones close as soon as all 64 are back.
@@ -27,13 +34,20 @@ def flush_delay(
     linger_s: float,
     batch_bytes_max: int,
     quiet_s: float = 0.0,
+    syncing: bool = False,
 ) -> float:
     """Seconds to keep gathering before writing the pending batch; 0 means write now.
-    `quiet_s`: how long no round had been taken when the batch's first request came."""
+    `quiet_s`: how long no round had been taken when the batch's first request came;
+    `syncing`: earlier rounds are being synced now."""
     if pending_requests == 0:
         return linger_s
-    if pending_bytes >= batch_bytes_max or pending_requests >= previous_requests:
+    left = min(linger_s, max(0.0, linger_s - (now_s - first_arrival_s)))
+    if pending_bytes >= batch_bytes_max:
+        return 0.0
+    if syncing:
+        return left
+    if pending_requests >= previous_requests:
         return 0.0
     if quiet_s >= linger_s:
         return 0.0
-    return min(linger_s, max(0.0, linger_s - (now_s - first_arrival_s)))
+    return left
