@@ -17,7 +17,6 @@ settings are sent to a worker once per version, not with every attempt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import struct
@@ -218,8 +217,7 @@ class _Worker(asyncio.Protocol):
                 )
         process = self.process
         if process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=0.5)
+            process.poll()  # (never waits: this is the delivery loop's thread)
             if process.returncode not in (0, None):
                 log.warning(
                     "delivery worker %d exited with %s; started again for the next attempt",
