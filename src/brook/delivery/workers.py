@@ -175,6 +175,7 @@ class _Worker(asyncio.Protocol):
         if pause > 0:
             await asyncio.sleep(pause)
         self._started_s = time.monotonic()
+        await self._reap()
         ours, theirs = socket.socketpair()
         try:
             self.process = subprocess.Popen(
@@ -194,6 +195,19 @@ class _Worker(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         await loop.create_unix_connection(lambda: self, sock=ours)
         log.info("delivery worker %d started", self.process.pid)
+
+    async def _reap(self) -> None:
+        """Collect the worker before (its input closed: it exited, or is exiting), off
+        the loop's thread; one that lingers is killed."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, process.wait, 5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await loop.run_in_executor(None, process.wait)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.outbox = Outbox(cast(asyncio.Transport, transport))  # (uvloop's is not a subclass)
