@@ -51,7 +51,7 @@ from brook.delivery.outcome import (
     judge,
 )
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
-from brook.delivery.sender import Sender
+from brook.delivery.sender import CONNECT_TIMEOUT_S_MAX, Sender
 from brook.delivery.stats import EndpointStats
 from brook.delivery.store import EndpointStore
 from brook.delivery.workers import GUARD_S, Workers
@@ -72,7 +72,6 @@ DUE_FLOOR_MS = 20
 """A due time already past is looked at again no sooner than this (the queue ticker
 may not have acted on it yet)."""
 THREADS = 32
-CONNECT_TIMEOUT_S_MAX = 10.0
 STOP_WAIT_S = 5.0
 """On stop, attempts in flight get this long to finish; the rest are retried later."""
 

@@ -284,14 +284,7 @@ class _Worker(asyncio.Protocol):
     async def close(self) -> None:
         if self.outbox is not None:
             self.outbox.transport.close()  # the worker exits at the end of its input
-        process = self.process
-        if process is not None and process.poll() is None:
-            loop = asyncio.get_running_loop()
-            try:
-                await loop.run_in_executor(None, process.wait, 5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await loop.run_in_executor(None, process.wait)
+        await self._reap()
 
 
 class Workers:
