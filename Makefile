@@ -5,28 +5,43 @@ PY := $(VENV)/bin/python
 RUNTIME := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 
+# The tests of the compiled modules, run again as Python by `make test`.
+PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py \
+	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_framing.py \
+	tests/server/test_http_sans_io.py tests/server/test_bad_input.py
+
 .PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo clean
 
 # The broker's own dependencies only (what `make run` needs) ...
-$(RUNTIME): pyproject.toml
+$(RUNTIME): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==26.3
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $(RUNTIME)
 
+# The hot path's modules, compiled with Cython (src/brook/compiled.py lists them; the
+# install above compiles them): compiled again when one of their sources changes, so
+# what runs is never older than what is read.
+COMPILED := $(shell sed -n '/^MODULES = (/,/^)/s/^ *"\(brook[a-z_.]*\)",$$/\1/p' src/brook/compiled.py \
+	| sed 's|\.|/|g; s|^|src/|; s|$$|.py|')
+NATIVE := src/brook/compiled.json
+$(NATIVE): $(COMPILED) | $(RUNTIME)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(NATIVE)
+
 # ... and the extras the tests, benchmarks and Spark need (every other target).
-$(STAMP): $(RUNTIME)
+$(STAMP): $(RUNTIME) $(NATIVE)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
 # `make run PORT=8081 DATA=/var/lib/brook` overrides; left out, BROOK_PORT and BROOK_DATA,
 # then brook.toml, then the defaults (8080, ./brook-data) apply.
-run: $(RUNTIME)
+run: $(RUNTIME) $(NATIVE)
 	$(VENV)/bin/brook serve $(if $(DATA),--data $(DATA)) $(if $(PORT),--port $(PORT))
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples scripts
-	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts
+	$(VENV)/bin/ruff check src tests benchmarks examples scripts setup.py
+	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts setup.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) scripts/unasync.py --check
@@ -43,8 +58,11 @@ system-packages:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 >/dev/null)
 
 # Two processes (the machine's two cores; most tests wait on real servers and fsyncs).
+# Then the compiled modules' own tests again, as Python (BROOK_PURE=1): the fallback
+# for machines without a compiler passes the same tests.
 test: lint system-packages
 	$(PY) -m pytest --durations=25 -n 2 --dist loadgroup
+	BROOK_PURE=1 $(PY) -m pytest -n 2 --dist loadgroup $(PURE_TESTS)
 
 # The same suite measured by coverage (a quarter slower: kept out of `make test`'s budget).
 coverage: $(STAMP) system-packages
@@ -95,4 +113,6 @@ pipeline-demo: $(STAMP)
 	$(PY) examples/pipeline.py --data ./brook-data --out ./pipeline-demo $(if $(URL),--url $(URL),)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis pipeline-demo
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis pipeline-demo build
+	find src -name '*.so' -delete -o -name '*.c' -delete
+	rm -f $(NATIVE)

@@ -1,12 +1,16 @@
 """Two versions of Brook, the same scenarios, alternately: does a change cost anything?
 
     python -m benchmarks.compare OLD_COMMIT [ALTERNATIONS] [SCENARIO ...]
+    python -m benchmarks.compare pure [ALTERNATIONS] [SCENARIO ...]
 
 Checks OLD_COMMIT out into a git worktree, then runs each scenario in a fresh
 process for the old code and for this checkout in turn, ALTERNATIONS times (3 by
 default), so both see the same machine in the same minutes. The benchmark code
 is this checkout's for both; only `brook` differs (PYTHONPATH, inherited by the
 `brook serve` the server scenarios start). Prints a Markdown table of medians.
+
+An old commit's worktree has no compiled modules, so it runs as Python; `pure` in
+its place compares this checkout run as Python (BROOK_PURE=1) with it compiled.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ SCENARIOS = {
         "HTTP, JSON batches of 32 x 1 KB, 64 connections (records/s)",
         "server.json_batches(32, 64)",
     ),
+    "http_json32_b64": (
+        "HTTP, JSON batches of 32 x 1 KB as value_b64, 64 connections (records/s)",
+        "server.json_batches(32, 64, b64=True)",
+    ),
     "http_json_read": (
         "HTTP, JSON reads in pages of 1,000 (records/s)",
         "server.json_reads()",
@@ -59,9 +67,13 @@ SCENARIOS = {
 }
 
 
-def measure(source: Path, expression: str) -> float:
-    """One trial in a fresh process, with `brook` imported from `source`."""
+def measure(source: Path, expression: str, pure: bool = False) -> float:
+    """One trial in a fresh process, with `brook` imported from `source` (as Python
+    throughout when `pure`)."""
     env = dict(os.environ, PYTHONPATH=f"{source}:{ROOT}")
+    env.pop("BROOK_PURE", None)
+    if pure:
+        env["BROOK_PURE"] = "1"
     code = (
         "from benchmarks import delivery, queues, run, server, tenants, timers\n"
         f"print('RESULT', float({expression}))\n"
@@ -77,19 +89,26 @@ def main(old: str, alternations: int, names: list[str]) -> str:
     needs_wrk = any(SCENARIOS[n][1].startswith("server.") for n in names)
     if needs_wrk and shutil.which("wrk") is None:
         sys.exit("the HTTP scenarios need wrk: apt-get install wrk (make bench installs it)")
-    tree = Path(tempfile.mkdtemp(prefix="brook-old-"))
-    subprocess.run(["git", "worktree", "add", "--detach", str(tree), old], cwd=ROOT, check=True)
+    tree = None if old == "pure" else Path(tempfile.mkdtemp(prefix="brook-old-"))
+    if tree is not None:
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), old], cwd=ROOT, check=True)
     try:
-        sources = {"before": tree / "src", "after": ROOT / "src"}
+        sides = {
+            "before": (ROOT / "src", True) if tree is None else (tree / "src", False),
+            "after": (ROOT / "src", False),
+        }
         results: dict[str, dict[str, list[float]]] = {n: {"before": [], "after": []} for n in names}
         for _ in range(alternations):
             for name in names:
-                for side, source in sources.items():
-                    value = measure(source, SCENARIOS[name][1])
+                for side, (source, pure) in sides.items():
+                    value = measure(source, SCENARIOS[name][1], pure)
                     results[name][side].append(value)
                     print(f"{name} {side}: {value:,.1f}", file=sys.stderr, flush=True)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
+        if tree is not None:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True
+            )
     lines = ["| scenario | before | after | after / before |", "| --- | ---: | ---: | ---: |"]
     for name in names:
         before = statistics.median(results[name]["before"])

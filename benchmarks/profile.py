@@ -48,6 +48,10 @@ SERVED: dict[str, tuple[str, Callable[[int, Path], float]]] = {
         "HTTP, JSON batches of 32 x 1 KB, 64 connections",
         lambda port, folder: server.post_json_batches(port, folder, 32, server.CONNECTIONS),
     ),
+    "http_json32_b64": (
+        "HTTP, JSON batches of 32 x 1 KB as value_b64, 64 connections",
+        lambda port, folder: server.post_json_batches(port, folder, 32, server.CONNECTIONS, True),
+    ),
     "http_binary32": (
         "HTTP, binary batches of 32 x 1 KB, 64 connections",
         lambda port, folder: server.post_binary_batches(port, folder, 32, server.CONNECTIONS),

@@ -6,6 +6,7 @@ are reported. Appended to benchmarks/RESULTS.md by `make bench`.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -114,11 +115,13 @@ def batch_file(folder: Path, count: int, size: int) -> Path:
 # ------------------------------------------------------------------ scenarios
 
 
-def stack_ceiling() -> float:
+def stack_ceiling(module: str = "benchmarks.null_server") -> float:
+    """req/s of one 1 KB record per request to a server that answers at once: Brook's
+    HTTP stack with a handler that does nothing, or `benchmarks.raw_server`."""
     folder = scratch()
     body = folder / "one.bin"
     body.write_bytes(os.urandom(1024))
-    process, port = start([sys.executable, "-m", "benchmarks.null_server", "0"], r"ready (\d+)")
+    process, port = start([sys.executable, "-m", module, "0"], r"ready (\d+)")
     try:
         return wrk(f"http://127.0.0.1:{port}/x", body, "application/octet-stream")
     finally:
@@ -143,11 +146,17 @@ def post_binary_batches(port: int, folder: Path, count: int, connections: int) -
     return count * wrk(records_url(port), body, "application/vnd.brook.batch", connections)
 
 
-def post_json_batches(port: int, folder: Path, count: int, connections: int) -> float:
-    """records/s of wrk POSTing JSON bodies of `count` records of 1 KB of text each."""
-    body = folder / f"batch-{count}.json"
-    text = os.urandom(384).hex()[:1024]
-    body.write_bytes(msgspec.json.encode({"records": [{"value": text}] * count}))
+def post_json_batches(
+    port: int, folder: Path, count: int, connections: int, b64: bool = False
+) -> float:
+    """records/s of wrk POSTing JSON bodies of `count` records of 1 KB each: text
+    (`value`), or random bytes as `value_b64` when `b64`."""
+    body = folder / f"batch-{count}{'-b64' if b64 else ''}.json"
+    if b64:
+        record = {"value_b64": base64.b64encode(os.urandom(1024)).decode()}
+    else:
+        record = {"value": os.urandom(384).hex()[:1024]}
+    body.write_bytes(msgspec.json.encode({"records": [record] * count}))
     return count * wrk(records_url(port), body, "application/json", connections)
 
 
@@ -186,12 +195,13 @@ def batches(count: int, connections: int) -> float:
         shutil.rmtree(folder)
 
 
-def json_batches(count: int, connections: int) -> float:
-    """Records/s appended as JSON bodies of `count` records of 1 KB of text each."""
+def json_batches(count: int, connections: int, b64: bool = False) -> float:
+    """Records/s appended as JSON bodies of `count` records of 1 KB each (text, or
+    `value_b64` when `b64`)."""
     folder = scratch()
     process, port = brook_serve(folder / "data")
     try:
-        return post_json_batches(port, folder, count, connections)
+        return post_json_batches(port, folder, count, connections, b64)
     finally:
         stop(process)
         shutil.rmtree(folder)

@@ -1,4 +1,4 @@
-"""The performance targets (issue 20), each row beside its baseline, in one run.
+"""The performance targets (issues 20 and 37), each row beside its baseline, in one run.
 
     python -m benchmarks.targets [ROW ...]        (all rows by default; `make bench` runs all)
 
@@ -48,15 +48,31 @@ ROWS = {
         "HTTP, one durable 1 KB record per request, 64 connections",
         "server.single_records({})",
         "req/s",
-        ">= 22,000 and >= 0.45x the no-op stack",
+        ">= 0.6x the no-op stack (issue 37; issue 20: 0.45x)",
         "server.stack_ceiling()",
         "Brook's HTTP stack with a handler that does nothing",
     ),
+    "http_single_raw": Row(
+        "HTTP, one durable 1 KB record per request, against a bare uvloop protocol",
+        "server.single_records({})",
+        "req/s",
+        ">= 0.25x a raw uvloop no-op (issue 37)",
+        "server.stack_ceiling('benchmarks.raw_server')",
+        "a bare uvloop protocol that answers at once",
+    ),
     "http_json32": Row(
-        "HTTP, JSON batches of 32 x 1 KB, 64 connections",
+        "HTTP, JSON batches of 32 x 1 KB text values, 64 connections",
         "server.json_batches(32, 64)",
         "records/s",
-        ">= 150,000",
+        ">= 350,000 (issue 37; issue 20: 150,000)",
+        "server.batches(32, 64)",
+        "the same records as binary batches",
+    ),
+    "http_json32_b64": Row(
+        "HTTP, JSON batches of 32 x 1 KB as value_b64, 64 connections",
+        "server.json_batches(32, 64, b64=True)",
+        "records/s",
+        ">= 200,000 (issue 37)",
     ),
     "http_binary32": Row(
         "HTTP, binary batches of 32 x 1 KB, 64 connections",
@@ -106,9 +122,17 @@ ROWS = {
         "delivery to one fast endpoint",
         "delivery.throughput()",
         "deliveries/s",
-        ">= 5,000",
+        ">= 10,000 (issue 37; issue 20: 5,000)",
         "delivery.queue_baseline()",
         "the endpoint's queue group leased and acked by 16 threads",
+    ),
+    "fan_out": Row(
+        "delivery to 1,000 endpoints of one topic",
+        "tenants.fan_out(1000)['deliveries_per_s']",
+        "deliveries/s",
+        ">= 0.8x one endpoint (issue 37)",
+        "delivery.throughput()",
+        "delivery to one fast endpoint",
     ),
 }
 
@@ -116,7 +140,7 @@ ROWS = {
 def measure(row: Row, expression: str) -> tuple[float, ...]:
     """One trial in a fresh process: the expression's value (a number or a tuple)."""
     code = (
-        "from benchmarks import run, server, queues, s3, delivery, spark\n"
+        "from benchmarks import run, server, queues, s3, delivery, spark, tenants\n"
         f"{row.setup}"
         f"try:\n    value = {expression}\nfinally:\n    {row.teardown or 'pass'}\n"
         "print('RESULT', *(value if isinstance(value, tuple) else (value,)))\n"
@@ -158,7 +182,7 @@ def main(names: list[str] | None = None) -> str:
                 print(f"{name} {side} trial {trial + 1}: {value}", file=sys.stderr, flush=True)
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [
-        f"## Performance targets (issue 20) — {stamp}",
+        f"## Performance targets (issues 20 and 37) — {stamp}",
         "",
         f"- Machine: {machine()}; load average before {load:.2f}, after "
         f"{os.getloadavg()[0]:.2f}. `python -m benchmarks.targets`: every row and its "

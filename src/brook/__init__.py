@@ -10,6 +10,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+# First: it chooses, before any of them is imported, whether the hot path's modules
+# run compiled or as Python (brook/compiled.py).
+from brook import compiled  # noqa: F401  (importing it installs the switch)
+
+# isort: split
 from brook import api, errors, scheduling
 from brook.broker import Broker
 from brook.client import AsyncBroker, RemoteBroker
