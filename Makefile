@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 
 # The tests of the compiled modules, run again as Python by `make test`.
 PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py \
-	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_framing.py \
-	tests/server/test_http_sans_io.py tests/server/test_bad_input.py
+	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_sans_io.py \
+	tests/server/test_bad_input.py
 
 .PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo clean
 
@@ -19,27 +19,30 @@ $(RUNTIME): pyproject.toml setup.py
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $(RUNTIME)
 
+# ... and the extras the tests, benchmarks and Spark need (every other target): one
+# install with the extras, not one after the other (each compiles the hot path).
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip==26.3
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
+	touch $(RUNTIME) $(STAMP)
+
 # The hot path's modules, compiled with Cython (src/brook/compiled.py lists them; the
-# install above compiles them): compiled again when one of their sources changes, so
+# installs above compile them): compiled again when one of their sources changes, so
 # what runs is never older than what is read.
 COMPILED := $(shell sed -n '/^MODULES = (/,/^)/s/^ *"\(brook[a-z_.]*\)",$$/\1/p' src/brook/compiled.py \
 	| sed 's|\.|/|g; s|^|src/|; s|$$|.py|')
 NATIVE := src/brook/compiled.json
-$(NATIVE): $(COMPILED) | $(RUNTIME)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+$(NATIVE): $(COMPILED)
+	if test -f $(RUNTIME); then $(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .; fi
 	touch $(NATIVE)
-
-# ... and the extras the tests, benchmarks and Spark need (every other target).
-$(STAMP): $(RUNTIME) $(NATIVE)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench,spark]'
-	touch $(STAMP)
 
 # `make run PORT=8081 DATA=/var/lib/brook` overrides; left out, BROOK_PORT and BROOK_DATA,
 # then brook.toml, then the defaults (8080, ./brook-data) apply.
 run: $(RUNTIME) $(NATIVE)
 	$(VENV)/bin/brook serve $(if $(DATA),--data $(DATA)) $(if $(PORT),--port $(PORT))
 
-lint: $(STAMP)
+lint: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ruff check src tests benchmarks examples scripts setup.py
 	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts setup.py
 	$(VENV)/bin/mypy
@@ -47,7 +50,7 @@ lint: $(STAMP)
 	$(PY) scripts/unasync.py --check
 
 # The sync client is made from the async one (scripts/unasync.py): edit aio.py, then this.
-unasync: $(STAMP)
+unasync: $(STAMP) $(NATIVE)
 	$(PY) scripts/unasync.py
 
 # Debian packages the tests drive: chromium, for the dashboard's tests in a real browser;
@@ -65,7 +68,7 @@ test: lint system-packages
 	BROOK_PURE=1 $(PY) -m pytest -n 2 --dist loadgroup $(PURE_TESTS)
 
 # The same suite measured by coverage (a quarter slower: kept out of `make test`'s budget).
-coverage: $(STAMP) system-packages
+coverage: $(STAMP) $(NATIVE) system-packages
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
 
 # The reliability suite at scale (docs/RELIABILITY.md has each figure and its command):
@@ -73,7 +76,7 @@ coverage: $(STAMP) system-packages
 # coverage-guided fuzz inputs per target, a 30-minute soak plotted to docs/soak.png, and
 # 10,000 topics and 1,000 endpoints served under a descriptor limit of 1,024.
 # Every randomized test prints its seed; BROOK_SEED replays one.
-reliability: $(STAMP) system-packages
+reliability: $(STAMP) $(NATIVE) system-packages
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
 	BROOK_TIMER_CRASH_KILLS=100 BROOK_DELIVERY_CRASH_KILLS=100 BROOK_POWER_CUTS=50 \
 	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
@@ -96,20 +99,20 @@ redis-server:
 	@command -v redis-server >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null)
 
-bench: $(STAMP) wrk redis-server
+bench: $(STAMP) $(NATIVE) wrk redis-server
 	$(PY) -m benchmarks.run
 
 # Where the time goes on the hot paths: py-spy samples the benchmarks' runs (and the
 # `brook serve` they start); collapsed stacks and summaries in .bench/profiles/.
-profile: $(STAMP) wrk
+profile: $(STAMP) $(NATIVE) wrk
 	$(PY) -m benchmarks.profile $(SCENARIOS)
 
 # The dashboard's pages at 1280x800 in docs/ui/ (shown in the README).
-screenshots: $(STAMP) system-packages
+screenshots: $(STAMP) $(NATIVE) system-packages
 	$(PY) -m tests.ui.screenshots docs/ui
 
 # Beside a broker already serving ./brook-data (make run): make pipeline-demo URL=http://127.0.0.1:8080
-pipeline-demo: $(STAMP)
+pipeline-demo: $(STAMP) $(NATIVE)
 	$(PY) examples/pipeline.py --data ./brook-data --out ./pipeline-demo $(if $(URL),--url $(URL),)
 
 clean:

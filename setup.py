@@ -72,4 +72,9 @@ def extensions() -> list:
     )
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": BuildRecordingSources})
+setup(
+    ext_modules=extensions(),
+    cmdclass={"build_ext": BuildRecordingSources},
+    # The C compiler on every core: the build is most of a fresh install's time.
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
+)
