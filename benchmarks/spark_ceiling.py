@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from brook.spark.arrow import HEADERS_TYPE, SCHEMA, SPARK_SCHEMA
+from brook.lake.arrow import HEADERS_TYPE, SCHEMA, SPARK_SCHEMA
 
 ROWS_PER_BATCH = 100_000
 

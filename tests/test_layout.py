@@ -50,6 +50,11 @@ def test_the_documented_patterns_are_the_names_made() -> None:
         ),
         (layout.endpoint("hook"), "endpoints/<endpoint>.json"),
         (layout.schedule("nightly"), "schedules/<schedule>.json"),
+        (layout.lake_manifest("t"), "lake/topics/<topic>/manifest.json"),
+        (
+            layout.lake_file("t", 2, 0, 100, "0a1b2c3d"),
+            "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",
+        ),
     ]
     assert sorted(p for _, p in made) == sorted(set(layout.PATTERNS) - {layout.LOCK})
     for name, pattern in made:

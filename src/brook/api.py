@@ -21,6 +21,7 @@ from brook.models import (
     EndpointInfo,
     Job,
     JobInfo,
+    LakeStatus,
     MessageAttempts,
     Published,
     Record,
@@ -177,6 +178,10 @@ class BrokerApi(Protocol):
     def topics(self) -> list[TopicInfo]: ...
 
     def delete_topic(self, name: str) -> None: ...
+
+    def lake_sync(self, topic: str | None = None) -> list[LakeStatus]: ...
+
+    def lake_status(self, topic: str | None = None) -> list[LakeStatus]: ...
 
     def topic(self, name: str) -> TopicApi: ...
 

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from brook import limits, validate
 from brook.bridge import LoopBridge
@@ -28,14 +28,22 @@ from brook.delivery.addresses import Resolver, system_resolver
 from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
-from brook.errors import BadRequest, EndpointNotFound, PartitionNotFound, TopicNotFound
+from brook.errors import (
+    BadRequest,
+    EndpointNotFound,
+    LakeOff,
+    PartitionNotFound,
+    TopicNotFound,
+)
 from brook.groups.consumer import Consumer, GroupStore
+from brook.lake.status import lake_topics, status_of
 from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import (
     EndpointInfo,
+    LakeStatus,
     MessageAttempts,
     PartitionInfo,
     ScheduleInfo,
@@ -56,6 +64,9 @@ from brook.timers.model import TimerInfo, TimerPage, cursor_of, parse_cursor
 from brook.timers.service import TimerService
 from brook.timers.service import new_ids as new_timer_ids
 from brook.topic import Topic
+
+if TYPE_CHECKING:
+    from brook.lake.service import LakeService
 
 log = logging.getLogger("brook")
 
@@ -112,13 +123,17 @@ class Broker:
         delivery_allow_private_networks: bool = False,
         delivery_resolver: Resolver = system_resolver,
         delivery_workers: int = 0,
+        lake: bool = False,
+        lake_lag_ms: int = limits.lake_lag_ms_default,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
         every write raises ReadOnly (SPEC §0). Delivery calls only public addresses
         unless `delivery_allow_private_networks`; `delivery_resolver` resolves
         endpoints' hosts (tests give a fake one); `delivery_workers` processes send
-        the attempts (0: the broker's own delivery loop does)."""
+        the attempts (0: the broker's own delivery loop does). With `lake`, every topic
+        is also written as Parquet under `lake/`, an active segment's records within
+        `lake_lag_ms` (brook/lake/)."""
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
@@ -134,6 +149,7 @@ class Broker:
         validate.whole(idempotency_window_ms, "idempotency_window_ms", 0)
         validate.whole(record_bytes_max, "record_bytes_max", 1, limits.record_bytes_max_ceiling)
         validate.whole(delivery_workers, "delivery_workers", 0, limits.delivery_workers_max)
+        validate.whole(lake_lag_ms, "lake_lag_ms", 0, limits.lake_lag_ms_max)
         if delivery_workers and delivery_resolver is not system_resolver:
             raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
         clock = Clock.of(clock)
@@ -163,6 +179,11 @@ class Broker:
             )
             self.delivery = self._started(
                 Deliverer(self.core, self.endpoint_store, delivery_resolver, delivery_workers)
+            )
+            self.lake = (
+                self._started(_lake_writer(self.core, lake_lag_ms))
+                if lake and not read_only
+                else None
             )
         except BaseException:
             self._close_parts()
@@ -220,6 +241,31 @@ class Broker:
         """Delete a topic and all its records and group positions. Raises TopicNotFound."""
         self.core.check_open()
         self.core.delete_topic(validate.topic_name(name))
+
+    # ------------------------------------------------------------ the lake
+
+    def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
+        """Write every acknowledged record not yet in the lake (of `topic`, or of every
+        topic) as Parquet; returns once it is durable, with where the lake stands.
+        Raises LakeOff when the lake is off, TopicNotFound, ReadOnly."""
+        self.core.check_open()
+        self.core.check_writable("sync the lake")
+        if self.lake is None:
+            raise LakeOff("the lake is off: open the broker with lake=True (brook serve --lake)")
+        return self.lake.sync(None if topic is None else validate.topic_name(topic))
+
+    def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
+        """Where the lake stands for `topic` (or every topic): files, rows, and per
+        partition its offset, the log's end and how long the oldest record not yet in
+        it has waited. Works read-only, beside the broker that writes."""
+        self.core.check_open()
+        if topic is not None:
+            topic = validate.topic_name(topic)
+            if not self.core.has_topic(topic):
+                raise TopicNotFound(f"topic {topic} does not exist")
+        names = [topic] if topic is not None else lake_topics(self.core)
+        now = self.core.now_ms()
+        return [status_of(self.core.storage, name, now) for name in names]
 
     def topic(self, name: str) -> Topic:
         """A handle on a topic; it is created with defaults on first write."""
@@ -583,3 +629,14 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"<Broker {self.storage!r}>"
+
+
+def _lake_writer(core: Core, lag_ms: int) -> LakeService:
+    """The lake's writer; it needs pyarrow (the `lake` extra), loaded only when asked."""
+    try:
+        from brook.lake.service import LakeService
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("pyarrow", "numpy"):
+            raise
+        raise BadRequest(f"the lake needs {exc.name}: pip install 'brook-broker[lake]'") from None
+    return LakeService(core, lag_ms)

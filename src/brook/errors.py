@@ -150,6 +150,12 @@ class ReadOnly(Conflict):
     code = "read_only"
 
 
+class LakeOff(Conflict):
+    """A lake sync asked of a broker that does not write the lake (no --lake)."""
+
+    code = "lake_off"
+
+
 class IncompatibleFormat(Conflict):
     """The storage location's format version is not one this Brook reads (brook/storage_format.py)."""
 

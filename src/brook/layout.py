@@ -35,6 +35,10 @@ STAGING = "staging/"
 ENDPOINTS = "endpoints/"
 SCHEDULES = "schedules/"
 STAGING_STATE_FILE = "state.json"
+LAKE = "lake/"
+"""Topics as Parquet tables (brook/lake/): files any Parquet reader reads, and manifests."""
+LAKE_MANIFEST_FILE = "manifest.json"
+LAKE_SUFFIX = ".parquet"
 
 
 def topic_prefix(topic: str) -> str:
@@ -162,6 +166,22 @@ def parse_schedule(name: str) -> str | None:
     return name[len(SCHEDULES) : -len(".json")]
 
 
+def lake_topic(topic: str) -> str:
+    """Everything the lake holds of `topic`."""
+    return f"{LAKE}topics/{topic}/"
+
+
+def lake_manifest(topic: str) -> str:
+    """Which of the topic's lake files hold which offsets: the lake's one commit point."""
+    return f"{LAKE}topics/{topic}/{LAKE_MANIFEST_FILE}"
+
+
+def lake_file(topic: str, partition: int, first: int, next_offset: int, tag: str) -> str:
+    """A lake file holding offsets [first, next_offset) of a partition; `tag` tells
+    apart two writings of one range (a merge, a compacted topic's rewrite)."""
+    return f"{LAKE}topics/{topic}/{partition}/{first:020d}-{next_offset:020d}-{tag}{LAKE_SUFFIX}"
+
+
 PATTERNS = (
     LOCK,
     FORMAT,
@@ -178,5 +198,7 @@ PATTERNS = (
     "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
     "endpoints/<endpoint>.json",
     "schedules/<schedule>.json",
+    "lake/topics/<topic>/manifest.json",
+    "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",
 )
 """Every name pattern above, as docs/FORMAT.md writes it."""

@@ -312,3 +312,19 @@ _RELATIONS = (
 _broken = [what for holds, what in _RELATIONS if not holds]
 if _broken:
     raise ImportError(f"brook.limits do not hold together: {', '.join(_broken)}")
+
+
+# ---------------------------------------------------------------- the lake (brook/lake/)
+
+lake_lag_ms_default = 60 * 1000
+"""How long an active segment's acknowledged records may wait before they reach the lake."""
+lake_lag_ms_max = 24 * 60 * 60 * 1000
+lake_row_group_bytes = 64 * MIB
+"""About this much (uncompressed) per Parquet row group: large runs for scans."""
+lake_small_file_bytes = 16 * MIB
+"""A lake file under this is small: merged with its neighbours (below)."""
+lake_merge_files = 8
+"""This many consecutive small files of a partition are merged into one."""
+lake_retire_ms = 60 * 60 * 1000
+"""A file the manifest stopped naming (merged, or past retention) is deleted this much
+later, so a reader planned on the older manifest finishes."""

@@ -706,6 +706,30 @@ TABLE: tuple[Operation, ...] = (
         body_required=False,
         example={},
     ),
+    Operation(
+        "lake_status",
+        "GET",
+        "/v1/lake",
+        "consume",
+        True,
+        "Where the lake stands: each topic's Parquet files, and per partition how far they "
+        "reach and how long the oldest record not in them has waited",
+        wire.Lake,
+        query=(("topic", NAME, "Only this topic", False),),
+    ),
+    Operation(
+        "lake_sync",
+        "POST",
+        "/v1/lake/sync",
+        "admin",
+        True,
+        "Write every acknowledged record not yet in the lake (of one topic, or all) as "
+        "Parquet; answers once it is durable (needs a broker serving with --lake)",
+        wire.Lake,
+        wire.LakeSyncIn,
+        body_required=False,
+        example={"topic": "orders"},
+    ),
 )
 ALTERNATIVES: dict[tuple[str, str], tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {
     ("POST", "/v1/timers"): (wire.TimersIn, wire.ScheduledMany),

@@ -52,6 +52,38 @@ class TopicInfo(msgspec.Struct, frozen=True):
     end_offsets: dict[int, int]
 
 
+class PartitionLake(msgspec.Struct, frozen=True):
+    """Where the lake stands for one partition of a topic (`b.lake_status()`)."""
+
+    partition: int
+    lake_offset: int
+    """The offset after the last one the lake holds (where the log starts, when none)."""
+    end_offset: int
+    """The offset after the last acknowledged record of the log."""
+    pending: int
+    """Offsets acknowledged but not yet in the lake."""
+    lag_ms: int
+    """How long the oldest of them has waited (0 when none)."""
+
+
+class LakeStatus(msgspec.Struct, frozen=True):
+    """Where the lake stands for a topic: its Parquet files, and each partition."""
+
+    topic: str
+    files: int
+    bytes: int
+    rows: int
+    partitions: list[PartitionLake]
+
+    @property
+    def pending(self) -> int:
+        return sum(p.pending for p in self.partitions)
+
+    @property
+    def lag_ms(self) -> int:
+        return max((p.lag_ms for p in self.partitions), default=0)
+
+
 class Job(msgspec.Struct, gc=False):
     """A record leased from a queue group: settle it with its `receipt`."""
 

@@ -182,6 +182,24 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             le=limits.delivery_workers_max,
         ),
     ] = 0
+    lake: Annotated[
+        bool,
+        _setting(
+            "Also write every topic as Parquet under the location's lake/ (needs pyarrow: "
+            "pip install 'brook-broker[lake]'), for Spark and any Parquet reader.",
+            "broker",
+        ),
+    ] = False
+    lake_lag_ms: Annotated[
+        int,
+        _setting(
+            "With --lake: how long an active segment's records may wait before they reach "
+            "the lake (sealed segments go at once).",
+            "broker",
+            ge=0,
+            le=limits.lake_lag_ms_max,
+        ),
+    ] = limits.lake_lag_ms_default
     log_level: Annotated[LogLevel, _setting("Least severe log lines shown.", "server")] = "info"
     access_log: Annotated[
         bool,

@@ -284,6 +284,39 @@ class Topics(Out):
     topics: list[TopicOut]
 
 
+class LakePartitionOut(Out):
+    partition: Count
+    lake_offset: Offset
+    """The offset after the last one the lake holds."""
+    end_offset: Offset
+    """The offset after the last acknowledged record."""
+    pending: Count
+    """Records acknowledged but not yet in the lake."""
+    lag_ms: Count
+    """How long the oldest of them has waited."""
+
+
+class LakeTopicOut(Out):
+    topic: str
+    files: Count
+    bytes: Count
+    rows: Count
+    partitions: list[LakePartitionOut]
+
+
+class Lake(Out):
+    """Where the lake stands: each topic's Parquet files and position (GET /v1/lake,
+    and the answer of POST /v1/lake/sync)."""
+
+    topics: list[LakeTopicOut]
+
+
+class LakeSyncIn(In):
+    """What to write to the lake now: one topic, or every topic."""
+
+    topic: Name | None = None
+
+
 class Deleted(Out):
     deleted: str
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brook.lake.arrow import SCHEMA
 from brook.log.view import SegmentSlice
 from brook.queue.inspect import GroupState, Touched, standing_of
 from brook.queue.lifecycle import JobState, State, Transition
-from brook.spark.arrow import SCHEMA
 from brook.spark.queue import standings, with_state
 
 TOP = 200

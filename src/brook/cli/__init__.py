@@ -17,6 +17,7 @@ from brook.cli.bench import bench
 from brook.cli.doctor import DoctorsNote, doctor
 from brook.cli.endpoints import endpoints
 from brook.cli.keys import keys
+from brook.cli.lake import lake
 from brook.cli.queues import queue
 from brook.cli.records import consume, produce
 from brook.cli.schedules import schedules
@@ -101,6 +102,7 @@ for command in (
     schedules,
     queue,
     endpoints,
+    lake,
     produce,
     consume,
     bench,

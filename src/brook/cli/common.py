@@ -38,12 +38,15 @@ def broker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return data_option(fn)
 
 
-def connect(data: str, url: str | None, api_key: str | None, read_only: bool = False) -> Any:
-    """The broker to talk to: remote when --url is given, else the directory (embedded);
-    `read_only` for a command that only looks, so it works beside a running broker."""
+def connect(
+    data: str, url: str | None, api_key: str | None, read_only: bool = False, **options: Any
+) -> Any:
+    """The broker to talk to: remote when --url is given, else the directory (embedded,
+    with `options`); `read_only` for a command that only looks, so it works beside a
+    running broker."""
     if url:
         return brook.connect(url, api_key=api_key)
-    return open_broker(data, read_only=read_only)
+    return open_broker(data, read_only=read_only, **options)
 
 
 def open_broker(data: str, **options: Any) -> brook.Broker:

@@ -23,6 +23,7 @@ from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, Time
 from brook.models import (
     Backoff,
     JobInfo,
+    LakeStatus,
     MessageAttempts,
     ScheduleInfo,
     TimerInfo,
@@ -90,6 +91,18 @@ class AsyncBroker:
     async def delete_topic(self, name: str) -> None:
         protocol.check_names(name)
         await self._do(protocol.delete_topic(name))
+
+    async def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
+        if topic is not None:
+            protocol.check_names(topic)
+        result: list[LakeStatus] = await self._do(protocol.lake_sync(topic))
+        return result
+
+    async def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
+        if topic is not None:
+            protocol.check_names(topic)
+        result: list[LakeStatus] = await self._do(protocol.lake_status(topic))
+        return result
 
     def topic(self, name: str) -> AsyncTopic:
         protocol.check_names(name)

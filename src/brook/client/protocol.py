@@ -18,8 +18,10 @@ from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
     JobInfo,
+    LakeStatus,
     MessageAttempts,
     Outcome,
+    PartitionLake,
     ScheduleInfo,
     State,
     TimerInfo,
@@ -513,6 +515,31 @@ def timer(timer_id: str) -> Call:
         return _timer_info(_answer(body, wire.TimerOut))
 
     return _call("describe_timer", {"timer": timer_id}, {}, None, {}, parse)
+
+
+def _lake(status: int, headers: dict[str, str], body: bytes) -> list[LakeStatus]:
+    return [
+        LakeStatus(
+            topic=t.topic,
+            files=t.files,
+            bytes=t.bytes,
+            rows=t.rows,
+            partitions=[
+                PartitionLake(p.partition, p.lake_offset, p.end_offset, p.pending, p.lag_ms)
+                for p in t.partitions
+            ],
+        )
+        for t in _answer(body, wire.Lake).topics
+    ]
+
+
+def lake_status(topic: str | None) -> Call:
+    return _call("lake_status", {}, {} if topic is None else {"topic": topic}, None, {}, _lake)
+
+
+def lake_sync(topic: str | None) -> Call:
+    body, headers = _json_body(wire.LakeSyncIn(topic=topic))
+    return _call("lake_sync", {}, {}, body, headers, _lake)
 
 
 def list_timers(

@@ -21,6 +21,7 @@ from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
+from brook.server.lake import LakeEndpoints
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Router
@@ -72,6 +73,7 @@ class Api:
         self.schedules = ScheduleEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
+        self.lake = LakeEndpoints(self)
         self.ui = Dashboard(broker, auth, self._read, where or "its storage")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)

@@ -30,8 +30,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from brook.errors import BadRequest, CorruptData, DataLoss, StorageError
+from brook.lake.arrow import SPARK_SCHEMA, to_arrow
 from brook.log.view import SegmentSlice, TopicView, read_slice
-from brook.spark.arrow import SPARK_SCHEMA, to_arrow
 from brook.spark.options import AtTime, Offsets, ReadOptions, read_options, resolve
 from brook.storage import Storage
 from brook.storage.location import open_reader

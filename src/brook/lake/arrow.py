@@ -6,7 +6,8 @@ batches becomes one Arrow batch with a few numpy operations per stored batch
 and one copy of the blobs, never a Python object per record. Only headers,
 MessagePack maps, are decoded per record, and only in batches that have them.
 
-Needs pyarrow and numpy (the `spark` extra); the core never imports this.
+Needs pyarrow and numpy (the `lake` or `spark` extra); the core never imports this: the
+lake's writer and the Spark source do.
 """
 
 from __future__ import annotations

@@ -1,0 +1,53 @@
+"""`brook lake`: write the lake now, and show where it stands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from brook.cli.common import broker_options, connect, plural
+from brook.cli.errors import friendly
+
+
+@click.group()
+def lake() -> None:
+    """Topics as Parquet tables under the location's lake/ (brook serve --lake)."""
+
+
+@lake.command("sync")
+@click.option("--topic", default=None, help="Only this topic (default: every topic).")
+@broker_options
+@friendly
+def lake_sync(topic: str | None, data: str, url: str | None, api_key: str | None) -> None:
+    """Write every acknowledged record not yet in the lake as Parquet, and return once
+    it is durable. Through a running broker with --url; else on --data (a directory
+    or s3://bucket/prefix) when no broker serves it."""
+    with connect(data, url, api_key, lake=True) as b:
+        _show(b.lake_sync(topic))
+
+
+@lake.command("status")
+@click.option("--topic", default=None, help="Only this topic (default: every topic).")
+@broker_options
+@friendly
+def lake_status(topic: str | None, data: str, url: str | None, api_key: str | None) -> None:
+    """Each topic's lake: its files, and per partition how far it reaches, how many
+    records are not in it yet and how long the oldest has waited."""
+    with connect(data, url, api_key, read_only=True) as b:
+        _show(b.lake_status(topic))
+
+
+def _show(statuses: list[Any]) -> None:
+    if not statuses:
+        click.echo("no topics")
+    for status in statuses:
+        click.echo(
+            f"{status.topic}\t{plural(status.files, 'file')}\t{status.rows} rows\t"
+            f"{status.bytes} bytes\tpending={status.pending}\tlag={status.lag_ms / 1000:.1f}s"
+        )
+        for p in status.partitions:
+            click.echo(
+                f"  partition {p.partition}\tlake={p.lake_offset}\tend={p.end_offset}\t"
+                f"pending={p.pending}\tlag={p.lag_ms / 1000:.1f}s"
+            )
