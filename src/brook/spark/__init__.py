@@ -20,6 +20,16 @@ from typing import Any
 log = logging.getLogger("brook.spark")
 
 
+def table(
+    spark: Any, location: str, topic: str, storage_options: dict[str, str] | None = None
+) -> Any:
+    """The topic as one DataFrame: its lake's Parquet files read by Spark's own reader,
+    the records not in them yet through the `brook` source (brook/spark/lake.py)."""
+    from brook.spark.lake import table as lake_table
+
+    return lake_table(spark, location, topic, storage_options)
+
+
 def register(spark: Any) -> None:
     """Register the data sources `brook` (topics) and `brook_queue` (a queue group's
     records and their state) with a SparkSession (idempotent).
@@ -32,12 +42,14 @@ def register(spark: Any) -> None:
     a RuntimeError says what to set."""
     from brook.spark.queue import QueueDataSource
     from brook.spark.source import BrookDataSource
+    from brook.spark.lake import LakeDataSource
 
     context = getattr(spark, "sparkContext", None)  # None on Spark Connect
     chosen = getattr(context, "pythonExec", None)
     if context is None or chosen is None or _imports_brook(chosen):
         spark.dataSource.register(BrookDataSource)
         spark.dataSource.register(QueueDataSource)
+        spark.dataSource.register(LakeDataSource)
         return
     if not str(context.master).startswith("local"):
         raise RuntimeError(
@@ -50,6 +62,7 @@ def register(spark: Any) -> None:
     try:
         spark.dataSource.register(BrookDataSource)
         spark.dataSource.register(QueueDataSource)
+        spark.dataSource.register(LakeDataSource)
     finally:
         context.pythonExec = chosen
 

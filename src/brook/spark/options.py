@@ -101,6 +101,16 @@ def read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     )
 
 
+def storage_options_of(options: Mapping[str, str] | None) -> dict[str, str]:
+    """The storage's options (endpoint_url, region) among a reader's Spark options
+    (`endpointUrl`, ...); raises BadRequest for any other."""
+    given = normalise(options or {})
+    unknown = sorted(set(given) - set(_S3_OPTIONS))
+    if unknown:
+        raise BadRequest(f"unknown storage option(s) {unknown}: endpointUrl and region are known")
+    return {_S3_OPTIONS[k]: v for k, v in given.items()}
+
+
 def queue_options(options: Mapping[str, str]) -> tuple[ReadOptions, str]:
     """Check the options of a queue group's table (`brook_queue`): a reader's, with
     `group` and without offsets. Returns them and the group name; raises BadRequest."""

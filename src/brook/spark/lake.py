@@ -1,0 +1,183 @@
+"""A topic as one table: its lake's Parquet files, then the records not in them yet.
+
+`brook.spark.table(spark, location, topic)` gives the rows `spark.read.format("brook")`
+gives (the same columns; each retained offset exactly once), planned from one look at
+the storage: the lake's manifest says where its files end in each partition, and the
+log where it starts and ends. Offsets from the log's start to the lake's end are read
+from the files, the rest through the `brook` source; both are cut at the same
+offsets, so a record the lake holds is never read twice, and one retention already
+deleted from the log is never read from the lake.
+
+On a local directory the files are read by Spark's own Parquet reader (statistics on
+`offset` and `timestamp` skip files and row groups under a filter). On S3 they are read
+by the `brook_lake` source in Spark's Python workers, with pyarrow's Parquet reader,
+through Brook's storage (Spark's own reader needs hadoop-aws on its classpath for
+s3a://, which a pip-installed PySpark does not have).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from brook import layout
+from brook.errors import BadRequest
+from brook.lake import manifest as manifests
+from brook.lake.arrow import SCHEMA, SPARK_SCHEMA
+from brook.log.view import TopicView
+from brook.spark.jobs import read_topic
+from brook.spark.options import storage_options_of
+from brook.storage import location as locations
+
+COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+
+
+class Planned(NamedTuple):
+    files: list[manifests.LakeFile]
+    """The lake files holding offsets to read."""
+    start: dict[int, int]
+    """Per partition: the log's first retained offset."""
+    cut: dict[int, int]
+    """Per partition: where the lake's files stop and the brook source starts."""
+    end: dict[int, int]
+    """Per partition: the log's end when planned."""
+
+
+def plan(location: str, topic: str, storage_options: dict[str, str] | None = None) -> Planned:
+    """Where each partition is read from, from one look at the storage (`storage_options`
+    as a `brook` read takes them: endpointUrl, region)."""
+    storage = locations.open_reader(location, storage_options_of(storage_options))
+    try:
+        view = TopicView(storage, topic)
+        view.refresh()
+        bounds = view.bounds()
+        manifest = manifests.decode(storage.read_all(layout.lake_manifest(topic)))
+    finally:
+        storage.close()
+    start = {p: low for p, (low, _) in bounds.items()}
+    end = {p: high for p, (_, high) in bounds.items()}
+    cut = {p: min(max(manifest.end(p) or 0, start[p]), end[p]) for p in bounds}
+    files = [
+        f
+        for f in manifest.files
+        if f.partition in cut and f.next > start[f.partition] and f.first < cut[f.partition]
+    ]
+    return Planned(files, start, cut, end)
+
+
+def table(
+    spark: Any, location: str, topic: str, storage_options: dict[str, str] | None = None
+) -> Any:
+    """The topic's records as a DataFrame of the `brook` source's columns: the lake's
+    files, then the brook source from where they end (docs/SPARK.md, "The lake")."""
+    from brook.spark import register
+
+    register(spark)
+    location = str(location)
+    planned = plan(location, topic, storage_options)
+    rest = read_topic(
+        spark,
+        location,
+        topic,
+        json.dumps({str(p): planned.cut[p] for p in planned.cut}),
+        json.dumps({str(p): planned.end[p] for p in planned.end}),
+        storage_options,
+    )
+    if not planned.files:
+        return rest
+    lake = _lake_frame(spark, location, topic, planned, storage_options)
+    kept = None
+    for p in sorted(planned.cut):
+        if planned.cut[p] > planned.start[p]:
+            clause = (
+                (F.col("partition") == p)
+                & (F.col("offset") >= planned.start[p])
+                & (F.col("offset") < planned.cut[p])
+            )
+            kept = clause if kept is None else kept | clause
+    if kept is None:
+        return rest
+    return lake.where(kept).select(*COLUMNS).unionByName(rest)
+
+
+def _lake_frame(
+    spark: Any,
+    location: str,
+    topic: str,
+    planned: Planned,
+    storage_options: dict[str, str] | None,
+) -> Any:
+    if locations.parse(location).kind == "local":
+        root = Path(location).resolve()
+        paths = [(root / f.name).as_uri() for f in planned.files]
+        return spark.read.parquet(*paths).withColumn("topic", F.lit(topic))
+    files = [[f.name, planned.start[f.partition], planned.cut[f.partition]] for f in planned.files]
+    reader = (
+        spark.read.format("brook_lake")
+        .option("url", location)
+        .option("topic", topic)
+        .option("files", json.dumps(files))
+    )
+    for name, value in (storage_options or {}).items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+class LakeFileInput(InputPartition):
+    def __init__(self, name: str, low: int, high: int) -> None:
+        super().__init__(name)
+        self.name, self.low, self.high = name, low, high
+
+
+class LakeReader(DataSourceReader):
+    """Reads lake files (one Spark task each) through Brook's storage, with pyarrow."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.location = options["url"]
+        self.topic = options["topic"]
+        self.files: list[list[Any]] = json.loads(options["files"])
+        self.storage_options = storage_options_of(
+            {k: v for k, v in options.items() if k not in ("url", "topic", "files")}
+        )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [LakeFileInput(name, low, high) for name, low, high in self.files]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, LakeFileInput)
+        storage = locations.open_reader(self.location, self.storage_options)
+        try:
+            data = storage.read_all(partition.name)
+        finally:
+            storage.close()
+        if data is None:
+            raise BadRequest(f"lake file {partition.name} is gone: plan the table again")
+        table = pq.read_table(pa.BufferReader(data))
+        offsets = table.column("offset")
+        keep = pc.and_(pc.greater_equal(offsets, partition.low), pc.less(offsets, partition.high))
+        table = table.filter(keep)
+        topic = pa.array([self.topic] * table.num_rows, pa.string())
+        yield from table.add_column(0, "topic", topic).cast(SCHEMA).to_batches()
+
+
+class LakeDataSource(DataSource):
+    """`brook_lake`: lake files read through Brook's storage (for object storage)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "brook_lake"
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LakeReader({k.lower(): v for k, v in self.options.items()})
