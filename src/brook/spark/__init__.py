@@ -40,9 +40,9 @@ def register(spark: Any) -> None:
     named 'brook'". So the workers' Python is checked here. On a local master the
     data sources are registered to run with this interpreter instead; on a cluster,
     a RuntimeError says what to set."""
+    from brook.spark.lake import LakeDataSource
     from brook.spark.queue import QueueDataSource
     from brook.spark.source import BrookDataSource
-    from brook.spark.lake import LakeDataSource
 
     context = getattr(spark, "sparkContext", None)  # None on Spark Connect
     chosen = getattr(context, "pythonExec", None)
