@@ -394,6 +394,7 @@ def main() -> None:
         "takeover",
         "spark",
         "spark_s3",
+        "lake",
         "targets",
     ]
     needs_wrk = {"server", "s3", "takeover", "targets"}

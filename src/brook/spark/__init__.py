@@ -10,6 +10,7 @@ the rest of Brook never imports it. Guide: docs/SPARK.md.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -67,6 +68,7 @@ def register(spark: Any) -> None:
         context.pythonExec = chosen
 
 
+@functools.lru_cache(maxsize=8)
 def _imports_brook(python: str) -> bool:
     """Whether `python` (a path or a name on the PATH) can import this Brook."""
     found = shutil.which(python) or python

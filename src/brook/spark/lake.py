@@ -39,6 +39,8 @@ from brook.spark.options import storage_options_of
 from brook.storage import location as locations
 
 COLUMNS = ["topic", "partition", "offset", "timestamp", "key", "value", "headers"]
+FILE_SPARK_SCHEMA = SPARK_SCHEMA.removeprefix("topic string, ")
+"""The lake files' columns, given to Spark's reader (no footer read to infer them)."""
 
 
 class Planned(NamedTuple):
@@ -81,32 +83,42 @@ def table(
     files, then the brook source from where they end (docs/SPARK.md, "The lake")."""
     from brook.spark import register
 
-    register(spark)
     location = str(location)
     planned = plan(location, topic, storage_options)
-    rest = read_topic(
-        spark,
-        location,
-        topic,
-        json.dumps({str(p): planned.cut[p] for p in planned.cut}),
-        json.dumps({str(p): planned.end[p] for p in planned.end}),
-        storage_options,
-    )
-    if not planned.files:
-        return rest
-    lake = _lake_frame(spark, location, topic, planned, storage_options)
-    kept = None
-    for p in sorted(planned.cut):
-        if planned.cut[p] > planned.start[p]:
-            clause = (
+    rest = None
+    if any(planned.cut[p] < planned.end[p] for p in planned.end):
+        register(spark)
+        rest = read_topic(
+            spark,
+            location,
+            topic,
+            json.dumps({str(p): planned.cut[p] for p in planned.cut}),
+            json.dumps({str(p): planned.end[p] for p in planned.end}),
+            storage_options,
+        )
+    read = {p for p in planned.cut if planned.cut[p] > planned.start[p]}
+    files = [f for f in planned.files if f.partition in read]
+    if not files:
+        return rest if rest is not None else spark.createDataFrame([], SPARK_SCHEMA)
+    from_lake = _lake_frame(spark, location, topic, planned._replace(files=files), storage_options)
+    clauses, whole = [], []
+    for p in sorted(read):
+        mine = [f for f in files if f.partition == p]
+        if mine[0].first >= planned.start[p] and mine[-1].next <= planned.cut[p]:
+            whole.append(p)  # every row of these files is to be read
+        else:
+            clauses.append(
                 (F.col("partition") == p)
                 & (F.col("offset") >= planned.start[p])
                 & (F.col("offset") < planned.cut[p])
             )
-            kept = clause if kept is None else kept | clause
-    if kept is None:
-        return rest
-    return lake.where(kept).select(*COLUMNS).unionByName(rest)
+    if clauses:
+        kept = F.col("partition").isin(whole) if whole else clauses.pop()
+        for clause in clauses:
+            kept = kept | clause
+        from_lake = from_lake.where(kept)
+    from_lake = from_lake.select(*COLUMNS)
+    return from_lake if rest is None else from_lake.unionByName(rest)
 
 
 def _lake_frame(
@@ -119,7 +131,9 @@ def _lake_frame(
     if locations.parse(location).kind == "local":
         root = Path(location).resolve()
         paths = [(root / f.name).as_uri() for f in planned.files]
-        return spark.read.parquet(*paths).withColumn("topic", F.lit(topic))
+        return (
+            spark.read.schema(FILE_SPARK_SCHEMA).parquet(*paths).withColumn("topic", F.lit(topic))
+        )
     files = [[f.name, planned.start[f.partition], planned.cut[f.partition]] for f in planned.files]
     reader = (
         spark.read.format("brook_lake")
@@ -153,7 +167,8 @@ class LakeReader(DataSourceReader):
         return [LakeFileInput(name, low, high) for name, low, high in self.files]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, LakeFileInput)
+        if not isinstance(partition, LakeFileInput):
+            return  # Spark's placeholder for a plan of no files
         storage = locations.open_reader(self.location, self.storage_options)
         try:
             data = storage.read_all(partition.name)

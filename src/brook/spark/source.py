@@ -135,7 +135,8 @@ class BrookReader(DataSourceReader):
         return [SliceInput(piece, self.options) for piece in slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SliceInput)
+        if not isinstance(partition, SliceInput):
+            return iter(())  # Spark's placeholder for a plan of no slices: nothing to read
         return read_input(partition)
 
 
@@ -198,7 +199,8 @@ class BrookStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [SliceInput(piece, self.options) for piece in slices]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SliceInput)
+        if not isinstance(partition, SliceInput):
+            return iter(())  # Spark's placeholder for a plan of no slices: nothing to read
         return read_input(partition)
 
     def commit(self, end: dict[str, int]) -> None:
