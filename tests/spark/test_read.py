@@ -225,3 +225,15 @@ def test_a_compacted_topic_reads_with_its_gaps(spark: Any, tmp_path: Path) -> No
     gap = max(set(range(kept[-1].offset)) - stored)  # an offset compaction removed
     ranged = _load(spark, data, "c", startingOffsets=f'{{"0": {gap}}}').collect()
     assert sorted(r.offset for r in ranged) == [r.offset for r in kept if r.offset >= gap]
+
+
+def test_a_read_of_no_offsets_is_empty_not_an_error(spark: Any, tmp_path: Path) -> None:
+    """A range that holds nothing (starting at the end) plans no slices: Spark then
+    reads once with a placeholder, which must yield no rows."""
+    data = str(tmp_path / "data")
+    with brook.open(data) as b:
+        b.create_topic("orders", partitions=2)
+        b.topic("orders").append_many(_records(10))
+        ends = b.topic("orders").end_offsets()
+    starting = "{" + ", ".join(f'"{p}": {o}' for p, o in ends.items()) + "}"
+    assert _load(spark, data, "orders", startingOffsets=starting).count() == 0
