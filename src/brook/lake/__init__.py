@@ -1,0 +1,1 @@
+"""The lake: topics as Parquet tables beside their segments (docs/ARCHITECTURE.md, "The lake")."""

@@ -1,0 +1,111 @@
+"""Offsets of a partition, read from its segments, written as one Parquet file.
+
+Columns `partition int32, offset int64, timestamp timestamp[us, UTC], key binary,
+value binary, headers map<string, binary>` (the Spark source's, less `topic`, which
+the file's place names), sorted by offset. Row groups hold about
+`limits.lake_row_group_bytes` each, so a scan reads large runs; statistics are kept
+for `partition`, `offset` and `timestamp` only, so a filter on offsets or time skips
+files and row groups (min/max of values would only bloat the footer). zstd, as
+the lake is read far more often than it is written. Any Parquet reader reads the
+files: nothing in them is Brook's own.
+
+The file is built in memory and stored with one atomic write (a PUT on S3): a
+segment is at most `segment_bytes_max` (128 MiB by default), and a file is never
+half there.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from brook import layout, limits
+from brook.errors import CorruptData
+from brook.lake.arrow import SCHEMA, to_arrow
+from brook.lake.manifest import LakeFile
+from brook.log.view import TopicView, read_slice
+from brook.storage import Storage
+
+FILE_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("topic"))
+STATISTICS = ["partition", "offset", "timestamp"]
+
+
+class Range(NamedTuple):
+    partition: int
+    first: int
+    next: int
+
+
+def table_of(storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
+    """The records of `wanted` as a table of FILE_SCHEMA, in offset order."""
+    pieces = view.slices({wanted.partition: wanted.first}, {wanted.partition: wanted.next})
+    batches = []
+    for piece in pieces:
+        for window, found in read_slice(storage, piece):
+            batch = to_arrow(
+                window, found, view.topic, piece.partition, piece.start_offset, piece.end_offset
+            )
+            batches.append(batch.drop_columns(["topic"]))
+    return pa.Table.from_batches(batches, schema=FILE_SCHEMA)
+
+
+def encode(table: pa.Table) -> bytes:
+    """The table as Parquet bytes."""
+    rows = table.num_rows
+    per_row = max(1, table.nbytes // max(rows, 1))
+    row_group = max(1, min(rows, limits.lake_row_group_bytes // per_row))
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        row_group_size=row_group,
+        compression="zstd",
+        write_statistics=STATISTICS,
+    )
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+def write(storage: Storage, view: TopicView, wanted: Range) -> LakeFile | None:
+    """Store `wanted`'s records as one Parquet file; None when it holds none (all
+    compacted away)."""
+    table = table_of(storage, view, wanted)
+    if table.num_rows == 0:
+        return None
+    return store(storage, view.topic, wanted, table)
+
+
+def store(storage: Storage, topic: str, wanted: Range, table: pa.Table) -> LakeFile:
+    data = encode(table)
+    name = layout.lake_file(topic, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4))
+    storage.write_atomic(name, data)
+    stamps = table.column("timestamp").cast(pa.int64())
+    return LakeFile(
+        partition=wanted.partition,
+        first=wanted.first,
+        next=wanted.next,
+        name=name,
+        rows=table.num_rows,
+        bytes=len(data),
+        min_timestamp_ms=int(pc.min(stamps).as_py()) // 1000,
+        max_timestamp_ms=int(pc.max(stamps).as_py()) // 1000,
+    )
+
+
+def merge(storage: Storage, topic: str, files: list[LakeFile]) -> LakeFile:
+    """One file holding every row of `files` (consecutive files of one partition)."""
+    tables = [pq.read_table(pa.BufferReader(_read(storage, f.name))) for f in files]
+    table = pa.concat_tables(tables).cast(FILE_SCHEMA)
+    wanted = Range(files[0].partition, files[0].first, files[-1].next)
+    return store(storage, topic, wanted, table)
+
+
+def _read(storage: Storage, name: str) -> bytes:
+    data = storage.read_all(name)
+    if data is None:
+        raise CorruptData(f"lake file {name}, named by its manifest, is missing")
+    return data

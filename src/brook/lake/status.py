@@ -1,0 +1,47 @@
+"""Where the lake stands for a topic: read from storage alone, so a read-only broker
+(`brook lake status` beside a serving one) sees what the writer wrote."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+from brook import layout
+from brook.lake import manifest as manifests
+from brook.log.view import TopicView
+from brook.records import LakeStatus, PartitionLake
+from brook.storage import Storage
+
+if TYPE_CHECKING:
+    from brook.core import Core
+
+
+def lake_topics(core: Core) -> list[str]:
+    """The topics the lake holds: every user topic (internal logs, named `__...`, not)."""
+    return sorted(state.name for state in core.topic_states() if not state.name.startswith("__"))
+
+
+def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
+    """The lake's position and lag for `topic`. Raises TopicNotFound, StorageError."""
+    view = TopicView(storage, topic)
+    manifest = manifests.decode(storage.read_all(layout.lake_manifest(topic)))
+    partitions = []
+    for partition in range(view.partitions):
+        extents = view.extents(partition)
+        start = extents[0].base_offset if extents else 0
+        end = extents[-1].next_offset if extents else 0
+        lake = max(manifest.end(partition) or 0, start)
+        lag = 0
+        for extent in extents:
+            if extent.next_offset > lake and extent.stamps:
+                oldest = extent.stamps[max(bisect_right(extent.bases, lake) - 1, 0)]
+                lag = max(0, now_ms - oldest)
+                break
+        partitions.append(PartitionLake(partition, lake, end, max(0, end - lake), lag))
+    return LakeStatus(
+        topic=topic,
+        files=len(manifest.files),
+        bytes=sum(f.bytes for f in manifest.files),
+        rows=sum(f.rows for f in manifest.files),
+        partitions=partitions,
+    )

@@ -1,0 +1,256 @@
+"""The lake as its users meet it: every acknowledged record once, in files any Parquet
+reader reads (pyarrow and DuckDB here), on local disk and S3; the lag; retention and
+deletion; merges of small files; and the surfaces (embedded, HTTP, CLI)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import brook
+from brook import layout, limits
+from brook.errors import BadRequest, LakeOff, TopicNotFound
+from brook.lake import manifest as manifests
+from brook.storage import Storage
+from tests.s3server import MotoServer
+from tests.served import Served
+
+Row = tuple[int, int, int, bytes | None, bytes, tuple[tuple[str, bytes], ...]]
+
+
+@pytest.fixture(params=["local", "s3"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    if request.param == "local":
+        yield {"location": str(tmp_path / "data")}
+        return
+    moto: MotoServer = request.getfixturevalue("moto")
+    yield {
+        "location": moto.fresh_url(),
+        "endpoint_url": moto.endpoint,
+        "cache_dir": str(tmp_path / "cache"),
+    }
+
+
+def opened(where: dict[str, Any], **options: Any) -> brook.Broker:
+    return brook.open(
+        where["location"], **{k: v for k, v in where.items() if k != "location"}, **options
+    )
+
+
+def fill(b: brook.Broker, topic: str, batches: int, per_batch: int = 40) -> None:
+    t = b.topic(topic)
+    for i in range(batches):
+        t.append_many(
+            [
+                brook.Record(
+                    value=f"value {i}-{j} ".encode() * 3,
+                    key=None if j % 4 == 0 else f"k{j % 7}".encode(),
+                    headers={"n": str(j).encode()} if j % 3 == 0 else None,
+                )
+                for j in range(per_batch)
+            ]
+        )
+
+
+def source_rows(b: brook.Broker, topic: str) -> list[Row]:
+    rows: list[Row] = []
+    for partition in b.topic(topic).end_offsets():
+        offset = min((p.start_offset for p in b.partitions(topic) if p.partition == partition))
+        while True:
+            got = b.topic(topic).read(partition, offset, 1000)
+            if not got:
+                break
+            for r in got:
+                headers = tuple(sorted((r.headers or {}).items()))
+                rows.append((r.partition, r.offset, r.timestamp, r.key, r.value, headers))
+            offset = got[-1].offset + 1
+    return rows
+
+
+def lake_files(storage: Storage, topic: str) -> list[manifests.LakeFile]:
+    return manifests.decode(storage.read_all(layout.lake_manifest(topic))).files
+
+
+def table_rows(table: pa.Table) -> list[Row]:
+    out: list[Row] = []
+    for row in table.to_pylist():
+        stamp = int(row["timestamp"].timestamp() * 1000)
+        headers = tuple(sorted(row["headers"] or []))
+        out.append((row["partition"], row["offset"], stamp, row["key"], row["value"], headers))
+    return out
+
+
+def lake_rows(storage: Storage, topic: str) -> list[Row]:
+    """Every row of the files the manifest names, read by pyarrow from their bytes."""
+    rows: list[Row] = []
+    for file in lake_files(storage, topic):
+        data = storage.read_all(file.name)
+        assert data is not None, file.name
+        table = pq.read_table(pa.BufferReader(data))
+        assert table.num_rows == file.rows
+        offsets = table.column("offset").to_pylist()
+        assert offsets == sorted(offsets) and file.first <= offsets[0] < file.next
+        rows.extend(table_rows(table))
+    return rows
+
+
+def test_the_lake_holds_every_acknowledged_record_once(location: dict[str, Any]) -> None:
+    with opened(location, lake=True, lake_lag_ms=3_600_000, segment_bytes_max=8192) as b:
+        b.create_topic("orders", partitions=3)
+        fill(b, "orders", 30)
+        statuses = b.lake_sync("orders")
+        assert [s.topic for s in statuses] == ["orders"]
+        assert statuses[0].pending == 0 and statuses[0].rows == 1200
+        assert Counter(lake_rows(b.storage, "orders")) == Counter(source_rows(b, "orders"))
+        fill(b, "orders", 3)  # an active tail the lag keeps out...
+        assert b.lake_status("orders")[0].pending == 120
+        b.lake_sync()  # ...until a sync
+        assert Counter(lake_rows(b.storage, "orders")) == Counter(source_rows(b, "orders"))
+        files = lake_files(b.storage, "orders")
+        assert {f.partition for f in files} == {0, 1, 2} and len(files) > 3
+        metadata = pq.read_metadata(pa.BufferReader(b.storage.read_all(files[0].name)))
+        statistics = metadata.row_group(0).column(1).statistics  # offset
+        assert statistics is not None and statistics.has_min_max
+        assert statistics.min == files[0].first
+
+
+def test_duckdb_reads_the_lake_without_brook(tmp_path: Path) -> None:
+    with brook.open(tmp_path / "data", lake=True, segment_bytes_max=4096) as b:
+        b.create_topic("clicks", partitions=2)
+        fill(b, "clicks", 10)
+        b.lake_sync()
+        expected = Counter((r[0], r[1], r[4]) for r in source_rows(b, "clicks"))
+    files = [str(tmp_path / "data" / f.name) for f in lake_files(_local(tmp_path), "clicks")]
+    got = duckdb.sql(
+        f'SELECT "partition", "offset", value FROM read_parquet({files!r})'
+    ).fetchall()
+    assert Counter(got) == expected
+    counted = duckdb.sql(
+        f'SELECT "partition", count(*) FROM read_parquet({files!r}) GROUP BY 1 ORDER BY 1'
+    ).fetchall()
+    assert sum(n for _, n in counted) == 400
+
+
+def _local(tmp_path: Path) -> Storage:
+    from brook.storage.local import LocalStorage
+
+    return LocalStorage(tmp_path / "data")
+
+
+def test_the_writer_keeps_the_lake_within_its_lag(tmp_path: Path) -> None:
+    with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
+        fill(b, "events", 5)
+        deadline = time.monotonic() + 20
+        while b.lake_status("events")[0].pending and time.monotonic() < deadline:
+            time.sleep(0.2)
+        status = b.lake_status("events")[0]
+        assert status.pending == 0 and status.rows == 200
+
+
+def test_retention_and_deletion_take_the_lake_s_files_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "lake_merge_files", 1_000)  # a file per segment
+    with brook.open(tmp_path / "data", lake=True, segment_bytes_max=4096) as b:
+        b.create_topic("short", retention_bytes=8192)
+        fill(b, "short", 20)
+        b.lake_sync()
+        before = lake_files(b.storage, "short")
+        b.core.run_maintenance()  # retention deletes the oldest segments
+        b.lake_sync()
+        after = lake_files(b.storage, "short")
+        start = b.partitions("short")[0].start_offset
+        assert start > 0 and len(after) < len(before)
+        assert all(f.next > start for f in after)
+        kept = [r for r in lake_rows(b.storage, "short") if r[1] >= start]
+        assert Counter(kept) == Counter(source_rows(b, "short"))
+        b.delete_topic("short")
+        assert b.storage.list(layout.lake_topic("short")) == []
+
+
+def test_small_files_are_merged_and_the_old_ones_deleted_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "lake_merge_files", 3)
+    now = [1_800_000_000.0]
+    with brook.open(tmp_path / "data", lake=True, clock=lambda: now[0]) as b:
+        for _ in range(3):
+            fill(b, "tiny", 1)
+            b.lake_sync()  # one small file each time
+        files = lake_files(b.storage, "tiny")
+        assert len(files) == 1 and (files[0].first, files[0].next) == (0, 120)
+        retired = manifests.decode(b.storage.read_all(layout.lake_manifest("tiny"))).retired
+        assert len(retired) == 3
+        assert Counter(lake_rows(b.storage, "tiny")) == Counter(source_rows(b, "tiny"))
+        now[0] += limits.lake_retire_ms / 1000 + 1
+        b.lake_sync()
+        names = b.storage.list(layout.lake_topic("tiny"))
+        assert sorted(n for n in names if n.endswith(".parquet")) == [files[0].name]
+
+
+def test_bad_requests_of_the_lake_say_what_is_wrong(tmp_path: Path) -> None:
+    with brook.open(tmp_path / "off") as b:
+        b.topic("t").append(b"x")
+        with pytest.raises(LakeOff, match="the lake is off"):
+            b.lake_sync()
+        assert b.lake_status("t")[0].pending == 1  # status works without the writer
+    with brook.open(tmp_path / "on", lake=True) as b:
+        with pytest.raises(TopicNotFound):
+            b.lake_sync("missing")
+        with pytest.raises(BadRequest):
+            b.lake_sync("__queues")
+
+
+def test_the_lake_over_http_and_the_command_line(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data", "--lake", "--lake-lag-ms", "3600000")
+    try:
+        client = brook.connect(f"http://127.0.0.1:{served.port}")
+        fill(client, "web", 4)  # type: ignore[arg-type]
+        assert client.lake_status("web")[0].pending == 160
+        synced = client.lake_sync("web")
+        assert synced[0].pending == 0 and synced[0].rows == 160
+        with pytest.raises(TopicNotFound):
+            client.lake_sync("nope")
+        client.close()
+        cli = [sys.executable, "-m", "brook.cli", "lake"]
+        shown = subprocess.run(
+            [*cli, "status", "--data", str(tmp_path / "data")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert shown.startswith("web\t1 file\t160 rows") and "pending=0" in shown
+        refused = subprocess.run(
+            [*cli, "sync", "--data", str(tmp_path / "data")], capture_output=True, text=True
+        )
+        assert refused.returncode != 0 and "--url" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        via_url = subprocess.run(
+            [*cli, "sync", "--url", f"http://127.0.0.1:{served.port}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert via_url.startswith("web\t")
+    finally:
+        served.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "brook.cli", "lake", "sync", "--data", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "pending=0" in done
+    manifest = json.loads((tmp_path / "data" / layout.lake_manifest("web")).read_text())
+    assert sum(f["rows"] for f in manifest["files"]) == 160
