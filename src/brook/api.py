@@ -173,6 +173,7 @@ class BrokerApi(Protocol):
         retention_ms: int | None = None,
         retention_bytes: int | None = None,
         compaction: bool = False,
+        lake: bool | None = None,
     ) -> TopicInfo: ...
 
     def topics(self) -> list[TopicInfo]: ...

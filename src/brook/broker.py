@@ -180,9 +180,12 @@ class Broker:
             self.delivery = self._started(
                 Deliverer(self.core, self.endpoint_store, delivery_resolver, delivery_workers)
             )
+            self._lake_lag_ms = lake_lag_ms
+            self._lake_starting = threading.Lock()
+            wanted = lake or any(s.config.lake for s in self.core.topic_states())
             self.lake = (
-                self._started(_lake_writer(self.core, lake_lag_ms))
-                if lake and not read_only
+                self._started(_lake_writer(self.core, lake_lag_ms, lake))
+                if wanted and not read_only
                 else None
             )
         except BaseException:
@@ -217,8 +220,10 @@ class Broker:
         retention_ms: int | None = None,
         retention_bytes: int | None = None,
         compaction: bool = False,
+        lake: bool | None = None,
     ) -> TopicInfo:
-        """Create a topic; creating it again with the same settings is a no-op.
+        """Create a topic; creating it again with the same settings is a no-op. `lake`:
+        keep it as Parquet too (True), not (False), or as the broker does (None).
 
         Raises InvalidName, BadRequest for bad settings, Conflict if it exists
         with other settings.
@@ -230,7 +235,11 @@ class Broker:
             retention_ms=validate.optional_whole(retention_ms, "retention_ms", 1),
             retention_bytes=validate.optional_whole(retention_bytes, "retention_bytes", 1),
             compaction=bool(compaction),
+            lake=None if lake is None else bool(lake),
         )
+        with self._lake_starting:
+            if config.lake and self.lake is None and not self.read_only:
+                self.lake = self._started(_lake_writer(self.core, self._lake_lag_ms, False))
         return self.core.create_topic(name, config).info()
 
     def topics(self) -> list[TopicInfo]:
@@ -631,7 +640,7 @@ class Broker:
         return f"<Broker {self.storage!r}>"
 
 
-def _lake_writer(core: Core, lag_ms: int) -> LakeService:
+def _lake_writer(core: Core, lag_ms: int, every_topic: bool) -> LakeService:
     """The lake's writer; it needs pyarrow (the `lake` extra), loaded only when asked."""
     try:
         from brook.lake.service import LakeService
@@ -639,4 +648,4 @@ def _lake_writer(core: Core, lag_ms: int) -> LakeService:
         if exc.name not in ("pyarrow", "numpy"):
             raise
         raise BadRequest(f"the lake needs {exc.name}: pip install 'brook-broker[lake]'") from None
-    return LakeService(core, lag_ms)
+    return LakeService(core, lag_ms, every_topic)

@@ -103,6 +103,7 @@ class TopicState:
             retention_bytes=self.config.retention_bytes,
             compaction=self.config.compaction,
             end_offsets={p.partition: p.durable_offset for p in self.logs},
+            lake=self.config.lake,
         )
 
     def log(self, partition: int) -> PartitionLog:

@@ -39,6 +39,9 @@ class TopicConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     retention_ms: int | None = None
     retention_bytes: int | None = None
     compaction: bool = False
+    lake: bool | None = None
+    """Whether the topic is also kept as Parquet (brook/lake/); None: as the broker
+    does (`lake=True`, `brook serve --lake`)."""
 
 
 class TopicInfo(msgspec.Struct, frozen=True):
@@ -50,6 +53,8 @@ class TopicInfo(msgspec.Struct, frozen=True):
     retention_bytes: int | None
     compaction: bool
     end_offsets: dict[int, int]
+    lake: bool | None = None
+    """The topic's own lake setting (None: the broker's)."""
 
 
 class PartitionLake(msgspec.Struct, frozen=True):

@@ -242,6 +242,7 @@ class TopicSettingsIn(In):
     retention_ms: Positive | None = None
     retention_bytes: Positive | None = None
     compaction: bool | None = None
+    lake: bool | None = None
 
     def given(self) -> dict[str, Any]:
         return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None}
@@ -255,6 +256,8 @@ class TopicOut(Out):
     compaction: bool
     end_offsets: dict[int, Offset]
     """Partition -> the offset the next record will get."""
+    lake: bool | None = None
+    """Whether the topic is kept as Parquet too; null: as the broker does."""
 
     @classmethod
     def of(cls, info: TopicInfo) -> TopicOut:
@@ -268,10 +271,11 @@ class TopicOut(Out):
             self.retention_bytes,
             self.compaction,
             self.end_offsets,
+            self.lake,
         )
 
 
-class TopicDetail(TopicOut):
+class TopicDetail(TopicOut, kw_only=True):
     start_offsets: dict[int, Offset]
     """Partition -> the first offset still retained."""
 
@@ -969,6 +973,7 @@ def error_body(error: BrookError) -> bytes:
 
 REQUESTS: tuple[type[In], ...] = (
     RecordsIn,
+    LakeSyncIn,
     StagedRecordsIn,
     TopicSettingsIn,
     CommitIn,
@@ -991,6 +996,7 @@ REQUESTS: tuple[type[In], ...] = (
 )
 ANSWERS: tuple[type[Out], ...] = (
     Acks,
+    Lake,
     RecordPage,
     Polled,
     TopicOut,

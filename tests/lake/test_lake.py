@@ -66,7 +66,7 @@ def fill(b: brook.Broker, topic: str, batches: int, per_batch: int = 40) -> None
 def source_rows(b: brook.Broker, topic: str) -> list[Row]:
     rows: list[Row] = []
     for partition in b.topic(topic).end_offsets():
-        offset = min((p.start_offset for p in b.partitions(topic) if p.partition == partition))
+        offset = min(p.start_offset for p in b.partitions(topic) if p.partition == partition)
         while True:
             got = b.topic(topic).read(partition, offset, 1000)
             if not got:
@@ -132,9 +132,7 @@ def test_duckdb_reads_the_lake_without_brook(tmp_path: Path) -> None:
         b.lake_sync()
         expected = Counter((r[0], r[1], r[4]) for r in source_rows(b, "clicks"))
     files = [str(tmp_path / "data" / f.name) for f in lake_files(_local(tmp_path), "clicks")]
-    got = duckdb.sql(
-        f'SELECT "partition", "offset", value FROM read_parquet({files!r})'
-    ).fetchall()
+    got = duckdb.sql(f'SELECT "partition", "offset", value FROM read_parquet({files!r})').fetchall()
     assert Counter(got) == expected
     counted = duckdb.sql(
         f'SELECT "partition", count(*) FROM read_parquet({files!r}) GROUP BY 1 ORDER BY 1'
@@ -254,3 +252,23 @@ def test_the_lake_over_http_and_the_command_line(tmp_path: Path) -> None:
     assert "pending=0" in done
     manifest = json.loads((tmp_path / "data" / layout.lake_manifest("web")).read_text())
     assert sum(f["rows"] for f in manifest["files"]) == 160
+
+
+def test_a_topic_s_own_lake_setting_decides_over_the_broker_s(tmp_path: Path) -> None:
+    with brook.open(tmp_path / "off") as b:  # the broker's lake is off...
+        assert b.create_topic("kept", lake=True).lake is True
+        b.topic("kept").append(b"in the lake")
+        b.topic("plain").append(b"not")
+        assert [s.topic for s in b.lake_sync()] == ["kept"]  # ...but this topic's is on
+        assert lake_files(b.storage, "kept") and not lake_files(b.storage, "plain")
+        with pytest.raises(LakeOff, match="not in the lake"):
+            b.lake_sync("plain")
+    with brook.open(tmp_path / "off") as b:  # a reopened broker writes it again
+        b.topic("kept").append(b"more")
+        assert b.lake_sync("kept")[0].rows == 2
+    with brook.open(tmp_path / "on", lake=True) as b:
+        b.create_topic("skipped", lake=False)
+        b.topic("skipped").append(b"x")
+        b.topic("default").append(b"y")
+        assert [s.topic for s in b.lake_sync()] == ["default"]
+        assert [t.lake for t in sorted(b.topics(), key=lambda t: t.name)] == [None, False]

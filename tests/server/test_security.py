@@ -73,6 +73,8 @@ SCOPES = {
     ("POST", "/v1/endpoints/{endpoint}/disable"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/test"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/rotate-secret"): "admin",
+    ("GET", "/v1/lake"): "consume",
+    ("POST", "/v1/lake/sync"): "admin",
 }
 
 KEYS = {

@@ -42,6 +42,11 @@ def topics_list(data: str, url: str | None, api_key: str | None) -> None:
     default=None,
     help="Drop the oldest records past this many bytes per partition (default: keep all).",
 )
+@click.option(
+    "--lake/--no-lake",
+    default=None,
+    help="Keep the topic as Parquet too, or not (default: as the broker does, --lake).",
+)
 @broker_options
 @friendly
 def topics_create(
@@ -49,13 +54,18 @@ def topics_create(
     partitions: int,
     retention_ms: int | None,
     retention_bytes: int | None,
+    lake: bool | None,
     data: str,
     url: str | None,
     api_key: str | None,
 ) -> None:
     with connect(data, url, api_key) as b:
         info = b.create_topic(
-            name, partitions=partitions, retention_ms=retention_ms, retention_bytes=retention_bytes
+            name,
+            partitions=partitions,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            lake=lake,
         )
         click.echo(f"created {info.name} with {info.partitions} partitions")
 
@@ -75,7 +85,8 @@ def topics_describe(name: str, data: str, url: str | None, api_key: str | None) 
                     f"{keep if info.retention_ms is None else ''}\n"
                     f"retention_bytes: {shown(info.retention_bytes)}"
                     f"{keep if info.retention_bytes is None else ''}\n"
-                    f"compaction: {shown(info.compaction)}"
+                    f"compaction: {shown(info.compaction)}\n"
+                    f"lake: {'as the broker does' if info.lake is None else shown(info.lake)}"
                 )
                 start = b.topic(name).start_offsets()
                 for p, end in info.end_offsets.items():

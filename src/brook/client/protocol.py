@@ -105,6 +105,7 @@ def create_topic(
     retention_ms: int | None,
     retention_bytes: int | None,
     compaction: bool,
+    lake: bool | None = None,
 ) -> Call:
     body, headers = _json_body(
         wire.TopicSettingsIn(
@@ -112,6 +113,7 @@ def create_topic(
             retention_ms=retention_ms,
             retention_bytes=retention_bytes,
             compaction=compaction,
+            lake=lake,
         )
     )
     return _call(

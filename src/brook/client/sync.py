@@ -77,10 +77,11 @@ class RemoteBroker:
         retention_ms: int | None = None,
         retention_bytes: int | None = None,
         compaction: bool = False,
+        lake: bool | None = None,
     ) -> TopicInfo:
         protocol.check_names(name)
         result: TopicInfo = self._do(
-            protocol.create_topic(name, partitions, retention_ms, retention_bytes, compaction)
+            protocol.create_topic(name, partitions, retention_ms, retention_bytes, compaction, lake)
         )
         return result
 

@@ -81,7 +81,9 @@ def write(storage: Storage, view: TopicView, wanted: Range) -> LakeFile | None:
 
 def store(storage: Storage, topic: str, wanted: Range, table: pa.Table) -> LakeFile:
     data = encode(table)
-    name = layout.lake_file(topic, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4))
+    name = layout.lake_file(
+        topic, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4)
+    )
     storage.write_atomic(name, data)
     stamps = table.column("timestamp").cast(pa.int64())
     return LakeFile(

@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING
 
 from brook import layout, limits
 from brook.core import Hooks
-from brook.errors import Closed, TopicNotFound
+from brook.errors import Closed, LakeOff, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
 from brook.lake.status import lake_topics, status_of
-from brook.records import LakeStatus
 from brook.log.view import Extent, TopicView
+from brook.records import LakeStatus
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -45,8 +45,12 @@ log = logging.getLogger("brook.lake")
 
 
 class LakeService:
-    def __init__(self, core: Core, lag_ms: int = limits.lake_lag_ms_default) -> None:
+    def __init__(
+        self, core: Core, lag_ms: int = limits.lake_lag_ms_default, every_topic: bool = True
+    ) -> None:
         self.core = core
+        self.every_topic = every_topic
+        """The broker's setting (`lake=True`): topics without their own are in the lake."""
         self.storage = core.storage
         self.lag_ms = lag_ms
         self._pass = threading.Lock()
@@ -67,6 +71,8 @@ class LakeService:
         self.core.check_writable("sync the lake")
         if topic is not None and not self.core.has_topic(topic):
             raise TopicNotFound(f"topic {topic} does not exist")
+        if topic is not None and topic not in self.topics():
+            raise LakeOff(f"topic {topic} is not in the lake (it was created with lake=False)")
         names = [topic] if topic is not None else self.topics()
         with self._pass:
             for name in names:
@@ -74,7 +80,8 @@ class LakeService:
         return [status_of(self.storage, name, self.core.now_ms()) for name in names]
 
     def topics(self) -> list[str]:
-        return lake_topics(self.core)
+        """The topics in the lake: their own setting, else the broker's."""
+        return lake_topics(self.core, self.every_topic)
 
     def stop(self) -> None:
         self._stop.set()

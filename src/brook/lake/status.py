@@ -16,9 +16,15 @@ if TYPE_CHECKING:
     from brook.core import Core
 
 
-def lake_topics(core: Core) -> list[str]:
-    """The topics the lake holds: every user topic (internal logs, named `__...`, not)."""
-    return sorted(state.name for state in core.topic_states() if not state.name.startswith("__"))
+def lake_topics(core: Core, every_topic: bool = True) -> list[str]:
+    """The user topics (internal logs, named `__...`, are not) the lake holds: those set
+    `lake=True`, and with `every_topic` (the broker's `lake=True`) those set to neither."""
+    return sorted(
+        state.name
+        for state in core.topic_states()
+        if not state.name.startswith("__")
+        and (state.config.lake if state.config.lake is not None else every_topic)
+    )
 
 
 def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
