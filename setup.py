@@ -36,6 +36,8 @@ class BuildRecordingSources(build_ext):
     whose source changed later is known stale (brook/compiled.py)."""
 
     def run(self) -> None:
+        if self.inplace:
+            _delete_leftovers({extension.name for extension in self.extensions})
         super().run()
         digests = {
             extension.name: hashlib.sha256(source(extension.name).read_bytes()).hexdigest()
@@ -46,6 +48,15 @@ class BuildRecordingSources(build_ext):
         target = (SRC if self.inplace else Path(self.build_lib)) / "brook" / "compiled.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+
+
+def _delete_leftovers(listed: set[str]) -> None:
+    """Compiled files (and their C) of modules no longer listed: Python would prefer the
+    compiled file to the edited source."""
+    for path in [*SRC.rglob("*.so"), *SRC.rglob("*.c")]:
+        module = ".".join(path.relative_to(SRC).with_suffix("").parts).split(".cpython")[0]
+        if module.startswith("brook.") and module not in listed:
+            path.unlink()
 
 
 def extensions() -> list:

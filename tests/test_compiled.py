@@ -3,11 +3,13 @@ BROOK_PURE or a stale build runs the Python instead (brook/compiled.py)."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -66,6 +68,20 @@ def test_a_source_changed_since_it_was_compiled_is_stale(
     digests["brook.wire"] = "0" * 64
     monkeypatch.setattr(compiled, "_built_digests", lambda: digests)
     assert compiled.stale() == ["brook.wire"]
+
+
+def test_a_compiled_file_of_a_module_no_longer_listed_is_never_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older build's leftover (a module taken off the list) would still be preferred
+    by Python to its edited source: the switch runs the source instead."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    for name in ("server/api", "wire"):  # one no longer listed, one listed
+        (tmp_path / "brook" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "brook" / f"{name}.py").write_text("")
+        (tmp_path / "brook" / f"{name}{suffix}").write_bytes(b"")
+    monkeypatch.setattr(compiled, "ROOT", tmp_path / "brook")
+    assert compiled.leftovers() == ["brook.server.api"]
 
 
 def test_the_switch_finds_the_python_source() -> None:

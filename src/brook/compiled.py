@@ -15,6 +15,8 @@ switch interval that the event loop and the committer's threads share.
   source's SHA-256 in `compiled.json` beside the modules, and a module whose source
   changed since (an edit without a rebuild) runs as Python, with a warning that says
   how to rebuild, rather than as stale machine code.
+- A compiled file of a module no longer listed (an older build's leftover, which
+  Python would still prefer to the .py) is never run either.
 - `BROOK_COMPILE=0 pip install -e .` installs without compiling.
 
 This module imports nothing of Brook's: `brook/__init__.py` imports it first, and
@@ -89,19 +91,35 @@ def stale() -> list[str]:
     ]
 
 
+def leftovers() -> list[str]:
+    """Modules with a compiled file beside their source that are not listed: an older
+    build compiled them (the build deletes such files; an older checkout may not)."""
+    listed = set(MODULES)
+    found = []
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        for path in ROOT.rglob("*" + suffix):
+            parts = path.relative_to(ROOT.parent).parts
+            module = ".".join([*parts[:-1], path.name[: -len(suffix)]])
+            if module not in listed and source_of(module).exists():
+                found.append(module)
+    return sorted(set(found))
+
+
 def install_switch() -> None:
     """Run the listed modules as Python where asked (BROOK_PURE) or where the compiled
     file is stale. Idempotent; called once, first, by brook/__init__.py."""
     if any(isinstance(finder, _AsPython) for finder in sys.meta_path):
         return
+    left = leftovers()
     if os.environ.get("BROOK_PURE", "") not in ("", "0"):
-        as_python = frozenset(MODULES)
+        as_python = frozenset(MODULES) | frozenset(left)
     else:
-        as_python = frozenset(stale())
+        as_python = frozenset(stale()) | frozenset(left)
         if as_python:
             warnings.warn(
-                f"brook: {', '.join(sorted(as_python))} changed since compiled; running "
-                "as Python until rebuilt (`make`, or `pip install -e .`)",
+                f"brook: {', '.join(sorted(as_python))} changed since compiled (or are no "
+                "longer compiled); running as Python until rebuilt (`make`, or `pip install "
+                "-e .`)",
                 RuntimeWarning,
                 stacklevel=2,
             )

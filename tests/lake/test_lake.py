@@ -213,14 +213,13 @@ def test_bad_requests_of_the_lake_say_what_is_wrong(tmp_path: Path) -> None:
 def test_the_lake_over_http_and_the_command_line(tmp_path: Path) -> None:
     served = Served(tmp_path / "data", "--lake", "--lake-lag-ms", "3600000")
     try:
-        client = brook.connect(f"http://127.0.0.1:{served.port}")
-        fill(client, "web", 4)  # type: ignore[arg-type]
-        assert client.lake_status("web")[0].pending == 160
-        synced = client.lake_sync("web")
-        assert synced[0].pending == 0 and synced[0].rows == 160
-        with pytest.raises(TopicNotFound):
-            client.lake_sync("nope")
-        client.close()
+        with brook.connect(f"http://127.0.0.1:{served.port}") as client:
+            fill(client, "web", 4)  # type: ignore[arg-type]
+            assert client.lake_status("web")[0].pending == 160
+            synced = client.lake_sync("web")
+            assert synced[0].pending == 0 and synced[0].rows == 160
+            with pytest.raises(TopicNotFound):
+                client.lake_sync("nope")
         cli = [sys.executable, "-m", "brook.cli", "lake"]
         shown = subprocess.run(
             [*cli, "status", "--data", str(tmp_path / "data")],
