@@ -75,6 +75,8 @@ RECEIPT = "0.0.1.1.0123abcd"
 CALLS = [
     ("create_topic", protocol.create_topic("t", 1, None, None, False)),
     ("list_topics", protocol.topics()),
+    ("lake_status", protocol.lake_status("t")),
+    ("lake_sync", protocol.lake_sync(None)),
     ("delete_topic", protocol.delete_topic("t")),
     ("describe_topic", protocol.end_offsets("t")),
     ("append", protocol.append("t", b"v", None, None, None)),
