@@ -10,6 +10,8 @@ writer's cost and lag.
   the timestamp (the last tenth of the records).
 - The writer: the seconds and CPU it took to write the lake of that topic (one
   `lake_sync`), its bytes against the segments', and storage writes per GB.
+- On S3 (moto on loopback): the requests one `lake_sync` of S3_RECORDS records
+  makes, per GB of lake.
 - Lag: a producer at RATE records/s for LAG_S seconds into a broker with the lake
   on (lake_lag_ms LAG_MS); the lake's lag sampled each second.
 """
@@ -37,6 +39,7 @@ TRIALS = 3
 RATE = 10_000
 LAG_S = 30
 LAG_MS = 5_000
+S3_RECORDS = 500_000
 
 
 def _folder() -> Path:
@@ -75,6 +78,38 @@ def fill(data: Path, records: int) -> dict[str, float]:
         "files": status.files,
         "writes_per_gb": (status.files + status.files) / (status.bytes / 2**30),
     }
+
+
+def s3_cost(cache: Path) -> dict[str, float]:
+    """Object-store requests of one lake sync of S3_RECORDS records, per GB of lake."""
+    from tests.s3server import CREDENTIALS, MotoServer
+
+    os.environ.update(CREDENTIALS)
+    moto = MotoServer()
+    try:
+        with brook.open(
+            moto.fresh_url(),
+            endpoint_url=moto.endpoint,
+            cache_dir=str(cache),
+            lake=True,
+            lake_lag_ms=3_600_000,
+        ) as b:
+            b.create_topic("bench", partitions=PARTITIONS)
+            t = b.topic("bench")
+            for _ in range(0, S3_RECORDS, 10_000):
+                blob = os.urandom(10_000 * VALUE_BYTES)
+                t.append_many(
+                    [Record(blob[i * VALUE_BYTES : (i + 1) * VALUE_BYTES]) for i in range(10_000)]
+                )
+            before = dict(b.storage_stats().requests)
+            status = b.lake_sync("bench")[0]
+            after = b.storage_stats().requests
+    finally:
+        moto.close()
+    gb = status.bytes / 2**30
+    return {
+        kind: (after.get(kind, 0) - before.get(kind, 0)) / gb for kind in ("put", "get", "list")
+    } | {"files": status.files, "mb": status.bytes / 2**20}
 
 
 def queries(spark: Any, data: Path) -> dict[str, list[float]]:
@@ -164,6 +199,7 @@ def main() -> str:
     finally:
         spark.stop()
     lagged = lag(folder / "lag")
+    s3 = s3_cost(folder / "cache")
     shutil.rmtree(folder, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -199,6 +235,9 @@ def main() -> str:
             f"{cost['segments_mb']:.0f} MiB |",
             f"| files; storage writes per GB of lake (a file and a manifest each) | "
             f"{cost['files']:.0f}; {cost['writes_per_gb']:.0f} |",
+            f"| on S3 (moto): requests of one `lake_sync` of {S3_RECORDS:,} records "
+            f"({s3['mb']:.0f} MiB of lake, {s3['files']:.0f} files), per GB of lake | "
+            f"{s3['put']:.0f} PUTs, {s3['get']:.0f} GETs, {s3['list']:.0f} LISTs |",
             f"| lake lag under a steady {lagged['rate']:,.0f} records/s, lake_lag_ms "
             f"{LAG_MS:,} (p50 / max of 1 s samples after the first third of {LAG_S} s) | "
             f"{lagged['lag_p50_ms'] / 1000:.1f} s / {lagged['lag_max_ms'] / 1000:.1f} s |",
