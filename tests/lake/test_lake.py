@@ -271,3 +271,31 @@ def test_a_topic_s_own_lake_setting_decides_over_the_broker_s(tmp_path: Path) ->
         b.topic("default").append(b"y")
         assert [s.topic for s in b.lake_sync()] == ["default"]
         assert [t.lake for t in sorted(b.topics(), key=lambda t: t.name)] == [None, False]
+
+
+def test_one_topic_s_failing_lake_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic whose lake cannot be written shows as failing; the others are written and
+    the broker stays healthy."""
+    from brook.lake import parquet
+
+    written = parquet.write
+
+    def failing_for_bad(storage: Storage, view: Any, wanted: Any) -> Any:
+        if view.topic == "bad":
+            raise OSError("no space left on device")
+        return written(storage, view, wanted)
+
+    monkeypatch.setattr(parquet, "write", failing_for_bad)
+    with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
+        fill(b, "bad", 1)
+        fill(b, "good", 1)
+        deadline = time.monotonic() + 20
+        while b.lake_status("good")[0].pending and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert b.lake_status("good")[0].pending == 0
+        assert b.lake_status("bad")[0].pending == 40
+        assert b.failing() == []  # the broker's own loops are healthy
+        shown = [f for f in b.supervisor.isolated() if f.subject == "topic bad"]
+        assert shown and "no space left" in shown[0].error

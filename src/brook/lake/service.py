@@ -100,7 +100,9 @@ class LakeService:
             for name in self.topics():
                 if self._stop.is_set():
                     break
-                with self.core.supervisor.guard("lake", name):
+                # One topic's failing lake (damage, a full disk) is that topic's alone:
+                # shown as it failing, never stopping the others or the broker's health.
+                with self.core.supervisor.isolate("lake", _subject(name), "lake"):
                     self._write_topic(name, force=False)
         return min(max(self.lag_ms / 4000, 1.0), 60.0)
 
@@ -190,3 +192,8 @@ class LakeService:
     def _forget(self, topic: str) -> None:
         self.storage.delete_prefix(layout.lake_topic(topic))
         self._swept.discard(topic)
+        self.core.supervisor.forget_subject(_subject(topic))
+
+
+def _subject(topic: str) -> str:
+    return f"topic {topic}"
