@@ -55,8 +55,11 @@ class LakeService:
         self.lag_ms = lag_ms
         self._pass = threading.Lock()
         """One pass at a time: the loop's, or a `sync`'s."""
-        self._swept: set[str] = set()
-        """Topics whose unnamed files (a crash's leftovers) were deleted since start."""
+        self._known: dict[str, tuple[TopicView, Manifest]] = {}
+        """Per topic: its view (which keeps what it read of sealed segments, so a pass
+        reads only what is new) and its manifest as last committed (only this writer
+        changes it). A topic's first pass reads the manifest and deletes the files it
+        does not name (a crash's leftovers)."""
         self._stop = threading.Event()
         core.register(Hooks("lake", on_topic_deleted=self._forget))
         self._thread: threading.Thread | None = None
@@ -107,30 +110,27 @@ class LakeService:
         return min(max(self.lag_ms / 4000, 1.0), 60.0)
 
     def _write_topic(self, topic: str, force: bool) -> None:
-        try:
-            view = TopicView(self.storage, topic)
-        except TopicNotFound:
-            return  # deleted meanwhile
-        raw = self.storage.read_all(layout.lake_manifest(topic))
-        manifest = manifests.decode(raw)
-        if topic not in self._swept:
+        known = self._known.get(topic)
+        if known is None:
+            try:
+                view = TopicView(self.storage, topic)
+            except TopicNotFound:
+                return  # deleted meanwhile
+            manifest = manifests.decode(self.storage.read_all(layout.lake_manifest(topic)))
             self._sweep(topic, manifest)
-            self._swept.add(topic)
+            self._known[topic] = known = (view, manifest)
+        view, manifest = known
         now = self.core.now_ms()
-        changed = False
-        for name in manifest.due_for_deletion(now, limits.lake_retire_ms):
+        extents = {p: view.extents(p) for p in range(view.partitions)}
+        due = manifest.due_for_deletion(now, limits.lake_retire_ms)
+        retired = [manifest.retire_below(p, e[0].base_offset, now) for p, e in extents.items() if e]
+        if due or any(retired):
+            self._commit(topic, manifest)  # first, so no manifest names a deleted file
+        for name in due:
             self.storage.delete(name)
-            changed = True
-        for partition in range(view.partitions):
-            extents = view.extents(partition)
-            if not extents:
-                continue
-            if manifest.retire_below(partition, extents[0].base_offset, now):
-                changed = True
-            if changed:
-                self._commit(topic, manifest)
-                changed = False
-            self._write_partition(topic, view, manifest, partition, extents, force)
+        for partition, found in extents.items():
+            if found:
+                self._write_partition(topic, view, manifest, partition, found, force)
 
     def _write_partition(
         self,
@@ -191,7 +191,7 @@ class LakeService:
 
     def _forget(self, topic: str) -> None:
         self.storage.delete_prefix(layout.lake_topic(topic))
-        self._swept.discard(topic)
+        self._known.pop(topic, None)
         self.core.supervisor.forget_subject(_subject(topic))
 
 
