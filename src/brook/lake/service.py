@@ -55,6 +55,9 @@ class LakeService:
         self.lag_ms = lag_ms
         self._pass = threading.Lock()
         """One pass at a time: the loop's, or a `sync`'s."""
+        self._forgetting = threading.Lock()
+        """A manifest is committed, or a deleted topic's lake removed, one at a time: a
+        pass under way when its topic is deleted never writes its manifest again."""
         self._known: dict[str, tuple[TopicView, Manifest]] = {}
         """Per topic: its view (which keeps what it read of sealed segments, so a pass
         reads only what is new) and its manifest as last committed (only this writer
@@ -179,7 +182,11 @@ class LakeService:
         self._commit(topic, manifest)
 
     def _commit(self, topic: str, manifest: Manifest) -> None:
-        self.storage.write_atomic(layout.lake_manifest(topic), manifests.encode(manifest))
+        with self._forgetting:
+            known = self._known.get(topic)
+            if known is None or known[1] is not manifest:
+                return  # the topic was deleted during this pass: its lake is gone
+            self.storage.write_atomic(layout.lake_manifest(topic), manifests.encode(manifest))
 
     def _sweep(self, topic: str, manifest: Manifest) -> None:
         """Delete the files no manifest names: written before a crash, never committed."""
@@ -190,8 +197,9 @@ class LakeService:
                 self.storage.delete(name)
 
     def _forget(self, topic: str) -> None:
-        self.storage.delete_prefix(layout.lake_topic(topic))
-        self._known.pop(topic, None)
+        with self._forgetting:
+            self._known.pop(topic, None)
+            self.storage.delete_prefix(layout.lake_topic(topic))
         self.core.supervisor.forget_subject(_subject(topic))
 
 
