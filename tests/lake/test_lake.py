@@ -4,6 +4,7 @@ deletion; merges of small files; and the surfaces (embedded, HTTP, CLI)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -14,19 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import brook
 from brook import layout, limits
-from brook.errors import BadRequest, LakeOff, TopicNotFound
-from brook.lake import manifest as manifests
+from brook.errors import BadRequest, BrookError, Fenced, LakeOff, TopicNotFound
 from brook.storage import Storage
+from tests.lake.outside import Outside, Row
 from tests.s3server import MotoServer
 from tests.served import Served
-
-Row = tuple[int, int, int, bytes | None, bytes, tuple[tuple[str, bytes], ...]]
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -78,33 +76,6 @@ def source_rows(b: brook.Broker, topic: str) -> list[Row]:
     return rows
 
 
-def lake_files(storage: Storage, topic: str) -> list[manifests.LakeFile]:
-    return manifests.decode(storage.read_all(layout.lake_manifest(topic))).files
-
-
-def table_rows(table: pa.Table) -> list[Row]:
-    out: list[Row] = []
-    for row in table.to_pylist():
-        stamp = int(row["timestamp"].timestamp() * 1000)
-        headers = tuple(sorted(row["headers"] or []))
-        out.append((row["partition"], row["offset"], stamp, row["key"], row["value"], headers))
-    return out
-
-
-def lake_rows(storage: Storage, topic: str) -> list[Row]:
-    """Every row of the files the manifest names, read by pyarrow from their bytes."""
-    rows: list[Row] = []
-    for file in lake_files(storage, topic):
-        data = storage.read_all(file.name)
-        assert data is not None, file.name
-        table = pq.read_table(pa.BufferReader(data))
-        assert table.num_rows == file.rows
-        offsets = table.column("offset").to_pylist()
-        assert offsets == sorted(offsets) and file.first <= offsets[0] < file.next
-        rows.extend(table_rows(table))
-    return rows
-
-
 def test_the_lake_holds_every_acknowledged_record_once(location: dict[str, Any]) -> None:
     with opened(location, lake=True, lake_lag_ms=3_600_000, segment_bytes_max=8192) as b:
         b.create_topic("orders", partitions=3)
@@ -112,38 +83,43 @@ def test_the_lake_holds_every_acknowledged_record_once(location: dict[str, Any])
         statuses = b.lake_sync("orders")
         assert [s.topic for s in statuses] == ["orders"]
         assert statuses[0].pending == 0 and statuses[0].rows == 1200
-        assert Counter(lake_rows(b.storage, "orders")) == Counter(source_rows(b, "orders"))
+        outside = Outside(location)
+        assert Counter(outside.rows("orders")) == Counter(source_rows(b, "orders"))
         fill(b, "orders", 3)  # an active tail the lag keeps out...
         assert b.lake_status("orders")[0].pending == 120
         b.lake_sync()  # ...until a sync
-        assert Counter(lake_rows(b.storage, "orders")) == Counter(source_rows(b, "orders"))
-        files = lake_files(b.storage, "orders")
+        assert Counter(outside.rows("orders")) == Counter(source_rows(b, "orders"))
+        files = outside.files("orders")
         assert {f.partition for f in files} == {0, 1, 2} and len(files) > 3
-        metadata = pq.read_metadata(pa.BufferReader(b.storage.read_all(files[0].name)))
+        metadata = pq.read_metadata(outside.path(files[0].name), filesystem=outside.fs)
         statistics = metadata.row_group(0).column(1).statistics  # offset
         assert statistics is not None and statistics.has_min_max
         assert statistics.min == files[0].first
 
 
-def test_duckdb_reads_the_lake_without_brook(tmp_path: Path) -> None:
-    with brook.open(tmp_path / "data", lake=True, segment_bytes_max=4096) as b:
-        b.create_topic("clicks", partitions=2)
-        fill(b, "clicks", 10)
-        b.lake_sync()
-        expected = Counter((r[0], r[1], r[4]) for r in source_rows(b, "clicks"))
-    files = [str(tmp_path / "data" / f.name) for f in lake_files(_local(tmp_path), "clicks")]
-    got = duckdb.sql(f'SELECT "partition", "offset", value FROM read_parquet({files!r})').fetchall()
-    assert Counter(got) == expected
-    counted = duckdb.sql(
-        f'SELECT "partition", count(*) FROM read_parquet({files!r}) GROUP BY 1 ORDER BY 1'
+def test_duckdb_reads_the_lake_by_its_manifest_as_the_format_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "lake_merge_files", 3)
+    with brook.open(tmp_path / "brook-data", lake=True, segment_bytes_max=1 << 20) as b:
+        b.create_topic("orders", partitions=2)
+        for _ in range(4):
+            fill(b, "orders", 2)
+            b.lake_sync()  # small files of the active segments, then merged
+        expected = Counter((r[0], r[1], r[4]) for r in source_rows(b, "orders"))
+    monkeypatch.chdir(tmp_path)
+    con = duckdb.connect()
+    con.sql(  # docs/FORMAT.md, "Lake": the recipe, word for word
+        """SET VARIABLE files = (
+  SELECT list('brook-data/' || f.name)
+  FROM (SELECT unnest(files) AS f FROM read_json('brook-data/lake/topics/orders/manifest.json')));"""
+    )
+    got = con.sql(
+        """SELECT "partition", "offset", value FROM read_parquet(getvariable('files'))"""
     ).fetchall()
-    assert sum(n for _, n in counted) == 400
-
-
-def _local(tmp_path: Path) -> Storage:
-    from brook.storage.local import LocalStorage
-
-    return LocalStorage(tmp_path / "data")
+    assert Counter(got) == expected
+    globbed = con.sql("SELECT count(*) FROM 'brook-data/lake/topics/orders/*/*.parquet'")
+    assert globbed.fetchall()[0][0] > len(got), "the merged files are still in the folder"
 
 
 def test_the_writer_keeps_the_lake_within_its_lag(tmp_path: Path) -> None:
@@ -164,17 +140,18 @@ def test_retention_and_deletion_take_the_lake_s_files_too(
         b.create_topic("short", retention_bytes=8192)
         fill(b, "short", 20)
         b.lake_sync()
-        before = lake_files(b.storage, "short")
+        outside = Outside(tmp_path / "data")
+        before = outside.files("short")
         b.core.run_maintenance()  # retention deletes the oldest segments
         b.lake_sync()
-        after = lake_files(b.storage, "short")
+        after = outside.files("short")
         start = b.partitions("short")[0].start_offset
         assert start > 0 and len(after) < len(before)
         assert all(f.next > start for f in after)
-        kept = [r for r in lake_rows(b.storage, "short") if r[1] >= start]
+        kept = [r for r in outside.rows("short") if r[1] >= start]
         assert Counter(kept) == Counter(source_rows(b, "short"))
         b.delete_topic("short")
-        assert b.storage.list(layout.lake_topic("short")) == []
+        assert outside.listing("short") == []
 
 
 def test_small_files_are_merged_and_the_old_ones_deleted_later(
@@ -186,14 +163,15 @@ def test_small_files_are_merged_and_the_old_ones_deleted_later(
         for _ in range(3):
             fill(b, "tiny", 1)
             b.lake_sync()  # one small file each time
-        files = lake_files(b.storage, "tiny")
+        outside = Outside(tmp_path / "data")
+        files = outside.files("tiny")
         assert len(files) == 1 and (files[0].first, files[0].next) == (0, 120)
-        retired = manifests.decode(b.storage.read_all(layout.lake_manifest("tiny"))).retired
+        retired = outside.manifest("tiny")["retired"]
         assert len(retired) == 3
-        assert Counter(lake_rows(b.storage, "tiny")) == Counter(source_rows(b, "tiny"))
+        assert Counter(outside.rows("tiny")) == Counter(source_rows(b, "tiny"))
         now[0] += limits.lake_retire_ms / 1000 + 1
         b.lake_sync()
-        names = b.storage.list(layout.lake_topic("tiny"))
+        names = outside.listing("tiny")
         assert sorted(n for n in names if n.endswith(".parquet")) == [files[0].name]
 
 
@@ -259,7 +237,8 @@ def test_a_topic_s_own_lake_setting_decides_over_the_broker_s(tmp_path: Path) ->
         b.topic("kept").append(b"in the lake")
         b.topic("plain").append(b"not")
         assert [s.topic for s in b.lake_sync()] == ["kept"]  # ...but this topic's is on
-        assert lake_files(b.storage, "kept") and not lake_files(b.storage, "plain")
+        outside = Outside(tmp_path / "off")
+        assert outside.files("kept") and not outside.files("plain")
         with pytest.raises(LakeOff, match="not in the lake"):
             b.lake_sync("plain")
     with brook.open(tmp_path / "off") as b:  # a reopened broker writes it again
@@ -282,10 +261,10 @@ def test_one_topic_s_failing_lake_is_its_own(
 
     written = parquet.write
 
-    def failing_for_bad(storage: Storage, view: Any, wanted: Any) -> Any:
+    def failing_for_bad(storage: Storage, files: Any, view: Any, wanted: Any) -> Any:
         if view.topic == "bad":
             raise OSError("no space left on device")
-        return written(storage, view, wanted)
+        return written(storage, files, view, wanted)
 
     monkeypatch.setattr(parquet, "write", failing_for_bad)
     with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
@@ -299,3 +278,34 @@ def test_one_topic_s_failing_lake_is_its_own(
         assert b.failing() == []  # the broker's own loops are healthy
         shown = [f for f in b.supervisor.isolated() if f.subject == "topic bad"]
         assert shown and "no space left" in shown[0].error
+
+
+def test_a_broker_taken_over_on_s3_never_changes_the_lake_again(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    where = {"location": url, "endpoint_url": moto.endpoint}
+    old = brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000)
+    try:
+        fill(old, "orders", 3)
+        old.lake_sync("orders")
+        fill(old, "orders", 2)  # acknowledged, not yet in the lake
+        with brook.open(
+            url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000, take_over=True
+        ) as new:
+            fill(new, "orders", 1)
+            assert new.lake_sync("orders")[0].rows == 240
+            with pytest.raises(Fenced):
+                old.lake_sync("orders")  # writes its tail, and its commit is refused
+            outside = Outside(where)
+            assert Counter(outside.rows("orders")) == Counter(source_rows(new, "orders"))
+            manifest = outside.manifest("orders")
+            named = {f["name"] for f in manifest["files"]}
+            assert [n for n in outside.listing("orders") if n.endswith(".parquet")] == sorted(
+                named
+            ), "the fenced broker left a file behind"
+            fill(new, "orders", 1)
+            assert new.lake_sync("orders")[0].rows == 280
+    finally:
+        with contextlib.suppress(BrookError):
+            old.close()

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from brook import layout
-from brook.errors import StorageError
-from brook.storage import Storage
+from brook.errors import ReadOnly, StorageError
+from brook.storage import Storage, Superseded
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
+from brook.storage.location import open_public
 from brook.storage.memory import MemoryStorage
 from brook.storage.s3 import S3Storage
+from tests.lake.outside import Outside
 from tests.s3server import MotoServer
 
 
@@ -100,6 +102,55 @@ def test_delete_and_delete_prefix(storage: Storage) -> None:
     assert storage.list("p/") == []
     assert storage.read_all("q") == b"x"
     storage.delete_prefix("nothing/")
+
+
+def test_public_files_are_created_read_listed_and_deleted(storage: Storage) -> None:
+    files = storage.public()
+    assert files.read("lake/t/m.json") is None
+    files.create("lake/t/0/a.parquet", b"a")
+    files.create("lake/t/1/b.parquet", b"b")
+    version = files.replace("lake/t/m.json", b"one", None)
+    found = files.read("lake/t/m.json")
+    assert found is not None and found[0] == b"one"
+    files.replace("lake/t/m.json", b"two", version)
+    assert files.list("lake/t/") == ["lake/t/0/a.parquet", "lake/t/1/b.parquet", "lake/t/m.json"]
+    files.delete(["lake/t/0/a.parquet", "lake/t/0/a.parquet"])  # twice is fine
+    assert files.list("lake/t/") == ["lake/t/1/b.parquet", "lake/t/m.json"]
+    files.delete_prefix("lake/t/")
+    assert files.list("lake/") == [] and files.read("lake/t/m.json") is None
+    assert files.url("lake/x").endswith("/lake/x")
+
+
+def test_public_files_on_s3_are_plain_objects_replaced_only_at_their_version(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    storage = S3Storage(url, endpoint_url=moto.endpoint, cache_dir=tmp_path / "c")
+    storage.lock()
+    try:
+        files = storage.public()
+        assert files.epoch == 1 and files.url("lake/m") == f"{url}/lake/m"
+        first = files.replace("lake/m", b"one", None)
+        with pytest.raises(Superseded):
+            files.replace("lake/m", b"other", None)  # it exists now
+        second = files.replace("lake/m", b"two", first)
+        with pytest.raises(Superseded):
+            files.replace("lake/m", b"three", first)  # someone replaced it since
+        assert files.replace("lake/m", b"two", first) == second  # a retry that landed
+        files.create("lake/f", b"data")
+        files.create("lake/f", b"data")  # a retry that landed
+        with pytest.raises(StorageError, match="did not write"):
+            files.create("lake/f", b"else")
+        assert storage.list("lake/") == [], "not in Brook's catalog"
+        outside = Outside({"location": url, "endpoint_url": moto.endpoint})
+        with outside.fs.open_input_stream(outside.path("lake/f")) as stream:
+            assert stream.read() == b"data", "a plain object at its name"
+        reader = open_public(url, {"endpoint_url": moto.endpoint})
+        assert reader.read("lake/m") == (b"two", second)
+        with pytest.raises(ReadOnly):
+            reader.create("lake/g", b"x")
+    finally:
+        storage.close()
 
 
 def test_opening_a_missing_file_is_a_storage_error(storage: Storage) -> None:

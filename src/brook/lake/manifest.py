@@ -44,6 +44,9 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=False):
     version: int = MANIFEST_VERSION
     files: list[LakeFile] = msgspec.field(default_factory=list)
     retired: list[Retired] = msgspec.field(default_factory=list)
+    writer_epoch: int | None = None
+    """On S3, the epoch of the broker that last wrote it: one that finds a higher
+    epoch here was taken over and writes the lake no more."""
 
     def of(self, partition: int) -> list[LakeFile]:
         """The files of `partition`, in offset order."""

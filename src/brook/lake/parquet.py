@@ -9,9 +9,9 @@ files and row groups (min/max of values would only bloat the footer). zstd, as
 the lake is read far more often than it is written. Any Parquet reader reads the
 files: nothing in them is Brook's own.
 
-The file is built in memory and stored with one atomic write (a PUT on S3): a
-segment is at most `segment_bytes_max` (128 MiB by default), and a file is never
-half there.
+The file is built in memory and stored with one atomic write, as a public file
+(a plain file, or a plain object on S3, outside Brook's catalog): a segment is at
+most `segment_bytes_max` (128 MiB by default), and a file is never half there.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from brook.errors import CorruptData
 from brook.lake.arrow import SCHEMA, to_arrow
 from brook.lake.manifest import LakeFile
 from brook.log.view import TopicView, read_slice
-from brook.storage import Storage
+from brook.storage import PublicFiles, Storage
 
 FILE_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("topic"))
 STATISTICS = ["partition", "offset", "timestamp"]
@@ -70,21 +70,21 @@ def encode(table: pa.Table) -> bytes:
     return data
 
 
-def write(storage: Storage, view: TopicView, wanted: Range) -> LakeFile | None:
-    """Store `wanted`'s records as one Parquet file; None when it holds none (all
-    compacted away)."""
+def write(storage: Storage, files: PublicFiles, view: TopicView, wanted: Range) -> LakeFile | None:
+    """Store `wanted`'s records (read from `storage`) as one Parquet file among `files`;
+    None when it holds none (all compacted away)."""
     table = table_of(storage, view, wanted)
     if table.num_rows == 0:
         return None
-    return store(storage, view.topic, wanted, table)
+    return store(files, view.topic, wanted, table)
 
 
-def store(storage: Storage, topic: str, wanted: Range, table: pa.Table) -> LakeFile:
+def store(files: PublicFiles, topic: str, wanted: Range, table: pa.Table) -> LakeFile:
     data = encode(table)
     name = layout.lake_file(
         topic, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4)
     )
-    storage.write_atomic(name, data)
+    files.create(name, data)
     stamps = table.column("timestamp").cast(pa.int64())
     return LakeFile(
         partition=wanted.partition,
@@ -98,16 +98,17 @@ def store(storage: Storage, topic: str, wanted: Range, table: pa.Table) -> LakeF
     )
 
 
-def merge(storage: Storage, topic: str, files: list[LakeFile]) -> LakeFile:
-    """One file holding every row of `files` (consecutive files of one partition)."""
-    tables = [pq.read_table(pa.BufferReader(_read(storage, f.name))) for f in files]
+def merge(files: PublicFiles, topic: str, run: list[LakeFile]) -> LakeFile:
+    """One file holding every row of `run` (consecutive files of one partition)."""
+    tables = [pq.read_table(pa.BufferReader(read(files, f.name))) for f in run]
     table = pa.concat_tables(tables).cast(FILE_SCHEMA)
-    wanted = Range(files[0].partition, files[0].first, files[-1].next)
-    return store(storage, topic, wanted, table)
+    wanted = Range(run[0].partition, run[0].first, run[-1].next)
+    return store(files, topic, wanted, table)
 
 
-def _read(storage: Storage, name: str) -> bytes:
-    data = storage.read_all(name)
-    if data is None:
-        raise CorruptData(f"lake file {name}, named by its manifest, is missing")
-    return data
+def read(files: PublicFiles, name: str) -> bytes:
+    """A lake file's bytes. Raises CorruptData when the manifest names a missing file."""
+    found = files.read(name)
+    if found is None:
+        raise CorruptData(f"lake file {files.url(name)}, named by its manifest, is missing")
+    return found[0]

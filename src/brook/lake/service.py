@@ -14,8 +14,15 @@ Each pass, per topic and partition (docs/ARCHITECTURE.md, "The lake"):
 Every file is stored whole before the manifest names it, and the manifest is
 replaced atomically after each change, so a crash at any step leaves the manifest
 naming whole files only; the files a crash left unnamed are deleted by the next
-pass. Only the broker that owns the location writes the lake (it holds the lock,
-or the S3 lease); readers (Spark, pyarrow, DuckDB) read the manifest and files.
+pass. The lake is kept in the location's public files (plain files, or plain
+objects on S3, outside Brook's catalog), which readers without Brook (Spark,
+pyarrow, DuckDB, Polars) find by name.
+
+Only the broker that owns the location writes the lake. On a directory its lock
+makes sure of that. On S3 a broker fenced by a take-over may still be in a pass,
+so the new owner first claims each topic's manifest (replaces it, with If-Match,
+carrying its writer epoch) before it deletes any unnamed file: from then on the
+fenced broker's manifest writes are refused, and it stops at the epoch it finds.
 
 It runs on its own thread (`brook-lake`), never the committer's: encoding a
 segment as Parquet takes seconds of CPU that appends must not wait for.
@@ -23,6 +30,7 @@ segment as Parquet takes seconds of CPU that appends must not wait for.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from bisect import bisect_right
@@ -30,13 +38,17 @@ from typing import TYPE_CHECKING
 
 from brook import layout, limits
 from brook.core import Hooks
-from brook.errors import Closed, LakeOff, TopicNotFound
+from brook.errors import BrookError, Closed, Fenced, LakeOff, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
-from brook.lake.status import lake_topics, status_of
+from brook.lake.status import lake_topics, read_manifest, status_of
 from brook.log.view import Extent, TopicView
 from brook.records import LakeStatus
+from brook.storage import Superseded
+
+CLAIMS_MAX = 5
+"""Tries at claiming a manifest that a fenced broker keeps replacing meanwhile."""
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -52,17 +64,17 @@ class LakeService:
         self.every_topic = every_topic
         """The broker's setting (`lake=True`): topics without their own are in the lake."""
         self.storage = core.storage
+        self.files = core.storage.public()
         self.lag_ms = lag_ms
         self._pass = threading.Lock()
         """One pass at a time: the loop's, or a `sync`'s."""
         self._forgetting = threading.Lock()
         """A manifest is committed, or a deleted topic's lake removed, one at a time: a
         pass under way when its topic is deleted never writes its manifest again."""
-        self._known: dict[str, tuple[TopicView, Manifest]] = {}
-        """Per topic: its view (which keeps what it read of sealed segments, so a pass
-        reads only what is new) and its manifest as last committed (only this writer
-        changes it). A topic's first pass reads the manifest and deletes the files it
-        does not name (a crash's leftovers)."""
+        self._known: dict[str, _Known] = {}
+        """Per topic: its view and its manifest as last committed. A topic's first
+        pass reads the manifest, claims it, and deletes the files it does not name
+        (a crash's leftovers)."""
         self._stop = threading.Event()
         core.register(Hooks("lake", on_topic_deleted=self._forget))
         self._thread: threading.Thread | None = None
@@ -115,35 +127,64 @@ class LakeService:
     def _write_topic(self, topic: str, force: bool) -> None:
         known = self._known.get(topic)
         if known is None:
-            try:
-                view = TopicView(self.storage, topic)
-            except TopicNotFound:
+            known = self._load(topic)
+            if known is None:
                 return  # deleted meanwhile
-            manifest = manifests.decode(self.storage.read_all(layout.lake_manifest(topic)))
-            self._sweep(topic, manifest)
-            self._known[topic] = known = (view, manifest)
-        view, manifest = known
+        view, manifest = known.view, known.manifest
         now = self.core.now_ms()
         extents = {p: view.extents(p) for p in range(view.partitions)}
         due = manifest.due_for_deletion(now, limits.lake_retire_ms)
         retired = [manifest.retire_below(p, e[0].base_offset, now) for p, e in extents.items() if e]
         if due or any(retired):
-            self._commit(topic, manifest)  # first, so no manifest names a deleted file
-        for name in due:
-            self.storage.delete(name)
+            self._commit(topic, known)  # first, so no manifest names a deleted file
+        if due:
+            self.files.delete(due)
         for partition, found in extents.items():
             if found:
-                self._write_partition(topic, view, manifest, partition, found, force)
+                self._write_partition(topic, known, partition, found, force)
+
+    def _load(self, topic: str) -> _Known | None:
+        """A topic's first pass: its view, and its manifest read, claimed and swept."""
+        try:
+            view = TopicView(self.storage, topic)
+        except TopicNotFound:
+            return None
+        manifest, version = read_manifest(self.files, topic)
+        known = _Known(view, manifest, version)
+        if self.files.epoch is not None:
+            self._claim(topic, known)
+        self._sweep(topic, known.manifest)
+        self._known[topic] = known
+        return known
+
+    def _claim(self, topic: str, known: _Known) -> None:
+        """Write the manifest back with this broker's epoch, so a broker it fenced can
+        replace it no more (its If-Match fails) before anything unnamed is deleted."""
+        name = layout.lake_manifest(topic)
+        for _ in range(CLAIMS_MAX):
+            self._check_epoch(topic, known.manifest)
+            known.manifest.writer_epoch = self.files.epoch
+            try:
+                known.version = self.files.replace(
+                    name, manifests.encode(known.manifest), known.version
+                )
+                return
+            except Superseded:  # the fenced broker committed meanwhile: take its manifest
+                known.manifest, known.version = read_manifest(self.files, topic)
+        raise Fenced(f"the lake manifest of topic {topic} keeps changing under this broker")
+
+    def _check_epoch(self, topic: str, manifest: Manifest) -> None:
+        own = self.files.epoch
+        if own is not None and manifest.writer_epoch is not None and manifest.writer_epoch > own:
+            raise Fenced(
+                f"the lake of topic {topic} is written by a newer broker (epoch "
+                f"{manifest.writer_epoch}; this one is {own}): it took this location over"
+            )
 
     def _write_partition(
-        self,
-        topic: str,
-        view: TopicView,
-        manifest: Manifest,
-        partition: int,
-        extents: list[Extent],
-        force: bool,
+        self, topic: str, known: _Known, partition: int, extents: list[Extent], force: bool
     ) -> None:
+        view, manifest = known.view, known.manifest
         start = max(manifest.end(partition) or 0, extents[0].base_offset)
         for i, extent in enumerate(extents):
             first, end = max(start, extent.base_offset), extent.next_offset
@@ -152,14 +193,16 @@ class LakeService:
             active = i == len(extents) - 1
             if active and not force and not self._waited(extent, first):
                 break
-            written = parquet.write(self.storage, view, parquet.Range(partition, first, end))
+            written = parquet.write(
+                self.storage, self.files, view, parquet.Range(partition, first, end)
+            )
             if written is None:  # compacted away: nothing to hold, move on
                 start = end
                 continue
             manifest.add(written)
-            self._commit(topic, manifest)
+            self._commit(topic, known, new=written.name)
             start = end
-        self._merge_small(topic, manifest, partition)
+        self._merge_small(topic, known, partition)
 
     def _waited(self, extent: Extent, first: int) -> bool:
         """Whether the oldest record of `extent` from `first` on has waited the lag."""
@@ -168,8 +211,9 @@ class LakeService:
             return False
         return self.core.now_ms() - extent.stamps[i] >= self.lag_ms
 
-    def _merge_small(self, topic: str, manifest: Manifest, partition: int) -> None:
+    def _merge_small(self, topic: str, known: _Known, partition: int) -> None:
         """Merge the newest run of consecutive small files into one."""
+        manifest = known.manifest
         run: list[LakeFile] = []
         for file in reversed(manifest.of(partition)):
             if file.bytes >= limits.lake_small_file_bytes or (run and file.next != run[0].first):
@@ -177,30 +221,62 @@ class LakeService:
             run.insert(0, file)
         if len(run) < limits.lake_merge_files:
             return
-        merged = parquet.merge(self.storage, topic, run)
+        merged = parquet.merge(self.files, topic, run)
         manifest.replace(run, merged, self.core.now_ms())
-        self._commit(topic, manifest)
+        self._commit(topic, known, new=merged.name)
 
-    def _commit(self, topic: str, manifest: Manifest) -> None:
+    def _commit(self, topic: str, known: _Known, new: str | None = None) -> None:
+        """Store the manifest. `new`: the file this commit names first, deleted when the
+        commit is refused (no one else knows its name)."""
         with self._forgetting:
-            known = self._known.get(topic)
-            if known is None or known[1] is not manifest:
+            if self._known.get(topic) is not known:
                 return  # the topic was deleted during this pass: its lake is gone
-            self.storage.write_atomic(layout.lake_manifest(topic), manifests.encode(manifest))
+            known.manifest.writer_epoch = self.files.epoch
+            try:
+                known.version = self.files.replace(
+                    layout.lake_manifest(topic), manifests.encode(known.manifest), known.version
+                )
+            except Superseded:
+                # Only a newer owner replaces a claimed manifest: this broker is fenced.
+                del self._known[topic]
+                if new is not None:
+                    with contextlib.suppress(BrookError):
+                        self.files.delete([new])
+                raise Fenced(
+                    f"the lake manifest of topic {topic} was replaced by another broker: "
+                    "it took this location over"
+                ) from None
 
     def _sweep(self, topic: str, manifest: Manifest) -> None:
         """Delete the files no manifest names: written before a crash, never committed."""
-        known = manifest.names()
-        for name in self.storage.list(layout.lake_topic(topic)):
-            if name.endswith(layout.LAKE_SUFFIX) and name not in known:
-                log.info("lake: deleting %s, written but never committed", name)
-                self.storage.delete(name)
+        named = manifest.names()
+        unnamed = [
+            name
+            for name in self.files.list(layout.lake_topic(topic))
+            if name.endswith(layout.LAKE_SUFFIX) and name not in named
+        ]
+        if unnamed:
+            log.info("lake: deleting %d files of topic %s never committed", len(unnamed), topic)
+            self.files.delete(unnamed)
 
     def _forget(self, topic: str) -> None:
         with self._forgetting:
             self._known.pop(topic, None)
-            self.storage.delete_prefix(layout.lake_topic(topic))
+            self.files.delete_prefix(layout.lake_topic(topic))
         self.core.supervisor.forget_subject(_subject(topic))
+
+
+class _Known:
+    """What the writer keeps of a topic between passes (it is the lake's only writer):
+    its view, which keeps what it read of sealed segments so a pass reads only what
+    is new, and its manifest as last committed, with the stored version."""
+
+    __slots__ = ("manifest", "version", "view")
+
+    def __init__(self, view: TopicView, manifest: Manifest, version: str | None) -> None:
+        self.view = view
+        self.manifest = manifest
+        self.version = version
 
 
 def _subject(topic: str) -> str:

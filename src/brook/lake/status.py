@@ -6,11 +6,15 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from brook import layout
+from brook.errors import CorruptData
 from brook.lake import manifest as manifests
+from brook.lake.manifest import Manifest
 from brook.log.view import TopicView
 from brook.records import LakeStatus, PartitionLake
-from brook.storage import Storage
+from brook.storage import PublicFiles, Storage
 
 if TYPE_CHECKING:
     from brook.core import Core
@@ -27,10 +31,23 @@ def lake_topics(core: Core, every_topic: bool = True) -> list[str]:
     )
 
 
+def read_manifest(files: PublicFiles, topic: str) -> tuple[Manifest, str | None]:
+    """The topic's lake manifest and its stored version (None: none stored yet, and
+    the manifest is empty). Raises StorageError, CorruptData."""
+    name = layout.lake_manifest(topic)
+    found = files.read(name)
+    if found is None:
+        return Manifest(), None
+    try:
+        return manifests.decode(found[0]), found[1]
+    except msgspec.DecodeError as exc:
+        raise CorruptData(f"lake manifest {files.url(name)} cannot be read: {exc}") from None
+
+
 def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
     """The lake's position and lag for `topic`. Raises TopicNotFound, StorageError."""
     view = TopicView(storage, topic)
-    manifest = manifests.decode(storage.read_all(layout.lake_manifest(topic)))
+    manifest, _ = read_manifest(storage.public(), topic)
     partitions = []
     for partition in range(view.partitions):
         extents = view.extents(partition)

@@ -10,9 +10,10 @@ deleted from the log is never read from the lake.
 
 On a local directory the files are read by Spark's own Parquet reader (statistics on
 `offset` and `timestamp` skip files and row groups under a filter). On S3 they are read
-by the `brook_lake` source in Spark's Python workers, with pyarrow's Parquet reader,
-through Brook's storage (Spark's own reader needs hadoop-aws on its classpath for
-s3a://, which a pip-installed PySpark does not have).
+by the `brook_lake` source in Spark's Python workers, with pyarrow's Parquet reader
+(Spark's own reader needs hadoop-aws on its classpath for s3a://, which a
+pip-installed PySpark does not have); the files are plain objects under the
+prefix's `lake/`, so a Spark with s3a can read them as well.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from brook import layout
 from brook.errors import BadRequest
 from brook.lake import manifest as manifests
 from brook.lake.arrow import SCHEMA, SPARK_SCHEMA
+from brook.lake.status import read_manifest
 from brook.log.view import TopicView
 from brook.spark.jobs import read_topic
 from brook.spark.options import storage_options_of
@@ -62,7 +63,7 @@ def plan(location: str, topic: str, storage_options: dict[str, str] | None = Non
         view = TopicView(storage, topic)
         view.refresh()
         bounds = view.bounds()
-        manifest = manifests.decode(storage.read_all(layout.lake_manifest(topic)))
+        manifest, _ = read_manifest(storage.public(), topic)
     finally:
         storage.close()
     start = {p: low for p, (low, _) in bounds.items()}
@@ -129,8 +130,8 @@ def _lake_frame(
     storage_options: dict[str, str] | None,
 ) -> Any:
     if locations.parse(location).kind == "local":
-        root = Path(location).resolve()
-        paths = [(root / f.name).as_uri() for f in planned.files]
+        public = locations.open_public(str(Path(location).resolve()))
+        paths = [Path(public.url(f.name)).as_uri() for f in planned.files]
         return (
             spark.read.schema(FILE_SPARK_SCHEMA).parquet(*paths).withColumn("topic", F.lit(topic))
         )
@@ -153,7 +154,7 @@ class LakeFileInput(InputPartition):
 
 
 class LakeReader(DataSourceReader):
-    """Reads lake files (one Spark task each) through Brook's storage, with pyarrow."""
+    """Reads lake files (one Spark task each) with pyarrow: one GET each on S3."""
 
     def __init__(self, options: dict[str, str]) -> None:
         self.location = options["url"]
@@ -169,14 +170,11 @@ class LakeReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, LakeFileInput):
             return  # Spark's placeholder for a plan of no files
-        storage = locations.open_reader(self.location, self.storage_options)
-        try:
-            data = storage.read_all(partition.name)
-        finally:
-            storage.close()
-        if data is None:
-            raise BadRequest(f"lake file {partition.name} is gone: plan the table again")
-        table = pq.read_table(pa.BufferReader(data))
+        files = locations.open_public(self.location, self.storage_options)
+        found = files.read(partition.name)
+        if found is None:
+            raise BadRequest(f"lake file {files.url(partition.name)} is gone: plan the table again")
+        table = pq.read_table(pa.BufferReader(found[0]))
         offsets = table.column("offset")
         keep = pc.and_(pc.greater_equal(offsets, partition.low), pc.less(offsets, partition.high))
         table = table.filter(keep)
@@ -185,7 +183,7 @@ class LakeReader(DataSourceReader):
 
 
 class LakeDataSource(DataSource):
-    """`brook_lake`: lake files read through Brook's storage (for object storage)."""
+    """`brook_lake`: lake files read with pyarrow in Python workers (for object storage)."""
 
     @classmethod
     def name(cls) -> str:

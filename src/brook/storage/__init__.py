@@ -64,8 +64,62 @@ class AppendFile(Protocol):
     def close(self) -> None: ...
 
 
+class Superseded(Exception):
+    """A public file was replaced by someone else since it was read (PublicFiles.replace)."""
+
+
+class PublicFiles(Protocol):
+    """Files stored as themselves under the location, for readers that are not Brook.
+
+    The lake's Parquet files and manifests live here: on S3 as plain objects under
+    `<prefix>/<name>` (not in Brook's catalog), in a directory as plain files. Data
+    files are created once under a new name and never changed; a commit file (a
+    manifest) is replaced conditionally, so a broker fenced by a take-over cannot
+    overwrite its successor's (docs/ARCHITECTURE.md, "The lake").
+    """
+
+    @property
+    def epoch(self) -> int | None:
+        """The writer epoch a commit file carries, so a broker that finds a higher one
+        knows it was taken over; None where one writer is sure by a lock (a directory)."""
+        ...
+
+    def url(self, name: str) -> str:
+        """Where a reader outside Brook finds `name` (a path, or an s3:// URL)."""
+        ...
+
+    def create(self, name: str, data: bytes) -> None:
+        """Durably store a file under a name never used before."""
+        ...
+
+    def read(self, name: str) -> tuple[bytes, str] | None:
+        """The file and its version (for `replace`), or None when it does not exist."""
+        ...
+
+    def replace(self, name: str, data: bytes, version: str | None) -> str:
+        """Durably replace `name` if it is still at `version` (None: if it does not
+        exist); returns the new version. Raises Superseded when it changed."""
+        ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Names of the files under `prefix` (a folder path ending in '/'), sorted."""
+        ...
+
+    def delete(self, names: Sequence[str]) -> None:
+        """Durably remove files; missing ones are not an error."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Durably remove every file under `prefix`."""
+        ...
+
+
 class Storage(Protocol):
     """One storage location, owned by one broker at a time."""
+
+    def public(self) -> PublicFiles:
+        """The location's public files (the lake's)."""
+        ...
 
     def lock(self) -> None:
         """Take exclusive ownership of the location or raise Locked."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from brook.errors import StorageError
-from brook.storage import AppendFile, ReadFile, Storage
+from brook.storage import AppendFile, PublicFiles, ReadFile, Storage
 
 
 class Faults:
@@ -91,6 +91,41 @@ class FaultyReadFile:
         self._inner.close()
 
 
+class FaultyPublicFiles:
+    """The inner storage's public files; a full disk fails their writes too."""
+
+    def __init__(self, inner: PublicFiles, storage: FaultyStorage) -> None:
+        self.inner = inner
+        self._storage = storage
+
+    @property
+    def epoch(self) -> int | None:
+        return self.inner.epoch
+
+    def url(self, name: str) -> str:
+        return self.inner.url(name)
+
+    def create(self, name: str, data: bytes) -> None:
+        self._storage._check_space(name)
+        self.inner.create(name, data)
+
+    def read(self, name: str) -> tuple[bytes, str] | None:
+        return self.inner.read(name)
+
+    def replace(self, name: str, data: bytes, version: str | None) -> str:
+        self._storage._check_space(name)
+        return self.inner.replace(name, data, version)
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def delete(self, names: Sequence[str]) -> None:
+        self.inner.delete(names)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self.inner.delete_prefix(prefix)
+
+
 class FaultyStorage:
     """Wraps a storage; every call passes through unless a fault is switched on."""
 
@@ -104,6 +139,9 @@ class FaultyStorage:
 
     def lock(self) -> None:
         self.inner.lock()
+
+    def public(self) -> FaultyPublicFiles:
+        return FaultyPublicFiles(self.inner.public(), self)
 
     def attach(self) -> None:
         self.inner.attach()

@@ -25,6 +25,7 @@ from brook import layout, limits
 from brook.errors import Locked, StorageError
 from brook.storage import check_name
 from brook.storage.handles import Handle, Handles, budget_for, raise_open_files_limit
+from brook.storage.plain import PortFiles
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")
 FILE_MODE = 0o600
@@ -240,6 +241,10 @@ class LocalStorage:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+
+    def public(self) -> PortFiles:
+        """The lake's files: plain files under the directory already."""
+        return PortFiles(self, str(self.root))
 
     def attach(self) -> None:
         """Nothing to take: an outside reader leaves the lock to the owner, and reads

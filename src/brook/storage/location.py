@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from brook.errors import BadRequest, NotFound
-from brook.storage import Storage
+from brook.storage import PublicFiles, Storage
 
 Kind = Literal["local", "s3", "memory"]
 
@@ -122,6 +122,35 @@ def open_reader(location: str, options: dict[str, Any] | None = None) -> Storage
     """The storage at `location`, attached as an outside reader (Spark): nothing is
     locked, cached or written. S3 options: endpoint_url, region, request_timeout_s.
     Raises BadRequest for a location that cannot be read this way, StorageError."""
+    parsed, options = _reader_options(location, options)
+    storage = open_storage(parsed, options, must_exist=True)
+    if parsed.kind == "s3":
+        storage.attach()
+    return storage
+
+
+def open_public(location: str, options: dict[str, Any] | None = None) -> PublicFiles:
+    """The public files (the lake's) at `location`, to read only: on S3 plain objects,
+    read without a look at Brook's catalog (one GET per file). Options as
+    `open_reader`'s. Raises BadRequest, StorageError."""
+    from brook.storage.readonly import ReadOnlyPublicFiles
+
+    parsed, options = _reader_options(location, options)
+    if parsed.kind == "s3":
+        from brook.storage.s3.objects import Bucket
+        from brook.storage.s3.public import S3PublicFiles
+
+        return ReadOnlyPublicFiles(S3PublicFiles(Bucket(parsed.target, **options), _no_epoch))
+    return ReadOnlyPublicFiles(open_storage(parsed, options, must_exist=True).public())
+
+
+def _no_epoch() -> None:
+    return None
+
+
+def _reader_options(
+    location: str, options: dict[str, Any] | None
+) -> tuple[Location, dict[str, Any]]:
     parsed = parse(location)
     options = dict(options or {})
     if parsed.kind == "memory":
@@ -136,7 +165,4 @@ def open_reader(location: str, options: dict[str, Any] | None = None) -> Storage
         )
     if parsed.kind == "local" and not Path(parsed.target).is_dir():
         raise BadRequest(f"{parsed.target} is not a directory holding Brook data")
-    storage = open_storage(parsed, options, must_exist=True)
-    if parsed.kind == "s3":
-        storage.attach()
-    return storage
+    return parsed, options

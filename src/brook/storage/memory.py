@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from brook.errors import StorageError
 from brook.storage import check_name
+from brook.storage.plain import PortFiles
 
 
 class _File:
@@ -74,6 +75,9 @@ class MemoryStorage:
     def lock(self) -> None:
         # Every memory:// broker has a storage of its own, so there is nobody to exclude.
         pass
+
+    def public(self) -> PortFiles:
+        return PortFiles(self, "memory://")
 
     def attach(self) -> None:
         """Nothing to do: nobody else can own this storage."""

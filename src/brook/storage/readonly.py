@@ -8,10 +8,10 @@ makes it, so "a read-only open writes nothing" holds by construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from brook.errors import ReadOnly
-from brook.storage import AppendFile, ReadFile, Storage
+from brook.storage import AppendFile, PublicFiles, ReadFile, Storage
 
 
 def _refused(what: str) -> ReadOnly:
@@ -19,6 +19,36 @@ def _refused(what: str) -> ReadOnly:
         f"cannot {what}: this broker was opened read-only (read_only=True); "
         "write through the broker that owns the storage (its HTTP API, brook --url ...)"
     )
+
+
+class ReadOnlyPublicFiles:
+    """Reads pass through; writes raise ReadOnly."""
+
+    epoch = None
+
+    def __init__(self, inner: PublicFiles) -> None:
+        self.inner = inner
+
+    def url(self, name: str) -> str:
+        return self.inner.url(name)
+
+    def create(self, name: str, data: bytes) -> None:
+        raise _refused(f"write {name}")
+
+    def read(self, name: str) -> tuple[bytes, str] | None:
+        return self.inner.read(name)
+
+    def replace(self, name: str, data: bytes, version: str | None) -> str:
+        raise _refused(f"write {name}")
+
+    def list(self, prefix: str) -> list[str]:
+        return self.inner.list(prefix)
+
+    def delete(self, names: Sequence[str]) -> None:
+        raise _refused(f"delete {', '.join(names)}")
+
+    def delete_prefix(self, prefix: str) -> None:
+        raise _refused(f"delete {prefix}")
 
 
 class ReadOnlyStorage:
@@ -31,6 +61,9 @@ class ReadOnlyStorage:
 
     def lock(self) -> None:
         raise _refused("take ownership")
+
+    def public(self) -> ReadOnlyPublicFiles:
+        return ReadOnlyPublicFiles(self.inner.public())
 
     def attach(self) -> None:
         self.inner.attach()

@@ -46,6 +46,7 @@ from brook.storage.s3.merge import Merger
 from brook.storage.s3.objects import Bucket, Changed, Exists, MissingObject, fenced
 from brook.storage.s3.owner import Ownership, unchanged
 from brook.storage.s3.probe import PROBE_PREFIX, check_conditional_writes
+from brook.storage.s3.public import S3PublicFiles
 from brook.supervisor import Supervisor
 
 log = logging.getLogger("brook.storage.s3")
@@ -147,6 +148,13 @@ class S3Storage:
             manifest.epoch,
             len(chunked),
         )
+
+    def public(self) -> S3PublicFiles:
+        """The lake's files: plain objects under the prefix, outside the catalog."""
+        return S3PublicFiles(self.bucket, self._public_epoch)
+
+    def _public_epoch(self) -> int | None:
+        return None if self.read_only else self.catalog().epoch
 
     def attach(self) -> None:
         """Read the prefix as an outside reader, beside the broker that owns it (Spark,
