@@ -52,8 +52,16 @@ def test_the_documented_patterns_are_the_names_made() -> None:
         (layout.schedule("nightly"), "schedules/<schedule>.json"),
         (layout.lake_manifest("t"), "lake/topics/<topic>/manifest.json"),
         (
-            layout.lake_file("t", 2, 0, 100, "0a1b2c3d"),
+            layout.lake_file_in(layout.lake_topic("t"), 2, 0, 100, "0a1b2c3d"),
             "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",
+        ),
+        (
+            layout.lake_manifest_in(layout.lake_history("t", "g")),
+            "lake/queues/<topic>/<group>/manifest.json",
+        ),
+        (
+            layout.lake_file_in(layout.lake_history("t", "g"), 0, 0, 100, "0a1b2c3d"),
+            "lake/queues/<topic>/<group>/0/<first>-<next>-<tag>.parquet",
         ),
     ]
     assert sorted(p for _, p in made) == sorted(set(layout.PATTERNS) - {layout.LOCK})
@@ -72,6 +80,8 @@ def test_the_prefixes_of_a_topic_hold_its_names() -> None:
     assert status.startswith(layout.queue_status_logs_of("t"))
     assert not status.startswith(layout.queue_status_logs_of("t2"))
     assert layout.staging_chunk("t", "w", 1, "p", 0).startswith(layout.staging_of("t"))
+    assert layout.lake_history("t", "g").startswith(layout.lake_histories_of("t"))
+    assert not layout.lake_history("t2", "g").startswith(layout.lake_histories_of("t"))
 
 
 @given(NAMES, NAMES, st.integers(0, 10**12), st.integers(0, 10**9))

@@ -80,9 +80,14 @@ class Hooks:
     """Once a topic exists."""
     on_topic_deleted: Callable[[str], None] | None = None
     """Once a topic's records are gone: forget what the service kept for it."""
+    on_group_deleted: Callable[[str, str], None] | None = None
+    """Once a queue group (topic, group) and its status log are gone."""
     maintain: Callable[[], None] | None = None
     """Run at every maintenance, supervised as its own task."""
     retention_hold: RetentionHold | None = None
+    status_log_hold: Callable[[str, str], int | None] | None = None
+    """For a queue group (topic, group): the status-log offset below which the
+    service no longer needs its entries (None: it needs none)."""
 
 
 class TopicState:
@@ -402,6 +407,23 @@ class Core:
     def unregister(self, hooks: Hooks) -> None:
         """Stop calling `hooks` (a no-op if they are not registered)."""
         self._hooks = tuple(h for h in self._hooks if h is not hooks)
+
+    def group_deleted(self, topic: str, group: str) -> None:
+        """Writer role: tell the services that a queue group and its status log are gone."""
+        for hooks in self._hooks:
+            if hooks.on_group_deleted is not None:
+                hooks.on_group_deleted(topic, group)
+
+    def status_log_hold(self, topic: str, group: str) -> int | None:
+        """The status-log offset of a queue group below which no service needs its
+        entries any more (None: none holds any)."""
+        holds = [
+            held
+            for hooks in self._hooks
+            if hooks.status_log_hold is not None
+            and (held := hooks.status_log_hold(topic, group)) is not None
+        ]
+        return min(holds) if holds else None
 
     # ------------------------------------------------------------ waiting
 

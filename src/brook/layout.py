@@ -167,19 +167,33 @@ def parse_schedule(name: str) -> str | None:
 
 
 def lake_topic(topic: str) -> str:
-    """Everything the lake holds of `topic`."""
+    """Everything the lake holds of `topic`'s records: one table."""
     return f"{LAKE}topics/{topic}/"
 
 
+def lake_histories_of(topic: str) -> str:
+    """Every table of `topic`'s queue groups' histories."""
+    return f"{LAKE}queues/{topic}/"
+
+
+def lake_history(topic: str, group: str) -> str:
+    """One table: a queue group's status log, a row per transition."""
+    return f"{LAKE}queues/{topic}/{group}/"
+
+
+def lake_manifest_in(table: str) -> str:
+    """Which of a lake table's files hold which offsets: the table's one commit point."""
+    return f"{table}{LAKE_MANIFEST_FILE}"
+
+
 def lake_manifest(topic: str) -> str:
-    """Which of the topic's lake files hold which offsets: the lake's one commit point."""
-    return f"{LAKE}topics/{topic}/{LAKE_MANIFEST_FILE}"
+    return lake_manifest_in(lake_topic(topic))
 
 
-def lake_file(topic: str, partition: int, first: int, next_offset: int, tag: str) -> str:
-    """A lake file holding offsets [first, next_offset) of a partition; `tag` tells
-    apart two writings of one range (a merge, a compacted topic's rewrite)."""
-    return f"{LAKE}topics/{topic}/{partition}/{first:020d}-{next_offset:020d}-{tag}{LAKE_SUFFIX}"
+def lake_file_in(table: str, partition: int, first: int, next_offset: int, tag: str) -> str:
+    """A file of a lake table holding offsets [first, next_offset) of a partition (of
+    the log it copies); `tag` tells apart two writings of one range (a merge)."""
+    return f"{table}{partition}/{first:020d}-{next_offset:020d}-{tag}{LAKE_SUFFIX}"
 
 
 PATTERNS = (
@@ -200,5 +214,7 @@ PATTERNS = (
     "schedules/<schedule>.json",
     "lake/topics/<topic>/manifest.json",
     "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",
+    "lake/queues/<topic>/<group>/manifest.json",
+    "lake/queues/<topic>/<group>/0/<first>-<next>-<tag>.parquet",
 )
 """Every name pattern above, as docs/FORMAT.md writes it."""

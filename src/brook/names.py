@@ -71,6 +71,8 @@ Receipt = Annotated[
 
 RESERVED_PREFIX = "__"
 """Brook's internal topics (status logs, the timer log): never a user's topic."""
+ENDPOINT_GROUP_PREFIX = "__endpoint."
+"""The queue groups of a delivery endpoint are named this and its name."""
 DEAD_LETTERS_SUFFIX = ".dlq"
 """The namespace of dead-letter topics, the names Brook derives for dead records."""
 _DIGEST_CHARS = 16

@@ -42,8 +42,12 @@ class Outside:
         return f"{self.root}/{name}"
 
     def manifest(self, topic: str) -> dict[str, Any]:
+        return self.manifest_in(layout.lake_topic(topic))
+
+    def manifest_in(self, table: str) -> dict[str, Any]:
+        """The manifest of the lake table at prefix `table` (empty when none)."""
         try:
-            with self.fs.open_input_stream(self.path(layout.lake_manifest(topic))) as stream:
+            with self.fs.open_input_stream(self.path(layout.lake_manifest_in(table))) as stream:
                 found: dict[str, Any] = json.loads(stream.read())
                 return found
         except FileNotFoundError:
@@ -52,11 +56,18 @@ class Outside:
     def files(self, topic: str) -> list[LakeFile]:
         return [LakeFile(**f) for f in self.manifest(topic)["files"]]
 
+    def history(self, topic: str, group: str) -> list[dict[str, Any]]:
+        """The rows of a queue group's history, in status-log order."""
+        manifest = self.manifest_in(layout.lake_history(topic, group))
+        rows = [row for f in manifest["files"] for row in self.table(f["name"]).to_pylist()]
+        return sorted(rows, key=lambda r: r["log_offset"])
+
     def listing(self, topic: str) -> list[str]:
         """The names under the topic's lake folder (the manifest's included)."""
-        selector = pafs.FileSelector(
-            self.path(layout.lake_topic(topic)), recursive=True, allow_not_found=True
-        )
+        return self.listing_in(layout.lake_topic(topic))
+
+    def listing_in(self, prefix: str) -> list[str]:
+        selector = pafs.FileSelector(self.path(prefix), recursive=True, allow_not_found=True)
         return sorted(
             info.path.removeprefix(self.root + "/")
             for info in self.fs.get_file_info(selector)

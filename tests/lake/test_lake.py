@@ -21,7 +21,6 @@ import pytest
 import brook
 from brook import layout, limits
 from brook.errors import BadRequest, BrookError, Fenced, LakeOff, TopicNotFound
-from brook.storage import Storage
 from tests.lake.outside import Outside, Row
 from tests.s3server import MotoServer
 from tests.served import Served
@@ -259,14 +258,14 @@ def test_one_topic_s_failing_lake_is_its_own(
     the broker stays healthy."""
     from brook.lake import parquet
 
-    written = parquet.write
+    stored = parquet.store
 
-    def failing_for_bad(storage: Storage, files: Any, view: Any, wanted: Any) -> Any:
-        if view.topic == "bad":
+    def failing_for_bad(files: Any, prefix: str, *args: Any) -> Any:
+        if prefix == layout.lake_topic("bad"):
             raise OSError("no space left on device")
-        return written(storage, files, view, wanted)
+        return stored(files, prefix, *args)
 
-    monkeypatch.setattr(parquet, "write", failing_for_bad)
+    monkeypatch.setattr(parquet, "store", failing_for_bad)
     with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
         fill(b, "bad", 1)
         fill(b, "good", 1)

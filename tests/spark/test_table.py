@@ -101,3 +101,35 @@ def test_the_table_is_the_source_on_s3(spark: Any, moto: MotoServer, tmp_path: P
         options = {"endpointUrl": moto.endpoint}
         table = brook.spark.table(spark, url, "orders", options)
         assert rows(table) == rows(source(spark, url, **options))
+
+
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_queue_histories_are_read_from_the_lake(
+    spark: Any, kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    options: dict[str, Any] = {}
+    storage_options: dict[str, str] | None = None
+    location = str(tmp_path / "data")
+    if kind == "s3":
+        moto: MotoServer = request.getfixturevalue("moto")
+        location = moto.fresh_url()
+        options = {"endpoint_url": moto.endpoint}
+        storage_options = {"endpointUrl": moto.endpoint}
+    with brook.open(location, lake=True, **options) as b:
+        for topic in ("orders", "emails"):
+            b.topic(topic).append_many([brook.Record(b"x") for _ in range(4)])
+            q = b.queue(topic, "workers", max_attempts=1)
+            jobs = q.lease(max_records=4, timeout=0)
+            q.nack(jobs[:1], reason=f"{topic}: no such customer")
+            q.ack(jobs[1:])
+        b.lake_sync()
+    everything = brook.spark.history(spark, location, storage_options=storage_options)
+    assert everything.count() == 16  # per record: leased, then acked or dead
+    dead = brook.spark.history(spark, location, "orders", storage_options=storage_options)
+    got = [(r.topic, r.group, r.offset, r.reason) for r in dead.where("state = 'dead'").collect()]
+    assert got == [("orders", "workers", 0, "orders: no such customer")]
+    one = brook.spark.history(spark, location, "emails", "workers", storage_options=storage_options)
+    assert one.where("state = 'dead'").count() == 1
+    assert (
+        brook.spark.history(spark, location, "none", storage_options=storage_options).count() == 0
+    )

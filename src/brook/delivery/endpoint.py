@@ -24,7 +24,7 @@ ROTATION_MS = limits.endpoint_secret_rotation_ms
 RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding", "connection")
 """Headers an endpoint may not set (the request's framing is the broker's), beside every
 `webhook-*` and `brook-*` one."""
-GROUP_PREFIX = "__endpoint."
+GROUP_PREFIX = names.ENDPOINT_GROUP_PREFIX
 """The queue groups of an endpoint are named this and its name (a reserved name)."""
 LEASE_MARGIN_MS = 10_000
 """A delivery group's visibility timeout is the endpoint's timeout and this: a record

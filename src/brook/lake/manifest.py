@@ -47,14 +47,19 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=False):
     writer_epoch: int | None = None
     """On S3, the epoch of the broker that last wrote it: one that finds a higher
     epoch here was taken over and writes the lake no more."""
+    reached: dict[int, int] = msgspec.field(default_factory=dict)
+    """Per partition, the offset after the last one the lake took: kept when the
+    files that held it are retired, so what was taken once is never taken again."""
 
     def of(self, partition: int) -> list[LakeFile]:
         """The files of `partition`, in offset order."""
         return [f for f in self.files if f.partition == partition]
 
     def end(self, partition: int) -> int | None:
-        """The offset after the last one the lake holds of `partition` (None: none yet)."""
+        """The offset after the last one the lake took of `partition` (None: none yet)."""
         ends = [f.next for f in self.files if f.partition == partition]
+        if partition in self.reached:
+            ends.append(self.reached[partition])
         return max(ends) if ends else None
 
     def add(self, file: LakeFile) -> None:
@@ -67,18 +72,29 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=False):
             )
         self.files.append(file)
         self.files.sort(key=lambda f: (f.partition, f.first))
+        self.reached[file.partition] = max(self.reached.get(file.partition, 0), file.next)
 
     def replace(self, old: list[LakeFile], new: LakeFile, now_ms: int) -> None:
         """Put `new` in place of `old` (consecutive files of one partition it covers)."""
         names = {f.name for f in old}
         self.files = [f for f in self.files if f.name not in names]
         self.retired.extend(Retired(name, now_ms) for name in sorted(names))
-        self.add(new)
+        self.files.append(new)
+        self.files.sort(key=lambda f: (f.partition, f.first))
 
     def retire_below(self, partition: int, offset: int, now_ms: int) -> list[LakeFile]:
         """Stop naming the files of `partition` that hold only offsets below `offset`
         (retention deleted them from the log); returns them."""
         gone = [f for f in self.files if f.partition == partition and f.next <= offset]
+        if gone:
+            names = {f.name for f in gone}
+            self.files = [f for f in self.files if f.name not in names]
+            self.retired.extend(Retired(f.name, now_ms) for f in gone)
+        return gone
+
+    def retire_older(self, horizon_ms: int, now_ms: int) -> list[LakeFile]:
+        """Stop naming the files whose every row is older than `horizon_ms`; returns them."""
+        gone = [f for f in self.files if f.max_timestamp_ms < horizon_ms]
         if gone:
             names = {f.name for f in gone}
             self.files = [f for f in self.files if f.name not in names]

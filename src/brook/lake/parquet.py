@@ -1,6 +1,10 @@
 """Offsets of a partition, read from its segments, written as one Parquet file.
 
-Columns `partition int32, offset int64, timestamp timestamp[us, UTC], key binary,
+A topic's table (below) and a queue group's history (lake/history.py) are written
+alike; a `Shape` says what differs: the columns, which have statistics, and which
+column the manifest keeps the time range of.
+
+A topic's columns `partition int32, offset int64, timestamp timestamp[us, UTC], key binary,
 value binary, headers map<string, binary>` (the Spark source's, less `topic`, which
 the file's place names), sorted by offset. Row groups hold about
 `limits.lake_row_group_bytes` each, so a scan reads large runs; statistics are kept
@@ -31,7 +35,17 @@ from brook.log.view import TopicView, read_slice
 from brook.storage import PublicFiles, Storage
 
 FILE_SCHEMA = SCHEMA.remove(SCHEMA.get_field_index("topic"))
-STATISTICS = ["partition", "offset", "timestamp"]
+
+
+class Shape(NamedTuple):
+    schema: pa.Schema
+    statistics: list[str]
+    """Columns with min/max statistics (a filter on them skips files and row groups)."""
+    time: str
+    """The timestamp column whose range the manifest keeps per file."""
+
+
+RECORDS = Shape(FILE_SCHEMA, ["partition", "offset", "timestamp"], "timestamp")
 
 
 class Range(NamedTuple):
@@ -40,7 +54,7 @@ class Range(NamedTuple):
     next: int
 
 
-def table_of(storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
+def records_table(storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
     """The records of `wanted` as a table of FILE_SCHEMA, in offset order."""
     pieces = view.slices({wanted.partition: wanted.first}, {wanted.partition: wanted.next})
     batches = []
@@ -53,7 +67,7 @@ def table_of(storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
     return pa.Table.from_batches(batches, schema=FILE_SCHEMA)
 
 
-def encode(table: pa.Table) -> bytes:
+def encode(table: pa.Table, shape: Shape = RECORDS) -> bytes:
     """The table as Parquet bytes."""
     rows = table.num_rows
     per_row = max(1, table.nbytes // max(rows, 1))
@@ -64,28 +78,22 @@ def encode(table: pa.Table) -> bytes:
         sink,
         row_group_size=row_group,
         compression="zstd",
-        write_statistics=STATISTICS,
+        write_statistics=shape.statistics,
     )
     data: bytes = sink.getvalue().to_pybytes()
     return data
 
 
-def write(storage: Storage, files: PublicFiles, view: TopicView, wanted: Range) -> LakeFile | None:
-    """Store `wanted`'s records (read from `storage`) as one Parquet file among `files`;
-    None when it holds none (all compacted away)."""
-    table = table_of(storage, view, wanted)
-    if table.num_rows == 0:
-        return None
-    return store(files, view.topic, wanted, table)
-
-
-def store(files: PublicFiles, topic: str, wanted: Range, table: pa.Table) -> LakeFile:
-    data = encode(table)
-    name = layout.lake_file(
-        topic, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4)
+def store(
+    files: PublicFiles, prefix: str, wanted: Range, table: pa.Table, shape: Shape = RECORDS
+) -> LakeFile:
+    """Store `table` (the rows of `wanted`) as a new file of the lake table at `prefix`."""
+    data = encode(table, shape)
+    name = layout.lake_file_in(
+        prefix, wanted.partition, wanted.first, wanted.next, secrets.token_hex(4)
     )
     files.create(name, data)
-    stamps = table.column("timestamp").cast(pa.int64())
+    stamps = table.column(shape.time).cast(pa.int64())
     return LakeFile(
         partition=wanted.partition,
         first=wanted.first,
@@ -98,12 +106,12 @@ def store(files: PublicFiles, topic: str, wanted: Range, table: pa.Table) -> Lak
     )
 
 
-def merge(files: PublicFiles, topic: str, run: list[LakeFile]) -> LakeFile:
+def merge(files: PublicFiles, prefix: str, run: list[LakeFile], shape: Shape = RECORDS) -> LakeFile:
     """One file holding every row of `run` (consecutive files of one partition)."""
     tables = [pq.read_table(pa.BufferReader(read(files, f.name))) for f in run]
-    table = pa.concat_tables(tables).cast(FILE_SCHEMA)
+    table = pa.concat_tables(tables).cast(shape.schema)
     wanted = Range(run[0].partition, run[0].first, run[-1].next)
-    return store(files, topic, wanted, table)
+    return store(files, prefix, wanted, table, shape)
 
 
 def read(files: PublicFiles, name: str) -> bytes:

@@ -1,10 +1,12 @@
 """The lake's writer: a supervised loop that keeps each topic's Parquet files up to date.
 
-Each pass, per topic and partition (docs/ARCHITECTURE.md, "The lake"):
+Each pass, per table (a topic's records, and each of its queue groups' history:
+lake/tables.py) and partition (docs/ARCHITECTURE.md, "The lake"):
 
-1. Retention: files holding only offsets the log no longer retains leave the
-   manifest (deleted `limits.lake_retire_ms` later, so a reader planned on the
-   older manifest finishes).
+1. Retention: files the table no longer keeps (records the log no longer
+   retains; history older than the topic's retention) leave the manifest
+   (deleted `limits.lake_retire_ms` later, so a reader planned on the older
+   manifest finishes).
 2. Sealed segments past the lake's end are written, one file each.
 3. The active segment's acknowledged records are written once the oldest of them
    has waited `lag_ms` (or at once by `sync`): the lag bounds how stale the lake is.
@@ -43,6 +45,7 @@ from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
 from brook.lake.status import lake_topics, read_manifest, status_of
+from brook.lake.tables import LakeTable, queue_groups
 from brook.log.view import Extent, TopicView
 from brook.records import LakeStatus
 from brook.storage import Superseded
@@ -69,14 +72,21 @@ class LakeService:
         self._pass = threading.Lock()
         """One pass at a time: the loop's, or a `sync`'s."""
         self._forgetting = threading.Lock()
-        """A manifest is committed, or a deleted topic's lake removed, one at a time: a
-        pass under way when its topic is deleted never writes its manifest again."""
-        self._known: dict[str, _Known] = {}
-        """Per topic: its view and its manifest as last committed. A topic's first
-        pass reads the manifest, claims it, and deletes the files it does not name
-        (a crash's leftovers)."""
+        """A manifest is committed, or a deleted topic's or group's lake removed, one at
+        a time: a pass under way when they are deleted never writes the manifest again."""
+        self._known: dict[LakeTable, _Known] = {}
+        """Per table: its view and its manifest as last committed. A table's first pass
+        reads the manifest, claims it, and deletes the files it does not name (a
+        crash's leftovers)."""
         self._stop = threading.Event()
-        core.register(Hooks("lake", on_topic_deleted=self._forget))
+        core.register(
+            Hooks(
+                "lake",
+                on_topic_deleted=self._forget_topic,
+                on_group_deleted=self._forget_group,
+                status_log_hold=self._status_log_hold,
+            )
+        )
         self._thread: threading.Thread | None = None
         if not core.read_only:
             self._thread = core.supervisor.start("lake", self._step, self._stop)
@@ -84,8 +94,9 @@ class LakeService:
     # ------------------------------------------------------------ the API
 
     def sync(self, topic: str | None = None) -> list[LakeStatus]:
-        """Write every acknowledged record not yet in the lake (of `topic`, or of every
-        topic) and return once the files and manifests are durable."""
+        """Write every acknowledged record, and every transition of its queue groups,
+        not yet in the lake (of `topic`, or of every topic) and return once the files
+        and manifests are durable."""
         self.core.check_writable("sync the lake")
         if topic is not None and not self.core.has_topic(topic):
             raise TopicNotFound(f"topic {topic} does not exist")
@@ -125,44 +136,60 @@ class LakeService:
         return min(max(self.lag_ms / 4000, 1.0), 60.0)
 
     def _write_topic(self, topic: str, force: bool) -> None:
-        known = self._known.get(topic)
+        """The topic's table, then its queue groups' histories."""
+        self._write_table(LakeTable(topic), force)
+        for group in queue_groups(self.storage, topic):
+            self._write_table(LakeTable(topic, group), force)
+
+    def _write_table(self, table: LakeTable, force: bool) -> None:
+        known = self._known.get(table)
         if known is None:
-            known = self._load(topic)
+            known = self._load(table)
             if known is None:
                 return  # deleted meanwhile
-        view, manifest = known.view, known.manifest
         now = self.core.now_ms()
-        extents = {p: view.extents(p) for p in range(view.partitions)}
-        due = manifest.due_for_deletion(now, limits.lake_retire_ms)
-        retired = [manifest.retire_below(p, e[0].base_offset, now) for p, e in extents.items() if e]
-        if due or any(retired):
-            self._commit(topic, known)  # first, so no manifest names a deleted file
+        extents = {p: known.view.extents(p) for p in range(known.view.partitions)}
+        due = known.manifest.due_for_deletion(now, limits.lake_retire_ms)
+        if self._retire(table, known.manifest, extents, now) or due:
+            self._commit(table, known)  # first, so no manifest names a deleted file
         if due:
             self.files.delete(due)
         for partition, found in extents.items():
             if found:
-                self._write_partition(topic, known, partition, found, force)
+                self._write_partition(table, known, partition, found, force)
 
-    def _load(self, topic: str) -> _Known | None:
-        """A topic's first pass: its view, and its manifest read, claimed and swept."""
+    def _retire(
+        self, table: LakeTable, manifest: Manifest, extents: dict[int, list[Extent]], now: int
+    ) -> bool:
+        """Retire the files `table` no longer keeps; whether there were any."""
+        if table.group is None:
+            retired = [
+                manifest.retire_below(p, e[0].base_offset, now) for p, e in extents.items() if e
+            ]
+            return any(retired)
+        retention_ms = self.core.topic_state(table.topic).config.retention_ms
+        return retention_ms is not None and bool(manifest.retire_older(now - retention_ms, now))
+
+    def _load(self, table: LakeTable) -> _Known | None:
+        """A table's first pass: its view, and its manifest read, claimed and swept."""
         try:
-            view = TopicView(self.storage, topic)
+            view = table.view(self.storage)
         except TopicNotFound:
             return None
-        manifest, version = read_manifest(self.files, topic)
+        manifest, version = read_manifest(self.files, table.prefix)
         known = _Known(view, manifest, version)
         if self.files.epoch is not None:
-            self._claim(topic, known)
-        self._sweep(topic, known.manifest)
-        self._known[topic] = known
+            self._claim(table, known)
+        self._sweep(table, known.manifest)
+        self._known[table] = known
         return known
 
-    def _claim(self, topic: str, known: _Known) -> None:
+    def _claim(self, table: LakeTable, known: _Known) -> None:
         """Write the manifest back with this broker's epoch, so a broker it fenced can
         replace it no more (its If-Match fails) before anything unnamed is deleted."""
-        name = layout.lake_manifest(topic)
+        name = layout.lake_manifest_in(table.prefix)
         for _ in range(CLAIMS_MAX):
-            self._check_epoch(topic, known.manifest)
+            self._check_epoch(table, known.manifest)
             known.manifest.writer_epoch = self.files.epoch
             try:
                 known.version = self.files.replace(
@@ -170,19 +197,19 @@ class LakeService:
                 )
                 return
             except Superseded:  # the fenced broker committed meanwhile: take its manifest
-                known.manifest, known.version = read_manifest(self.files, topic)
-        raise Fenced(f"the lake manifest of topic {topic} keeps changing under this broker")
+                known.manifest, known.version = read_manifest(self.files, table.prefix)
+        raise Fenced(f"the lake manifest of {table} keeps changing under this broker")
 
-    def _check_epoch(self, topic: str, manifest: Manifest) -> None:
+    def _check_epoch(self, table: LakeTable, manifest: Manifest) -> None:
         own = self.files.epoch
         if own is not None and manifest.writer_epoch is not None and manifest.writer_epoch > own:
             raise Fenced(
-                f"the lake of topic {topic} is written by a newer broker (epoch "
+                f"the lake of {table} is written by a newer broker (epoch "
                 f"{manifest.writer_epoch}; this one is {own}): it took this location over"
             )
 
     def _write_partition(
-        self, topic: str, known: _Known, partition: int, extents: list[Extent], force: bool
+        self, table: LakeTable, known: _Known, partition: int, extents: list[Extent], force: bool
     ) -> None:
         view, manifest = known.view, known.manifest
         start = max(manifest.end(partition) or 0, extents[0].base_offset)
@@ -193,16 +220,17 @@ class LakeService:
             active = i == len(extents) - 1
             if active and not force and not self._waited(extent, first):
                 break
-            written = parquet.write(
-                self.storage, self.files, view, parquet.Range(partition, first, end)
-            )
-            if written is None:  # compacted away: nothing to hold, move on
+            wanted = parquet.Range(partition, first, end)
+            rows = table.rows(self.storage, view, wanted)
+            if rows.num_rows == 0:  # compacted away, or no transition: nothing to hold
+                manifest.reached[partition] = end
                 start = end
                 continue
+            written = parquet.store(self.files, table.prefix, wanted, rows, table.shape)
             manifest.add(written)
-            self._commit(topic, known, new=written.name)
+            self._commit(table, known, new=written.name)
             start = end
-        self._merge_small(topic, known, partition)
+        self._merge_small(table, known, partition)
 
     def _waited(self, extent: Extent, first: int) -> bool:
         """Whether the oldest record of `extent` from `first` on has waited the lag."""
@@ -211,7 +239,7 @@ class LakeService:
             return False
         return self.core.now_ms() - extent.stamps[i] >= self.lag_ms
 
-    def _merge_small(self, topic: str, known: _Known, partition: int) -> None:
+    def _merge_small(self, table: LakeTable, known: _Known, partition: int) -> None:
         """Merge the newest run of consecutive small files into one."""
         manifest = known.manifest
         run: list[LakeFile] = []
@@ -221,55 +249,78 @@ class LakeService:
             run.insert(0, file)
         if len(run) < limits.lake_merge_files:
             return
-        merged = parquet.merge(self.files, topic, run)
+        merged = parquet.merge(self.files, table.prefix, run, table.shape)
         manifest.replace(run, merged, self.core.now_ms())
-        self._commit(topic, known, new=merged.name)
+        self._commit(table, known, new=merged.name)
 
-    def _commit(self, topic: str, known: _Known, new: str | None = None) -> None:
+    def _commit(self, table: LakeTable, known: _Known, new: str | None = None) -> None:
         """Store the manifest. `new`: the file this commit names first, deleted when the
         commit is refused (no one else knows its name)."""
         with self._forgetting:
-            if self._known.get(topic) is not known:
-                return  # the topic was deleted during this pass: its lake is gone
+            if self._known.get(table) is not known:
+                return  # deleted during this pass: its lake is gone
             known.manifest.writer_epoch = self.files.epoch
             try:
                 known.version = self.files.replace(
-                    layout.lake_manifest(topic), manifests.encode(known.manifest), known.version
+                    layout.lake_manifest_in(table.prefix),
+                    manifests.encode(known.manifest),
+                    known.version,
                 )
             except Superseded:
                 # Only a newer owner replaces a claimed manifest: this broker is fenced.
-                del self._known[topic]
+                del self._known[table]
                 if new is not None:
                     with contextlib.suppress(BrookError):
                         self.files.delete([new])
                 raise Fenced(
-                    f"the lake manifest of topic {topic} was replaced by another broker: "
+                    f"the lake manifest of {table} was replaced by another broker: "
                     "it took this location over"
                 ) from None
 
-    def _sweep(self, topic: str, manifest: Manifest) -> None:
+    def _sweep(self, table: LakeTable, manifest: Manifest) -> None:
         """Delete the files no manifest names: written before a crash, never committed."""
         named = manifest.names()
         unnamed = [
             name
-            for name in self.files.list(layout.lake_topic(topic))
-            if name.endswith(layout.LAKE_SUFFIX) and name not in named
+            for name in self.files.list(table.prefix)
+            if name.endswith(layout.LAKE_SUFFIX)
+            and name not in named
+            and name.count("/") == table.prefix.count("/") + 1  # not another table's
         ]
         if unnamed:
-            log.info("lake: deleting %d files of topic %s never committed", len(unnamed), topic)
+            log.info("lake: deleting %d files of %s never committed", len(unnamed), table)
             self.files.delete(unnamed)
 
-    def _forget(self, topic: str) -> None:
+    # ------------------------------------------------------------ hooks
+
+    def _status_log_hold(self, topic: str, group: str) -> int | None:
+        """How far a queue group's status log must be kept: up to what its history in
+        the lake has taken (None: the topic is not in the lake)."""
+        if topic not in self.topics():
+            return None
+        known = self._known.get(LakeTable(topic, group))
+        return 0 if known is None else known.manifest.end(0) or 0
+
+    def _forget_topic(self, topic: str) -> None:
         with self._forgetting:
-            self._known.pop(topic, None)
+            for table in [t for t in self._known if t.topic == topic]:
+                del self._known[table]
             self.files.delete_prefix(layout.lake_topic(topic))
+            self.files.delete_prefix(layout.lake_histories_of(topic))
         self.core.supervisor.forget_subject(_subject(topic))
+
+    def _forget_group(self, topic: str, group: str) -> None:
+        """A deleted group's history goes with it: one created again under its name
+        starts a new status log, from offset 0."""
+        with self._forgetting:
+            self._known.pop(LakeTable(topic, group), None)
+            self.files.delete_prefix(layout.lake_history(topic, group))
 
 
 class _Known:
-    """What the writer keeps of a topic between passes (it is the lake's only writer):
-    its view, which keeps what it read of sealed segments so a pass reads only what
-    is new, and its manifest as last committed, with the stored version."""
+    """What the writer keeps of a table between passes (it is the lake's only writer):
+    the view of its log, which keeps what it read of sealed segments so a pass reads
+    only what is new, and its manifest as last committed, with the stored version."""
 
     __slots__ = ("manifest", "version", "view")
 

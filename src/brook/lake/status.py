@@ -31,10 +31,11 @@ def lake_topics(core: Core, every_topic: bool = True) -> list[str]:
     )
 
 
-def read_manifest(files: PublicFiles, topic: str) -> tuple[Manifest, str | None]:
-    """The topic's lake manifest and its stored version (None: none stored yet, and
-    the manifest is empty). Raises StorageError, CorruptData."""
-    name = layout.lake_manifest(topic)
+def read_manifest(files: PublicFiles, table: str) -> tuple[Manifest, str | None]:
+    """The manifest of the lake table at prefix `table` (layout.lake_topic,
+    layout.lake_history) and its stored version (None: none stored yet, and the
+    manifest is empty). Raises StorageError, CorruptData."""
+    name = layout.lake_manifest_in(table)
     found = files.read(name)
     if found is None:
         return Manifest(), None
@@ -47,7 +48,7 @@ def read_manifest(files: PublicFiles, topic: str) -> tuple[Manifest, str | None]
 def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
     """The lake's position and lag for `topic`. Raises TopicNotFound, StorageError."""
     view = TopicView(storage, topic)
-    manifest, _ = read_manifest(storage.public(), topic)
+    manifest, _ = read_manifest(storage.public(), layout.lake_topic(topic))
     partitions = []
     for partition in range(view.partitions):
         extents = view.extents(partition)

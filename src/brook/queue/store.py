@@ -153,6 +153,7 @@ class QueueStore:
                 self.core.storage.delete_prefix(
                     layout.topic_prefix(layout.queue_status_log(topic, group))
                 )
+                self.core.group_deleted(topic, group)
 
             self.core.call(on_writer)
         return found is not None
@@ -193,9 +194,14 @@ class QueueStore:
         return needed
 
     def maintain(self) -> None:
-        """Writer role: delete status-log segments wholly behind each group's snapshot."""
+        """Writer role: delete status-log segments wholly behind each group's snapshot
+        (and what the lake already took of them, when it keeps their history)."""
         for group in self.groups():
-            dropped = group.status_log.drop_before(group.snapshot_offset)
+            below = group.snapshot_offset
+            held = self.core.status_log_hold(group.topic, group.group)
+            if held is not None:
+                below = min(below, held)
+            dropped = group.status_log.drop_before(below)
             if dropped:
                 log.info(
                     "queue %s/%s: deleted %d status segments behind its snapshot",

@@ -31,6 +31,20 @@ def table(
     return lake_table(spark, location, topic, storage_options)
 
 
+def history(
+    spark: Any,
+    location: str,
+    topic: str | None = None,
+    group: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> Any:
+    """Queue groups' histories from the lake, a row per transition (delivery attempts
+    with how each went): of every group, of `topic`'s, or of its `group`."""
+    from brook.spark.lake import history as lake_history
+
+    return lake_history(spark, location, topic, group, storage_options)
+
+
 def register(spark: Any) -> None:
     """Register the data sources `brook` (topics) and `brook_queue` (a queue group's
     records and their state) with a SparkSession (idempotent).

@@ -30,9 +30,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from brook import layout, validate
 from brook.errors import BadRequest
 from brook.lake import manifest as manifests
 from brook.lake.arrow import SCHEMA, SPARK_SCHEMA
+from brook.lake.history import HISTORY_SCHEMA, HISTORY_SPARK_SCHEMA
 from brook.lake.status import read_manifest
 from brook.log.view import TopicView
 from brook.spark.jobs import read_topic
@@ -63,7 +65,7 @@ def plan(location: str, topic: str, storage_options: dict[str, str] | None = Non
         view = TopicView(storage, topic)
         view.refresh()
         bounds = view.bounds()
-        manifest, _ = read_manifest(storage.public(), topic)
+        manifest, _ = read_manifest(storage.public(), layout.lake_topic(topic))
     finally:
         storage.close()
     start = {p: low for p, (low, _) in bounds.items()}
@@ -122,6 +124,48 @@ def table(
     return from_lake if rest is None else from_lake.unionByName(rest)
 
 
+def history(
+    spark: Any,
+    location: str,
+    topic: str | None = None,
+    group: str | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> Any:
+    """Queue groups' histories from the lake (of `topic`, of its `group`, or of every
+    one): a row per transition, delivery attempts with how each went (columns:
+    brook/lake/history.py). Read as the manifests stand when called."""
+    location = str(location)
+    if group is not None and topic is None:
+        raise BadRequest("give the topic of the queue group")
+    if locations.parse(location).kind == "local":
+        location = str(Path(location).resolve())
+    public = locations.open_public(location, storage_options_of(storage_options))
+    if group is not None:
+        assert topic is not None
+        group = validate.topic_name(group, internal=True)  # delivery groups are __endpoint.*
+        tables = [layout.lake_history(validate.topic_name(topic), group)]
+    else:
+        under = (
+            layout.lake_histories_of(validate.topic_name(topic))
+            if topic is not None
+            else f"{layout.LAKE}queues/"
+        )
+        suffix = "/" + layout.LAKE_MANIFEST_FILE
+        tables = [
+            n.removesuffix(layout.LAKE_MANIFEST_FILE)
+            for n in public.list(under)
+            if n.endswith(suffix)
+        ]
+    names = [f.name for t in tables for f in read_manifest(public, t)[0].files]
+    if not names:
+        return spark.createDataFrame([], HISTORY_SPARK_SCHEMA)
+    if locations.parse(location).kind == "local":
+        paths = [Path(public.url(name)).as_uri() for name in names]
+        return spark.read.schema(HISTORY_SPARK_SCHEMA).parquet(*paths)
+    files = [[name, None, None] for name in names]
+    return _lake_source(spark, location, None, files, storage_options)
+
+
 def _lake_frame(
     spark: Any,
     location: str,
@@ -136,19 +180,33 @@ def _lake_frame(
             spark.read.schema(FILE_SPARK_SCHEMA).parquet(*paths).withColumn("topic", F.lit(topic))
         )
     files = [[f.name, planned.start[f.partition], planned.cut[f.partition]] for f in planned.files]
+    return _lake_source(spark, location, topic, files, storage_options)
+
+
+def _lake_source(
+    spark: Any,
+    location: str,
+    topic: str | None,
+    files: list[list[Any]],
+    storage_options: dict[str, str] | None,
+) -> Any:
+    """The `brook_lake` source over `files`: [name, first offset, next offset] of a
+    topic's files, or with `topic` None [name, None, None] of history files."""
     reader = (
         spark.read.format("brook_lake")
         .option("url", location)
-        .option("topic", topic)
+        .option("kind", "topic" if topic is not None else "history")
         .option("files", json.dumps(files))
     )
+    if topic is not None:
+        reader = reader.option("topic", topic)
     for name, value in (storage_options or {}).items():
         reader = reader.option(name, value)
     return reader.load()
 
 
 class LakeFileInput(InputPartition):
-    def __init__(self, name: str, low: int, high: int) -> None:
+    def __init__(self, name: str, low: int | None, high: int | None) -> None:
         super().__init__(name)
         self.name, self.low, self.high = name, low, high
 
@@ -158,10 +216,11 @@ class LakeReader(DataSourceReader):
 
     def __init__(self, options: dict[str, str]) -> None:
         self.location = options["url"]
-        self.topic = options["topic"]
+        self.topic = options.get("topic", "")
+        self.history = options.get("kind") == "history"
         self.files: list[list[Any]] = json.loads(options["files"])
         self.storage_options = storage_options_of(
-            {k: v for k, v in options.items() if k not in ("url", "topic", "files")}
+            {k: v for k, v in options.items() if k not in ("url", "topic", "kind", "files")}
         )
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -175,6 +234,9 @@ class LakeReader(DataSourceReader):
         if found is None:
             raise BadRequest(f"lake file {files.url(partition.name)} is gone: plan the table again")
         table = pq.read_table(pa.BufferReader(found[0]))
+        if self.history:
+            yield from table.cast(HISTORY_SCHEMA).to_batches()
+            return
         offsets = table.column("offset")
         keep = pc.and_(pc.greater_equal(offsets, partition.low), pc.less(offsets, partition.high))
         table = table.filter(keep)
@@ -190,6 +252,8 @@ class LakeDataSource(DataSource):
         return "brook_lake"
 
     def schema(self) -> str:
+        if self.options.get("kind") == "history":
+            return HISTORY_SPARK_SCHEMA
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -1,0 +1,64 @@
+"""The lake's tables: a topic's records, and each of its queue groups' history.
+
+Both copy a log (the topic's partitions; the group's one-partition status log)
+into Parquet files under a prefix of their own with a manifest, and the writer
+(lake/service.py) treats them alike. What differs is here: which log, where the
+files go, how a range of the log becomes rows, and what leaves the table:
+a topic's files once retention deleted their records from the log; a history's
+once every row is older than the topic's `retention_ms` (kept for good when the
+topic keeps its records for good; a status log deletes its own segments as soon
+as a snapshot makes them unnecessary, so the lake is where the history stays).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from brook import layout
+from brook.lake import parquet
+from brook.lake.history import HISTORY, history_table
+from brook.lake.parquet import Range, Shape
+from brook.log.view import TopicView
+from brook.storage import Storage
+
+
+class LakeTable(NamedTuple):
+    topic: str
+    group: str | None = None
+    """None: the topic's records; else this queue group's history."""
+
+    @property
+    def prefix(self) -> str:
+        if self.group is None:
+            return layout.lake_topic(self.topic)
+        return layout.lake_history(self.topic, self.group)
+
+    @property
+    def shape(self) -> Shape:
+        return parquet.RECORDS if self.group is None else HISTORY
+
+    def __str__(self) -> str:
+        return self.topic if self.group is None else f"{self.topic} (queue group {self.group})"
+
+    def view(self, storage: Storage) -> TopicView:
+        """The log this table copies. Raises TopicNotFound for a deleted topic."""
+        if self.group is None:
+            return TopicView(storage, self.topic)
+        return TopicView(storage, layout.queue_status_log(self.topic, self.group), partitions=1)
+
+    def rows(self, storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
+        if self.group is None:
+            return parquet.records_table(storage, view, wanted)
+        return history_table(storage, view, wanted, self.topic, self.group)
+
+
+def queue_groups(storage: Storage, topic: str) -> list[str]:
+    """The queue groups of `topic` (delivery groups included), from their settings."""
+    found = []
+    for name in storage.list(layout.queues_of(topic)):
+        parsed = layout.parse_queue_settings(name)
+        if parsed is not None and parsed[0] == topic:
+            found.append(parsed[1])
+    return found
