@@ -174,6 +174,7 @@ class BrokerApi(Protocol):
         retention_bytes: int | None = None,
         compaction: bool = False,
         lake: bool | None = None,
+        value_schema: dict[str, Any] | None = None,
     ) -> TopicInfo: ...
 
     def topics(self) -> list[TopicInfo]: ...

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from brook import limits, validate
+from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
 from brook.clock import Clock
 from brook.core import Core, TopicState
@@ -221,9 +222,12 @@ class Broker:
         retention_bytes: int | None = None,
         compaction: bool = False,
         lake: bool | None = None,
+        value_schema: dict[str, Any] | None = None,
     ) -> TopicInfo:
         """Create a topic; creating it again with the same settings is a no-op. `lake`:
         keep it as Parquet too (True), not (False), or as the broker does (None).
+        `value_schema`: the JSON Schema its values follow, whose fields the lake keeps
+        as typed columns (brook/value_schema.py says what it reads of it).
 
         Raises InvalidName, BadRequest for bad settings, Conflict if it exists
         with other settings.
@@ -236,6 +240,7 @@ class Broker:
             retention_bytes=validate.optional_whole(retention_bytes, "retention_bytes", 1),
             compaction=bool(compaction),
             lake=None if lake is None else bool(lake),
+            value_schema=None if value_schema is None else value_schemas.check(value_schema),
         )
         with self._lake_starting:
             if config.lake and self.lake is None and not self.read_only:

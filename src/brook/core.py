@@ -109,6 +109,7 @@ class TopicState:
             compaction=self.config.compaction,
             end_offsets={p.partition: p.durable_offset for p in self.logs},
             lake=self.config.lake,
+            value_schema=self.config.value_schema,
         )
 
     def log(self, partition: int) -> PartitionLog:

@@ -120,6 +120,13 @@ TABLE: tuple[Operation, ...] = (
         wire.TopicSettingsIn,
         body_required=False,
         example={"partitions": 4, "retention_ms": 604800000},
+        relations=(
+            (
+                "a value_schema is a JSON Schema of an object whose properties have one type "
+                "each: string, integer, number, boolean, object or array (docs/FORMAT.md, Lake)",
+                r"value_schema",
+            ),
+        ),
     ),
     Operation(
         "describe_topic",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -42,6 +42,9 @@ class TopicConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     lake: bool | None = None
     """Whether the topic is also kept as Parquet (brook/lake/); None: as the broker
     does (`lake=True`, `brook serve --lake`)."""
+    value_schema: dict[str, Any] | None = None
+    """The JSON Schema of the values (brook/value_schema.py): the lake keeps their
+    fields as typed columns too."""
 
 
 class TopicInfo(msgspec.Struct, frozen=True):
@@ -55,6 +58,8 @@ class TopicInfo(msgspec.Struct, frozen=True):
     end_offsets: dict[int, int]
     lake: bool | None = None
     """The topic's own lake setting (None: the broker's)."""
+    value_schema: dict[str, Any] | None = None
+    """The JSON Schema its values follow, for the lake's typed columns (None: none)."""
 
 
 class PartitionLake(msgspec.Struct, frozen=True):

@@ -243,6 +243,7 @@ class TopicSettingsIn(In):
     retention_bytes: Positive | None = None
     compaction: bool | None = None
     lake: bool | None = None
+    value_schema: dict[str, Any] | None = None
 
     def given(self) -> dict[str, Any]:
         return {k: v for k, v in msgspec.structs.asdict(self).items() if v is not None}
@@ -258,6 +259,8 @@ class TopicOut(Out):
     """Partition -> the offset the next record will get."""
     lake: bool | None = None
     """Whether the topic is kept as Parquet too; null: as the broker does."""
+    value_schema: dict[str, Any] | None = None
+    """The JSON Schema its values follow (the lake's typed columns); null: none."""
 
     @classmethod
     def of(cls, info: TopicInfo) -> TopicOut:
@@ -272,6 +275,7 @@ class TopicOut(Out):
             self.compaction,
             self.end_offsets,
             self.lake,
+            self.value_schema,
         )
 
 

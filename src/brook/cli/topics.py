@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import click
 
 import brook
@@ -47,6 +51,12 @@ def topics_list(data: str, url: str | None, api_key: str | None) -> None:
     default=None,
     help="Keep the topic as Parquet too, or not (default: as the broker does, --lake).",
 )
+@click.option(
+    "--value-schema",
+    default=None,
+    metavar="JSON|@FILE",
+    help="The JSON Schema the values follow: the lake keeps their fields as typed columns.",
+)
 @broker_options
 @friendly
 def topics_create(
@@ -55,6 +65,7 @@ def topics_create(
     retention_ms: int | None,
     retention_bytes: int | None,
     lake: bool | None,
+    value_schema: str | None,
     data: str,
     url: str | None,
     api_key: str | None,
@@ -66,8 +77,25 @@ def topics_create(
             retention_ms=retention_ms,
             retention_bytes=retention_bytes,
             lake=lake,
+            value_schema=None if value_schema is None else _json_argument(value_schema),
         )
         click.echo(f"created {info.name} with {info.partitions} partitions")
+
+
+def _json_argument(given: str) -> Any:
+    """JSON given inline, or as @FILE."""
+    text = given
+    if given.startswith("@"):
+        try:
+            text = Path(given[1:]).read_text()
+        except OSError as exc:
+            raise click.BadParameter(
+                f"cannot read {given[1:]}: {exc.strerror}", param_hint="--value-schema"
+            ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--value-schema") from None
 
 
 @topics.command("describe")
@@ -88,6 +116,8 @@ def topics_describe(name: str, data: str, url: str | None, api_key: str | None) 
                     f"compaction: {shown(info.compaction)}\n"
                     f"lake: {'as the broker does' if info.lake is None else shown(info.lake)}"
                 )
+                if info.value_schema is not None:
+                    click.echo(f"value_schema: {json.dumps(info.value_schema)}")
                 start = b.topic(name).start_offsets()
                 for p, end in info.end_offsets.items():
                     held = f"offsets {start[p]}..{end - 1}" if end > start[p] else "empty"

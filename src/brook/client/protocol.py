@@ -106,6 +106,7 @@ def create_topic(
     retention_bytes: int | None,
     compaction: bool,
     lake: bool | None = None,
+    value_schema: dict[str, Any] | None = None,
 ) -> Call:
     body, headers = _json_body(
         wire.TopicSettingsIn(
@@ -114,6 +115,7 @@ def create_topic(
             retention_bytes=retention_bytes,
             compaction=compaction,
             lake=lake,
+            value_schema=value_schema,
         )
     )
     return _call(

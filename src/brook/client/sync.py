@@ -78,10 +78,13 @@ class RemoteBroker:
         retention_bytes: int | None = None,
         compaction: bool = False,
         lake: bool | None = None,
+        value_schema: dict[str, Any] | None = None,
     ) -> TopicInfo:
         protocol.check_names(name)
         result: TopicInfo = self._do(
-            protocol.create_topic(name, partitions, retention_ms, retention_bytes, compaction, lake)
+            protocol.create_topic(
+                name, partitions, retention_ms, retention_bytes, compaction, lake, value_schema
+            )
         )
         return result
 

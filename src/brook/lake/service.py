@@ -36,7 +36,7 @@ import contextlib
 import logging
 import threading
 from bisect import bisect_right
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brook import layout, limits
 from brook.core import Hooks
@@ -221,16 +221,24 @@ class LakeService:
             if active and not force and not self._waited(extent, first):
                 break
             wanted = parquet.Range(partition, first, end)
-            rows = table.rows(self.storage, view, wanted)
+            value_schema = self._value_schema(table)
+            rows = table.rows(self.storage, view, wanted, value_schema)
             if rows.num_rows == 0:  # compacted away, or no transition: nothing to hold
                 manifest.reached[partition] = end
                 start = end
                 continue
-            written = parquet.store(self.files, table.prefix, wanted, rows, table.shape)
+            shape = table.shape(value_schema)
+            written = parquet.store(self.files, table.prefix, wanted, rows, shape)
             manifest.add(written)
             self._commit(table, known, new=written.name)
             start = end
         self._merge_small(table, known, partition)
+
+    def _value_schema(self, table: LakeTable) -> dict[str, Any] | None:
+        """The JSON Schema of a topic's values (typed columns), if it declares one."""
+        if table.group is not None:
+            return None
+        return self.core.topic_state(table.topic).config.value_schema
 
     def _waited(self, extent: Extent, first: int) -> bool:
         """Whether the oldest record of `extent` from `first` on has waited the lag."""
@@ -249,7 +257,8 @@ class LakeService:
             run.insert(0, file)
         if len(run) < limits.lake_merge_files:
             return
-        merged = parquet.merge(self.files, table.prefix, run, table.shape)
+        shape = table.shape(self._value_schema(table))
+        merged = parquet.merge(self.files, table.prefix, run, shape)
         manifest.replace(run, merged, self.core.now_ms())
         self._commit(table, known, new=merged.name)
 

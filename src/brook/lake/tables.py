@@ -12,7 +12,7 @@ as a snapshot makes them unnecessary, so the lake is where the history stays).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -20,6 +20,7 @@ from brook import layout
 from brook.lake import parquet
 from brook.lake.history import HISTORY, history_table
 from brook.lake.parquet import Range, Shape
+from brook.lake.typed import FIELDS, fields_column, struct_type
 from brook.log.view import TopicView
 from brook.storage import Storage
 
@@ -35,9 +36,14 @@ class LakeTable(NamedTuple):
             return layout.lake_topic(self.topic)
         return layout.lake_history(self.topic, self.group)
 
-    @property
-    def shape(self) -> Shape:
-        return parquet.RECORDS if self.group is None else HISTORY
+    def shape(self, value_schema: dict[str, Any] | None) -> Shape:
+        """The files' columns: a topic's, with typed `fields` when it declares a schema."""
+        if self.group is not None:
+            return HISTORY
+        if value_schema is None:
+            return parquet.RECORDS
+        schema = parquet.FILE_SCHEMA.append(pa.field(FIELDS, struct_type(value_schema)))
+        return parquet.RECORDS._replace(schema=schema)
 
     def __str__(self) -> str:
         return self.topic if self.group is None else f"{self.topic} (queue group {self.group})"
@@ -48,10 +54,20 @@ class LakeTable(NamedTuple):
             return TopicView(storage, self.topic)
         return TopicView(storage, layout.queue_status_log(self.topic, self.group), partitions=1)
 
-    def rows(self, storage: Storage, view: TopicView, wanted: Range) -> pa.Table:
-        if self.group is None:
-            return parquet.records_table(storage, view, wanted)
-        return history_table(storage, view, wanted, self.topic, self.group)
+    def rows(
+        self,
+        storage: Storage,
+        view: TopicView,
+        wanted: Range,
+        value_schema: dict[str, Any] | None,
+    ) -> pa.Table:
+        if self.group is not None:
+            return history_table(storage, view, wanted, self.topic, self.group)
+        table = parquet.records_table(storage, view, wanted)
+        if value_schema is None:
+            return table
+        values = table.column("value").to_pylist()
+        return table.append_column(FIELDS, fields_column(values, value_schema))
 
 
 def queue_groups(storage: Storage, topic: str) -> list[str]:

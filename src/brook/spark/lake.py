@@ -241,6 +241,7 @@ class LakeReader(DataSourceReader):
         keep = pc.and_(pc.greater_equal(offsets, partition.low), pc.less(offsets, partition.high))
         table = table.filter(keep)
         topic = pa.array([self.topic] * table.num_rows, pa.string())
+        table = table.select(SCHEMA.names[1:])  # not the typed fields: the source's columns
         yield from table.add_column(0, "topic", topic).cast(SCHEMA).to_batches()
 
 
