@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,4 +37,7 @@ def test_the_pipeline_demo_counts_every_closed_window_right(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every count matches a batch recount of the events" in done.stdout
+    held = re.search(r"the lake holds (\d+) events in (\d+) Parquet files", done.stdout)
+    assert held and int(held[1]) > 0 and int(held[2]) > 0, done.stdout  # history from the lake
+    assert "recounted the events' history from the lake's table" in done.stdout
     assert list((tmp_path / "out" / "counts").glob("*.parquet"))
