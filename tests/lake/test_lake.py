@@ -308,3 +308,25 @@ def test_a_broker_taken_over_on_s3_never_changes_the_lake_again(
     finally:
         with contextlib.suppress(BrookError):
             old.close()
+
+
+def test_the_command_line_syncs_and_shows_the_lake_on_s3(moto: MotoServer) -> None:
+    url = moto.fresh_url()
+    with brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000) as b:
+        fill(b, "orders", 2)
+    storage = ["--storage", url, "--endpoint-url", moto.endpoint]
+    cli = [sys.executable, "-m", "brook.cli", "lake"]
+    synced = subprocess.run([*cli, "sync", *storage], capture_output=True, text=True, check=True)
+    assert synced.stdout.startswith("orders\t1 file\t80 rows") and "pending=0" in synced.stdout
+    with brook.open(url, endpoint_url=moto.endpoint) as serving:  # status beside an owner
+        serving.topic("orders").append(b"one more")
+        shown = subprocess.run(
+            [*cli, "status", "--topic", "orders", *storage],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert shown.startswith("orders\t1 file\t80 rows") and "pending=1" in shown
+    assert Counter(
+        r[1] for r in Outside({"location": url, "endpoint_url": moto.endpoint}).rows("orders")
+    ) == Counter(range(80))

@@ -210,3 +210,21 @@ def read_all(b: Any, topic: str, count: int | None) -> list[brook.Record]:
 
 data_option = setting_option("data")
 """--data, as `brook serve` declares it (settings.ServeSettings)."""
+
+
+def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--storage (instead of --data), --endpoint-url and --region, as `brook serve`
+    declares them; see `storage_given`."""
+    for name in ("region", "endpoint_url", "storage"):
+        fn = setting_option(name)(fn)
+    return fn
+
+
+def storage_given(
+    data: str, storage: str | None, endpoint_url: str | None, region: str | None
+) -> tuple[str, dict[str, Any]]:
+    """The location (--storage over --data) and its S3 options, for `connect`."""
+    if storage is None:
+        return data, {}
+    given = {"endpoint_url": endpoint_url, "region": region}
+    return storage, {name: value for name, value in given.items() if value is not None}

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from brook.cli.common import broker_options, connect, plural
+from brook.cli.common import broker_options, connect, plural, storage_given, storage_options
 from brook.cli.errors import friendly
 
 
@@ -18,23 +18,44 @@ def lake() -> None:
 @lake.command("sync")
 @click.option("--topic", default=None, help="Only this topic (default: every topic).")
 @broker_options
+@storage_options
 @friendly
-def lake_sync(topic: str | None, data: str, url: str | None, api_key: str | None) -> None:
+def lake_sync(
+    topic: str | None,
+    data: str,
+    storage: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    url: str | None,
+    api_key: str | None,
+) -> None:
     """Write every acknowledged record not yet in the lake as Parquet, and return once
-    it is durable. Through a running broker with --url; else on --data (a directory
-    or s3://bucket/prefix) when no broker serves it."""
-    with connect(data, url, api_key, lake=True) as b:
+    it is durable. Through a running broker with --url; else on --data (a directory)
+    or --storage (s3://bucket/prefix) when no broker serves it."""
+    where, options = storage_given(data, storage, endpoint_url, region)
+    with connect(where, url, api_key, lake=True, **options) as b:
         _show(b.lake_sync(topic))
 
 
 @lake.command("status")
 @click.option("--topic", default=None, help="Only this topic (default: every topic).")
 @broker_options
+@storage_options
 @friendly
-def lake_status(topic: str | None, data: str, url: str | None, api_key: str | None) -> None:
+def lake_status(
+    topic: str | None,
+    data: str,
+    storage: str | None,
+    endpoint_url: str | None,
+    region: str | None,
+    url: str | None,
+    api_key: str | None,
+) -> None:
     """Each topic's lake: its files, and per partition how far it reaches, how many
-    records are not in it yet and how long the oldest has waited."""
-    with connect(data, url, api_key, read_only=True) as b:
+    records are not in it yet and how long the oldest has waited. Read-only: works
+    beside the broker that writes it."""
+    where, options = storage_given(data, storage, endpoint_url, region)
+    with connect(where, url, api_key, read_only=True, **options) as b:
         _show(b.lake_status(topic))
 
 

@@ -44,7 +44,7 @@ from brook.errors import BrookError, Closed, Fenced, LakeOff, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
-from brook.lake.status import lake_topics, read_manifest, status_of
+from brook.lake.status import in_lake, lake_topics, read_manifest, status_of
 from brook.lake.tables import LakeTable, queue_groups
 from brook.log.view import Extent, TopicView
 from brook.records import LakeStatus
@@ -305,7 +305,11 @@ class LakeService:
     def _status_log_hold(self, topic: str, group: str) -> int | None:
         """How far a queue group's status log must be kept: up to what its history in
         the lake has taken (None: the topic is not in the lake)."""
-        if topic not in self.topics():
+        try:
+            state = self.core.topic_state(topic)
+        except TopicNotFound:
+            return None
+        if not in_lake(state, self.every_topic):
             return None
         known = self._known.get(LakeTable(topic, group))
         return 0 if known is None else known.manifest.end(0) or 0

@@ -17,18 +17,20 @@ from brook.records import LakeStatus, PartitionLake
 from brook.storage import PublicFiles, Storage
 
 if TYPE_CHECKING:
-    from brook.core import Core
+    from brook.core import Core, TopicState
 
 
 def lake_topics(core: Core, every_topic: bool = True) -> list[str]:
     """The user topics (internal logs, named `__...`, are not) the lake holds: those set
     `lake=True`, and with `every_topic` (the broker's `lake=True`) those set to neither."""
-    return sorted(
-        state.name
-        for state in core.topic_states()
-        if not state.name.startswith("__")
-        and (state.config.lake if state.config.lake is not None else every_topic)
-    )
+    return [state.name for state in core.topic_states() if in_lake(state, every_topic)]
+
+
+def in_lake(state: TopicState, every_topic: bool) -> bool:
+    """Whether the lake holds the topic of `state` (see lake_topics)."""
+    if state.name.startswith("__"):
+        return False
+    return state.config.lake if state.config.lake is not None else every_topic
 
 
 def read_manifest(files: PublicFiles, table: str) -> tuple[Manifest, str | None]:
