@@ -30,10 +30,12 @@ import json, sys, brook
 b = brook.open(sys.argv[1], lake=True, lake_lag_ms=0, segment_bytes_max=16384,
                **json.loads(sys.argv[2]))
 t = b.topic("crash")
+q = b.queue("crash", "workers")
 i = 0
 while True:
     t.append_many([brook.Record(value=b"v%d-%d" % (i, j) * 20, key=b"k%d" % (j % 5))
                    for j in range(50)])
+    q.ack(q.lease(max_records=30, timeout=0))  # a history to write as well
     i += 1
     if i % 7 == 0:
         b.lake_sync()
@@ -91,3 +93,14 @@ def test_a_crash_at_any_step_of_writing_the_lake_leaves_whole_files(where: dict[
         manifest = outside.manifest("crash")
         known = {f["name"] for f in manifest["files"]} | {r["name"] for r in manifest["retired"]}
         assert set(listed) <= known, "a file no manifest names outlived the next writer"
+        history = outside.history("crash", "workers")
+        rows = Counter(
+            (r["log_offset"], r["partition"], r["offset"], r["state"], r["attempt"])
+            for r in history
+        )
+        assert all(n == 1 for n in rows.values()), "a transition is in the history twice"
+        acked = Counter((r["partition"], r["offset"]) for r in history if r["state"] == "acked")
+        assert all(n == 1 for n in acked.values())
+        assert sum(acked.values()) == b.queue("crash", "workers").stats()["acked"] > 0
+        leased = {(r["partition"], r["offset"]) for r in history if r["state"] == "leased"}
+        assert set(acked) <= leased, "an ack in the history without its lease"
