@@ -21,6 +21,7 @@ import pytest
 import brook
 from brook import layout, limits
 from brook.errors import BadRequest, BrookError, Fenced, LakeOff, TopicNotFound
+from brook.lake import parquet
 from tests.lake.outside import Outside, Row
 from tests.s3server import MotoServer
 from tests.served import Served
@@ -256,8 +257,6 @@ def test_one_topic_s_failing_lake_is_its_own(
 ) -> None:
     """A topic whose lake cannot be written shows as failing; the others are written and
     the broker stays healthy."""
-    from brook.lake import parquet
-
     stored = parquet.store
 
     def failing_for_bad(files: Any, prefix: str, *args: Any) -> Any:
@@ -330,3 +329,21 @@ def test_the_command_line_syncs_and_shows_the_lake_on_s3(moto: MotoServer) -> No
     assert Counter(
         r[1] for r in Outside({"location": url, "endpoint_url": moto.endpoint}).rows("orders")
     ) == Counter(range(80))
+
+
+def test_a_topic_deleted_during_a_lake_pass_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = parquet.store
+    with brook.open(tmp_path / "data", lake=True, lake_lag_ms=3_600_000) as b:
+
+        def deleting_first(files: Any, prefix: str, *args: Any) -> Any:
+            if prefix == layout.lake_topic("gone") and b.core.has_topic("gone"):
+                b.delete_topic("gone")  # while this pass is about to store its file
+            return stored(files, prefix, *args)
+
+        monkeypatch.setattr(parquet, "store", deleting_first)
+        fill(b, "gone", 2)
+        with pytest.raises(TopicNotFound):
+            b.lake_sync("gone")
+        assert Outside(tmp_path / "data").listing("gone") == []

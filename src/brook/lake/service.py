@@ -264,10 +264,14 @@ class LakeService:
 
     def _commit(self, table: LakeTable, known: _Known, new: str | None = None) -> None:
         """Store the manifest. `new`: the file this commit names first, deleted when the
-        commit is refused (no one else knows its name)."""
+        commit is refused or the table was deleted meanwhile (no one else knows its name)."""
         with self._forgetting:
             if self._known.get(table) is not known:
-                return  # deleted during this pass: its lake is gone
+                # Deleted during this pass: its lake is gone, and so goes what it just wrote.
+                if new is not None:
+                    with contextlib.suppress(BrookError):
+                        self.files.delete([new])
+                return
             known.manifest.writer_epoch = self.files.epoch
             try:
                 known.version = self.files.replace(
