@@ -76,14 +76,34 @@ class PartitionLake(msgspec.Struct, frozen=True):
     """How long the oldest of them has waited (0 when none)."""
 
 
+class HistoryLake(msgspec.Struct, frozen=True):
+    """Where the lake stands for one queue group's history (its status log)."""
+
+    group: str
+    files: int
+    rows: int
+    """Transitions in the lake."""
+    lake_offset: int
+    """The status-log offset after the last entry the lake took."""
+    end_offset: int
+    """The status-log offset after its last durable entry."""
+
+    @property
+    def pending(self) -> int:
+        """Status-log entries not yet in the lake."""
+        return max(0, self.end_offset - self.lake_offset)
+
+
 class LakeStatus(msgspec.Struct, frozen=True):
-    """Where the lake stands for a topic: its Parquet files, and each partition."""
+    """Where the lake stands for a topic: its Parquet files, each partition, and its
+    queue groups' histories."""
 
     topic: str
     files: int
     bytes: int
     rows: int
     partitions: list[PartitionLake]
+    histories: list[HistoryLake] = msgspec.field(default_factory=list)
 
     @property
     def pending(self) -> int:

@@ -304,12 +304,25 @@ class LakePartitionOut(Out):
     """How long the oldest of them has waited."""
 
 
+class LakeHistoryOut(Out):
+    group: str
+    files: Count
+    rows: Count
+    """Transitions in the lake."""
+    lake_offset: Offset
+    """The status-log offset after the last entry the lake took."""
+    end_offset: Offset
+    """The status-log offset after its last durable entry."""
+
+
 class LakeTopicOut(Out):
     topic: str
     files: Count
     bytes: Count
     rows: Count
     partitions: list[LakePartitionOut]
+    histories: list[LakeHistoryOut] = []
+    """Its queue groups' histories (delivery groups included)."""
 
 
 class Lake(Out):

@@ -4,6 +4,8 @@ DuckDB by the recipe docs/FORMAT.md gives for "what died, and why")."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import brook
 from brook import layout, limits
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.lake.outside import Outside
+from tests.served import Served
 
 
 def test_every_transition_of_a_queue_group_is_a_row_of_its_history(tmp_path: Path) -> None:
@@ -37,8 +40,12 @@ def test_every_transition_of_a_queue_group_is_a_row_of_its_history(tmp_path: Pat
             ],
             reason="still 503",
         )
+        (waiting,) = b.lake_status("jobs")[0].histories
+        assert waiting.group == "work" and waiting.pending > 0 and waiting.rows == 0
         b.lake_sync("jobs")
         rows = Outside(tmp_path / "data").history("jobs", "work")
+        (taken,) = b.lake_status("jobs")[0].histories
+        assert taken.pending == 0 and taken.rows == len(rows) and taken.files == 1
         expected = Counter()
         for job in jobs:
             for t in q.trace(job.record.partition, job.record.offset):
@@ -166,3 +173,26 @@ def test_delivery_attempts_are_in_the_history_with_how_each_went(tmp_path: Path)
     ]
     assert ended[0]["excerpt"] == b"busy, try later" and ended[0]["latency_ms"] > 0
     assert {r["endpoint"] for r in rows} == {"billing"}
+
+
+def test_where_the_histories_stand_over_http_and_the_command_line(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data", "--lake", "--lake-lag-ms", "3600000")
+    try:
+        url = f"http://127.0.0.1:{served.port}"
+        with brook.connect(url) as client:
+            client.topic("web").append(b"x")
+            q = client.queue("web", "g")
+            q.ack(q.lease(timeout=0))
+            (before,) = client.lake_status("web")[0].histories
+            assert (before.group, before.rows, before.pending) == ("g", 0, before.end_offset)
+            (after,) = client.lake_sync("web")[0].histories
+            assert (after.rows, after.pending) == (2, 0)  # leased, acked
+        shown = subprocess.run(
+            [sys.executable, "-m", "brook.cli", "lake", "status", "--url", url],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "  queue group g\t1 file\t2 transitions\t" in shown and "pending=0" in shown
+    finally:
+        served.close()

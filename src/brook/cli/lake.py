@@ -72,3 +72,8 @@ def _show(statuses: list[Any]) -> None:
                 f"  partition {p.partition}\tlake={p.lake_offset}\tend={p.end_offset}\t"
                 f"pending={p.pending}\tlag={p.lag_ms / 1000:.1f}s"
             )
+        for h in status.histories:
+            click.echo(
+                f"  queue group {h.group}\t{plural(h.files, 'file')}\t{h.rows} transitions\t"
+                f"lake={h.lake_offset}\tend={h.end_offset}\tpending={h.pending}"
+            )

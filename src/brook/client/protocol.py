@@ -17,6 +17,7 @@ from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
+    HistoryLake,
     JobInfo,
     LakeStatus,
     MessageAttempts,
@@ -531,6 +532,10 @@ def _lake(status: int, headers: dict[str, str], body: bytes) -> list[LakeStatus]
             partitions=[
                 PartitionLake(p.partition, p.lake_offset, p.end_offset, p.pending, p.lag_ms)
                 for p in t.partitions
+            ],
+            histories=[
+                HistoryLake(h.group, h.files, h.rows, h.lake_offset, h.end_offset)
+                for h in t.histories
             ],
         )
         for t in _answer(body, wire.Lake).topics

@@ -44,8 +44,8 @@ from brook.errors import BrookError, Closed, Fenced, LakeOff, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
-from brook.lake.status import in_lake, lake_topics, read_manifest, status_of
-from brook.lake.tables import LakeTable, queue_groups
+from brook.lake.status import in_lake, lake_topics, queue_groups, read_manifest, status_of
+from brook.lake.tables import LakeTable
 from brook.log.view import Extent, TopicView
 from brook.records import LakeStatus
 from brook.storage import Superseded

@@ -13,7 +13,7 @@ from brook.errors import CorruptData
 from brook.lake import manifest as manifests
 from brook.lake.manifest import Manifest
 from brook.log.view import TopicView
-from brook.records import LakeStatus, PartitionLake
+from brook.records import HistoryLake, LakeStatus, PartitionLake
 from brook.storage import PublicFiles, Storage
 
 if TYPE_CHECKING:
@@ -70,4 +70,30 @@ def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
         bytes=sum(f.bytes for f in manifest.files),
         rows=sum(f.rows for f in manifest.files),
         partitions=partitions,
+        histories=[_history_of(storage, topic, group) for group in queue_groups(storage, topic)],
+    )
+
+
+def queue_groups(storage: Storage, topic: str) -> list[str]:
+    """The queue groups of `topic` (delivery groups included), from their settings."""
+    found = []
+    for name in storage.list(layout.queues_of(topic)):
+        parsed = layout.parse_queue_settings(name)
+        if parsed is not None and parsed[0] == topic:
+            found.append(parsed[1])
+    return found
+
+
+def _history_of(storage: Storage, topic: str, group: str) -> HistoryLake:
+    manifest, _ = read_manifest(storage.public(), layout.lake_history(topic, group))
+    status_log = TopicView(storage, layout.queue_status_log(topic, group), partitions=1)
+    extents = status_log.extents(0)
+    start = extents[0].base_offset if extents else 0
+    end = extents[-1].next_offset if extents else 0
+    return HistoryLake(
+        group=group,
+        files=len(manifest.files),
+        rows=sum(f.rows for f in manifest.files),
+        lake_offset=min(max(manifest.end(0) or 0, start), end),
+        end_offset=end,
     )

@@ -68,13 +68,3 @@ class LakeTable(NamedTuple):
             return table
         values = table.column("value").to_pylist()
         return table.append_column(FIELDS, fields_column(values, value_schema))
-
-
-def queue_groups(storage: Storage, topic: str) -> list[str]:
-    """The queue groups of `topic` (delivery groups included), from their settings."""
-    found = []
-    for name in storage.list(layout.queues_of(topic)):
-        parsed = layout.parse_queue_settings(name)
-        if parsed is not None and parsed[0] == topic:
-            found.append(parsed[1])
-    return found

@@ -36,6 +36,16 @@ def lake_out(statuses: list[LakeStatus]) -> wire.Lake:
                     )
                     for p in s.partitions
                 ],
+                histories=[
+                    wire.LakeHistoryOut(
+                        group=h.group,
+                        files=h.files,
+                        rows=h.rows,
+                        lake_offset=h.lake_offset,
+                        end_offset=h.end_offset,
+                    )
+                    for h in s.histories
+                ],
             )
             for s in statuses
         ]
