@@ -37,7 +37,7 @@ from brook.errors import (
     TopicNotFound,
 )
 from brook.groups.consumer import Consumer, GroupStore
-from brook.lake.status import lake_topics, status_of
+from brook.lake.status import LakeWatch, lake_topics
 from brook.log.partition import LogSettings
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
@@ -67,6 +67,7 @@ from brook.timers.service import new_ids as new_timer_ids
 from brook.topic import Topic
 
 if TYPE_CHECKING:
+    from brook.lake.manifest import Manifest
     from brook.lake.service import LakeService
 
 log = logging.getLogger("brook")
@@ -183,6 +184,7 @@ class Broker:
             )
             self._lake_lag_ms = lake_lag_ms
             self._lake_starting = threading.Lock()
+            self._lake_watch = LakeWatch(self.core.storage, self._lake_committed)
             wanted = lake or any(s.config.lake for s in self.core.topic_states())
             self.lake = (
                 self._started(_lake_writer(self.core, lake_lag_ms, lake))
@@ -279,7 +281,14 @@ class Broker:
                 raise TopicNotFound(f"topic {topic} does not exist")
         names = [topic] if topic is not None else lake_topics(self.core)
         now = self.core.now_ms()
-        return [status_of(self.core.storage, name, now) for name in names]
+        return [
+            self._lake_watch.status(name, self.core.topic_state(name).config.partitions, now)
+            for name in names
+        ]
+
+    def _lake_committed(self, topic: str, group: str | None) -> Manifest | None:
+        """A lake table's manifest as this broker's writer last stored it, if it writes it."""
+        return None if self.lake is None else self.lake.committed(topic, group)
 
     def topic(self, name: str) -> Topic:
         """A handle on a topic; it is created with defaults on first write."""

@@ -347,3 +347,28 @@ def test_a_topic_deleted_during_a_lake_pass_leaves_no_file_behind(
         with pytest.raises(TopicNotFound):
             b.lake_sync("gone")
         assert Outside(tmp_path / "data").listing("gone") == []
+
+
+def test_asking_where_the_lake_stands_again_reads_nothing_new_from_s3(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    """A dashboard refreshes every few seconds: the writer's broker answers from the
+    manifests it stored and the views it keeps, not a GET per manifest and segment."""
+    with brook.open(
+        moto.fresh_url(),
+        endpoint_url=moto.endpoint,
+        cache_dir=str(tmp_path / "cache"),
+        lake=True,
+        lake_lag_ms=3_600_000,
+        segment_bytes_max=4096,
+    ) as b:
+        fill(b, "orders", 10)
+        q = b.queue("orders", "g")
+        q.ack(q.lease(timeout=0))
+        b.lake_sync()
+        first = b.lake_status("orders")[0]
+        before = dict(b.storage_stats().requests)
+        again = b.lake_status("orders")[0]
+        after = b.storage_stats().requests
+        assert again == first and first.files > 1 and first.histories
+        assert after.get("get", 0) == before.get("get", 0), "no GET for an unchanged lake"

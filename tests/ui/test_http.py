@@ -261,3 +261,30 @@ def test_the_replay_form_takes_whole_hours_only(tmp_path: Path) -> None:
         assert status == 404
     finally:
         served.close()
+
+
+def test_a_topic_s_page_shows_where_its_lake_stands(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data", "--lake", "--lake-lag-ms", "3600000")
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}") as client:
+            client.topic("orders").append_many([brook.Record(b"x")] * 3)
+            q = client.queue("orders", "billing")
+            q.ack(q.lease(timeout=0))
+
+            def page() -> str:
+                connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+                connection.request("GET", "/ui/topics/orders")
+                html = connection.getresponse().read().decode()
+                connection.close()
+                return html
+
+            before = page()
+            assert '<p class="lake" data-pending="3">0 Parquet files' in before
+            assert "3 records not in it yet" in before
+            client.lake_sync("orders")
+            after = page()
+            assert '<p class="lake" data-pending="0">1 Parquet file,' in after
+            assert "every record in it" in after
+            assert re.search(r'<tr data-group="billing">.*?<td class="n">1</td>', after)
+    finally:
+        served.close()

@@ -112,6 +112,11 @@ class LakeService:
         """The topics in the lake: their own setting, else the broker's."""
         return lake_topics(self.core, self.every_topic)
 
+    def committed(self, topic: str, group: str | None) -> Manifest | None:
+        """A table's manifest as last stored (None: this writer has not loaded it yet)."""
+        known = self._known.get(LakeTable(topic, group))
+        return None if known is None else known.committed
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
@@ -192,9 +197,9 @@ class LakeService:
             self._check_epoch(table, known.manifest)
             known.manifest.writer_epoch = self.files.epoch
             try:
-                known.version = self.files.replace(
-                    name, manifests.encode(known.manifest), known.version
-                )
+                encoded = manifests.encode(known.manifest)
+                known.version = self.files.replace(name, encoded, known.version)
+                known.committed = manifests.decode(encoded)
                 return
             except Superseded:  # the fenced broker committed meanwhile: take its manifest
                 known.manifest, known.version = read_manifest(self.files, table.prefix)
@@ -273,12 +278,12 @@ class LakeService:
                         self.files.delete([new])
                 return
             known.manifest.writer_epoch = self.files.epoch
+            encoded = manifests.encode(known.manifest)
             try:
                 known.version = self.files.replace(
-                    layout.lake_manifest_in(table.prefix),
-                    manifests.encode(known.manifest),
-                    known.version,
+                    layout.lake_manifest_in(table.prefix), encoded, known.version
                 )
+                known.committed = manifests.decode(encoded)
             except Superseded:
                 # Only a newer owner replaces a claimed manifest: this broker is fenced.
                 del self._known[table]
@@ -339,12 +344,15 @@ class _Known:
     the view of its log, which keeps what it read of sealed segments so a pass reads
     only what is new, and its manifest as last committed, with the stored version."""
 
-    __slots__ = ("manifest", "version", "view")
+    __slots__ = ("committed", "manifest", "version", "view")
 
     def __init__(self, view: TopicView, manifest: Manifest, version: str | None) -> None:
         self.view = view
         self.manifest = manifest
         self.version = version
+        self.committed = manifests.decode(manifests.encode(manifest))
+        """The manifest as stored, a copy apart from the one passes change: what
+        `committed` shows to readers on other threads."""
 
 
 def _subject(topic: str) -> str:

@@ -1,15 +1,18 @@
-"""Where the lake stands for a topic: read from storage alone, so a read-only broker
-(`brook lake status` beside a serving one) sees what the writer wrote."""
+"""Where the lake stands for a topic: read from storage, so a read-only broker
+(`brook lake status` beside a serving one) sees what the writer wrote; in the
+writer's broker, from the manifests it last committed (kept in memory)."""
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from brook import layout
-from brook.errors import CorruptData
+from brook.errors import CorruptData, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake.manifest import Manifest
 from brook.log.view import TopicView
@@ -47,10 +50,75 @@ def read_manifest(files: PublicFiles, table: str) -> tuple[Manifest, str | None]
         raise CorruptData(f"lake manifest {files.url(name)} cannot be read: {exc}") from None
 
 
-def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
-    """The lake's position and lag for `topic`. Raises TopicNotFound, StorageError."""
-    view = TopicView(storage, topic)
-    manifest, _ = read_manifest(storage.public(), layout.lake_topic(topic))
+Committed = Callable[[str, str | None], Manifest | None]
+"""The manifest of a lake table (a topic's, or with a group that group's history) as
+its writer last committed it, when this broker writes it (None: read it from storage)."""
+
+
+class LakeWatch:
+    """Answers where the lake stands, again and again (a dashboard refreshes every few
+    seconds): it keeps a view of each log between calls, so a call reads only what is
+    new of the logs, and takes the manifests from the writer when this broker writes
+    them, so it reads none of them (on S3: no GET per manifest and per sealed segment
+    each time)."""
+
+    def __init__(self, storage: Storage, committed: Committed | None = None) -> None:
+        self.storage = storage
+        self.committed = committed
+        self._views: dict[str, TopicView] = {}
+        self._lock = threading.Lock()
+        """One call at a time: views are not shared between threads."""
+
+    def status(self, topic: str, partitions: int, now_ms: int) -> LakeStatus:
+        """Raises TopicNotFound, StorageError."""
+        with self._lock:
+            view = self._views.get(topic)
+            if view is not None and view.partitions != partitions:  # deleted, made again
+                del self._views[topic]
+            try:
+                return status_of(self.storage, topic, now_ms, self._view, self._manifest)
+            except TopicNotFound:
+                for name in [n for n in self._views if n == topic or _log_of(n, topic)]:
+                    del self._views[name]
+                raise
+
+    def _view(self, log: str, partitions: int | None) -> TopicView:
+        view = self._views.get(log)
+        if view is None:
+            view = self._views[log] = TopicView(self.storage, log, partitions)
+        return view
+
+    def _manifest(self, topic: str, group: str | None) -> Manifest:
+        kept = self.committed(topic, group) if self.committed is not None else None
+        if kept is not None:
+            return kept
+        return read_manifest(self.storage.public(), _prefix(topic, group))[0]
+
+
+def _prefix(topic: str, group: str | None) -> str:
+    return layout.lake_topic(topic) if group is None else layout.lake_history(topic, group)
+
+
+def _log_of(log: str, topic: str) -> bool:
+    return log.startswith(layout.queue_status_log(topic, ""))
+
+
+def status_of(
+    storage: Storage,
+    topic: str,
+    now_ms: int,
+    view_of: Callable[[str, int | None], TopicView] | None = None,
+    manifest_of: Callable[[str, str | None], Manifest] | None = None,
+) -> LakeStatus:
+    """The lake's position and lag for `topic` (its logs' views, and the manifests, from
+    `view_of` and `manifest_of`: LakeWatch; else read afresh). Raises TopicNotFound,
+    StorageError."""
+    view_of = view_of or (lambda log, partitions: TopicView(storage, log, partitions))
+    manifest_of = manifest_of or (
+        lambda topic, group: read_manifest(storage.public(), _prefix(topic, group))[0]
+    )
+    view = view_of(topic, None)
+    manifest = manifest_of(topic, None)
     partitions = []
     for partition in range(view.partitions):
         extents = view.extents(partition)
@@ -70,7 +138,10 @@ def status_of(storage: Storage, topic: str, now_ms: int) -> LakeStatus:
         bytes=sum(f.bytes for f in manifest.files),
         rows=sum(f.rows for f in manifest.files),
         partitions=partitions,
-        histories=[_history_of(storage, topic, group) for group in queue_groups(storage, topic)],
+        histories=[
+            _history_of(topic, group, view_of, manifest_of)
+            for group in queue_groups(storage, topic)
+        ],
     )
 
 
@@ -84,10 +155,14 @@ def queue_groups(storage: Storage, topic: str) -> list[str]:
     return found
 
 
-def _history_of(storage: Storage, topic: str, group: str) -> HistoryLake:
-    manifest, _ = read_manifest(storage.public(), layout.lake_history(topic, group))
-    status_log = TopicView(storage, layout.queue_status_log(topic, group), partitions=1)
-    extents = status_log.extents(0)
+def _history_of(
+    topic: str,
+    group: str,
+    view_of: Callable[[str, int | None], TopicView],
+    manifest_of: Callable[[str, str | None], Manifest],
+) -> HistoryLake:
+    manifest = manifest_of(topic, group)
+    extents = view_of(layout.queue_status_log(topic, group), 1).extents(0)
     start = extents[0].base_offset if extents else 0
     end = extents[-1].next_offset if extents else 0
     return HistoryLake(

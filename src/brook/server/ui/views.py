@@ -22,6 +22,7 @@ from brook.models import (
     DeliveryStats,
     EndpointInfo,
     Histogram,
+    LakeStatus,
     PartitionInfo,
     Recent,
     Record,
@@ -161,6 +162,8 @@ class TopicPage:
     """With a key filter: the offsets looked through for this page [from, to)."""
     key_partition: int | None = None
     """With a key filter: the partition records of that key are appended to."""
+    lake: LakeStatus | None = None
+    """Where the topic's lake stands, when it is kept in one (or has files there)."""
 
 
 def topic(
@@ -201,6 +204,7 @@ def topic(
             form=form,
             scanned=(start, end),
             key_partition=partition_for_key(wanted, len(rows)),
+            lake=_lake_of(broker, name),
         )
     start = max(log.start_offset, end - PAGE_RECORDS)
     shown = [_shown(r, form) for r in _records_between(broker, name, partition, start, end)]
@@ -213,7 +217,15 @@ def topic(
         newer=newer,
         key_filter=key,
         form=form,
+        lake=_lake_of(broker, name),
     )
+
+
+def _lake_of(broker: Broker, name: str) -> LakeStatus | None:
+    """The topic's lake, when the broker keeps it in one or it has files there."""
+    kept = broker.lake is not None and name in broker.lake.topics()
+    status = broker.lake_status(name)[0]
+    return status if kept or status.files else None
 
 
 def _scan_for_key(
