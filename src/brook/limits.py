@@ -328,3 +328,6 @@ lake_merge_files = 8
 lake_retire_ms = 60 * 60 * 1000
 """A file the manifest stopped naming (merged, or past retention) is deleted this much
 later, so a reader planned on the older manifest finishes."""
+lake_watch_views_max = 256
+"""Views of logs `brook lake status` keeps between calls (the most recently asked): a
+dashboard's pages cost no re-reading, and thousands of topics no memory each."""

@@ -372,3 +372,19 @@ def test_asking_where_the_lake_stands_again_reads_nothing_new_from_s3(
         after = b.storage_stats().requests
         assert again == first and first.files > 1 and first.histories
         assert after.get("get", 0) == before.get("get", 0), "no GET for an unchanged lake"
+
+
+def test_lake_status_keeps_a_bounded_number_of_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(limits, "lake_watch_views_max", 2)
+    with brook.open(tmp_path / "data", lake=True, lake_lag_ms=3_600_000) as b:
+        for name in ("a", "b", "c"):
+            fill(b, name, 1)
+        for _ in range(2):
+            assert [(s.topic, s.pending) for s in b.lake_status()] == [
+                ("a", 40),
+                ("b", 40),
+                ("c", 40),
+            ]
+        assert list(b._lake_watch._views) == ["b", "c"]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import layout
+from brook import layout, limits
 from brook.errors import CorruptData, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake.manifest import Manifest
@@ -65,7 +66,8 @@ class LakeWatch:
     def __init__(self, storage: Storage, committed: Committed | None = None) -> None:
         self.storage = storage
         self.committed = committed
-        self._views: dict[str, TopicView] = {}
+        self._views: OrderedDict[str, TopicView] = OrderedDict()
+        """Least recently used first: the first to go when there are too many."""
         self._lock = threading.Lock()
         """One call at a time: views are not shared between threads."""
 
@@ -86,6 +88,9 @@ class LakeWatch:
         view = self._views.get(log)
         if view is None:
             view = self._views[log] = TopicView(self.storage, log, partitions)
+            while len(self._views) > limits.lake_watch_views_max:
+                self._views.popitem(last=False)
+        self._views.move_to_end(log)
         return view
 
     def _manifest(self, topic: str, group: str | None) -> Manifest:
