@@ -22,6 +22,7 @@ import brook
 from brook import layout, limits
 from brook.errors import BadRequest, BrookError, Fenced, LakeOff, TopicNotFound
 from brook.lake import parquet
+from brook.lake.tables import LakeTable
 from tests.lake.outside import Outside, Row
 from tests.s3server import MotoServer
 from tests.served import Served
@@ -388,3 +389,20 @@ def test_lake_status_keeps_a_bounded_number_of_views(
                 ("c", 40),
             ]
         assert list(b._lake_watch._views) == ["b", "c"]
+
+
+def test_a_pass_skips_a_topic_level_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with brook.open(tmp_path / "data", lake=True, lake_lag_ms=3_600_000) as b:
+        fill(b, "idle", 1)
+        b.lake_sync("idle")
+        assert b.lake is not None
+        view = b.lake._known[LakeTable("idle")].view
+        looked: list[int] = []
+        extents = view.extents
+        monkeypatch.setattr(view, "extents", lambda p: looked.append(p) or extents(p))
+        b.lake_sync("idle")
+        assert looked == [], "an idle topic's segments were looked at again"
+        fill(b, "idle", 1)
+        assert b.lake_sync("idle")[0].rows == 80 and looked

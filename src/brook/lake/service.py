@@ -152,6 +152,9 @@ class LakeService:
             known = self._load(table)
             if known is None:
                 return  # deleted meanwhile
+        bounds = self._bounds(table)
+        if bounds is not None and bounds == known.level and not known.manifest.retired:
+            return  # level with a log that has not changed since: an idle topic costs nothing
         now = self.core.now_ms()
         extents = {p: known.view.extents(p) for p in range(known.view.partitions)}
         due = known.manifest.due_for_deletion(now, limits.lake_retire_ms)
@@ -162,6 +165,23 @@ class LakeService:
         for partition, found in extents.items():
             if found:
                 self._write_partition(table, known, partition, found, force)
+        if bounds is not None:
+            reached = all(
+                max(known.manifest.end(p) or 0, start) >= end
+                for p, (start, end) in enumerate(bounds)
+            )
+            known.level = bounds if reached else None
+
+    def _bounds(self, table: LakeTable) -> tuple[tuple[int, int], ...] | None:
+        """A topic's (start, end) per partition as the broker knows them in memory (None
+        for a history: a status log's are not known here)."""
+        if table.group is not None:
+            return None
+        try:
+            logs = self.core.topic_state(table.topic).logs
+        except TopicNotFound:
+            return None
+        return tuple((log.start_offset, log.durable_offset) for log in logs)
 
     def _retire(
         self, table: LakeTable, manifest: Manifest, extents: dict[int, list[Extent]], now: int
@@ -344,7 +364,7 @@ class _Known:
     the view of its log, which keeps what it read of sealed segments so a pass reads
     only what is new, and its manifest as last committed, with the stored version."""
 
-    __slots__ = ("committed", "manifest", "version", "view")
+    __slots__ = ("committed", "level", "manifest", "version", "view")
 
     def __init__(self, view: TopicView, manifest: Manifest, version: str | None) -> None:
         self.view = view
@@ -353,6 +373,9 @@ class _Known:
         self.committed = manifests.decode(manifests.encode(manifest))
         """The manifest as stored, a copy apart from the one passes change: what
         `committed` shows to readers on other threads."""
+        self.level: tuple[tuple[int, int], ...] | None = None
+        """A topic's (start, end) per partition when a pass left the lake level with
+        them: while they stay so, a pass has nothing to do."""
 
 
 def _subject(topic: str) -> str:
