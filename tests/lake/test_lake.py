@@ -406,3 +406,20 @@ def test_a_pass_skips_a_topic_level_with_its_log(
         assert looked == [], "an idle topic's segments were looked at again"
         fill(b, "idle", 1)
         assert b.lake_sync("idle")[0].rows == 80 and looked
+
+
+def test_a_new_owner_on_s3_deletes_files_no_manifest_names(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    url = moto.fresh_url()
+    with brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000) as b:
+        fill(b, "orders", 1)
+        b.lake_sync()
+        stray = layout.lake_file_in(layout.lake_topic("orders"), 0, 40, 80, "deadbeef")
+        b.storage.public().create(stray, b"written, then a crash before the manifest named it")
+    outside = Outside({"location": url, "endpoint_url": moto.endpoint})
+    assert stray in outside.listing("orders")
+    with brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000) as b:
+        assert b.lake_sync()[0].rows == 40
+    assert stray not in outside.listing("orders")
+    assert Counter(r[1] for r in outside.rows("orders")) == Counter(range(40))

@@ -205,7 +205,7 @@ class LakeService:
         known = _Known(view, manifest, version)
         if self.files.epoch is not None:
             self._claim(table, known)
-        self._sweep(table, known.manifest)
+        self._sweep(table, known)
         self._known[table] = known
         return known
 
@@ -315,9 +315,9 @@ class LakeService:
                     "it took this location over"
                 ) from None
 
-    def _sweep(self, table: LakeTable, manifest: Manifest) -> None:
+    def _sweep(self, table: LakeTable, known: _Known) -> None:
         """Delete the files no manifest names: written before a crash, never committed."""
-        named = manifest.names()
+        named = known.manifest.names()
         unnamed = [
             name
             for name in self.files.list(table.prefix)
@@ -325,6 +325,12 @@ class LakeService:
             and name not in named
             and name.count("/") == table.prefix.count("/") + 1  # not another table's
         ]
+        if unnamed and self.files.epoch is not None:
+            # A newer owner that claimed the manifest since this one did writes files
+            # this listing may hold: only while the claim stands were they all ours.
+            found = self.files.read(layout.lake_manifest_in(table.prefix))
+            if found is None or found[1] != known.version:
+                raise Fenced(f"the lake of {table} was claimed by another broker meanwhile")
         if unnamed:
             log.info("lake: deleting %d files of %s never committed", len(unnamed), table)
             self.files.delete(unnamed)
