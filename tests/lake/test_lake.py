@@ -423,3 +423,34 @@ def test_a_new_owner_on_s3_deletes_files_no_manifest_names(
         assert b.lake_sync()[0].rows == 40
     assert stray not in outside.listing("orders")
     assert Counter(r[1] for r in outside.rows("orders")) == Counter(range(40))
+
+
+def test_files_a_newer_owner_writes_while_a_sweep_lists_are_not_deleted(
+    moto: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from brook.storage.s3.public import S3PublicFiles
+
+    url = moto.fresh_url()
+    with brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000) as b:
+        fill(b, "orders", 1)
+        b.lake_sync()
+    newer = layout.lake_file_in(layout.lake_topic("orders"), 0, 40, 80, "0e0e0e0e")
+    listed = S3PublicFiles.list
+
+    def list_while_a_newer_owner_claims(self: S3PublicFiles, prefix: str) -> list[str]:
+        if prefix == layout.lake_topic("orders") and self.read(newer) is None:
+            name = layout.lake_manifest_in(prefix)
+            found = self.read(name)
+            assert found is not None
+            claimed = json.loads(found[0]) | {"writer_epoch": 99}
+            self.replace(name, json.dumps(claimed).encode(), found[1])
+            self.create(newer, b"a newer owner's file, not yet in its manifest")
+        return listed(self, prefix)
+
+    monkeypatch.setattr(S3PublicFiles, "list", list_while_a_newer_owner_claims)
+    with (
+        brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000) as b,
+        pytest.raises(Fenced),
+    ):
+        b.lake_sync("orders")
+    assert newer in Outside({"location": url, "endpoint_url": moto.endpoint}).listing("orders")
