@@ -76,29 +76,27 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=False):
 
     def replace(self, old: list[LakeFile], new: LakeFile, now_ms: int) -> None:
         """Put `new` in place of `old` (consecutive files of one partition it covers)."""
-        names = {f.name for f in old}
-        self.files = [f for f in self.files if f.name not in names]
-        self.retired.extend(Retired(name, now_ms) for name in sorted(names))
+        self._retire(old, now_ms)
         self.files.append(new)
         self.files.sort(key=lambda f: (f.partition, f.first))
 
     def retire_below(self, partition: int, offset: int, now_ms: int) -> list[LakeFile]:
         """Stop naming the files of `partition` that hold only offsets below `offset`
         (retention deleted them from the log); returns them."""
-        gone = [f for f in self.files if f.partition == partition and f.next <= offset]
-        if gone:
-            names = {f.name for f in gone}
-            self.files = [f for f in self.files if f.name not in names]
-            self.retired.extend(Retired(f.name, now_ms) for f in gone)
-        return gone
+        return self._retire(
+            [f for f in self.files if f.partition == partition and f.next <= offset], now_ms
+        )
 
     def retire_older(self, horizon_ms: int, now_ms: int) -> list[LakeFile]:
         """Stop naming the files whose every row is older than `horizon_ms`; returns them."""
-        gone = [f for f in self.files if f.max_timestamp_ms < horizon_ms]
-        if gone:
-            names = {f.name for f in gone}
+        return self._retire([f for f in self.files if f.max_timestamp_ms < horizon_ms], now_ms)
+
+    def _retire(self, gone: list[LakeFile], now_ms: int) -> list[LakeFile]:
+        """Stop naming `gone`, to be deleted once `now_ms` is old enough; returns them."""
+        names = {f.name for f in gone}
+        if names:
             self.files = [f for f in self.files if f.name not in names]
-            self.retired.extend(Retired(f.name, now_ms) for f in gone)
+            self.retired.extend(Retired(name, now_ms) for name in sorted(names))
         return gone
 
     def due_for_deletion(self, now_ms: int, grace_ms: int) -> list[str]:
