@@ -268,7 +268,11 @@ class Broker:
         self.core.check_writable("sync the lake")
         if self.lake is None:
             raise LakeOff("the lake is off: open the broker with lake=True (brook serve --lake)")
-        return self.lake.sync(None if topic is None else validate.topic_name(topic))
+        if topic is not None:
+            topic = validate.topic_name(topic)
+            if not self.core.has_topic(topic):
+                raise TopicNotFound(f"topic {topic} does not exist")
+        return self._lake_statuses(self.lake.sync(topic))
 
     def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
         """Where the lake stands for `topic` (or every topic): files, rows, and per
@@ -279,7 +283,9 @@ class Broker:
             topic = validate.topic_name(topic)
             if not self.core.has_topic(topic):
                 raise TopicNotFound(f"topic {topic} does not exist")
-        names = [topic] if topic is not None else lake_topics(self.core)
+        return self._lake_statuses([topic] if topic is not None else lake_topics(self.core))
+
+    def _lake_statuses(self, names: list[str]) -> list[LakeStatus]:
         now = self.core.now_ms()
         return [
             self._lake_watch.status(name, self.core.topic_state(name).config.partitions, now)

@@ -44,10 +44,9 @@ from brook.errors import BrookError, Closed, Fenced, LakeOff, TopicNotFound
 from brook.lake import manifest as manifests
 from brook.lake import parquet
 from brook.lake.manifest import LakeFile, Manifest
-from brook.lake.status import in_lake, lake_topics, queue_groups, read_manifest, status_of
+from brook.lake.status import in_lake, lake_topics, queue_groups, read_manifest
 from brook.lake.tables import LakeTable
 from brook.log.view import Extent, TopicView
-from brook.records import LakeStatus
 from brook.storage import Superseded
 
 CLAIMS_MAX = 5
@@ -93,24 +92,26 @@ class LakeService:
 
     # ------------------------------------------------------------ the API
 
-    def sync(self, topic: str | None = None) -> list[LakeStatus]:
+    def sync(self, topic: str | None = None) -> list[str]:
         """Write every acknowledged record, and every transition of its queue groups,
         not yet in the lake (of `topic`, or of every topic) and return once the files
-        and manifests are durable."""
+        and manifests are durable; returns the topics written."""
         self.core.check_writable("sync the lake")
-        if topic is not None and not self.core.has_topic(topic):
-            raise TopicNotFound(f"topic {topic} does not exist")
-        if topic is not None and topic not in self.topics():
+        if topic is not None and not self.holds(topic):
             raise LakeOff(f"topic {topic} is not in the lake (it was created with lake=False)")
         names = [topic] if topic is not None else self.topics()
         with self._pass:
             for name in names:
                 self._write_topic(name, force=True)
-        return [status_of(self.storage, name, self.core.now_ms()) for name in names]
+        return names
 
     def topics(self) -> list[str]:
         """The topics in the lake: their own setting, else the broker's."""
         return lake_topics(self.core, self.every_topic)
+
+    def holds(self, topic: str) -> bool:
+        """Whether the lake keeps `topic`. Raises TopicNotFound."""
+        return in_lake(self.core.topic_state(topic), self.every_topic)
 
     def committed(self, topic: str, group: str | None) -> Manifest | None:
         """A table's manifest as last stored (None: this writer has not loaded it yet)."""
@@ -212,14 +213,10 @@ class LakeService:
     def _claim(self, table: LakeTable, known: _Known) -> None:
         """Write the manifest back with this broker's epoch, so a broker it fenced can
         replace it no more (its If-Match fails) before anything unnamed is deleted."""
-        name = layout.lake_manifest_in(table.prefix)
         for _ in range(CLAIMS_MAX):
             self._check_epoch(table, known.manifest)
-            known.manifest.writer_epoch = self.files.epoch
             try:
-                encoded = manifests.encode(known.manifest)
-                known.version = self.files.replace(name, encoded, known.version)
-                known.committed = manifests.decode(encoded)
+                self._write_manifest(table, known)
                 return
             except Superseded:  # the fenced broker committed meanwhile: take its manifest
                 known.manifest, known.version = read_manifest(self.files, table.prefix)
@@ -237,6 +234,7 @@ class LakeService:
         self, table: LakeTable, known: _Known, partition: int, extents: list[Extent], force: bool
     ) -> None:
         view, manifest = known.view, known.manifest
+        value_schema = self._value_schema(table)
         start = max(manifest.end(partition) or 0, extents[0].base_offset)
         for i, extent in enumerate(extents):
             first, end = max(start, extent.base_offset), extent.next_offset
@@ -246,7 +244,6 @@ class LakeService:
             if active and not force and not self._waited(extent, first):
                 break
             wanted = parquet.Range(partition, first, end)
-            value_schema = self._value_schema(table)
             rows = table.rows(self.storage, view, wanted, value_schema)
             if rows.num_rows == 0:  # compacted away, or no transition: nothing to hold
                 manifest.reached[partition] = end
@@ -292,28 +289,34 @@ class LakeService:
         commit is refused or the table was deleted meanwhile (no one else knows its name)."""
         with self._forgetting:
             if self._known.get(table) is not known:
-                # Deleted during this pass: its lake is gone, and so goes what it just wrote.
-                if new is not None:
-                    with contextlib.suppress(BrookError):
-                        self.files.delete([new])
+                self._drop(new)  # deleted during this pass: so goes what it just wrote
                 return
-            known.manifest.writer_epoch = self.files.epoch
-            encoded = manifests.encode(known.manifest)
             try:
-                known.version = self.files.replace(
-                    layout.lake_manifest_in(table.prefix), encoded, known.version
-                )
-                known.committed = manifests.decode(encoded)
+                self._write_manifest(table, known)
             except Superseded:
                 # Only a newer owner replaces a claimed manifest: this broker is fenced.
                 del self._known[table]
-                if new is not None:
-                    with contextlib.suppress(BrookError):
-                        self.files.delete([new])
+                self._drop(new)
                 raise Fenced(
                     f"the lake manifest of {table} was replaced by another broker: "
                     "it took this location over"
                 ) from None
+
+    def _write_manifest(self, table: LakeTable, known: _Known) -> None:
+        """Replace the stored manifest with `known.manifest` (carrying this broker's
+        epoch) if it is still the version last read or written. Raises Superseded."""
+        known.manifest.writer_epoch = self.files.epoch
+        encoded = manifests.encode(known.manifest)
+        known.version = self.files.replace(
+            layout.lake_manifest_in(table.prefix), encoded, known.version
+        )
+        known.committed = manifests.decode(encoded)
+
+    def _drop(self, new: str | None) -> None:
+        """Delete a file no manifest will name (best effort: a leftover is swept later)."""
+        if new is not None:
+            with contextlib.suppress(BrookError):
+                self.files.delete([new])
 
     def _sweep(self, table: LakeTable, known: _Known) -> None:
         """Delete the files no manifest names: written before a crash, never committed."""
@@ -341,10 +344,9 @@ class LakeService:
         """How far a queue group's status log must be kept: up to what its history in
         the lake has taken (None: the topic is not in the lake)."""
         try:
-            state = self.core.topic_state(topic)
+            if not self.holds(topic):
+                return None
         except TopicNotFound:
-            return None
-        if not in_lake(state, self.every_topic):
             return None
         known = self._known.get(LakeTable(topic, group))
         return 0 if known is None else known.manifest.end(0) or 0

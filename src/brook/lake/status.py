@@ -72,17 +72,56 @@ class LakeWatch:
         """One call at a time: views are not shared between threads."""
 
     def status(self, topic: str, partitions: int, now_ms: int) -> LakeStatus:
-        """Raises TopicNotFound, StorageError."""
+        """The lake's position and lag for `topic` (`partitions`: its count, as the
+        broker knows it). Raises TopicNotFound, StorageError."""
         with self._lock:
             view = self._views.get(topic)
             if view is not None and view.partitions != partitions:  # deleted, made again
                 del self._views[topic]
             try:
-                return status_of(self.storage, topic, now_ms, self._view, self._manifest)
+                return self._status(topic, now_ms)
             except TopicNotFound:
                 for name in [n for n in self._views if n == topic or _log_of(n, topic)]:
                     del self._views[name]
                 raise
+
+    def _status(self, topic: str, now_ms: int) -> LakeStatus:
+        view = self._view(topic, None)
+        manifest = self._manifest(topic, None)
+        partitions = []
+        for partition in range(view.partitions):
+            extents = view.extents(partition)
+            start = extents[0].base_offset if extents else 0
+            end = extents[-1].next_offset if extents else 0
+            lake = max(manifest.end(partition) or 0, start)
+            lag = 0
+            for extent in extents:
+                if extent.next_offset > lake and extent.stamps:
+                    oldest = extent.stamps[max(bisect_right(extent.bases, lake) - 1, 0)]
+                    lag = max(0, now_ms - oldest)
+                    break
+            partitions.append(PartitionLake(partition, lake, end, max(0, end - lake), lag))
+        return LakeStatus(
+            topic=topic,
+            files=len(manifest.files),
+            bytes=sum(f.bytes for f in manifest.files),
+            rows=sum(f.rows for f in manifest.files),
+            partitions=partitions,
+            histories=[self._history(topic, g) for g in queue_groups(self.storage, topic)],
+        )
+
+    def _history(self, topic: str, group: str) -> HistoryLake:
+        manifest = self._manifest(topic, group)
+        extents = self._view(layout.queue_status_log(topic, group), 1).extents(0)
+        start = extents[0].base_offset if extents else 0
+        end = extents[-1].next_offset if extents else 0
+        return HistoryLake(
+            group=group,
+            files=len(manifest.files),
+            rows=sum(f.rows for f in manifest.files),
+            lake_offset=min(max(manifest.end(0) or 0, start), end),
+            end_offset=end,
+        )
 
     def _view(self, log: str, partitions: int | None) -> TopicView:
         view = self._views.get(log)
@@ -97,57 +136,12 @@ class LakeWatch:
         kept = self.committed(topic, group) if self.committed is not None else None
         if kept is not None:
             return kept
-        return read_manifest(self.storage.public(), _prefix(topic, group))[0]
-
-
-def _prefix(topic: str, group: str | None) -> str:
-    return layout.lake_topic(topic) if group is None else layout.lake_history(topic, group)
+        prefix = layout.lake_topic(topic) if group is None else layout.lake_history(topic, group)
+        return read_manifest(self.storage.public(), prefix)[0]
 
 
 def _log_of(log: str, topic: str) -> bool:
     return log.startswith(layout.queue_status_log(topic, ""))
-
-
-def status_of(
-    storage: Storage,
-    topic: str,
-    now_ms: int,
-    view_of: Callable[[str, int | None], TopicView] | None = None,
-    manifest_of: Callable[[str, str | None], Manifest] | None = None,
-) -> LakeStatus:
-    """The lake's position and lag for `topic` (its logs' views, and the manifests, from
-    `view_of` and `manifest_of`: LakeWatch; else read afresh). Raises TopicNotFound,
-    StorageError."""
-    view_of = view_of or (lambda log, partitions: TopicView(storage, log, partitions))
-    manifest_of = manifest_of or (
-        lambda topic, group: read_manifest(storage.public(), _prefix(topic, group))[0]
-    )
-    view = view_of(topic, None)
-    manifest = manifest_of(topic, None)
-    partitions = []
-    for partition in range(view.partitions):
-        extents = view.extents(partition)
-        start = extents[0].base_offset if extents else 0
-        end = extents[-1].next_offset if extents else 0
-        lake = max(manifest.end(partition) or 0, start)
-        lag = 0
-        for extent in extents:
-            if extent.next_offset > lake and extent.stamps:
-                oldest = extent.stamps[max(bisect_right(extent.bases, lake) - 1, 0)]
-                lag = max(0, now_ms - oldest)
-                break
-        partitions.append(PartitionLake(partition, lake, end, max(0, end - lake), lag))
-    return LakeStatus(
-        topic=topic,
-        files=len(manifest.files),
-        bytes=sum(f.bytes for f in manifest.files),
-        rows=sum(f.rows for f in manifest.files),
-        partitions=partitions,
-        histories=[
-            _history_of(topic, group, view_of, manifest_of)
-            for group in queue_groups(storage, topic)
-        ],
-    )
 
 
 def queue_groups(storage: Storage, topic: str) -> list[str]:
@@ -158,22 +152,3 @@ def queue_groups(storage: Storage, topic: str) -> list[str]:
         if parsed is not None and parsed[0] == topic:
             found.append(parsed[1])
     return found
-
-
-def _history_of(
-    topic: str,
-    group: str,
-    view_of: Callable[[str, int | None], TopicView],
-    manifest_of: Callable[[str, str | None], Manifest],
-) -> HistoryLake:
-    manifest = manifest_of(topic, group)
-    extents = view_of(layout.queue_status_log(topic, group), 1).extents(0)
-    start = extents[0].base_offset if extents else 0
-    end = extents[-1].next_offset if extents else 0
-    return HistoryLake(
-        group=group,
-        files=len(manifest.files),
-        rows=sum(f.rows for f in manifest.files),
-        lake_offset=min(max(manifest.end(0) or 0, start), end),
-        end_offset=end,
-    )

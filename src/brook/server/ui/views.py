@@ -223,7 +223,7 @@ def topic(
 
 def _lake_of(broker: Broker, name: str) -> LakeStatus | None:
     """The topic's lake, when the broker keeps it in one or it has files there."""
-    kept = broker.lake is not None and name in broker.lake.topics()
+    kept = broker.lake is not None and broker.lake.holds(name)
     status = broker.lake_status(name)[0]
     return status if kept or status.files else None
 
