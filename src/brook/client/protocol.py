@@ -17,12 +17,10 @@ from brook.codec import decode_records, encode_batch, scan_batches
 from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
-    HistoryLake,
     JobInfo,
     LakeStatus,
     MessageAttempts,
     Outcome,
-    PartitionLake,
     ScheduleInfo,
     State,
     TimerInfo,
@@ -523,23 +521,8 @@ def timer(timer_id: str) -> Call:
 
 
 def _lake(status: int, headers: dict[str, str], body: bytes) -> list[LakeStatus]:
-    return [
-        LakeStatus(
-            topic=t.topic,
-            files=t.files,
-            bytes=t.bytes,
-            rows=t.rows,
-            partitions=[
-                PartitionLake(p.partition, p.lake_offset, p.end_offset, p.pending, p.lag_ms)
-                for p in t.partitions
-            ],
-            histories=[
-                HistoryLake(h.group, h.files, h.rows, h.lake_offset, h.end_offset)
-                for h in t.histories
-            ],
-        )
-        for t in _answer(body, wire.Lake).topics
-    ]
+    topics = _answer(body, wire.Lake).topics
+    return msgspec.convert(topics, list[LakeStatus], from_attributes=True)
 
 
 def lake_status(topic: str | None) -> Call:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from brook import wire
 from brook.errors import Forbidden
 from brook.models import LakeStatus
@@ -19,37 +21,7 @@ if TYPE_CHECKING:
 
 
 def lake_out(statuses: list[LakeStatus]) -> wire.Lake:
-    return wire.Lake(
-        topics=[
-            wire.LakeTopicOut(
-                topic=s.topic,
-                files=s.files,
-                bytes=s.bytes,
-                rows=s.rows,
-                partitions=[
-                    wire.LakePartitionOut(
-                        partition=p.partition,
-                        lake_offset=p.lake_offset,
-                        end_offset=p.end_offset,
-                        pending=p.pending,
-                        lag_ms=p.lag_ms,
-                    )
-                    for p in s.partitions
-                ],
-                histories=[
-                    wire.LakeHistoryOut(
-                        group=h.group,
-                        files=h.files,
-                        rows=h.rows,
-                        lake_offset=h.lake_offset,
-                        end_offset=h.end_offset,
-                    )
-                    for h in s.histories
-                ],
-            )
-            for s in statuses
-        ]
-    )
+    return msgspec.convert({"topics": statuses}, wire.Lake, from_attributes=True)
 
 
 class LakeEndpoints:
