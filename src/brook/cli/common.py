@@ -214,17 +214,18 @@ data_option = setting_option("data")
 
 def storage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--storage (instead of --data), --endpoint-url and --region, as `brook serve`
-    declares them; see `storage_given`."""
+    declares them, beside `broker_options`; see `connect_given`."""
     for name in ("region", "endpoint_url", "storage"):
         fn = setting_option(name)(fn)
     return fn
 
 
-def storage_given(
-    data: str, storage: str | None, endpoint_url: str | None, region: str | None
-) -> tuple[str, dict[str, Any]]:
-    """The location (--storage over --data) and its S3 options, for `connect`."""
-    if storage is None:
-        return data, {}
-    given = {"endpoint_url": endpoint_url, "region": region}
-    return storage, {name: value for name, value in given.items() if value is not None}
+def connect_given(given: dict[str, Any], **options: Any) -> Any:
+    """`connect` with what a command of `broker_options` and `storage_options` was
+    given: --storage (with its S3 options) over --data."""
+    location = given["data"]
+    if given["storage"] is not None:
+        location = given["storage"]
+        s3 = {"endpoint_url": given["endpoint_url"], "region": given["region"]}
+        options |= {name: value for name, value in s3.items() if value is not None}
+    return connect(location, given["url"], given["api_key"], **options)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from brook.cli.common import broker_options, connect, plural, storage_given, storage_options
+from brook.cli.common import broker_options, connect_given, plural, storage_options
 from brook.cli.errors import friendly
 
 
@@ -20,20 +20,11 @@ def lake() -> None:
 @broker_options
 @storage_options
 @friendly
-def lake_sync(
-    topic: str | None,
-    data: str,
-    storage: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    url: str | None,
-    api_key: str | None,
-) -> None:
+def lake_sync(topic: str | None, **given: Any) -> None:
     """Write every acknowledged record not yet in the lake as Parquet, and return once
     it is durable. Through a running broker with --url; else on --data (a directory)
     or --storage (s3://bucket/prefix) when no broker serves it."""
-    where, options = storage_given(data, storage, endpoint_url, region)
-    with connect(where, url, api_key, lake=True, **options) as b:
+    with connect_given(given, lake=True) as b:
         _show(b.lake_sync(topic))
 
 
@@ -42,20 +33,11 @@ def lake_sync(
 @broker_options
 @storage_options
 @friendly
-def lake_status(
-    topic: str | None,
-    data: str,
-    storage: str | None,
-    endpoint_url: str | None,
-    region: str | None,
-    url: str | None,
-    api_key: str | None,
-) -> None:
+def lake_status(topic: str | None, **given: Any) -> None:
     """Each topic's lake: its files, and per partition how far it reaches, how many
     records are not in it yet and how long the oldest has waited. Read-only: works
     beside the broker that writes it."""
-    where, options = storage_given(data, storage, endpoint_url, region)
-    with connect(where, url, api_key, read_only=True, **options) as b:
+    with connect_given(given, read_only=True) as b:
         _show(b.lake_status(topic))
 
 
