@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import brook
-from benchmarks.run import machine
+from benchmarks.run import machine, payloads, scratch
 from benchmarks.spark import _session, _timed
 from brook.records import Record
 
@@ -59,27 +59,14 @@ ORDER_SCHEMA = {
 }
 
 
-def _folder() -> Path:
-    root = Path(os.environ.get("BROOK_BENCH_DIR", ".bench")) / "lake"
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    return root
-
-
 def fill(data: Path, records: int) -> dict[str, float]:
     """The topic, then one lake sync: what writing the lake cost."""
     with brook.open(str(data), lake=True, lake_lag_ms=3_600_000) as b:
         b.create_topic("bench", partitions=PARTITIONS)
         t = b.topic("bench")
         for start in range(0, records, 10_000):
-            count = min(10_000, records - start)
-            blob = os.urandom(count * VALUE_BYTES)  # every value its own: nothing to dedupe
-            t.append_many(
-                [
-                    Record(blob[i * VALUE_BYTES : (i + 1) * VALUE_BYTES], key=b"%d" % (i % 64))
-                    for i in range(count)
-                ]
-            )
+            values = payloads(VALUE_BYTES, min(10_000, records - start))
+            t.append_many([Record(v, key=b"%d" % (i % 64)) for i, v in enumerate(values)])
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         status = b.lake_sync("bench")[0]
@@ -114,10 +101,7 @@ def s3_cost(cache: Path) -> dict[str, float]:
             b.create_topic("bench", partitions=PARTITIONS)
             t = b.topic("bench")
             for _ in range(0, S3_RECORDS, 10_000):
-                blob = os.urandom(10_000 * VALUE_BYTES)
-                t.append_many(
-                    [Record(blob[i * VALUE_BYTES : (i + 1) * VALUE_BYTES]) for i in range(10_000)]
-                )
+                t.append_many([Record(v) for v in payloads(VALUE_BYTES, 10_000)])
             before = dict(b.storage_stats().requests)
             status = b.lake_sync("bench")[0]
             after = b.storage_stats().requests
@@ -273,7 +257,7 @@ def lag(data: Path) -> dict[str, float]:
 
 
 def main() -> str:
-    folder = _folder()
+    folder = scratch()
     data = folder / "data"
     cost = fill(data, RECORDS)
     spark = _session()
