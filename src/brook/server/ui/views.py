@@ -163,7 +163,7 @@ class TopicPage:
     key_partition: int | None = None
     """With a key filter: the partition records of that key are appended to."""
     lake: LakeStatus | None = None
-    """Where the topic's lake stands, when it is kept in one (or has files there)."""
+    """Where the topic's lake stands, when this broker keeps it in one."""
 
 
 def topic(
@@ -222,10 +222,11 @@ def topic(
 
 
 def _lake_of(broker: Broker, name: str) -> LakeStatus | None:
-    """The topic's lake, when the broker keeps it in one or it has files there."""
-    kept = broker.lake is not None and broker.lake.holds(name)
-    status = broker.lake_status(name)[0]
-    return status if kept or status.files else None
+    """The topic's lake, when this broker keeps it in one (from the writer's memory:
+    a page of a topic without a lake reads nothing more)."""
+    if broker.lake is None or not broker.lake.holds(name):
+        return None
+    return broker.lake_status(name)[0]
 
 
 def _scan_for_key(
