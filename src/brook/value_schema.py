@@ -38,7 +38,11 @@ def check(schema: Any) -> dict[str, Any]:
             "value_schema must be a JSON Schema object, such as "
             '{"type": "object", "properties": {"amount": {"type": "number"}}}'
         )
-    if len(msgspec.json.encode(schema)) > SCHEMA_BYTES_MAX:
+    try:
+        size = len(msgspec.json.encode(schema))
+    except (TypeError, msgspec.EncodeError):
+        raise BadRequest("value_schema must be JSON: objects, lists, text, numbers") from None
+    if size > SCHEMA_BYTES_MAX:
         raise BadRequest(f"value_schema is larger than {SCHEMA_BYTES_MAX} bytes")
     if _types(schema, "value_schema") != ["object"] or not schema.get("properties"):
         raise BadRequest(
@@ -76,7 +80,7 @@ def _check_object(schema: dict[str, Any], where: str, depth: int, counted: list[
         raise BadRequest(f"{where}: properties must be an object of name -> schema")
     for name, prop in properties.items():
         at = f"{where}.{name}"
-        if not NAME.fullmatch(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise BadRequest(
                 f"{at}: a property name becomes a column: use 1 to 128 of A-Z a-z 0-9 _, "
                 "not starting with a digit"

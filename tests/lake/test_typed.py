@@ -93,6 +93,8 @@ def test_the_lake_keeps_declared_fields_as_typed_columns(
         ({"type": "object", "properties": {"a": {"type": "array"}}}, "needs items"),
         ({"type": "object", "properties": {"a": {"type": "object"}}}, "needs properties"),
         ({"type": "object", "properties": {"a": "string"}}, "must be an object"),
+        ({"type": "object", "properties": {1: {"type": "string"}}}, "becomes a column"),
+        ({"type": "object", "properties": {"a": {"x": object()}}}, "must be JSON"),
     ],
 )
 def test_a_schema_brook_cannot_use_is_refused_saying_why(
