@@ -171,14 +171,18 @@ def lake_topic(topic: str) -> str:
     return f"{LAKE}topics/{topic}/"
 
 
+LAKE_HISTORIES = f"{LAKE}queues/"
+"""Every queue group's history in the lake."""
+
+
 def lake_histories_of(topic: str) -> str:
     """Every table of `topic`'s queue groups' histories."""
-    return f"{LAKE}queues/{topic}/"
+    return f"{LAKE_HISTORIES}{topic}/"
 
 
 def lake_history(topic: str, group: str) -> str:
     """One table: a queue group's status log, a row per transition."""
-    return f"{LAKE}queues/{topic}/{group}/"
+    return f"{lake_histories_of(topic)}{group}/"
 
 
 def lake_manifest_in(table: str) -> str:

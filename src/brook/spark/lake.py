@@ -148,7 +148,7 @@ def history(
         under = (
             layout.lake_histories_of(validate.topic_name(topic))
             if topic is not None
-            else f"{layout.LAKE}queues/"
+            else layout.LAKE_HISTORIES
         )
         suffix = "/" + layout.LAKE_MANIFEST_FILE
         tables = [
