@@ -160,7 +160,7 @@ def brook_trial(processes: int) -> tuple[float, float, float]:
         noop = app.tasks["noop"]
         for start in range(0, BROOK_JOBS, 1000):
             noop.enqueue_many([((), {})] * min(1000, BROOK_JOBS - start))
-        queue = app.queue_of(noop).queue
+        queue = app.queue(noop.topic)
         command = [sys.executable, "-m", "brook.cli", "worker", "bench_tasks:app"]
         options = [
             "--concurrency",

@@ -36,11 +36,11 @@ def note(job, **fields):
 
 
 @app.task(max_attempts=5, backoff={"min_ms": 50, "max_ms": 200})
-def work(job, key=None, seconds=0.0):
+def work(job, customer=None, seconds=0.0):
     started = time.time()
-    note(job, key=key, event="start", at=started)
+    note(job, key=customer, event="start", at=started)
     time.sleep(seconds)
-    note(job, key=key, event="end", at=time.time(), started=started)
+    note(job, key=customer, event="end", at=time.time(), started=started)
     return {"job": job}
 
 

@@ -21,7 +21,7 @@ def test_a_job_runs_and_tells_its_result_and_errors(workers: Workers) -> None:
     ref = app.tasks["work"].enqueue("a")
     failing = app.tasks["fails"].enqueue("b")
     doubled = app.tasks["doubled"].enqueue("c", x=21)
-    assert app.job(ref).state == "ready"
+    assert app.job(ref).state == "pending", "no worker opened its queue yet: enqueue only appends"
     assert app.tasks["work"]("direct") == {"job": "direct"}, "calling a task just calls it"
     workers.start("--concurrency", "4")
     workers.wait_for(lambda notes: ends(notes)["a"] and ends(notes)["b"] == 2 and ends(notes)["c"])

@@ -1,34 +1,55 @@
 """`brook.App`: tasks as plain Python functions, their jobs on Brook's queues.
 
 Each task has a topic (`tasks.<name>`, or the `queue=` given) and one queue group
-on it (`tasks`) whose settings are the task's: attempts, backoff, per-key
-concurrency and rate limits. `task.enqueue(...)` appends one record (payload.py)
-and returns a `JobRef` naming it; `app.job(ref)` asks the group where it stands.
-The same code runs against a directory, S3 or memory (embedded: the broker runs in
-this process) or a `brook serve` URL (remote): only the location differs.
+on it (`tasks`), shared by every task on that topic. Enqueueing only appends: one
+record (payload.py) whose arguments are plain JSON values (arguments.py), checked
+against the function's signature, and returns a `JobRef` naming it. The group and its
+settings (attempts, backoff, per-key concurrency, rate limits) belong to the worker:
+it claims the queue (`claim_queue`) and writes what its tasks declare, so a service
+that only enqueues (`send_task`, or a declaration of its own) never changes them.
+`app.job(ref)` asks the group where a job stands. The same code runs against a
+directory, S3 or memory (embedded: the broker runs in this process) or a `brook
+serve` URL (remote): only the location differs.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
 import msgspec
 
 from brook import limits, names, scheduling
-from brook.api import BrokerApi, QueueApi
-from brook.errors import BadRequest, NotFound
+from brook.api import BrokerApi, QueueApi, TopicApi
+from brook.errors import BadRequest, Conflict, DataLoss, NotFound
 from brook.models import Backoff, Record
+from brook.queue import settings as queue_settings
 from brook.tasks import payload
+
+log = logging.getLogger("brook.tasks")
 
 GROUP = "tasks"
 """The queue group every task's jobs are leased through."""
 TOPIC_PREFIX = "tasks."
 SCHEDULE_PREFIX = "task."
 """A periodic task's schedule is named this and the task's name."""
+OPTIONS = ("key", "priority", "delay_ms", "idempotency_key")
+"""Enqueue options: `task.enqueue` takes them as keywords, so no parameter may be
+named so (unless the task is declared options_only)."""
+ISOLATIONS = ("thread", "process")
+SETTINGS = (
+    "max_attempts",
+    "backoff",
+    "concurrency_per_key",
+    "rate_limit_per_s",
+    "key_rate_limit_per_s",
+    "visibility_timeout_ms",
+)
+"""The queue group settings a task may declare."""
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -91,6 +112,34 @@ class JobStatus(msgspec.Struct, frozen=True, kw_only=True):
         return self.state in ("acked", "dead")
 
 
+class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How a job is enqueued, apart from its call: its record key (per-key limits and
+    fairness act on it), priority, delay from now, and idempotency key."""
+
+    key: str | bytes | None = None
+    priority: int | None = None
+    delay_ms: int | None = None
+    idempotency_key: str | None = None
+
+    def checked(self) -> EnqueueOptions:
+        """Itself; raises BadRequest naming the option that is not what it must be."""
+        if self.key is not None and not isinstance(self.key, str | bytes):
+            raise BadRequest(f"key must be a str or bytes, not {type(self.key).__name__}")
+        if self.idempotency_key is not None and not isinstance(self.idempotency_key, str):
+            raise BadRequest(
+                f"idempotency_key must be a str, not {type(self.idempotency_key).__name__}"
+            )
+        for name in ("priority", "delay_ms"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise BadRequest(f"{name} must be an int, not {type(value).__name__}")
+        scheduling.headers(priority=self.priority, delay_ms=self.delay_ms)  # their bounds
+        return self
+
+
+NO_OPTIONS = EnqueueOptions()
+
+
 class Task(Generic[P, R]):
     """A function registered with an app. Calling it still just calls it;
     `enqueue` makes a job of the call for a worker to run."""
@@ -103,6 +152,9 @@ class Task(Generic[P, R]):
         topic: str,
         settings: dict[str, Any],
         timeout_ms: int | None,
+        *,
+        isolation: str = "thread",
+        options_only: bool = False,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -111,7 +163,16 @@ class Task(Generic[P, R]):
         self.settings = settings
         """The queue group's settings this task asks for (None: keep the stored ones)."""
         self.timeout_ms = timeout_ms
+        self.isolation = isolation
+        """"thread" (the worker's pool or event loop) or "process" (a child process,
+        killed at timeout_ms)."""
+        self.options_only = options_only
+        """Whether `enqueue` passes every keyword to the function (options only
+        through `options(...)`)."""
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.signature = _signature(fn)
+        """The function's signature, each call bound to it at enqueue (None: it has
+        none Python can tell, and calls are not checked)."""
         functools.update_wrapper(self, fn)
 
     def __repr__(self) -> str:
@@ -120,46 +181,87 @@ class Task(Generic[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
 
-    def enqueue(
+    def options(
         self,
-        *args: Any,
+        *,
         key: str | bytes | None = None,
         priority: int | None = None,
         delay_ms: int | None = None,
         idempotency_key: str | None = None,
-        **kwargs: Any,
-    ) -> JobRef:
-        """A job of this call, durable when this returns: its reference. Arguments
-        are JSON values; jobs of one `key` share the task's per-key limits and are
-        served fairly against other keys; a higher `priority` goes ahead of lower
-        ones; `delay_ms` holds it back from now; an `idempotency_key` seen within the
-        broker's window returns the first job's reference and enqueues nothing."""
-        value = payload.encode_call(self.name, args, kwargs)
-        headers = {payload.TASK_HEADER: self.name.encode(), "content-type": b"application/json"}
-        headers.update(scheduling.headers(priority=priority, delay_ms=delay_ms))
-        key_bytes = key.encode() if isinstance(key, str) else key
-        ack = self.app.queue_of(self).topic_handle.append(
-            value, key=key_bytes, headers=headers, idempotency_key=idempotency_key
+    ) -> Options[P, R]:
+        """This task with enqueue options, whose `enqueue(*args, **kwargs)` passes every
+        argument to the function: `charge.options(key="customer-7").enqueue("o-1",
+        amount=100)`. Raises BadRequest for an option out of its bounds."""
+        given = EnqueueOptions(
+            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key
         )
-        return JobRef(self.topic, ack.partition, ack.offset)
+        return Options(self, given.checked())
 
-    def enqueue_many(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[JobRef]:
-        """Jobs of many calls ((args, kwargs) each) in one durable batch."""
-        headers = {payload.TASK_HEADER: self.name.encode(), "content-type": b"application/json"}
-        records = [
-            Record(payload.encode_call(self.name, args, kwargs), headers=headers)
-            for args, kwargs in calls
-        ]
-        acks = self.app.queue_of(self).topic_handle.append_many(records)
-        return [JobRef(self.topic, ack.partition, ack.offset) for ack in acks]
+    def enqueue(self, *args: Any, **kwargs: Any) -> JobRef:
+        """A job of this call, durable when this returns: its reference.
+
+        The keywords `key`, `priority`, `delay_ms` and `idempotency_key` are enqueue
+        options (as in `options(...)`), the rest the function's; a task declared
+        `options_only=True` passes every keyword to the function. Raises BadRequest
+        when an argument is not a plain JSON value or the call does not fit the
+        function's signature, Conflict when the idempotency key was used for other
+        arguments within the broker's window (the same arguments return the first
+        job's reference and enqueue nothing)."""
+        if self.options_only:
+            return self.app._enqueue(self, args, kwargs, NO_OPTIONS)
+        given = {name: kwargs.pop(name) for name in OPTIONS if name in kwargs}
+        options = EnqueueOptions(**given).checked() if given else NO_OPTIONS
+        return self.app._enqueue(self, args, kwargs, options)
+
+    def enqueue_many(self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobRef]:
+        """Jobs of many calls ((args, kwargs) each, every keyword the function's) in one
+        durable batch, with no options (`options(...).enqueue_many` gives them)."""
+        return self.app._enqueue_many(self, calls, NO_OPTIONS)
+
+    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+        """Raise BadRequest unless the function can be called so (a missing or an
+        unexpected argument): at enqueue, not in the worker later."""
+        if self.signature is None:
+            return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise BadRequest(
+                f"task {self.name}{_plain_signature(self.signature)} cannot take this call: {exc}"
+            ) from None
 
 
-class _Bound:
-    """A task's queue group and topic on the app's broker, its settings stored once."""
+class Options(Generic[P, R]):
+    """A task with enqueue options (`task.options(...)`): every argument of its
+    `enqueue` goes to the function."""
 
-    def __init__(self, broker: BrokerApi, task: Task[Any, Any]) -> None:
-        self.queue: QueueApi = broker.queue(task.topic, GROUP, **task.settings)
-        self.topic_handle = broker.topic(task.topic)
+    def __init__(self, task: Task[P, R], options: EnqueueOptions) -> None:
+        self.task = task
+        self.given = options
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={getattr(self.given, name)!r}"
+            for name in OPTIONS
+            if getattr(self.given, name) is not None
+        )
+        return f"<Task {self.task.name} with {shown or 'no options'}>"
+
+    def options(self, **changes: Any) -> Options[P, R]:
+        """These options with `changes` (the same keywords as `Task.options`)."""
+        unknown = sorted(set(changes) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"options() takes {', '.join(OPTIONS)}, not {', '.join(unknown)}")
+        return Options(self.task, msgspec.structs.replace(self.given, **changes).checked())
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
+        """As `Task.enqueue`, with these options; every keyword is the function's."""
+        return self.task.app._enqueue(self.task, args, kwargs, self.given)
+
+    def enqueue_many(self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobRef]:
+        """As `Task.enqueue_many`, each job with these options. An idempotency key
+        names one job: BadRequest here."""
+        return self.task.app._enqueue_many(self.task, calls, self.given)
 
 
 class App:
@@ -179,7 +281,9 @@ class App:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.periodic_jobs: dict[str, Any] = {}
         self._broker: BrokerApi | None = None
-        self._bound: dict[str, _Bound] = {}
+        self._topics: dict[str, TopicApi] = {}
+        self._queues: dict[str, QueueApi] = {}
+        self._claimed: set[str] = set()
         self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -202,13 +306,7 @@ class App:
                     self._broker = brook.open(self.location, **self.options)
             return self._broker
 
-    def queue_of(self, task: Task[Any, Any]) -> _Bound:
-        bound = self._bound.get(task.name)
-        if bound is None:
-            bound = _Bound(self.broker, task)
-            with self._mutex:
-                self._bound.setdefault(task.name, bound)
-        return bound
+    # ------------------------------------------------------------ declaring
 
     def task(
         self,
@@ -223,15 +321,22 @@ class App:
         key_rate_limit_per_s: float | None = None,
         timeout_ms: int | None = None,
         visibility_timeout_ms: int | None = None,
+        isolation: str = "thread",
+        options_only: bool = False,
     ) -> Any:
         """Register `fn` as a task (use as `@app.task` or `@app.task(...)`).
 
         `name` defaults to the function's name; its jobs go to topic `queue`
-        (default `tasks.<name>`). `max_attempts`, `backoff`, `concurrency_per_key`
-        (jobs of one key running at once), `rate_limit_per_s` (jobs started a second,
-        all keys together) and `key_rate_limit_per_s` (per key) are its queue
-        group's settings; `timeout_ms` bounds one run (an async task is cancelled, a
-        sync one abandoned: its attempt fails either way)."""
+        (default `tasks.<name>`; tasks sharing a queue share its group, so their
+        settings must agree). `max_attempts`, `backoff`, `concurrency_per_key` (jobs of
+        one key running at once), `rate_limit_per_s` (jobs started a second, all keys
+        together), `key_rate_limit_per_s` (per key) and `visibility_timeout_ms` are the
+        group's settings, written by the worker that runs the task. `timeout_ms`
+        bounds one run; `isolation="process"` runs each job in a child process, killed
+        at that bound. A parameter named like an enqueue option (key, priority,
+        delay_ms, idempotency_key) needs `options_only=True`: `enqueue` then passes
+        every keyword to the function, and options go through `task.options(...)`.
+        Raises ValueError for a declaration that cannot work, saying what to do."""
 
         def register(function: Callable[P, R]) -> Task[P, R]:
             task_name = name or function.__name__
@@ -246,6 +351,10 @@ class App:
                 raise ValueError(f"queue {topic!r} is not a valid topic name")
             if timeout_ms is not None and not 0 < timeout_ms <= limits.visibility_timeout_ms_max:
                 raise ValueError(f"timeout_ms must be from 1 to {limits.visibility_timeout_ms_max}")
+            if isolation not in ISOLATIONS:
+                raise ValueError(
+                    f'task {task_name}: isolation must be "thread" or "process", not {isolation!r}'
+                )
             settings = {
                 "max_attempts": max_attempts,
                 "backoff": backoff,
@@ -254,11 +363,41 @@ class App:
                 "key_rate_limit_per_s": key_rate_limit_per_s,
                 "visibility_timeout_ms": visibility_timeout_ms,
             }
-            task = Task(self, function, task_name, topic, settings, timeout_ms)
+            _check_settings(task_name, topic, settings)
+            task = Task(
+                self,
+                function,
+                task_name,
+                topic,
+                settings,
+                timeout_ms,
+                isolation=isolation,
+                options_only=bool(options_only),
+            )
+            if not task.options_only:
+                _check_no_option_parameters(task)
+            self._check_shared_settings(task)
             self.tasks[task_name] = task
             return task
 
         return register(fn) if fn is not None else register
+
+    def _check_shared_settings(self, task: Task[Any, Any]) -> None:
+        """Tasks on one topic share its group: a setting two of them declare must agree."""
+        for other in self.tasks.values():
+            if other.topic != task.topic:
+                continue
+            for setting in SETTINGS:
+                mine, theirs = task.settings[setting], other.settings[setting]
+                if mine is None or theirs is None:
+                    continue
+                if _normalized(setting, mine) != _normalized(setting, theirs):
+                    raise ValueError(
+                        f"tasks {other.name} and {task.name} share queue {task.topic} (one "
+                        f"queue group, one set of settings) but declare {setting}={theirs!r} "
+                        f"and {setting}={mine!r}: give both the same value, declare it on "
+                        "one of them only, or give one a queue= of its own"
+                    )
 
     def periodic(
         self,
@@ -292,15 +431,192 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    # ------------------------------------------------------------ enqueueing
+
+    def send_task(
+        self,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        key: str | bytes | None = None,
+        priority: int | None = None,
+        delay_ms: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobRef:
+        """Enqueue a job of task `name` by its name, for a worker elsewhere to run (the
+        function need not be here): its reference, durable. Its topic is
+        `tasks.<name>` unless `queue` is given; nothing but the record is written (no
+        queue group, no settings). The arguments are checked as `enqueue` checks them;
+        when this app declares the task, against its signature and on its queue too.
+        Raises BadRequest, or Conflict for an idempotency key used for other arguments."""
+        if not isinstance(name, str) or not names.NAME.fullmatch(name):
+            raise BadRequest(f"{name!r} is not a task name (A-Z a-z 0-9 . _ -)")
+        if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+            raise BadRequest("args is the list (or tuple) of the positional arguments")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise BadRequest("kwargs is the dict of the keyword arguments")
+        options = EnqueueOptions(
+            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key
+        ).checked()
+        declared = self.tasks.get(name)
+        if declared is not None:
+            if queue is not None and queue != declared.topic:
+                raise BadRequest(
+                    f"task {name} is declared on queue {declared.topic} in this app, not {queue}"
+                )
+            return self._enqueue(declared, tuple(args), dict(kwargs or {}), options)
+        topic = queue or TOPIC_PREFIX + name
+        if not names.NAME.fullmatch(topic) or topic.startswith("__"):
+            raise BadRequest(f"queue {topic!r} is not a valid topic name")
+        return self._append(topic, name, tuple(args), dict(kwargs or {}), options)
+
+    def _enqueue(
+        self,
+        task: Task[Any, Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> JobRef:
+        task.check_call(args, kwargs)
+        return self._append(task.topic, task.name, args, kwargs, options)
+
+    def _append(
+        self,
+        topic: str,
+        task_name: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> JobRef:
+        """Append one job's record, the only write an enqueue makes."""
+        value = payload.encode_call(task_name, tuple(args), kwargs)
+        key = options.key.encode() if isinstance(options.key, str) else options.key
+        ack = self._topic(topic).append(
+            value,
+            key=key,
+            headers=_headers(task_name, options),
+            idempotency_key=options.idempotency_key,
+        )
+        ref = JobRef(topic, ack.partition, ack.offset)
+        if options.idempotency_key is not None:
+            self._check_same_job(ref, value, key, options.idempotency_key)
+        return ref
+
+    def _enqueue_many(
+        self,
+        task: Task[Any, Any],
+        calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
+        options: EnqueueOptions,
+    ) -> list[JobRef]:
+        if options.idempotency_key is not None:
+            raise BadRequest(
+                "an idempotency_key names one job: give it to enqueue, not enqueue_many"
+            )
+        key = options.key.encode() if isinstance(options.key, str) else options.key
+        headers = _headers(task.name, options)
+        records = []
+        for args, kwargs in calls:
+            task.check_call(args, kwargs)
+            value = payload.encode_call(task.name, tuple(args), kwargs)
+            records.append(Record(value, key=key, headers=headers))
+        acks = self._topic(task.topic).append_many(records)
+        return [JobRef(task.topic, ack.partition, ack.offset) for ack in acks]
+
+    def _check_same_job(
+        self, ref: JobRef, value: bytes, key: bytes | None, idempotency_key: str
+    ) -> None:
+        """The broker answers a repeated idempotency key with the first record's ack,
+        whatever the repeat held: compare that record with what was sent. Conflict
+        when its call or key differ (Stripe's answer); accepted when it cannot be
+        read any more (retention took it)."""
+        try:
+            records = self._topic(ref.topic).read(ref.partition, ref.offset, limit=1)
+        except (NotFound, DataLoss):
+            return
+        first = next((r for r in records if r.offset == ref.offset), None)
+        if first is None:
+            return
+        if first.key != key or not _same_call(first.value, value):
+            raise Conflict(
+                f"idempotency_key {idempotency_key!r} was already used for job {ref} with "
+                "other arguments or another key: the same arguments return that job, "
+                "other arguments need an idempotency_key of their own"
+            )
+
+    def _topic(self, topic: str) -> TopicApi:
+        handle = self._topics.get(topic)
+        if handle is None:
+            handle = self._topics.setdefault(topic, self.broker.topic(topic))
+        return handle
+
+    # ------------------------------------------------------------ for the worker
+
+    def queue_settings(self, topic: str) -> dict[str, Any]:
+        """The queue group settings this app's tasks on `topic` declare (those given,
+        merged over every task on the topic: they agree, `task` saw to it)."""
+        declared: dict[str, Any] = {}
+        for task in self.tasks.values():
+            if task.topic == topic:
+                declared.update((s, v) for s, v in task.settings.items() if v is not None)
+        return declared
+
+    def claim_queue(self, topic: str) -> tuple[QueueApi, dict[str, tuple[Any, Any]]]:
+        """For a worker that runs tasks of `topic`: its queue group, opened (created
+        if new), with the settings this app declares written where they differ from
+        the stored ones; and what changed, `{setting: (stored, declared)}` (stored None
+        when the group is new; values as the group shows them). Idempotent: a second
+        claim with the same declaration writes nothing."""
+        declared = self.queue_settings(topic)
+        try:
+            queue = self.broker.queue(topic, GROUP, create=False)
+        except NotFound:  # new: created with this app's settings
+            queue = self.broker.queue(topic, GROUP, **declared)
+            shown = queue.settings()
+            changed = {name: (None, shown.get(name)) for name in declared}
+        else:
+            stored = queue.settings()
+            changed = {
+                name: (stored.get(name), _normalized(name, value))
+                for name, value in declared.items()
+                if _normalized(name, value) != _normalized(name, stored.get(name))
+            }
+            if changed:
+                queue = self.broker.queue(
+                    topic, GROUP, **{name: declared[name] for name in changed}
+                )
+        with self._mutex:
+            self._queues[topic] = queue
+            self._claimed.add(topic)
+        return queue, changed
+
+    def queue(self, topic: str) -> QueueApi:
+        """The queue group of `topic`, opened without touching its settings (created
+        with the stored or default ones if new): for a worker's leases and acks.
+        Cached per topic."""
+        queue = self._queues.get(topic)
+        if queue is None:
+            queue = self.broker.queue(topic, GROUP)
+            with self._mutex:
+                queue = self._queues.setdefault(topic, queue)
+        return queue
+
     def sync_schedules(self, tasks: list[str] | None = None) -> list[str]:
         """Store the periodic tasks' schedules in the broker (each named
-        `task.<name>`), replacing what changed; their names."""
+        `task.<name>`), replacing what changed; their names. A worker's step: it
+        claims each schedule's queue first (writing its settings where they differ)."""
         stored = []
         for task_name, timing in sorted(self.periodic_jobs.items()):
             if tasks is not None and task_name not in tasks:
                 continue
             task = self.tasks[task_name]
-            self.queue_of(task)  # the queue group and its settings first
+            if task.topic not in self._claimed:
+                _, changed = self.claim_queue(task.topic)
+                for setting, (before, after) in sorted(changed.items()):
+                    log.info(
+                        "queue %s: %s set to %r (it was %r)", task.topic, setting, after, before
+                    )
             schedule = SCHEDULE_PREFIX + task_name
             self.broker.put_schedule(
                 schedule,
@@ -312,14 +628,18 @@ class App:
             stored.append(schedule)
         return stored
 
+    # ------------------------------------------------------------ looking
+
     def job(self, ref: JobRef | str) -> JobStatus:
-        """Where the job stands: state, attempts, last error, its result."""
+        """Where the job stands: state, attempts, last error, its result. A job on a
+        queue no worker opened yet is `pending` (its record is there, no group took
+        it); one whose record is not there either is `unknown`. Creates nothing."""
         if not isinstance(ref, JobRef):
             ref = JobRef.parse(ref)
         try:
             info = self.broker.queue(ref.topic, GROUP, create=False).job(ref.partition, ref.offset)
-        except NotFound:  # no such topic or group: no such job
-            return JobStatus(ref=ref, state="unknown", attempts=0, error="")
+        except NotFound:  # no such topic or group yet
+            return JobStatus(ref=ref, state=self._unqueued_state(ref), attempts=0, error="")
         return JobStatus(
             ref=ref,
             state=info.state,
@@ -330,10 +650,19 @@ class App:
             due_ms=info.due_ms,
         )
 
+    def _unqueued_state(self, ref: JobRef) -> str:
+        try:
+            records = self.broker.topic(ref.topic).read(ref.partition, ref.offset, limit=1)
+        except (NotFound, DataLoss):
+            return "unknown"
+        return "pending" if any(r.offset == ref.offset for r in records) else "unknown"
+
     def close(self) -> None:
         with self._mutex:
             broker, self._broker = self._broker, None
-            self._bound.clear()
+            self._topics.clear()
+            self._queues.clear()
+            self._claimed.clear()
         if broker is not None:
             broker.close()
 
@@ -342,3 +671,84 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins and C functions have none
+        return None
+
+
+def _plain_signature(signature: inspect.Signature) -> str:
+    """`(order, amount=0)`: the parameters a call must fit, without annotations."""
+    empty = inspect.Parameter.empty
+    parameters = [p.replace(annotation=empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=empty))
+
+
+def _check_no_option_parameters(task: Task[Any, Any]) -> None:
+    """Refuse a function whose parameters `enqueue`'s options would swallow."""
+    if task.signature is None:
+        return
+    for parameter in task.signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            shadowed = f"takes **{parameter.name}, which would receive key=, priority=, ..."
+        elif parameter.name in OPTIONS and parameter.kind is not inspect.Parameter.POSITIONAL_ONLY:
+            shadowed = f"has a parameter named {parameter.name!r}, an enqueue option"
+        else:
+            continue
+        raise ValueError(
+            f"task {task.name} {shadowed}: {task.name}.enqueue(...) could not tell its "
+            f"arguments from its options. Rename the parameter, or declare "
+            f"@app.task(options_only=True): then {task.name}.enqueue(...) passes every "
+            f"keyword to the function and options go through "
+            f"{task.name}.options(key=...).enqueue(...)"
+        )
+
+
+def _check_settings(task_name: str, topic: str, settings: dict[str, Any]) -> None:
+    """Settings the broker would refuse are refused at declaration, not in the worker."""
+    try:
+        queue_settings.merge(topic, None, **settings)
+    except BadRequest as exc:
+        raise ValueError(f"task {task_name}: {exc}") from None
+
+
+def _normalized(setting: str, value: Any) -> Any:
+    """A setting as the group stores and shows it, to compare a declared value with a
+    stored one: a backoff (a Backoff or a dict of some of its fields) as the full
+    dict, a limit of 0 as None (no limit), rates as floats."""
+    if value is None:
+        return None
+    if setting == "backoff":
+        try:
+            return msgspec.structs.asdict(queue_settings.backoff(value))
+        except BadRequest:
+            return value
+    if setting == "concurrency_per_key":
+        return int(value) or None
+    if setting in ("rate_limit_per_s", "key_rate_limit_per_s"):
+        return float(value) or None
+    return value
+
+
+def _headers(task_name: str, options: EnqueueOptions) -> dict[str, bytes]:
+    headers = {payload.TASK_HEADER: task_name.encode(), "content-type": b"application/json"}
+    headers.update(scheduling.headers(priority=options.priority, delay_ms=options.delay_ms))
+    return headers
+
+
+_canonical = msgspec.json.Encoder(order="sorted").encode
+
+
+def _same_call(stored: bytes, sent: bytes) -> bool:
+    """Whether two record values hold the same call (keyword order aside; 1 and 1.0
+    and True differ, as they would arrive)."""
+    if stored == sent:
+        return True
+    try:
+        first, second = payload.decode_call(stored), payload.decode_call(sent)
+    except ValueError:
+        return False
+    return _canonical(first) == _canonical(second)

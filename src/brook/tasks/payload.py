@@ -16,6 +16,7 @@ import msgspec
 
 from brook import limits
 from brook.errors import BadRequest
+from brook.tasks import arguments
 
 TASK_HEADER = "brook.task"
 CONTENT_TYPE = "application/json"
@@ -34,10 +35,15 @@ _decode_call = msgspec.json.Decoder(Call).decode
 
 
 def encode_call(task: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    """The record value of a call; BadRequest when an argument is not JSON."""
+    """The record value of a call. Raises BadRequest naming the argument when one is
+    not a plain JSON value (arguments.check): what is encoded decodes back equal and
+    of the same type, never as something else."""
     try:
+        arguments.check(args, kwargs)
         return _encode(Call(task, list(args), kwargs))
-    except (TypeError, msgspec.EncodeError) as exc:
+    except BadRequest as exc:
+        raise BadRequest(f"task {task}: {exc}") from None
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:  # a str with a lone surrogate
         raise BadRequest(f"task {task}: its arguments must be JSON values ({exc})") from None
 
 
