@@ -22,7 +22,7 @@ from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff, Transition
 from brook.records import Ack, Job, JobInfo, Record, TopicInfo
-from brook.tasks import App, Discard, JobRef, JobStatus, Retry
+from brook.tasks import App, Discard, JobContext, JobRef, JobStatus, Retry, current_job
 from brook.timers.checks import TimerSpec
 from brook.timers.model import TimerInfo
 from brook.topic import Topic
@@ -36,6 +36,7 @@ __all__ = [
     "Consumer",
     "Discard",
     "Job",
+    "JobContext",
     "JobInfo",
     "JobRef",
     "JobStatus",
@@ -50,6 +51,7 @@ __all__ = [
     "Transition",
     "connect",
     "connect_async",
+    "current_job",
     "errors",
     "open",
     "scheduling",

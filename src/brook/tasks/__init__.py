@@ -6,5 +6,6 @@
 from __future__ import annotations
 
 from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
+from brook.tasks.context import JobContext, current_job
 
-__all__ = ["App", "Discard", "JobRef", "JobStatus", "Retry", "Task"]
+__all__ = ["App", "Discard", "JobContext", "JobRef", "JobStatus", "Retry", "Task", "current_job"]

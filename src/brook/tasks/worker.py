@@ -1,27 +1,27 @@
-"""The worker: leases an app's jobs, runs them, settles them. One process.
+"""The worker: leases an app's jobs, runs each with the function it names, settles it.
 
-- **Slots.** At most `concurrency` jobs run at once: sync tasks on a thread pool of
-  that many threads, `async def` tasks on one event loop thread (a semaphore of that
-  many). Prefetch is bounded: the worker holds at most four jobs per slot (one
-  running, the rest leased and waiting for it, their leases kept; Celery's default
-  prefetch), and one more per feeder of a task waiting for jobs. Busy feeders
-  reserve room before they lease, so a lease in flight never leaves a slot idle. A
-  few feeder threads per task (more for more slots) lease in turn; one whose last
-  lease found nothing waits for one job with a room of its own, so an idle task
-  keeps no room from a busy one and a busy one none from an idle one.
-- **Leases.** While a job runs, a heartbeat extends its lease every third of the
-  visibility timeout, so a long job is never handed to a second worker; if the
-  worker dies, the heartbeat stops and the job is leased again when it expires.
-- **Settling.** A return acks the job with its result (JSON, kept by the group for
-  `app.job`); `Retry` nacks it (after its delay or the backoff), `Discard` makes it
-  dead, any other exception nacks it with the error (type, message, the innermost
-  frames). Finished jobs are settled in batches by one thread.
-- **Timeouts.** An async task past `timeout_ms` is cancelled; a sync one cannot be
-  stopped from outside, so its attempt is failed (nacked) and whatever it returns
-  later is dropped; its slot is busy until it does return.
-- **Stopping.** `stop()` (SIGTERM, or the first SIGINT) drains: no more leases,
-  every held job finishes and is settled, then `run` returns 0. A second SIGINT
-  exits at once; the jobs it held are leased again when their leases run out.
+The decisions are the ledger's (tasks/ledger.py: dispatch, slots, room, deadlines,
+leases to extend); this module is its shell: threads, the broker's calls, the clock.
+
+- **Loops.** Feeders (a few per queue) lease; settlers ack, nack, discard and
+  release in batches; a deadline loop fails runs past `timeout_ms` within
+  milliseconds; a lease loop extends every held job's lease. Each runs under
+  `brook.supervisor`: an unexpected error is logged and the loop goes on after a
+  pause; a loop that keeps failing (`worker_loop_failures_max` in a row) makes the
+  worker exit 1 rather than hang on quietly. The broker out of reach is expected:
+  the loops wait for it, saying so.
+- **Runs.** Sync tasks on a pool of `concurrency` threads, `async def` ones on one
+  event loop, `isolation="process"` ones in a child process per slot
+  (tasks/isolation.py); at most `concurrency` of them all at once.
+- **Timeouts.** At the deadline an async run is cancelled, a process run killed, and
+  its attempt failed at once. A thread cannot be stopped: its attempt is failed
+  (logged at once, its result dropped), but it keeps its slot, its lease (extended)
+  and so its key until it returns, so a retry never runs beside it.
+- **Settling.** `done` is logged once the ack is durable; an ack that failed says the
+  job will run again.
+- **Stopping.** `stop()` (SIGTERM, or the first SIGINT) drains: no more leases, every
+  held job finishes and is settled, then `run` returns 0. A second SIGINT exits at
+  once; the jobs it held are leased again when their leases run out.
 """
 
 from __future__ import annotations
@@ -40,46 +40,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from brook import limits
+from brook.api import QueueApi
 from brook.errors import BrookError, LeaseExpired
 from brook.models import Job
-from brook.tasks import payload
+from brook.supervisor import Supervisor, retry_after_s
+from brook.tasks import context, payload
 from brook.tasks.app import App, Discard, JobRef, Retry, Task
+from brook.tasks.isolation import Call as ChildCall
+from brook.tasks.isolation import Child
+from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle
 
 log = logging.getLogger("brook.worker")
 
 SETTLE_BATCH_MAX = 500
 """Most finished jobs one ack call settles."""
 LANES_MAX = 4
-HELD_PER_SLOT = 4
 GATHER_S = 0.005
-"""How long a feeder waits for more free slots (while jobs run), and the settler for
+"""How long a feeder waits for more free room (while jobs run), and the settler for
 more finished jobs, before one call for all of them."""
 GATHER_POLL_S = 0.0005
 """How often a settler gathering a batch looks for more finished jobs."""
+IDLE_WAKE_S = 1.0
+"""How long the deadline and lease loops sleep when nothing is held (a new job wakes them)."""
 
 
 @dataclass
-class _Running:
-    task: Task[Any, Any]
-    job: Job
-    reserved: bool
-    """Its room was reserved (it counts in the worker's free room until it ends)."""
-    started: float | None = None
-    """When a thread (or the event loop) began it; None while it waits for one."""
-    abandoned: bool = False
-    """Its attempt was failed for running past timeout_ms; its return is dropped."""
+class _Holding:
+    """A held job as the shell knows it: the lease, the call it carries, its task."""
 
-
-@dataclass
-class _Outcome:
-    task: Task[Any, Any]
     job: Job
-    action: str
-    """ack, nack or discard."""
-    result: bytes | None = None
-    reason: str = ""
-    delay_ms: int | None = None
-    ms: float = 0.0
+    call: payload.Call | None
+    task: Task[Any, Any] | None
+    """The task this worker runs it with; None when it does not run it."""
+    problem: str = ""
+    """Why its record is not a task's call (when `call` is None)."""
 
 
 @dataclass
@@ -87,6 +81,21 @@ class _Stats:
     acked: int = 0
     failed: int = 0
     lost_leases: int = 0
+    ack_failures: int = 0
+
+
+class _Feeder:
+    """One feeder's memory between leases."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.idle = True
+        """Its last lease found nothing: it waits for one job on room of its own."""
+        self.failures = 0
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 
 
 class Worker:
@@ -96,6 +105,7 @@ class Worker:
         concurrency: int = 8,
         tasks: list[str] | None = None,
         poll_s: float = 1.0,
+        connect_timeout_s: float = limits.worker_connect_timeout_ms_default / 1000,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -108,98 +118,142 @@ class Worker:
             )
         if not chosen:
             raise ValueError("the app has no tasks: decorate functions with @app.task")
+        if connect_timeout_s < 0:
+            raise ValueError("connect_timeout_s must be at least 0 (0: wait forever)")
         self.app = app
         self.concurrency = concurrency
         self.tasks = [app.tasks[name] for name in chosen]
+        for task in self.tasks:
+            if task.isolation == "process":
+                _check_importable(task)
+        self.topics = sorted({task.topic for task in self.tasks})
         self.poll_s = poll_s
+        self.connect_timeout_s = connect_timeout_s
         self.stats = _Stats()
-        self._slots = threading.Condition()
-        self._free = HELD_PER_SLOT * concurrency
-        """Jobs the worker may still take: it holds at most HELD_PER_SLOT per slot (one
-        running, one leased and waiting for a thread), so it never holds more than it
-        will start soon, yet a lease in flight does not leave a slot idle."""
         self._lanes = max(1, min(LANES_MAX, concurrency // 16))
-        """Leases (and acks) in flight at once per task: a round trip to the broker
+        """Leases (and acks) in flight at once per queue: a round trip to the broker
         waits for a durable write, so one at a time would leave the slots idle."""
-        self._share = min(
-            limits.queue_lease_records_max, -(-HELD_PER_SLOT * concurrency // self._lanes)
+        self.ledger = Ledger(
+            concurrency,
+            runs=chosen,
+            declared=app.tasks,
+            timeouts_ms={task.name: task.timeout_ms for task in app.tasks.values()},
+            feeders=self._lanes * len(self.topics),
         )
+        self._share = min(limits.queue_lease_records_max, -(-self.ledger.room_max // self._lanes))
         """Most jobs one feeder reserves room for in one lease."""
         self._batch_min = max(1, self._share // 2)
         """A feeder leases for at least this many, unless it waited GATHER_S."""
-        self._running: dict[str, _Running] = {}
+        self._lock = threading.Condition()
+        """Guards the ledger and the held jobs; feeders wait on it for room."""
+        self._holding: dict[str, _Holding] = {}
+        self._queues: dict[str, QueueApi] = {}
+        self._visibility_ms: dict[str, int] = {}
         self._stopping = threading.Event()
-        self._drained = threading.Event()
-        """Set once every held job finished: the heartbeat stops."""
-        self._finished = queue.SimpleQueue[_Outcome | None]()
-        """Finished jobs, for the settlers; read only with get() and get_nowait(), never
-        a timed get: on CPython 3.11 that can block forever when several consumers race
-        for an item (the timeout it recomputes goes negative, which means none), and a
-        settler would then hold finished jobs until the next one finishes, past their
-        leases."""
+        self._loops_stop = threading.Event()
+        """Set once drained: the settle, deadline and lease loops end."""
+        self._deadlines_wake = threading.Event()
+        self._leases_wake = threading.Event()
+        self._finished = queue.SimpleQueue[Settle | None]()
+        """Jobs to settle, for the settlers; read only with get() and get_nowait(),
+        never a timed get: on CPython 3.11 that can block forever when several consumers
+        race for an item (the timeout it recomputes goes negative, which means none)."""
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._async_slots: asyncio.Semaphore | None = None
-        self._threads: list[threading.Thread] = []
-        self._visibility_ms: dict[str, int] = {}
+        self._async_runs: dict[str, asyncio.Task[None]] = {}
+        self._children: dict[str, Child] = {}
+        """The child process running each process-isolated job now, by receipt."""
+        self._idle_children: list[Child] = []
+        self._supervisor = Supervisor()
         self._interrupts = 0
+        self._last_lease_s = time.monotonic()
+        self._exit_code = 0
 
     # ------------------------------------------------------------ running
 
     def run(self, install_signals: bool = True) -> int:
-        """Work until `stop()` (or SIGTERM/SIGINT); returns 0 once drained."""
+        """Work until `stop()` (or SIGTERM/SIGINT); 0 once drained, 1 when a loop kept
+        failing. Raises BrookError when the broker cannot be reached within
+        `connect_timeout_s` of the start."""
         if install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
             signal.signal(signal.SIGINT, lambda *_: self._interrupted())
-        for task in self.tasks:
-            bound = self.app.queue_of(task)
-            self._visibility_ms[task.name] = int(bound.queue.settings()["visibility_timeout_ms"])
-        self.app.sync_schedules([task.name for task in self.tasks])
+        self._connect()
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
-            self._async_slots = asyncio.Semaphore(self.concurrency)
-            self._start(self._loop.run_forever, "brook-async")
-        settlers = [self._start(self._settle_loop, f"brook-settle-{n}") for n in range(self._lanes)]
-        heartbeat = self._start(self._heartbeat_loop, "brook-heartbeat")
+            threading.Thread(target=self._loop.run_forever, name="brook-async", daemon=True).start()
+        loops = [
+            self._supervisor.start(f"settle-{n}", self._settle_step, self._loops_stop, _no_wait)
+            for n in range(self._lanes)
+        ]
+        loops.append(
+            self._supervisor.start(
+                "deadlines", self._deadlines_step, self._loops_stop, self._deadlines_wake_wait
+            )
+        )
+        loops.append(
+            self._supervisor.start(
+                "leases", self._leases_step, self._loops_stop, self._leases_wake_wait
+            )
+        )
         feeders = [
-            self._start(functools.partial(self._feed, task), f"brook-feed-{task.name}-{n}")
-            for task in self.tasks
+            self._supervisor.start(
+                f"feed-{topic}-{n}",
+                functools.partial(self._feed_step, _Feeder(topic)),
+                self._stopping,
+                self._stopping.wait,
+            )
+            for topic in self.topics
             for n in range(self._lanes)
         ]
         log.info(
-            "worker started: %d tasks, concurrency %d",
+            "worker started: %d tasks on %d queues, concurrency %d",
             len(self.tasks),
+            len(self.topics),
             self.concurrency,
             extra={"tasks": [t.name for t in self.tasks], "pid": os.getpid()},
         )
-        self._stopping.wait()
+        self._watch()
         for feeder in feeders:
             feeder.join()
-        with self._slots:
-            while self._running:
-                self._slots.wait(0.1)
-        self._drained.set()
-        for _ in settlers:
-            self._finished.put(None)  # one each
-        for settler in settlers:
-            settler.join()
-        heartbeat.join()
+        self._drain()
+        self._loops_stop.set()
+        for _ in range(self._lanes):
+            self._finished.put(None)
+        self._deadlines_wake.set()
+        self._leases_wake.set()
+        for loop in loops:
+            loop.join()
         self._pool.shutdown(wait=True)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+        for child in [*self._idle_children, *self._children.values()]:
+            child.close()
         log.info(
             "worker drained: %d jobs done, %d failed",
             self.stats.acked,
             self.stats.failed,
             extra={"pid": os.getpid()},
         )
-        return 0
+        return self._exit_code
 
     def stop(self) -> None:
         """Drain: lease no more, finish and settle what is held, then `run` returns."""
         self._stopping.set()
-        with self._slots:
-            self._slots.notify_all()
+        with self._lock:
+            self._lock.notify_all()
+
+    def health(self) -> dict[str, Any]:
+        """Loops failing, slots busy, jobs held, seconds since the last lease found jobs."""
+        with self._lock:
+            busy, held = self.ledger.busy, len(self.ledger.held)
+        return {
+            "failing": [f.loop for f in self._supervisor.failing()],
+            "slots_busy": busy,
+            "slots": self.concurrency,
+            "held": held,
+            "last_lease_s": round(time.monotonic() - self._last_lease_s, 1),
+        }
 
     def _interrupted(self) -> None:
         self._interrupts += 1
@@ -209,288 +263,531 @@ class Worker:
         log.info("interrupt: draining (interrupt again to stop at once)")
         self.stop()
 
-    def _start(self, target: Callable[[], None], name: str) -> threading.Thread:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-        return thread
-
-    # ------------------------------------------------------------ leasing
-
-    def _feed(self, task: Task[Any, Any]) -> None:
-        """Lease jobs of `task`. While the task is busy (its last lease found jobs),
-        room for a batch is reserved before the lease and what it did not fill given
-        back. A feeder whose last lease found nothing waits for one job with a room of
-        its own, outside the reserved count: an idle task keeps no room from a busy one,
-        and a busy one cannot keep an idle one from its next job."""
-        bound = self.app.queue_of(task)
-        failures = 0
-        busy = False
-        while not self._stopping.is_set():
-            want, reserved = 1, busy
-            if busy:
-                with self._slots:
-                    while self._free <= 0 and not self._stopping.is_set():
-                        self._slots.wait()
-                    # While jobs run, wait a moment for more slots to free up: one lease
-                    # of many costs what one lease of one does.
-                    deadline = time.monotonic() + GATHER_S
-                    while self._free < self._batch_min and self._running:
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0 or self._stopping.is_set():
-                            break
-                        self._slots.wait(remaining)
-                    want = min(self._free, self._share)
-                    if want <= 0 or self._stopping.is_set():
-                        continue
-                    self._free -= want
-            jobs: list[Job] = []
-            try:
-                # Room reserved is held for one round trip only, never for a wait: a busy
-                # feeder takes what is there now, and waits (for one) as an idle one.
-                wait_s = 0.0 if reserved else self.poll_s
-                jobs = bound.queue.lease(max_records=want, timeout=wait_s)
-                failures = 0
-            except BrookError as exc:
-                failures += 1
-                pause = min(5.0, 0.1 * 2**failures)
-                log.warning("leasing %s failed (%s); again in %.1f s", task.name, exc, pause)
-                self._stopping.wait(pause)
-            finally:
-                if reserved:
-                    self._give_back(want - len(jobs))
-            busy = bool(jobs)
-            for job in jobs:  # held now: they run, even if a drain began meanwhile
-                self._begin(task, job, reserved)
-
-    def _give_back(self, slots: int) -> None:
-        if slots > 0:
-            with self._slots:
-                self._free += slots
-                self._slots.notify_all()
-
-    def _begin(self, task: Task[Any, Any], job: Job, reserved: bool) -> None:
-        running = _Running(task, job, reserved)
-        with self._slots:
-            self._running[job.receipt] = running
-        if task.is_async:
-            assert self._loop is not None
-            asyncio.run_coroutine_threadsafe(self._run_async(running), self._loop)
-        else:
-            self._pool.submit(self._run_sync, running)
-
-    # ------------------------------------------------------------ one job
-
-    def _run_sync(self, running: _Running) -> None:
-        running.started = time.monotonic()
-        try:
-            call = payload.decode_call(running.job.record.value)
-        except ValueError as exc:
-            self._finish(running, _Outcome(running.task, running.job, "discard", reason=str(exc)))
-            return
-        try:
-            value = running.task.fn(*call.args, **call.kwargs)
-        except BaseException as exc:
-            self._finish(running, self._failed(running, exc))
-            return
-        self._finish(running, self._succeeded(running, value))
-
-    async def _run_async(self, running: _Running) -> None:
-        assert self._async_slots is not None
-        async with self._async_slots:
-            await self._run_async_now(running)
-
-    async def _run_async_now(self, running: _Running) -> None:
-        running.started = time.monotonic()
-        try:
-            call = payload.decode_call(running.job.record.value)
-        except ValueError as exc:
-            self._finish(running, _Outcome(running.task, running.job, "discard", reason=str(exc)))
-            return
-        timeout = running.task.timeout_ms
-        try:
-            coroutine = running.task.fn(*call.args, **call.kwargs)
-            if timeout is None:
-                value = await coroutine
-            else:
-                value = await asyncio.wait_for(coroutine, timeout / 1000)
-        except TimeoutError:
-            error = TimeoutError(f"ran longer than timeout_ms ({timeout})")
-            self._finish(running, self._failed(running, error))
-            return
-        except BaseException as exc:
-            self._finish(running, self._failed(running, exc))
-            return
-        self._finish(running, self._succeeded(running, value))
-
-    def _succeeded(self, running: _Running, value: Any) -> _Outcome:
-        if value is None:  # nothing to keep: app.job tells None for it all the same
-            return _Outcome(running.task, running.job, "ack")
-        result, why_not = payload.encode_result(value)
-        if why_not:
-            log.warning("task %s: %s", running.task.name, why_not)
-        return _Outcome(running.task, running.job, "ack", result=result)
-
-    def _failed(self, running: _Running, error: BaseException) -> _Outcome:
-        task, job = running.task, running.job
-        if isinstance(error, Retry):
-            reason = error.reason or "Retry"
-            return _Outcome(task, job, "nack", reason=reason, delay_ms=error.delay_ms)
-        if isinstance(error, Discard):
-            return _Outcome(task, job, "discard", reason=error.reason or "Discard")
-        return _Outcome(task, job, "nack", reason=payload.error_summary(error))
-
-    def _finish(self, running: _Running, outcome: _Outcome) -> None:
-        outcome.ms = (time.monotonic() - (running.started or time.monotonic())) * 1000
-        with self._slots:
-            self._running.pop(running.job.receipt, None)
-            if running.reserved:
-                self._free += 1
-            # Wake the feeders (any of them may take the slots) when it matters to them:
-            # a first free slot, enough for a batch, or nothing left running.
-            if self._free in (1, self._batch_min) or not self._running:
-                self._slots.notify_all()
-            if running.abandoned:
-                return  # failed at its timeout already
-        self._finished.put(outcome)
-
-    # ------------------------------------------------------------ settling
-
-    def _settle_loop(self) -> None:
-        """Settle finished jobs in batches until a None (one per settler) says stop;
-        by then every job has finished, so nothing is left behind."""
-        finished = self._finished
-        while True:
-            first = finished.get()
-            if first is None:
-                return
-            batch = [first]
-            deadline = time.monotonic() + GATHER_S
-            while len(batch) < SETTLE_BATCH_MAX:
-                try:
-                    more = finished.get_nowait()
-                except queue.Empty:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(GATHER_POLL_S)
-                    continue
-                if more is None:
-                    finished.put(None)  # another settler's, or this one's next turn
-                    break
-                batch.append(more)
-            self._settle(batch)
-
-    def _settle(self, batch: list[_Outcome]) -> None:
-        acks: dict[str, list[_Outcome]] = {}
-        for outcome in batch:
-            if outcome.action == "ack":
-                acks.setdefault(outcome.task.name, []).append(outcome)
-            else:
-                self._settle_one(outcome)
-        for done in acks.values():
-            queue_api = self.app.queue_of(done[0].task).queue
-            jobs, results = [o.job for o in done], [o.result for o in done]
-            self._call(functools.partial(queue_api.ack, jobs, results=results), done)
-            self.stats.acked += len(done)
-            for outcome in done:
-                self._log(outcome)
-
-    def _settle_one(self, outcome: _Outcome) -> None:
-        queue_api = self.app.queue_of(outcome.task).queue
-        if outcome.action == "nack":
-            self._call(
-                lambda: queue_api.nack(
-                    outcome.job, delay_ms=outcome.delay_ms, reason=outcome.reason
-                ),
-                [outcome],
-            )
-        else:
-            self._call(lambda: queue_api.discard(outcome.job, reason=outcome.reason), [outcome])
-        self.stats.failed += 1
-        self._log(outcome)
-
-    def _call(self, settle: Callable[[], None], outcomes: list[_Outcome]) -> None:
-        """Settle, trying again while the broker cannot be reached (a settle that
-        landed before its answer was lost then reports the receipts stale)."""
-        for attempt in range(8):
-            try:
-                settle()
-                return
-            except LeaseExpired as exc:
-                self.stats.lost_leases += 1
-                log.warning(
-                    "%d jobs were settled after their leases ended; they may run again (%s)",
-                    len(outcomes),
-                    exc,
+    def _watch(self) -> None:
+        """Until stopped: log health now and then; stop with exit 1 once a loop keeps
+        failing (a worker that cannot lease or settle must not look alive)."""
+        next_health = time.monotonic() + limits.worker_health_log_ms / 1000
+        while not self._stopping.wait(0.5):
+            broken = [
+                f for f in self._supervisor.failing() if f.count >= limits.worker_loop_failures_max
+            ]
+            if broken:
+                log.error(
+                    "worker loop %s failed %d times in a row (%s): stopping with exit 1",
+                    broken[0].loop,
+                    broken[0].count,
+                    broken[0].error,
                 )
+                self._exit_code = 1
+                self.stop()
+            elif time.monotonic() >= next_health:
+                next_health = time.monotonic() + limits.worker_health_log_ms / 1000
+                health = self.health()
+                log.info(
+                    "worker health: %d of %d slots busy, %d jobs held, last lease %.0f s ago",
+                    health["slots_busy"],
+                    health["slots"],
+                    health["held"],
+                    health["last_lease_s"],
+                    extra={"health": health, "pid": os.getpid()},
+                )
+
+    def _drain(self) -> None:
+        """Wait until every held job ran and was settled (a loop that keeps failing
+        cannot settle: then wait no more than a lease's length)."""
+        longest_s = max(self._visibility_ms.values(), default=30_000) / 1000
+        give_up: float | None = None
+        with self._lock:
+            while self.ledger.held:
+                if self._exit_code:
+                    give_up = give_up or time.monotonic() + longest_s
+                    if time.monotonic() >= give_up:
+                        log.error("%d held jobs not settled: they run again", len(self.ledger.held))
+                        return
+                self._lock.wait(0.1)
+
+    def _connect(self) -> None:
+        """Open each queue, writing this worker's settings where they differ from the
+        stored ones (and saying what changed), and store the periodic schedules. While
+        the broker cannot be reached, try again with a pause, saying so, for up to
+        `connect_timeout_s` (0: forever)."""
+        deadline = time.monotonic() + self.connect_timeout_s
+        failures = 0
+        while True:
+            try:
+                for topic in self.topics:
+                    if topic not in self._queues:
+                        queue_api, changed = self.app.claim_queue(topic)
+                        for setting, (stored, declared) in sorted(changed.items()):
+                            log.info(
+                                "queue %s: %s set to %r (it was %r)",
+                                topic,
+                                setting,
+                                declared,
+                                stored,
+                            )
+                        self._visibility_ms[topic] = int(
+                            queue_api.settings()["visibility_timeout_ms"]
+                        )
+                        self._queues[topic] = queue_api
+                self.app.sync_schedules([task.name for task in self.tasks])
                 return
             except BrookError as exc:
                 if exc.status < 500:
+                    raise
+                failures += 1
+                pause = retry_after_s(failures)
+                if self.connect_timeout_s and time.monotonic() + pause > deadline:
+                    raise type(exc)(
+                        f"the broker at {self.app.location} could not be reached within "
+                        f"{self.connect_timeout_s:g} s ({exc.message})"
+                    ) from None
+                log.warning(
+                    "the broker at %s cannot be reached (%s); trying again in %.1f s",
+                    self.app.location,
+                    exc.message,
+                    pause,
+                )
+                if self._stopping.wait(pause):
+                    raise type(exc)("stopped before the broker could be reached") from None
+
+    # ------------------------------------------------------------ leasing
+
+    def _feed_step(self, feeder: _Feeder) -> float:
+        """One lease of `feeder`'s queue; the seconds to pause (0: lease again)."""
+        idle = feeder.idle
+        with self._lock:
+            asked = self.ledger.reserve(1, idle=True) if idle else 0
+            if not asked:
+                idle = False
+                asked = self._reserve_room()
+            if not asked:
+                return 0.0  # stopping
+        jobs: list[Job] = []
+        try:
+            # Room reserved is held for one round trip only, never for a wait: a busy
+            # feeder takes what is there now, and waits (for one) as an idle one.
+            jobs = self._queues[feeder.topic].lease(
+                max_records=asked, timeout=self.poll_s if idle else 0.0
+            )
+            feeder.failures = 0
+        except BrookError as exc:
+            feeder.failures += 1
+            pause = retry_after_s(feeder.failures)
+            log.warning("leasing from %s failed (%s); again in %.1f s", feeder.topic, exc, pause)
+            return pause
+        finally:
+            self._take(feeder.topic, jobs, asked, idle)
+        feeder.idle = not jobs
+        return 0.0
+
+    def _reserve_room(self) -> int:
+        """Room for a busy feeder's next lease (waits for some; 0 when stopping)."""
+        ledger = self.ledger
+        while ledger.room <= 0 and not self._stopping.is_set():
+            self._lock.wait()
+        # While jobs run, wait a moment for more room: one lease of many costs what
+        # one lease of one does.
+        deadline = time.monotonic() + GATHER_S
+        while ledger.room < self._batch_min and ledger.busy and not self._stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._lock.wait(remaining)
+        if self._stopping.is_set():
+            return 0
+        return ledger.reserve(min(ledger.room, self._share))
+
+    def _take(self, topic: str, jobs: list[Job], asked: int, idle: bool) -> None:
+        """Hold the jobs a lease brought (they run, even if a drain began meanwhile)."""
+        holdings = [self._holding_of(job) for job in jobs]
+        leased = [self._leased(topic, holding) for holding in holdings]
+        with self._lock:
+            to_settle = self.ledger.leased(leased, asked, idle, _now_ms())
+            for holding in holdings:
+                self._holding[holding.job.receipt] = holding
+            self._lock.notify_all()
+        if jobs:
+            self._last_lease_s = time.monotonic()
+            self._leases_wake.set()
+        for settle in to_settle:
+            self._finished.put(settle)
+        self._start_ready()
+
+    def _holding_of(self, job: Job) -> _Holding:
+        try:
+            call = payload.decode_call(job.record.value)
+        except ValueError as exc:
+            return _Holding(job, None, None, str(exc))
+        task = self.app.tasks.get(call.task) if call.task in self.ledger.runs else None
+        return _Holding(job, call, task)
+
+    def _leased(self, topic: str, holding: _Holding) -> Leased:
+        job, call = holding.job, holding.call
+        return Leased(
+            job.receipt,
+            topic,
+            call.task if call is not None else None,
+            job.record.key,
+            self._visibility_ms[topic],
+            holding.problem,
+            (job.record.partition, job.record.offset),
+        )
+
+    # ------------------------------------------------------------ one job
+
+    def _start_ready(self) -> None:
+        with self._lock:
+            starting = self.ledger.startable(_now_ms())
+        for held in starting:
+            holding = self._holding[held.leased.receipt]
+            assert holding.task is not None and holding.call is not None
+            if holding.task.is_async and holding.task.isolation != "process":
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(self._start_async, holding)
+            else:
+                self._pool.submit(self._run_sync, holding)
+
+    def _begin(self, holding: _Holding) -> context.JobContext:
+        """The run starts now: its deadline counts from here (the deadline loop is told)."""
+        receipt = holding.job.receipt
+        with self._lock:
+            deadline_ms = self.ledger.begin(receipt, _now_ms())
+        if deadline_ms is not None:
+            self._deadlines_wake.set()
+        assert holding.task is not None
+        record = holding.job.record
+        return context.JobContext(
+            ref=str(JobRef(self._topic_of(receipt), record.partition, record.offset)),
+            task=holding.task.name,
+            attempt=holding.job.attempt,
+            key=record.key,
+            deadline=None
+            if deadline_ms is None
+            else time.time() + (deadline_ms - _now_ms()) / 1000,
+        )
+
+    def _topic_of(self, receipt: str) -> str:
+        return self.ledger.held[receipt].leased.topic
+
+    def _run_sync(self, holding: _Holding) -> None:
+        task, call = holding.task, holding.call
+        assert task is not None and call is not None
+        if task.isolation == "process":
+            self._returned(holding, self._run_in_child(holding))
+            return
+        job = self._begin(holding)
+        token = context.enter(job)
+        try:
+            value = task.fn(*call.args, **call.kwargs)
+        except BaseException as exc:
+            outcome = self._failed(exc)
+        else:
+            outcome = self._succeeded(task, value)
+        finally:
+            context.leave(token)
+        self._returned(holding, outcome)
+
+    def _run_in_child(self, holding: _Holding) -> Outcome:
+        task = holding.task
+        assert task is not None
+        with self._lock:
+            child = self._idle_children.pop() if self._idle_children else Child()
+            self._children[holding.job.receipt] = child
+        job: context.JobContext | None = None
+
+        def started() -> None:
+            nonlocal job
+            job = self._begin(holding)
+
+        record = holding.job.record
+        call = ChildCall(
+            module=task.fn.__module__,
+            qualname=task.fn.__qualname__,
+            value=record.value,
+            ref=str(JobRef(self._topic_of(holding.job.receipt), record.partition, record.offset)),
+            task=task.name,
+            attempt=holding.job.attempt,
+            key=record.key,
+            deadline=None if task.timeout_ms is None else time.time() + task.timeout_ms / 1000,
+        )
+        try:
+            answer = child.run(call, started)
+        finally:
+            with self._lock:
+                self._children.pop(holding.job.receipt, None)
+                self._idle_children.append(child)
+        if answer is None:
+            return Outcome("nack", reason="the task's child process died before it answered")
+        if answer.note:
+            log.warning("task %s: %s", task.name, answer.note)
+        return Outcome(answer.action, answer.result, answer.reason, answer.delay_ms)
+
+    def _start_async(self, holding: _Holding) -> None:
+        """On the event loop: start the run as a task (kept, to be cancelled at the deadline)."""
+        assert self._loop is not None
+        run = self._loop.create_task(self._run_async(holding))
+        self._async_runs[holding.job.receipt] = run
+
+    async def _run_async(self, holding: _Holding) -> None:
+        task, call = holding.task, holding.call
+        assert task is not None and call is not None
+        job = self._begin(holding)
+        token = context.enter(job)
+        try:
+            value = await task.fn(*call.args, **call.kwargs)
+        except asyncio.CancelledError:
+            # Cancelled at its deadline (the ledger has its attempt failed already).
+            outcome = Outcome.timed_out(task.timeout_ms or 0)
+        except BaseException as exc:
+            outcome = self._failed(exc)
+        else:
+            outcome = self._succeeded(task, value)
+        finally:
+            context.leave(token)
+            self._async_runs.pop(holding.job.receipt, None)
+        self._returned(holding, outcome)
+
+    def _succeeded(self, task: Task[Any, Any], value: Any) -> Outcome:
+        if value is None:  # nothing to keep: app.job tells None for it all the same
+            return Outcome("ack")
+        result, why_not = payload.encode_result(value)
+        if why_not:
+            log.warning("task %s: %s", task.name, why_not)
+        return Outcome("ack", result=result)
+
+    @staticmethod
+    def _failed(error: BaseException) -> Outcome:
+        if isinstance(error, Retry):
+            return Outcome("nack", reason=error.reason or "Retry", delay_ms=error.delay_ms)
+        if isinstance(error, Discard):
+            return Outcome("discard", reason=error.reason or "Discard")
+        return Outcome("nack", reason=payload.error_summary(error))
+
+    def _returned(self, holding: _Holding, outcome: Outcome) -> None:
+        with self._lock:
+            settle = self.ledger.returned(holding.job.receipt, _now_ms(), outcome)
+        self._finished.put(settle)
+        self._start_ready()
+
+    # ------------------------------------------------------------ deadlines
+
+    def _deadlines_step(self) -> float:
+        """Fail the runs past their deadline now; the seconds until the next one."""
+        now = _now_ms()
+        with self._lock:
+            overdue = self.ledger.overdue(now)
+            following = self.ledger.next_deadline_ms()
+        for held in overdue:
+            self._stop_run(held, now)
+        return IDLE_WAKE_S if following is None else max(0.0, (following - _now_ms()) / 1000)
+
+    def _stop_run(self, held: Held, now_ms: float) -> None:
+        receipt = held.leased.receipt
+        holding = self._holding[receipt]
+        assert holding.task is not None
+        task = holding.task
+        ran_ms = now_ms - (held.started_ms or now_ms)
+        if task.isolation == "process":
+            child = self._children.get(receipt)
+            if child is not None:
+                child.kill()
+            how = "its process killed"
+        elif task.is_async:
+            run = self._async_runs.get(receipt)
+            if run is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(run.cancel)
+            how = "cancelled"
+        else:
+            how = (
+                "its thread cannot be stopped: the job keeps its slot, lease and key "
+                'until it returns (isolation="process" kills at the deadline)'
+            )
+        log.warning(
+            "%s %s timed out after %.0f ms (timeout_ms %s): %s",
+            task.name,
+            self._ref(held),
+            ran_ms,
+            task.timeout_ms,
+            how,
+            extra={"task": task.name, "job": str(self._ref(held)), "outcome": "timed out"},
+        )
+
+    def _ref(self, held: Held) -> JobRef:
+        record = self._holding[held.leased.receipt].job.record
+        return JobRef(held.leased.topic, record.partition, record.offset)
+
+    def _deadlines_wake_wait(self, seconds: float) -> None:
+        self._deadlines_wake.wait(seconds)
+        self._deadlines_wake.clear()
+
+    # ------------------------------------------------------------ leases kept
+
+    def _leases_step(self) -> float:
+        """Extend the leases due; the seconds until the next falls due."""
+        with self._lock:
+            due = self.ledger.due_extensions(_now_ms())
+        for topic, receipts in due.items():
+            visibility = self._visibility_ms[topic]
+            sent = _now_ms()
+            jobs = [self._holding[r].job for r in receipts if r in self._holding]
+            try:
+                self._queues[topic].extend(jobs, visibility)
+            except LeaseExpired as exc:
+                # The live ones were extended; the others are gone (they run again).
+                self.stats.lost_leases += 1
+                log.warning("a held job's lease ended before it was extended: %s", exc)
+            except BrookError as exc:
+                log.warning("extending leases failed (%s); trying again", exc)
+                return retry_after_s(1)
+            with self._lock:
+                self.ledger.extended(receipts, sent + visibility)
+        with self._lock:
+            following = self.ledger.next_extension_ms()
+        return IDLE_WAKE_S if following is None else max(0.0, (following - _now_ms()) / 1000)
+
+    def _leases_wake_wait(self, seconds: float) -> None:
+        self._leases_wake.wait(seconds)
+        self._leases_wake.clear()
+
+    # ------------------------------------------------------------ settling
+
+    def _settle_step(self) -> float:
+        """Settle one batch of finished jobs (waits for the first); a None (one per
+        settler, once drained) ends the loop."""
+        first = self._finished.get()
+        if first is None:
+            return 0.0  # drained: _loops_stop is set, and the loop ends
+        batch = [first]
+        deadline = time.monotonic() + GATHER_S
+        while len(batch) < SETTLE_BATCH_MAX:
+            try:
+                more = self._finished.get_nowait()
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(GATHER_POLL_S)
+                continue
+            if more is None:
+                self._finished.put(None)  # another settler's, or this one's next turn
+                break
+            batch.append(more)
+        try:
+            self._settle(batch)
+        finally:
+            with self._lock:
+                self.ledger.settled(s.receipt for s in batch)
+                for settle in batch:
+                    self._holding.pop(settle.receipt, None)
+                self._lock.notify_all()
+        return 0.0
+
+    def _settle(self, batch: list[Settle]) -> None:
+        acks: dict[str, list[Settle]] = {}
+        for settle in batch:
+            if settle.outcome.action == "ack":
+                acks.setdefault(settle.topic, []).append(settle)
+            else:
+                self._settle_one(settle)
+        for topic, done in acks.items():
+            queue_api = self._queues[topic]
+            jobs = [self._holding[s.receipt].job for s in done]
+            results = [s.outcome.result for s in done]
+            landed = self._call(functools.partial(queue_api.ack, jobs, results=results))
+            if landed:
+                self.stats.acked += len(done)
+            else:
+                self.stats.ack_failures += len(done)
+            for settle in done:
+                self._log(settle, landed)
+
+    def _settle_one(self, settle: Settle) -> None:
+        queue_api = self._queues[settle.topic]
+        job, outcome = self._holding[settle.receipt].job, settle.outcome
+        action: Callable[[], None]
+        if outcome.action == "nack":
+            action = functools.partial(
+                queue_api.nack, job, delay_ms=outcome.delay_ms, reason=outcome.reason
+            )
+        elif outcome.action == "release":
+            action = functools.partial(
+                queue_api.release, job, delay_ms=outcome.delay_ms, reason=outcome.reason
+            )
+        else:
+            action = functools.partial(queue_api.discard, job, reason=outcome.reason)
+        landed = self._call(action)
+        if outcome.action != "release":
+            self.stats.failed += 1
+        self._log(settle, landed)
+
+    def _call(self, settle: Callable[[], None]) -> bool:
+        """Settle, trying again while the broker cannot be reached; whether it landed
+        (a retry told the receipt is stale may follow a first try that landed before
+        its answer was lost: that counts as not known to have landed)."""
+        for attempt in range(limits.worker_settle_tries_max):
+            try:
+                settle()
+                return True
+            except LeaseExpired as exc:
+                self.stats.lost_leases += 1
+                log.warning("settled after its lease ended (%s)", exc)
+                return False
+            except BrookError as exc:
+                if exc.status < 500:
                     log.error("settling failed: %s", exc)
-                    return
+                    return False
                 log.warning("settling failed (%s); trying again", exc)
                 time.sleep(min(2.0, 0.05 * 2**attempt))
-        log.error("settling %d jobs failed: the broker could not be reached", len(outcomes))
+        log.error("settling failed: the broker could not be reached")
+        return False
 
-    def _log(self, outcome: _Outcome) -> None:
-        if not log.isEnabledFor(logging.INFO):
+    def _log(self, settle: Settle, landed: bool) -> None:
+        outcome = settle.outcome
+        if landed and not log.isEnabledFor(logging.INFO):
             return
-        record = outcome.job.record
-        ref = JobRef(outcome.task.topic, record.partition, record.offset)
-        verb = {"ack": "done", "nack": "failed", "discard": "discarded"}[outcome.action]
-        log.info(
+        holding = self._holding[settle.receipt]
+        record = holding.job.record
+        ref = JobRef(settle.topic, record.partition, record.offset)
+        name = settle.task or "(no task)"
+        verb = {"ack": "done", "nack": "failed", "discard": "dead", "release": "released"}[
+            outcome.action
+        ]
+        if not landed:
+            verb = {
+                "ack": "ran, but its ack failed: it will run again",
+                "nack": "failed, and its nack failed: it runs again once its lease ends",
+                "discard": "not run, and its discard failed",
+                "release": "not run here, and its release failed",
+            }[outcome.action]
+        reason = outcome.reason.splitlines()[0] if outcome.reason else ""
+        log.log(
+            logging.INFO if landed else logging.WARNING,
             "%s %s %s in %.1f ms%s",
-            outcome.task.name,
+            name,
             ref,
             verb,
-            outcome.ms,
-            f": {outcome.reason.splitlines()[0]}" if outcome.reason else "",
+            settle.ran_ms,
+            f": {reason}" if reason else "",
             extra={
-                "task": outcome.task.name,
+                "task": name,
                 "job": str(ref),
-                "attempt": outcome.job.attempt,
+                "attempt": holding.job.attempt,
                 "outcome": verb,
-                "ms": round(outcome.ms, 1),
+                "ms": round(settle.ran_ms, 1),
                 **({"error": outcome.reason} if outcome.reason else {}),
             },
         )
 
-    # ------------------------------------------------------------ leases kept
 
-    def _heartbeat_loop(self) -> None:
-        """Extend the leases of running jobs; fail sync jobs past their timeout."""
-        shortest = min(self._visibility_ms.values())
-        every = max(0.05, min(shortest / 3000, 10.0))
-        while not self._drained.wait(every):
-            now = time.monotonic()
-            by_task: dict[str, list[_Running]] = {}
-            overdue: list[_Running] = []
-            with self._slots:
-                for running in self._running.values():
-                    if running.abandoned:
-                        continue
-                    limit, started = running.task.timeout_ms, running.started
-                    if (
-                        limit is not None
-                        and started is not None
-                        and not running.task.is_async
-                        and (now - started) * 1000 > limit
-                    ):
-                        running.abandoned = True
-                        overdue.append(running)
-                    else:
-                        by_task.setdefault(running.task.name, []).append(running)
-            for running in overdue:
-                error = TimeoutError(f"ran longer than timeout_ms ({running.task.timeout_ms})")
-                outcome = self._failed(running, error)
-                outcome.ms = (now - (running.started or now)) * 1000
-                self._finished.put(outcome)
-            for name, runs in by_task.items():
-                queue_api = self.app.queue_of(runs[0].task).queue
-                try:
-                    queue_api.extend([r.job for r in runs], self._visibility_ms[name])
-                except LeaseExpired as exc:
-                    self.stats.lost_leases += 1
-                    log.warning("a running job's lease ended before it was extended: %s", exc)
-                except BrookError as exc:
-                    log.warning("extending leases failed: %s", exc)
+def _no_wait(seconds: float) -> None:
+    """The settlers wait on their queue, not between steps."""
+
+
+def _check_importable(task: Task[Any, Any]) -> None:
+    """A process-isolated task's child finds the function by module and name: it must
+    be a module-level function."""
+    if "<locals>" in task.fn.__qualname__ or task.fn.__module__ == "__main__":
+        raise ValueError(
+            f'task {task.name}: isolation="process" needs a function defined at the top '
+            "of an importable module (its child process imports it by name)"
+        )

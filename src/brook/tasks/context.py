@@ -1,0 +1,54 @@
+"""`brook.current_job()`: the job a task is running for, seen from inside the task.
+
+Set by the worker around each run (a context variable: each thread and each async
+task sees its own), so a task can tie its log lines to its job, know its attempt,
+and look at its deadline to stop in time (the soft limit of a sync task, which the
+worker cannot interrupt).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """The job being run: its reference (`topic/partition/offset`), task, attempt
+    (1 on the first run), key, and deadline (epoch seconds; None without timeout_ms)."""
+
+    ref: str
+    task: str
+    attempt: int
+    key: bytes | None
+    deadline: float | None
+
+    def time_left(self) -> float | None:
+        """Seconds until the deadline (negative past it); None without timeout_ms."""
+        return None if self.deadline is None else self.deadline - time.time()
+
+
+_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
+    "brook_current_job", default=None
+)
+
+
+def current_job() -> JobContext:
+    """The job this task runs for. Raises RuntimeError outside a job run by a worker
+    (calling a task as a plain function runs no job)."""
+    job = _current.get()
+    if job is None:
+        raise RuntimeError(
+            "no job is running here: brook.current_job() works inside a task a worker runs"
+        )
+    return job
+
+
+def enter(job: JobContext) -> contextvars.Token[JobContext | None]:
+    """Make `job` the current one (the worker, around a run); `leave` with the token."""
+    return _current.set(job)
+
+
+def leave(token: contextvars.Token[JobContext | None]) -> None:
+    _current.reset(token)
