@@ -15,14 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from brook.errors import NotFound
 from brook.tasks import App
 from tests.environment import unmeasured
 from tests.served import SRC
 from tests.tasks.conftest import Workers
-
 
 ROUTED = """
 import asyncio, json, os, time
