@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,13 +117,20 @@ def test_the_settlers_settle_every_finished_job_at_once(app: brook.App) -> None:
             settled[0] += len(batch)
 
     worker._settle = settle  # type: ignore[method-assign]
-    settlers = [threading.Thread(target=worker._settle_loop, daemon=True) for _ in range(4)]
+    worker.ledger.settled = lambda receipts: None  # type: ignore[method-assign,assignment,misc]
+    stopping = threading.Event()
+
+    def settle_loop() -> None:
+        while not stopping.is_set():
+            worker._settle_step()
+
+    settlers = [threading.Thread(target=settle_loop, daemon=True) for _ in range(4)]
     for settler in settlers:
         settler.start()
 
     def finish(count: int) -> None:
         for n in range(count):
-            worker._finished.put(object())  # type: ignore[arg-type]
+            worker._finished.put(types.SimpleNamespace(receipt=f"r{n}"))  # type: ignore[arg-type]
             if n % 7 == 0:
                 time.sleep(0.0001)
 
@@ -141,6 +149,7 @@ def test_the_settlers_settle_every_finished_job_at_once(app: brook.App) -> None:
                 time.sleep(0.001)
             assert settled[0] == sent, f"round {rounds}: {sent - settled[0]} jobs left unsettled"
     finally:
+        stopping.set()
         for _ in settlers:
             worker._finished.put(None)
         for settler in settlers:

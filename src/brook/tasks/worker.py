@@ -154,12 +154,16 @@ class Worker:
         """Set once drained: the settle, deadline and lease loops end."""
         self._deadlines_wake = threading.Event()
         self._leases_wake = threading.Event()
+        self._leases_asleep_until = 0.0
+        """Until when the lease loop sleeps (0 while it works): a lease wakes it only if
+        the new jobs' first extension falls due before that."""
         self._finished = queue.SimpleQueue[Settle | None]()
         """Jobs to settle, for the settlers; read only with get() and get_nowait(),
         never a timed get: on CPython 3.11 that can block forever when several consumers
         race for an item (the timeout it recomputes goes negative, which means none)."""
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
         self._async_runs: dict[str, asyncio.Task[None]] = {}
         self._children: dict[str, Child] = {}
         """The child process running each process-isolated job now, by receipt."""
@@ -181,7 +185,10 @@ class Worker:
         self._connect()
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="brook-async", daemon=True).start()
+            self._loop_thread = threading.Thread(
+                target=self._loop.run_forever, name="brook-async", daemon=True
+            )
+            self._loop_thread.start()
         loops = [
             self._supervisor.start(f"settle-{n}", self._settle_step, self._loops_stop, _no_wait)
             for n in range(self._lanes)
@@ -227,6 +234,9 @@ class Worker:
         self._pool.shutdown(wait=True)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
+            assert self._loop_thread is not None
+            self._loop_thread.join()
+            self._loop.close()
         for child in [*self._idle_children, *self._children.values()]:
             child.close()
         log.info(
@@ -409,7 +419,8 @@ class Worker:
             self._lock.notify_all()
         if jobs:
             self._last_lease_s = time.monotonic()
-            self._leases_wake.set()
+            if self._leases_asleep_until > _now_ms() + self._visibility_ms[topic] / 3:
+                self._leases_wake.set()  # its first extension falls due before the loop wakes
         for settle in to_settle:
             self._finished.put(settle)
         self._start_ready()
@@ -647,8 +658,10 @@ class Worker:
         return IDLE_WAKE_S if following is None else max(0.0, (following - _now_ms()) / 1000)
 
     def _leases_wake_wait(self, seconds: float) -> None:
+        self._leases_asleep_until = _now_ms() + seconds * 1000
         self._leases_wake.wait(seconds)
         self._leases_wake.clear()
+        self._leases_asleep_until = 0.0
 
     # ------------------------------------------------------------ settling
 
