@@ -150,6 +150,20 @@ background_retry_ms_min = 100
 """A background loop that failed runs again after this long, doubling per failure..."""
 background_retry_ms_max = 30_000
 """...up to this long between tries."""
+child_restart_ms_min = 500
+"""A child process that died (a `brook worker --processes` worker, a delivery worker) is
+started again after this long, doubling per quick death in a row (brook/processes.py)..."""
+child_restart_ms_max = 10_000
+"""...up to this long."""
+child_stable_ms = 10_000
+"""A child that lived this long did not die of starting: its death starts the count of
+quick deaths from nothing again."""
+child_quick_deaths_max = 5
+"""A process supervisor gives up (exits non-zero) once one child died this many times
+in a row, each time sooner than child_stable_ms after it started."""
+child_parent_check_ms = 1_000
+"""Where the system has no parent-death signal (not Linux), how often a child looks
+whether its parent is still there."""
 
 # Queue groups.
 visibility_timeout_ms_max = 12 * 60 * 60 * 1000
@@ -166,6 +180,11 @@ queue_lease_records_max = 1_000
 """Most records one lease call hands out; larger counts are capped."""
 queue_reason_chars_max = 4096
 """A nack or discard reason is cut to this many characters."""
+error_group_chars_max = 200
+"""The key dead records are grouped by (queue/error_groups.py) is cut to this many characters."""
+error_groups_cached_max = 4096
+"""A process remembers the group of this many distinct reasons (a queue group looks one up
+on every record that dies or is redriven)."""
 delivery_workers_max = 16
 """Most delivery worker processes a broker starts."""
 endpoint_failing_stored_after_ms = 60_000
@@ -190,6 +209,31 @@ not_before_ms_max = 253_402_300_799_999
 """The latest not-before time a record may carry (the last ms of the year 9999)."""
 rate_per_s_max = 1_000_000.0
 """The most a queue group's rate limits (per key, for the whole group) may allow a second."""
+
+# The task worker (brook/tasks/worker.py, brook/tasks/ledger.py).
+task_argument_depth_max = 100
+"""A task's arguments nested deeper than this are refused at enqueue (and so is a list that
+holds itself): the encoder would give up with a RecursionError (brook/tasks/arguments.py)."""
+worker_release_ms_min = 1_000
+"""A job naming a task this worker does not run (another worker's, `--tasks`) is given
+back for this long, doubling each time the same worker meets it again..."""
+worker_release_ms_max = 60_000
+"""...up to this long."""
+worker_releases_kept_max = 10_000
+"""How many such jobs a worker remembers (the oldest forgotten first) to double their pause."""
+worker_settle_tries_max = 8
+"""A settle (ack, nack) the broker could not take is tried this many times, then given up:
+the job's lease runs out and it runs again."""
+worker_loop_failures_max = 10
+"""A worker loop (feeding, settling, keeping leases) that failed this many times in a
+row with an unexpected error makes the worker exit non-zero rather than hang on."""
+worker_health_log_ms = 60_000
+"""How often a worker logs its health (slots busy, jobs held, last lease)."""
+worker_connect_timeout_ms_default = 60_000
+"""How long a starting worker waits for its broker (`--connect-timeout`; 0: forever)."""
+worker_child_start_ms_max = 60_000
+"""How long a task's child process (isolation="process") may take to start and import
+the task's module."""
 
 # Timers.
 timers_page_default = 100
@@ -301,6 +345,7 @@ _RELATIONS = (
     (queue_lease_records_max <= read_records_max, "a lease fits a read"),
     (poll_records_default <= read_records_max, "a default poll fits a read"),
     (background_retry_ms_min < background_retry_ms_max, "background retry bounds"),
+    (child_restart_ms_min < child_restart_ms_max, "child restart bounds"),
     (endpoint_timeout_ms_min < endpoint_timeout_ms_max, "endpoint timeout bounds"),
     (open_files_min <= open_files_raise_max, "open files bounds"),
     (timer_flush_timers <= timer_unflushed_max, "timers flush before scheduling waits"),

@@ -15,15 +15,14 @@ import enum
 import math
 from typing import Any, NoReturn
 
+from brook import limits
 from brook.errors import BadRequest
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
 """Whole numbers every JSON library in common use reads back exactly (64 bits);
 a larger one goes as a str."""
-DEPTH_MAX = 100
-"""Lists and objects nested deeper than this are refused (and so is a list that
-holds itself): the encoder would give up with a RecursionError."""
+DEPTH_MAX = limits.task_argument_depth_max
 
 _SCALARS = frozenset({str, bool, type(None)})
 _HINTS: dict[str, str] = {
