@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from brook.errors import LeaseExpired
-from brook.queue.group import Change, GroupCore, Position
+from brook.queue.group import Change, GroupCore, Position, group_of
 from brook.queue.lifecycle import Backoff, Settings, State
 from brook.scheduling import Schedule
 
@@ -80,7 +80,7 @@ def ready_since(core: GroupCore, oracle: Oracle, p: Position) -> int:
 def check(core: GroupCore, oracle: Oracle, now: int, context: str) -> None:
     settings = oracle.settings
     indexed = {(p, error) for error, bucket in core.dead_by_error.items() for p in bucket}
-    dead = {(p, job.error) for p, job in core.jobs.items() if job.state is State.DEAD}
+    dead = {(p, group_of(job.error)) for p, job in core.jobs.items() if job.state is State.DEAD}
     assert indexed == dead, f"the dead records' index is off ({context})"
     # Liveness: a ready record is handed out unless it is not due yet, or its key
     # (or the group) is at a limit.

@@ -173,6 +173,11 @@ def test_a_login_with_a_key_then_out(browser: Browser, tmp_path: Path) -> None:
         server.close()
 
 
+OUTER_FRAME = "/srv/app/billing.py:40 in settle"
+TASK_FRAME = "/srv/app/orders.py:12 in charge"
+"""Frames of a task's error summary, outermost first: its group names the innermost."""
+
+
 def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Served) -> None:
     base = origin(served)
     with brook.connect(base) as b:
@@ -181,8 +186,11 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         )
         queue = b.queue("jobs", "workers", max_attempts=1)
         jobs = queue.lease(40, timeout=1)
-        queue.nack(jobs[:25], reason="timeout talking to the bank")
-        queue.nack(jobs[25:], reason="invalid card number")
+        for n, job in enumerate(jobs[:25]):  # as a task's worker leaves them
+            reason = f"TimeoutError: the bank took {n} s\n  {OUTER_FRAME}\n  {TASK_FRAME}"
+            queue.nack(job, reason=reason)
+        for n, job in enumerate(jobs[25:]):  # the ids differ: one group all the same
+            queue.nack(job, reason=f"invalid card number for order {1000 + n}")
         seen = watched(browser)
         visit(seen, base + "/ui/queues")
         row = seen.page.locator('tr[data-queue="jobs/workers"]')
@@ -191,14 +199,18 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
                 expect(row.locator(f'[data-col="{state}"]')).to_have_text(f"{count:,}")
         row.locator("a").click()
         errors = seen.page.locator("table.errors")
-        expect(
-            errors.locator('tr[data-error="timeout talking to the bank"] [data-col="count"]')
-        ).to_have_text("25")
-        expect(
-            errors.locator('tr[data-error="invalid card number"] [data-col="count"]')
-        ).to_have_text("15")
+        # Grouped by the exception and the task's frame, or the reason less its ids.
+        timeouts = errors.locator('tr[data-error="TimeoutError at orders.py:12 in charge"]')
+        expect(timeouts.locator("a").first).to_have_text("TimeoutError at orders.py:12 in charge")
+        expect(timeouts.locator('[data-col="count"]')).to_have_text("25")
+        cards = errors.locator('tr[data-error="invalid card number for order N"]')
+        expect(cards.locator('[data-col="count"]')).to_have_text("15")
+        expect(cards.locator('[data-col="example"]')).to_have_text(
+            "invalid card number for order 1000"
+        )
+        expect(errors.locator("tbody tr")).to_have_count(2)
         # All of one error: a dry run first, then the confirmation.
-        errors.locator('tr[data-error="invalid card number"] a.action').click()
+        cards.locator("a.action").click()
         expect(seen.page.locator("[data-dry-run]")).to_contain_text("15 dead records")
         assert queue.stats()["dead"] == 40  # the dry run changed nothing
         seen.page.click("[data-confirm]")
@@ -219,6 +231,11 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         offset = int(place.split(".")[1])
         expect(first.locator('[data-col="key"]')).to_have_text(f"customer-{offset % 3}")
         expect(first.locator('[data-col="value"]')).to_have_text(f"job {offset}")
+        # Each record's own message; one whole error of the group, frames and all.
+        expect(first.locator('[data-col="error"]')).to_contain_text("TimeoutError: the bank took")
+        example = seen.page.locator("[data-example]")
+        expect(example).to_contain_text("TimeoutError: the bank took")
+        expect(example).to_contain_text(f"  {OUTER_FRAME}\n  {TASK_FRAME}")
         # Settings for people: no Python reprs.
         expect(seen.page.locator('[data-setting="backoff"]')).to_have_text(
             "min_ms 1000, factor 2, max_ms 300000, jitter 0.5"
@@ -226,7 +243,7 @@ def test_dead_records_redriven_by_error_and_by_hand(browser: Browser, served: Se
         expect(seen.page.locator('[data-setting="concurrency_per_key"]')).to_have_text("none")
         # A dead record's trace shows how it died.
         seen.page.locator("table.dead a", has_text="trace").first.click()
-        expect(seen.page.locator("table.trace")).to_contain_text("timeout talking to the bank")
+        expect(seen.page.locator("table.trace")).to_contain_text("TimeoutError: the bank took")
         assert seen.errors == []
         assert seen.outside(base) == []
 

@@ -8,12 +8,15 @@ status log back through `restore`. Time is always passed in.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Hashable, Sequence
 
+from brook import limits
 from brook.errors import LeaseExpired
 from brook.queue import lifecycle as lc
+from brook.queue.error_groups import ErrorGroup, error_group
 from brook.queue.fair import FairQueue
 from brook.queue.lifecycle import JobState, Settings, State, Transition
 from brook.scheduling import Schedule
@@ -29,6 +32,10 @@ _READY, _LEASED, _RETRYING, _ACKED, _DEAD = (
 Position = tuple[int, int]
 """(partition, offset) of a record."""
 Change = tuple[Position, Transition]
+
+group_of = functools.lru_cache(maxsize=limits.error_groups_cached_max)(error_group)
+"""The group of a dead record's error (error_groups.py), remembered: the same few
+reasons come back on every record that dies or is redriven."""
 
 
 class GroupCore:
@@ -53,8 +60,10 @@ class GroupCore:
         self._receipts: dict[str, Position] = {}
         self._serial = 0
         self.dead_by_error: dict[str, dict[Position, None]] = {}
-        """The dead records by the error they died of, in the order the group learned of
-        them: what the dashboard groups and pages through without a scan of every record."""
+        """The dead records by the group of the error they died of (`group_of`: the
+        exception and the task's frame, or the reason with its ids masked), in the order
+        the group learned of them: what the dashboard groups and pages through without a
+        scan of every record."""
 
     # ------------------------------------------------------------ records
 
@@ -331,7 +340,7 @@ class GroupCore:
                 if ordered:
                     core._ready.holding(key)
             elif job.state is State.DEAD:
-                core.dead_by_error.setdefault(job.error, {})[position] = None
+                core.dead_by_error.setdefault(group_of(job.error), {})[position] = None
         core._queue_ready(keys, schedules)
         return core
 
@@ -431,23 +440,35 @@ class GroupCore:
         elif state is _READY and was is not _READY:
             ready.put_back(key, position, self.priorities.get(position, 0))
         elif state is _DEAD:
-            self.dead_by_error.setdefault(job.error, {})[position] = None
+            self.dead_by_error.setdefault(group_of(job.error), {})[position] = None
             if was is not _RETRYING or ordered:
                 ready.release(key)
 
     def _forget_dead(self, position: Position, error: str) -> None:
-        bucket = self.dead_by_error.get(error)
+        group = group_of(error)
+        bucket = self.dead_by_error.get(group)
         if bucket is not None:
             bucket.pop(position, None)
             if not bucket:
-                del self.dead_by_error[error]
+                del self.dead_by_error[group]
 
-    def dead_errors(self) -> list[tuple[str, int]]:
-        """Each error dead records died of, with how many, most first."""
+    def dead_errors(self) -> list[ErrorGroup]:
+        """The groups of the errors dead records died of (error_groups.py), each with
+        how many and the whole error of its first, most first."""
+        jobs = self.jobs
         return sorted(
-            ((error, len(bucket)) for error, bucket in self.dead_by_error.items()),
-            key=lambda pair: (-pair[1], pair[0]),
+            (
+                ErrorGroup(group, len(bucket), jobs[next(iter(bucket))].error)
+                for group, bucket in self.dead_by_error.items()
+            ),
+            key=lambda found: (-found.dead, found.group),
         )
+
+    def dead_in(self, group: str) -> dict[Position, None]:
+        """The dead records of `group` (a key `dead_errors` gives, or a whole error,
+        taken as its group), in the order the group learned of them."""
+        bucket = self.dead_by_error.get(group)
+        return bucket if bucket is not None else self.dead_by_error.get(group_of(group), {})
 
     def _prune_leases(self) -> None:
         """Drop heap entries of leases since settled, so the heap holds about what

@@ -11,6 +11,7 @@ from typing import Any
 
 from brook import limits, validate
 from brook.queue import settings as queue_settings
+from brook.queue.error_groups import ErrorGroup
 from brook.queue.lifecycle import Outcome, Transition
 from brook.queue.shell import QueueGroup
 from brook.records import DeadRecord, Job, JobInfo
@@ -91,15 +92,19 @@ class Queue:
         a look (the dashboard, /metrics) writes nothing."""
         return self._group.counts()
 
-    def dead_errors(self) -> list[tuple[str, int]]:
-        """Each error its dead records died of, with how many, most first."""
+    def dead_errors(self) -> list[ErrorGroup]:
+        """The errors its dead records died of, grouped (by exception type and the
+        task's innermost frame, or by the reason with its ids masked: queue/error_groups.py),
+        as ErrorGroup(group, dead, example): how many are dead, and one whole error of
+        the group; most first."""
         return self._group.dead_errors()
 
     def dead_records(
         self, error: str, after: tuple[int, int] | None = None, limit: int = 100
     ) -> list[DeadRecord]:
-        """Up to `limit` dead records that died of `error`, in the order the group
-        learned of them, from just after `after` ((partition, offset): keyset paging)."""
+        """Up to `limit` dead records of the error group `error` (as `dead_errors` names
+        it; a whole error stands for its group), in the order the group learned of them,
+        from just after `after` ((partition, offset): keyset paging)."""
         return [
             DeadRecord(
                 partition=partition,

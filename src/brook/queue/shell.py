@@ -38,6 +38,7 @@ from brook.errors import LeaseExpired, PartitionNotFound
 from brook.log.partition import PartitionLog
 from brook.queue import replay, status
 from brook.queue import settings as queue_settings
+from brook.queue.error_groups import ErrorGroup
 from brook.queue.group import Change, GroupCore, Position, choosing
 from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition, replayed
 from brook.queue.reader import BatchCache, RecordReader
@@ -525,18 +526,20 @@ class QueueGroup:
             self.tick()
         return self.counts()
 
-    def dead_errors(self) -> list[tuple[str, int]]:
-        """Each error the group's dead records died of, with how many, most first."""
+    def dead_errors(self) -> list[ErrorGroup]:
+        """The groups of the errors the group's dead records died of (error_groups.py),
+        each with how many and one whole error, most first."""
         with self.mutex:
             return self.machine.dead_errors()
 
     def dead_records(
         self, error: str, after: Position | None = None, limit: int = 100
     ) -> list[tuple[Position, JobState]]:
-        """Up to `limit` dead records that died of `error`, in the order the group
-        learned of them, from just after `after` (keyset paging)."""
+        """Up to `limit` dead records of the error group `error` (or of the group of a
+        whole error), in the order the group learned of them, from just after `after`
+        (keyset paging)."""
         with self.mutex:
-            bucket = self.machine.dead_by_error.get(error, {})
+            bucket = self.machine.dead_in(error)
             positions = list(bucket)
             start = 0
             if after is not None and after in bucket:

@@ -9,11 +9,16 @@ can enqueue a job with one append, and `brook consume` shows jobs as they are.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
 import traceback
+from concurrent import futures
 from typing import Any
 
 import msgspec
 
+import brook
 from brook import limits
 from brook.errors import BadRequest
 from brook.tasks import arguments
@@ -74,11 +79,53 @@ def decode_result(raw: bytes | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
+SUMMARY_FRAMES = 5
+"""How many frames of the task's own code (the innermost) an error summary names."""
+
+
 def error_summary(error: BaseException) -> str:
-    """`Type: message` and the innermost frames of the traceback, within the status
-    log's reason bound: what a failed attempt leaves for `app.job(ref).error`."""
+    """`Type: message`, then `  file:line in function` of the innermost frames of the
+    task's own code (innermost last), within the status log's reason bound: what a
+    failed attempt leaves for `app.job(ref).error`, and what its dead record is grouped
+    by (queue/error_groups.py: the type and the last frame). Brook's own frames, and
+    those of the standard library's threads, futures and asyncio that ran the task,
+    are left out; when no other frame is left, the innermost is kept, whatever it is.
+    Over the bound, the outermost frames go first (down to one), then the message."""
     head = f"{type(error).__name__}: {error}"
-    frames = traceback.extract_tb(error.__traceback__)[-5:]
-    lines = [f"  {f.filename}:{f.lineno} in {f.name}" for f in frames]
-    text = "\n".join([head, *lines]) if lines else head
-    return text[: limits.queue_reason_chars_max]
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [frame for frame in frames if not _is_machinery(frame.filename)] or frames[-1:]
+    lines = [f"  {f.filename}:{f.lineno} in {f.name}" for f in own[-SUMMARY_FRAMES:]]
+    return _fitted(head, lines, limits.queue_reason_chars_max)
+
+
+def _fitted(head: str, lines: list[str], chars_max: int) -> str:
+    """`head`, then `lines`, one a line, in at most `chars_max` characters: the frames
+    take at most half (their innermost kept), the message is cut to what is left."""
+    while len(lines) > 1 and sum(len(line) + 1 for line in lines) > chars_max // 2:
+        lines = lines[1:]
+    tail = "".join(f"\n{line}" for line in lines)
+    room = chars_max - len(tail)
+    if len(head) > room:
+        head = head[: max(0, room - 1)] + "…"
+    return (head + tail)[:chars_max]
+
+
+def _machinery_paths() -> tuple[str, ...]:
+    """Where the code that runs a task, but is not the task, lives: Brook's package and
+    the standard library's thread, futures and asyncio machinery (directories end in a
+    separator), as imported and with links resolved. From the modules themselves: a
+    user's own directory may well be called brook."""
+    dirs = [os.path.dirname(str(module.__file__)) for module in (brook, futures, asyncio)]
+    files = [str(threading.__file__)]
+    found: set[str] = set()
+    for resolve in (os.path.abspath, os.path.realpath):
+        found.update(resolve(d) + os.sep for d in dirs)
+        found.update(resolve(f) for f in files)
+    return tuple(sorted(found))
+
+
+_MACHINERY = _machinery_paths()
+
+
+def _is_machinery(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_MACHINERY)

@@ -255,7 +255,7 @@ class Dashboard:
     async def redrive_page(self, visit: Visit, topic: str, group: str) -> Response:
         error = visit.query.get("error", "")
         found = self._user_queue(topic, group)
-        count = dict(found.dead_errors()).get(error, 0)
+        count = next((e.dead for e in found.dead_errors() if e.group == error), 0)
         return self._page("redrive.html", visit, topic=topic, group=group, error=error, count=count)
 
     async def timers(self, visit: Visit) -> Response:

@@ -11,7 +11,7 @@ import base64
 import collections
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from brook import __version__
@@ -349,11 +349,15 @@ class QueuePage:
     settings: dict[str, object]
     out_per_s: float | None
     in_per_s: float | None
-    errors: list[tuple[str, int]]
-    """The errors dead records died of, with how many, most first (at most ERRORS_SHOWN)."""
+    errors: Sequence[tuple[str, int, str]]
+    """The groups of the errors dead records died of (the exception and the task's own
+    frame, or the reason with its ids masked), each with how many and one whole error,
+    most first (at most ERRORS_SHOWN)."""
     error_kinds: int
     error: str | None
-    """The error whose records are listed, if one is chosen."""
+    """The error group whose records are listed, if one is chosen."""
+    example: str
+    """The whole error one of its records died of (a traceback, for a task)."""
     dead: list[DeadShown]
     next_after: str | None
     """Where the next page of `dead` starts ("partition.offset"), if there is one."""
@@ -382,6 +386,8 @@ def queue(
         )
         for d in records[:DEAD_PAGE]
     ]
+    examples = (e[2] for e in errors if e[0] == error)
+    example = next(examples, records[0].error if records else "")
     last = records[DEAD_PAGE - 1] if len(records) > DEAD_PAGE else None
     in_rate, _ = rates.of(topic)
     return QueuePage(
@@ -394,6 +400,7 @@ def queue(
         errors=errors[:ERRORS_SHOWN],
         error_kinds=len(errors),
         error=error,
+        example=example,
         dead=shown,
         next_after=f"{last.partition}.{last.offset}" if last is not None else None,
     )
