@@ -93,6 +93,7 @@ CALLS = [
     ("lease", protocol.lease("t", "g", 1, 0, None)),
     ("ack", protocol.settle("t", "g", "ack", [RECEIPT])),
     ("nack", protocol.settle("t", "g", "nack", [RECEIPT])),
+    ("release", protocol.settle("t", "g", "release", [RECEIPT], delay_ms=100)),
     ("extend", protocol.settle("t", "g", "extend", [RECEIPT], ms=10)),
     ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
     ("trace", protocol.trace("t", "g", 0, 0)),

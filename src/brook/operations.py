@@ -326,6 +326,22 @@ TABLE: tuple[Operation, ...] = (
         },
     ),
     Operation(
+        "release",
+        "POST",
+        QUEUE + "/release",
+        "consume",
+        False,
+        "Give the leases back unused: the attempts are not counted; ready again at once "
+        "or after delay_ms",
+        wire.Settled,
+        wire.NackIn,
+        example={
+            "receipts": ["0.0.1.1.0123abcd"],
+            "delay_ms": 1000,
+            "reason": "no task named refund in this worker",
+        },
+    ),
+    Operation(
         "extend",
         "POST",
         QUEUE + "/extend",

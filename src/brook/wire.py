@@ -513,6 +513,9 @@ class JobInfoOut(Out, omit_defaults=True):
 
 
 class NackIn(SettleIn):
+    """nack and release: the reason, and when the records are due again (nack: the
+    group's backoff by default; release: at once)."""
+
     delay_ms: Annotated[int, Meta(ge=0, le=limits.visibility_timeout_ms_max)] | None = None
 
 

@@ -129,6 +129,53 @@ def test_nack_without_a_delay_waits_for_the_backoff(broker: Any) -> None:
     assert retry.attempt == 2
 
 
+def test_release_later_gives_a_job_back_after_its_delay_with_no_attempt_spent(
+    broker: Any,
+) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers", max_attempts=1)
+    (job,) = q.lease(max_records=1)
+    assert job.attempt == 1
+    started = time.monotonic()
+    q.release(job, delay_ms=200, reason="no task named refund here")
+    early = q.lease(max_records=1, timeout=0)
+    assert early == [] or time.monotonic() - started >= 0.2, "leased before its delay"
+    (again,) = early or q.lease(max_records=1, timeout=5.0)
+    assert time.monotonic() - started >= 0.19
+    assert (again.record.offset, again.attempt) == (job.record.offset, 1)
+    with pytest.raises(LeaseExpired):
+        q.release(job)  # its lease ended with the release
+    q.ack(again)  # max_attempts=1, yet the released lease spent none
+    trace = q.trace(0, job.record.offset)
+    assert [(t.state.value, t.attempt) for t in trace] == [
+        ("leased", 1),
+        ("retrying", 0),
+        ("ready", 0),
+        ("leased", 1),
+        ("acked", 1),
+    ]
+    assert trace[1].reason == "no task named refund here"
+    assert trace[1].until_ms - trace[1].at_ms == 200
+
+
+def test_release_at_once_keeps_the_attempt_count_and_the_last_error(broker: Any) -> None:
+    _fill(broker, "jobs", [b"a"])
+    q = broker.queue("jobs", "workers")
+    (job,) = q.lease(max_records=1)
+    q.nack(job, delay_ms=0, reason="flaky")
+    (second,) = q.lease(max_records=1, timeout=2.0)
+    assert second.attempt == 2
+    with pytest.raises(BadRequest):
+        q.release(second, delay_ms=-1)
+    q.release(second)
+    info = q.job(0, job.record.offset)
+    assert (info.state, info.attempt, info.error) == ("ready", 1, "flaky")
+    (third,) = q.lease(max_records=1, timeout=0)
+    assert third.attempt == 2
+    q.release([], delay_ms=100)  # nothing to release: no call at all
+    q.ack(third)
+
+
 def test_discard_is_dead_at_once_and_redrive_brings_it_back(broker: Any) -> None:
     _fill(broker, "jobs", [b"a", b"b"])
     q = broker.queue("jobs", "workers", dead_letter_topic="graveyard")

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from brook.errors import LeaseExpired
+from brook.errors import BadRequest, LeaseExpired
 from brook.queue import lifecycle as lc
 from brook.queue.lifecycle import Backoff, Settings, State
 
@@ -58,7 +58,7 @@ class OneRecord(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.receipts))
     @rule(
         data=st.data(),
-        action=st.sampled_from(["ack", "nack", "extend", "discard", "release"]),
+        action=st.sampled_from(["ack", "nack", "extend", "discard", "release", "release later"]),
     )
     def settle(self, data: st.DataObject, action: str) -> None:
         receipt = self._receipt(data)
@@ -77,6 +77,12 @@ class OneRecord(RuleBasedStateMachine):
             elif action == "release":
                 self._apply(lc.release(self.job, receipt, self.now))
                 self.deliveries -= 1  # never sent: no delivery, no attempt spent
+            elif action == "release later":
+                delay = data.draw(st.integers(1, 1500), label="delay_ms")
+                self._apply(lc.release(self.job, receipt, self.now, "not mine", delay))
+                self.deliveries -= 1
+                assert self.job.state is State.RETRYING
+                assert self.job.ready_at_ms == self.now + delay
             else:
                 self._apply(lc.discard(self.job, receipt, self.now, "poison"))
         except LeaseExpired:
@@ -94,6 +100,11 @@ class OneRecord(RuleBasedStateMachine):
     def attempts_stay_within_the_limit(self) -> None:
         assert self.job.attempt <= SETTINGS.max_attempts
         assert self.deliveries <= SETTINGS.max_attempts
+
+    @invariant()
+    def the_attempt_counts_deliveries_not_released(self) -> None:
+        if self.job.state is not State.DEAD:
+            assert self.job.attempt == self.deliveries
 
     @invariant()
     def a_leased_record_holds_exactly_the_newest_receipt(self) -> None:
@@ -151,3 +162,64 @@ def test_expire_after_makes_a_record_dead_whatever_its_state() -> None:
     assert result is not None and result[0].state is State.DEAD
     with pytest.raises(LeaseExpired):
         lc.ack(result[0], "r", 5000)
+
+
+def test_release_gives_the_attempt_back_at_once_or_later() -> None:
+    job, _ = lc.lease(lc.new_job(0), SETTINGS, 0, "r1")
+    failed, _ = lc.nack(job, SETTINGS, "r1", 10, "boom", 0, random.Random(0))
+    due = lc.expire(failed, SETTINGS, 10)
+    assert due is not None
+    job, _ = lc.lease(due[0], SETTINGS, 10, "r2")
+    assert job.attempt == 2
+    now, _ = lc.release(job, "r2", 20, "not mine")
+    assert (now.state, now.attempt, now.ready_at_ms, now.error) == (State.READY, 1, 20, "boom")
+    later, moved = lc.release(job, "r2", 20, "not mine", 500)
+    assert (later.state, later.attempt, later.ready_at_ms) == (State.RETRYING, 1, 520)
+    assert later.error == "boom", "a release is no failure: the last error stays"
+    assert moved == lc.Transition(20, State.RETRYING, 1, "not mine", "r2", 520)
+    assert lc.is_available(later, 519) is False
+    assert lc.expire(later, SETTINGS, 519) is None
+    due = lc.expire(later, SETTINGS, 520)
+    assert due is not None and due[0].state is State.READY and due[0].attempt == 1
+    assert due[0].error == "boom"
+    again, _ = lc.lease(due[0], SETTINGS, 520, "r3")
+    assert again.attempt == 2, "the next lease has the attempt number the released one had"
+    zero, _ = lc.release(job, "r2", 20, "not mine", 0)
+    assert zero == now, "a delay of 0 is no delay"
+
+
+def test_release_refuses_a_negative_delay_and_a_stale_receipt() -> None:
+    job, _ = lc.lease(lc.new_job(0), SETTINGS, 0, "r1")
+    with pytest.raises(BadRequest, match="delay_ms"):
+        lc.release(job, "r1", 10, "not mine", -1)
+    with pytest.raises(LeaseExpired):
+        lc.release(job, "r0", 10, "not mine", 100)
+    with pytest.raises(LeaseExpired):
+        lc.release(job, "r1", SETTINGS.visibility_timeout_ms, "not mine", 100)
+
+
+def test_a_record_released_for_later_from_its_first_lease_is_no_redrive_when_due() -> None:
+    """Released later from attempt 1, it is due again at attempt 0: its "retry due"
+    transition must replay as that, not as a redrive (which is also READY at 0)."""
+    job = replayed = lc.new_job(7)
+    job, t1 = lc.lease(job, SETTINGS, 10, "r1")
+    job, t2 = lc.release(job, "r1", 20, "not mine", 100)
+    result = lc.expire(job, SETTINGS, 120)
+    assert result is not None
+    job, t3 = result
+    for transition in (t1, t2, t3):
+        replayed = lc.replay(replayed, transition)
+    assert replayed == job
+    assert (job.state, job.attempt, job.lives, job.since_ms) == (State.READY, 0, 0, 7)
+
+
+def test_a_nack_replays_as_before() -> None:
+    """Replay takes a retrying transition's attempt: a nack's is the job's own, so a
+    log written before releases could wait replays to the same job."""
+    job = replayed = lc.new_job(0)
+    job, t1 = lc.lease(job, SETTINGS, 0, "r1")
+    job, t2 = lc.nack(job, SETTINGS, "r1", 5, "boom", 50, random.Random(0))
+    assert t2.attempt == job.attempt == 1 and t2.receipt is None
+    for transition in (t1, t2):
+        replayed = lc.replay(replayed, transition)
+    assert replayed == job and replayed.error == "boom"

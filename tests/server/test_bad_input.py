@@ -27,6 +27,7 @@ JSON_ROUTES = [
     ("POST", "/v1/topics/t/queues/q/lease"),
     ("POST", "/v1/topics/t/queues/q/ack"),
     ("POST", "/v1/topics/t/queues/q/nack"),
+    ("POST", "/v1/topics/t/queues/q/release"),
     ("POST", "/v1/topics/t/queues/q/extend"),
     ("POST", "/v1/topics/t/queues/q/discard"),
     ("POST", "/v1/topics/t/queues/q/redrive"),

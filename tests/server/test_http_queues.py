@@ -85,6 +85,8 @@ def test_a_lease_long_polls_until_a_record_arrives(served: Served) -> None:
         ("POST", base() + "/ack", {"receipts": [1]}, "bad_request"),
         ("POST", base() + "/extend", {"receipts": ["0.0.1.1.a"]}, "bad_request"),
         ("POST", base() + "/nack", {"receipts": ["0.0.1.1.a"], "delay_ms": -5}, "bad_request"),
+        ("POST", base() + "/release", {"receipts": ["0.0.1.1.a"], "delay_ms": -5}, "bad_request"),
+        ("POST", base() + "/release", {"receipts": ["0.0.1.1.0000000a"]}, "lease_expired"),
         ("POST", base() + "/ack", {"receipts": ["0.0.1.1.0000000a"]}, "lease_expired"),
         ("POST", base() + "/ack", {"receipts": ["0.0.1.1.a"]}, "bad_request"),
         ("GET", base() + "/trace?partition=x&offset=0", None, "bad_request"),
@@ -104,7 +106,8 @@ def test_bad_queue_requests_get_clear_errors(
 def test_the_queue_endpoints_are_in_the_openapi_document(served: Served) -> None:
     _, document = served.request("GET", "/openapi.json")
     paths = document["paths"]
-    for suffix in ("", "/lease", "/ack", "/nack", "/extend", "/discard", "/trace", "/redrive"):
+    suffixes = ("", "/lease", "/ack", "/nack", "/release", "/extend", "/discard", "/trace")
+    for suffix in (*suffixes, "/redrive"):
         assert "/v1/topics/{topic}/queues/{group}" + suffix in paths
 
 
@@ -126,8 +129,9 @@ def test_the_async_client_leases_and_settles(served: Served) -> None:
             assert [t.state.value for t in await q.trace(0, 1)] == ["leased", "leased", "dead"]
             assert await q.redrive() == 1
             (again,) = await q.lease(max_records=5, timeout=1.0)
-            await q.nack(again, delay_ms=0, reason="later")
-            assert (await q.stats())["retrying"] + (await q.stats())["ready"] == 1
+            await q.release(again, delay_ms=60_000, reason="not mine")
+            assert (await q.stats())["retrying"] == 1
+            assert [t.attempt for t in await q.trace(0, 1)][-1] == 0, "no attempt spent"
 
     asyncio.run(work())
 

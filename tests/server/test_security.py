@@ -42,6 +42,7 @@ SCOPES = {
     ("POST", "/v1/topics/{topic}/queues/{group}/lease"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/ack"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/nack"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/release"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/extend"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/discard"): "consume",
     ("GET", "/v1/topics/{topic}/queues/{group}/trace"): "consume",

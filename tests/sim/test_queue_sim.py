@@ -1,5 +1,5 @@
 """A seeded simulation of one queue group: many workers lease, ack, nack, extend,
-discard, crash or wander off; an operator redrives dead records; the broker itself
+discard, release (at once or for later), crash or wander off; an operator redrives dead records; the broker itself
 crashes and rebuilds from its status log. Records carry priorities and not-before
 times; keys have limits. Checked at every step against the lifecycle's promises,
 each computed here from the log alone. Set BROOK_SEED to replay; the seed is printed.
@@ -216,7 +216,11 @@ def test_every_record_ends_exactly_once(case: str) -> None:
         job = core.jobs.get(position)
         live = job is not None and job.receipt == receipt and now < job.lease_until_ms
         try:
-            log.extend(core.settle(now, receipt, action, "boom", None, 500))
+            if action == "release later":  # given back unused, due again after a delay
+                delay = rng.randrange(1, 600)
+                log.extend(core.settle(now, receipt, "release", "not mine", delay))
+            else:
+                log.extend(core.settle(now, receipt, action, "boom", None, 500))
         except LeaseExpired:
             assert not live, f"a live receipt was refused (seed {seed})"
             return
@@ -235,7 +239,8 @@ def test_every_record_ends_exactly_once(case: str) -> None:
         elif roll < 0.93 and held:
             receipt, position = held.pop(rng.randrange(len(held)))
             action = rng.choices(
-                ["ack", "nack", "extend", "discard", "release", "walk off"], [60, 25, 5, 3, 5, 7]
+                ["ack", "nack", "extend", "discard", "release", "release later", "walk off"],
+                [60, 25, 5, 3, 5, 5, 7],
             )[0]
             if action != "walk off":  # a worker that dies keeps its lease until it expires
                 settle(receipt, position, action)

@@ -500,6 +500,9 @@ class AsyncQueue:
     async def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         await self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
 
+    async def release(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        await self._settle("release", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
+
     async def extend(self, jobs: Any, ms: int) -> None:
         await self._settle("extend", jobs, ms=validate.whole(ms, "ms", 1))
 

@@ -396,11 +396,12 @@ def lease(
 
 
 def settle(topic: str, group_name: str, action: str, receipts: list[str], **fields: Any) -> Call:
-    """ack, nack, extend or discard. Not resent: if the first try landed, a second
-    would find its receipts stale and report LeaseExpired for work that was done."""
+    """ack, nack, release, extend or discard. Not resent: if the first try landed, a
+    second would find its receipts stale and report LeaseExpired for work that was done."""
     shapes: dict[str, type[wire.In]] = {
         "ack": wire.AckIn,
         "nack": wire.NackIn,
+        "release": wire.NackIn,
         "extend": wire.ExtendIn,
     }
     given = {k: v for k, v in fields.items() if v is not None}

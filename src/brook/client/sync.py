@@ -490,6 +490,9 @@ class RemoteQueue:
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         self._settle("nack", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
 
+    def release(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        self._settle("release", jobs, delay_ms=delay_ms, reason=validate.reason(reason))
+
     def extend(self, jobs: Any, ms: int) -> None:
         self._settle("extend", jobs, ms=validate.whole(ms, "ms", 1))
 

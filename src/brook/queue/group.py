@@ -255,7 +255,7 @@ class GroupCore:
         elif action == "discard":
             result = lc.discard(job, receipt, now_ms, reason)
         elif action == "release":
-            result = lc.release(job, receipt, now_ms, reason or "released unsent")
+            result = lc.release(job, receipt, now_ms, reason or "released unsent", delay_ms)
         else:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)
@@ -397,7 +397,8 @@ class GroupCore:
         (On every transition: kept to plain dict and heap operations.)
 
         A record counts against its key's limits (fair.py) from the lease that takes
-        it until it is finished, or, where order is not kept, until it waits to retry."""
+        it until it is finished, or, where order is not kept, until it waits to retry
+        (nacked, or released for later)."""
         jobs = self.jobs
         before = jobs[position]
         state, was = job.state, before.state

@@ -73,6 +73,15 @@ class Queue:
         delay = validate.optional_whole(delay_ms, "delay_ms", 0, limits.visibility_timeout_ms_max)
         self._group.settle(validate.receipts(jobs), "nack", validate.reason(reason), delay)
 
+    def release(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
+        """Give the leases back unused: their attempts are not counted, and the records
+        are ready again at once, or after `delay_ms` (for a consumer that leased records
+        it cannot handle itself, so that another may). `reason` goes in the trace.
+        Raises LeaseExpired as ack does."""
+        delay = validate.optional_whole(delay_ms, "delay_ms", 0, limits.visibility_timeout_ms_max)
+        given = validate.reason(reason) or "released"
+        self._group.settle(validate.receipts(jobs), "release", given, delay)
+
     def extend(self, jobs: Any, ms: int) -> None:
         """Keep the leases for `ms` more from now. Raises LeaseExpired as ack does."""
         extend_ms = validate.whole(ms, "ms", 1, limits.visibility_timeout_ms_max)

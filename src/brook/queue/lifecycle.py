@@ -6,20 +6,22 @@
      ▲                    │  │  │
      │ due                │  │  └── discard, or nack / lease expiry on the last attempt,
      │                    │  │      or past expire_after_ms ─────────────────▶ dead
-  retrying ◀── nack ──────┘  │                                                  │
-     ▲                       ├── lease expiry (attempts left): ready at once    │
-     │                       └── release (never sent): ready, attempt not spent │
+  retrying ◀── nack, ─────┘  │                                                  │
+     ▲       release later   ├── lease expiry (attempts left): ready at once    │
+     │                       └── release: ready at once                         │
      └──────────────────────────────────────── redrive (attempts from 0) ◀──────┘
 ```
 
 Attempts count deliveries: the first lease is attempt 1; a nack or an expired
 lease ends an attempt; with `max_attempts=N` a record is delivered at most N
 times, then it is dead. A lease given back unused (`release`: the broker's own
-delivery leases ahead of sending, and gives back what it did not send) is no
-attempt. A receipt names one lease; it is valid only while that
-lease is live. Every function takes the time (`now_ms`) from its caller and
-returns a new `JobState` and the `Transition` to append to the status log; nothing
-is changed in place.
+delivery leases ahead of sending and gives back what it did not send; a task
+worker gives back a job it has no function for) is no attempt: the record is
+ready again at once, or "later", after `delay_ms` (retrying meanwhile, so two
+consumers that cannot handle it do not pass it back and forth in a hot loop).
+A receipt names one lease; it is valid only while that lease is live. Every
+function takes the time (`now_ms`) from its caller and returns a new `JobState`
+and the `Transition` to append to the status log; nothing is changed in place.
 """
 
 from __future__ import annotations
@@ -239,14 +241,28 @@ def discard(job: JobState, receipt: str, now_ms: int, reason: str) -> tuple[JobS
 
 
 def release(
-    job: JobState, receipt: str, now_ms: int, reason: str = "released unsent"
+    job: JobState,
+    receipt: str,
+    now_ms: int,
+    reason: str = "released unsent",
+    delay_ms: int | None = None,
 ) -> tuple[JobState, Transition]:
-    """Give the lease back with its attempt not spent (the record was never sent, or
-    its attempt ended with no outcome, the broker having stopped): ready again at
-    once. The transition names the receipt it ends, which is how `replay` tells it
-    from a redrive."""
+    """Give the lease back with its attempt not spent (the record was never sent, its
+    attempt ended with no outcome, the broker having stopped, or its consumer cannot
+    handle it): ready again at once, or with `delay_ms` > 0 retrying until then. The
+    record's last error stays as it was (this is no failure). The transition names
+    the receipt it ends, which is how `replay` tells it from a redrive or a nack.
+    Raises LeaseExpired, and BadRequest for a negative delay."""
     _live(job, receipt, now_ms)
+    if delay_ms is not None and delay_ms < 0:
+        raise BadRequest(f"delay_ms must be at least 0, not {delay_ms}")
     attempt = job.attempt - 1
+    if delay_ms:
+        due = now_ms + delay_ms
+        later = msgspec.structs.replace(
+            job, state=State.RETRYING, attempt=attempt, receipt=None, ready_at_ms=due
+        )
+        return later, Transition(now_ms, State.RETRYING, attempt, reason, receipt, due)
     ready = msgspec.structs.replace(
         job, state=State.READY, attempt=attempt, receipt=None, ready_at_ms=now_ms
     )
@@ -278,12 +294,20 @@ def replay(job: JobState, transition: Transition) -> JobState:
             return msgspec.structs.replace(
                 job, state=state, attempt=transition.attempt, receipt=None, ready_at_ms=at
             )
-        if transition.attempt == 0:  # redriven: a new life
+        if transition.attempt == 0 and job.state is not State.RETRYING:  # redriven: a new life
             return JobState(State.READY, since_ms=at, ready_at_ms=at, lives=job.lives + 1)
         return msgspec.structs.replace(job, state=state, receipt=None, ready_at_ms=at)
     if state is State.RETRYING:
+        # A nack keeps the attempt and says why it failed; a lease given back for
+        # later (it names its receipt) takes its attempt back and leaves the error.
+        error = job.error if transition.receipt is not None else transition.reason
         return msgspec.structs.replace(
-            job, state=state, receipt=None, ready_at_ms=transition.until_ms, error=transition.reason
+            job,
+            state=state,
+            attempt=transition.attempt,
+            receipt=None,
+            ready_at_ms=transition.until_ms,
+            error=error,
         )
     if state is State.ACKED:
         return msgspec.structs.replace(job, state=state, receipt=None)

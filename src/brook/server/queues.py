@@ -63,7 +63,7 @@ class QueueEndpoints:
         serve(OPERATIONS["put_queue"], self.put)
         serve(OPERATIONS["describe_queue"], self.get)
         serve(OPERATIONS["lease"], self.lease)
-        for action in ("ack", "nack", "extend", "discard"):
+        for action in ("ack", "nack", "release", "extend", "discard"):
             serve(OPERATIONS[action], self._settler(action))
         serve(OPERATIONS["trace"], self.trace)
         serve(OPERATIONS["job"], self.job)
@@ -125,6 +125,7 @@ class QueueEndpoints:
         shapes: dict[str, type[wire.In]] = {
             "ack": wire.AckIn,
             "nack": wire.NackIn,
+            "release": wire.NackIn,
             "extend": wire.ExtendIn,
         }
         shape = shapes.get(action, wire.SettleIn)
@@ -133,7 +134,9 @@ class QueueEndpoints:
             body: Any = decode_request(request.body, shape)
             receipts = body.receipts
             queue = await self._queue(request, topic, group)
-            if isinstance(body, wire.NackIn):
+            if action == "release":
+                await self.run(queue.release, receipts, body.delay_ms, body.reason)
+            elif isinstance(body, wire.NackIn):
                 await self.run(queue.nack, receipts, body.delay_ms, body.reason)
             elif isinstance(body, wire.ExtendIn):
                 await self.run(queue.extend, receipts, body.ms)
