@@ -60,6 +60,9 @@ GATHER_S = 0.005
 more finished jobs, before one call for all of them."""
 GATHER_POLL_S = 0.0005
 """How often a settler gathering a batch looks for more finished jobs."""
+FEED_RETRY_S_MAX = 5.0
+"""A feeder whose lease failed (the broker out of reach) tries again after at most this
+long: a broker back after a restart gets its workers back within seconds."""
 IDLE_WAKE_S = 1.0
 """How long the deadline and lease loops sleep when nothing is held (a new job wakes them)."""
 
@@ -383,7 +386,7 @@ class Worker:
             feeder.failures = 0
         except BrookError as exc:
             feeder.failures += 1
-            pause = retry_after_s(feeder.failures)
+            pause = min(FEED_RETRY_S_MAX, retry_after_s(feeder.failures))
             log.warning("leasing from %s failed (%s); again in %.1f s", feeder.topic, exc, pause)
             return pause
         finally:
