@@ -1,23 +1,25 @@
 """`brook worker MODULE:APP`: run an app's tasks (brook.tasks.worker).
 
-With `--processes P` it starts P worker processes (the same command with
-`--processes 1`), passes SIGTERM and SIGINT on to them, and exits once they all
-have, with the worst of their exit statuses.
+With `--processes P` it runs P worker processes (the same command with
+`--processes 1`) under a `brook.processes.ProcessSupervisor`: a child that dies is
+started again (with a pause that grows while children die young) and logged; SIGTERM
+and SIGINT are passed on to them (they drain) and it exits once they all have, with
+the worst of their exit statuses; the children die with it (even by kill -9). A child
+that fails in a way starting again cannot mend (bad settings, the broker unreachable
+past --connect-timeout) exits with EXIT_NO_RESTART, and the supervisor gives up.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import signal
-import subprocess
 import sys
-from typing import Any
 
 import click
 
-from brook import logs
+from brook import limits, logs
 from brook.errors import BrookError
+from brook.processes import EXIT_NO_RESTART, ProcessSupervisor, die_with_parent
 from brook.tasks import App
 
 
@@ -62,6 +64,14 @@ def load_app(spec: str) -> App:
 )
 @click.option("--tasks", default=None, help="Only these tasks, comma-separated (default: all).")
 @click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0),
+    default=limits.worker_connect_timeout_ms_default / 1000,
+    show_default=True,
+    metavar="SECONDS",
+    help="At start, how long to keep trying to reach the broker before exiting 1 (0: for ever).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -69,45 +79,61 @@ def load_app(spec: str) -> App:
     help="info logs one line per job.",
 )
 def worker(
-    app_spec: str, concurrency: int, processes: int, tasks: str | None, log_level: str
+    app_spec: str,
+    concurrency: int,
+    processes: int,
+    tasks: str | None,
+    connect_timeout: float,
+    log_level: str,
 ) -> None:
     """Run the tasks of the brook.App at MODULE:APP until SIGTERM (which drains:
     held jobs finish, then it exits 0). A second Ctrl-C stops at once."""
+    supervised = die_with_parent()  # a child of `--processes`: it ends with its parent
     logs.setup(log_level)
     if processes > 1:
-        one = ["worker", app_spec, "--concurrency", str(concurrency), "--log-level", log_level]
+        one = ["worker", app_spec, "--concurrency", str(concurrency)]
+        one += ["--connect-timeout", f"{connect_timeout:g}", "--log-level", log_level]
         if tasks:
             one += ["--tasks", tasks]
         config_path = click.get_current_context().find_root().params.get("config_path")
         sys.exit(_supervise(processes, ["--config", config_path, *one] if config_path else one))
+    try:
+        sys.exit(_run_one(app_spec, concurrency, tasks, connect_timeout))
+    except click.ClickException as exc:
+        if not supervised:
+            raise
+        raise _CannotRun(exc.format_message()) from None
+
+
+class _CannotRun(click.ClickException):
+    """A supervised worker's one-line error: its supervisor gives up rather than start
+    it again (the same error would follow)."""
+
+    exit_code = EXIT_NO_RESTART
+
+
+def _run_one(app_spec: str, concurrency: int, tasks: str | None, connect_timeout: float) -> int:
+    """Run one worker process until it drains; its exit status. Click errors for what
+    the user must change, or for a broker that stayed out of reach."""
     from brook.tasks.worker import Worker
 
     app = load_app(app_spec)
     chosen = [name.strip() for name in tasks.split(",") if name.strip()] if tasks else None
     try:
-        runner = Worker(app, concurrency=concurrency, tasks=chosen)
-        code = runner.run()
+        runner = Worker(
+            app, concurrency=concurrency, tasks=chosen, connect_timeout_s=connect_timeout
+        )
+        return runner.run()
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     except BrookError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
     finally:
         app.close()
-    sys.exit(code)
 
 
 def _supervise(processes: int, arguments: list[str]) -> int:
     """Run `brook ARGUMENTS` (one worker process, its options given in full) `processes`
-    times; forward SIGTERM and SIGINT; the worst exit status of them all."""
+    times under a ProcessSupervisor; the exit status (one line logged if it gave up)."""
     command = [sys.executable, "-m", "brook.cli", *arguments]
-    # Their own sessions: a Ctrl-C reaches them once, from here, not also from the terminal.
-    children = [subprocess.Popen(command, start_new_session=True) for _ in range(processes)]
-
-    def forward(signum: int, _: Any) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    return max(abs(child.wait()) for child in children)
+    return ProcessSupervisor(command, processes, name="worker").run()

@@ -3,7 +3,8 @@
 Started by the broker (workers.py) on one end of a socket pair, inherited as FD. It
 reads `Define`, `Forget` and `Attempt` frames, sends each attempt (sender.py) as a task
 of its own, and writes a `Done` frame per attempt as it ends. It keeps no state that
-matters: the end of its input (the broker closed it, or died) ends it, and SIGINT and
+matters: the end of its input (the broker closed it, or died) ends it, the broker's
+end kills it (processes.die_with_parent: a worker stuck in a send too), and SIGINT and
 SIGTERM are the broker's to act on (a Ctrl-C in a terminal reaches the whole process
 group: the broker finishes or gives back what is in flight, then closes this).
 """
@@ -19,6 +20,7 @@ from typing import Any, cast
 
 import uvloop
 
+from brook import processes
 from brook.delivery import addresses
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import ErrorKind, Result
@@ -98,6 +100,7 @@ async def serve(fd: int, allow_private: bool, connections_max: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    processes.die_with_parent()  # killed with the broker, even a broker killed with -9
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     fd, allow_private, connections_max = int(argv[0]), argv[1] == "1", int(argv[2])

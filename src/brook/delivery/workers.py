@@ -6,7 +6,10 @@ breaker, judging the answer, the status log); a worker only does the attempt: ch
 the address, signs, sends, reads the answer (sender.py), and tells the `Result`. So
 the guarantees are the broker's alone: a worker that dies or hangs fails its attempts
 as connection errors or timeouts, which are retried like any other (at least once),
-and is started again for the next attempt.
+and is started again for the next attempt, after the pause of brook.processes.Backoff
+(longer while workers die young; a broker never gives up on them). A worker dies with
+the broker, even one killed with kill -9 (processes.spawn, and die_with_parent in its
+main): it is started from the delivery loop's thread, which lives as long as the loop.
 
 Each worker is `python -m brook.delivery.worker` on one end of a socket pair, speaking
 length-prefixed msgpack frames (below). An endpoint's attempts all go to one worker
@@ -17,6 +20,7 @@ settings are sent to a worker once per version, not with every attempt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
@@ -28,6 +32,7 @@ from typing import cast
 
 import msgspec
 
+from brook import processes
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import ErrorKind, Result
 from brook.records import Record
@@ -37,8 +42,9 @@ log = logging.getLogger("brook.delivery")
 GUARD_S = 15.0
 """Beyond an attempt's own timeout and connect timeout, how long the broker waits for
 its worker before it counts the attempt as timed out (a worker that hangs)."""
-RESTART_PAUSE_S = 1.0
-"""A worker that exited is started again no sooner than this after its last start."""
+REPORT_WAIT_S = 5.0
+"""How long the log line about a worker that closed its connection waits for it to end
+and tell its exit status (it is killed if it has not when the next one starts)."""
 _LENGTH = struct.Struct(">I")
 
 
@@ -147,7 +153,13 @@ class _Worker(asyncio.Protocol):
         self._pending: dict[int, asyncio.Future[Result]] = {}
         self._known: dict[str, Endpoint] = {}
         self._serial = 0
-        self._started_s = -RESTART_PAUSE_S
+        self._backoff = processes.Backoff()
+        self._quick_deaths = 0
+        self._started_s = 0.0
+        self._start_after_s = 0.0
+        """No worker is started before this time (time.monotonic): a pause after one died."""
+        self._closing = False
+        self._reporting: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[None] | None = None
 
     async def ready(self) -> Outbox:
@@ -171,14 +183,15 @@ class _Worker(asyncio.Protocol):
         return self.outbox
 
     async def _start(self) -> None:
-        pause = self._started_s + RESTART_PAUSE_S - time.monotonic()
+        pause = self._start_after_s - time.monotonic()
         if pause > 0:
             await asyncio.sleep(pause)
         self._started_s = time.monotonic()
+        self._closing = False  # (a loop that failed closed it; the next life reuses it)
         await self._reap()
         ours, theirs = socket.socketpair()
         try:
-            self.process = subprocess.Popen(
+            self.process = processes.spawn(
                 [
                     sys.executable,
                     "-m",
@@ -229,15 +242,34 @@ class _Worker(asyncio.Protocol):
                 future.set_result(
                     Result(error=ErrorKind.CONNECTION, error_message="the delivery worker exited")
                 )
-        process = self.process
-        if process is not None:
-            process.poll()  # (never waits: this is the delivery loop's thread)
-            if process.returncode not in (0, None):
-                log.warning(
-                    "delivery worker %d exited with %s; started again for the next attempt",
-                    process.pid,
-                    process.returncode,
+        if self.process is not None and not self._closing:
+            self._died(self.process)
+
+    def _died(self, process: subprocess.Popen[bytes]) -> None:
+        """The worker ended its connection (it exited, or is exiting): when the next one
+        may start, and a line saying how it ended."""
+        self._quick_deaths = self._backoff.quick_deaths(
+            self._quick_deaths, time.monotonic() - self._started_s
+        )
+        delay_s = self._backoff.delay_s(self._quick_deaths)
+        self._start_after_s = time.monotonic() + delay_s
+        self._reporting = asyncio.get_running_loop().create_task(self._report(process, delay_s))
+
+    async def _report(self, process: subprocess.Popen[bytes], delay_s: float) -> None:
+        """Log how the worker ended (its status, or the signal that killed it), once
+        it has: its connection closes a moment before it can be collected."""
+        code = process.poll()
+        if code is None:  # waited for off the loop's thread
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = await asyncio.get_running_loop().run_in_executor(
+                    None, process.wait, REPORT_WAIT_S
                 )
+        log.warning(
+            "delivery worker %d %s; another starts at the next attempt, in %.1f s at the soonest",
+            process.pid,
+            "closed its connection" if code is None else processes.describe_exit(code),
+            delay_s,
+        )
 
     async def send(
         self, endpoint: Endpoint, record: Record, attempt: int, message_id: str, now_ms: int
@@ -282,6 +314,7 @@ class _Worker(asyncio.Protocol):
             self.outbox.put(frame(Forget(name)))
 
     async def close(self) -> None:
+        self._closing = True
         if self.outbox is not None:
             self.outbox.transport.close()  # the worker exits at the end of its input
         await self._reap()
