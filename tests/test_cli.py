@@ -585,5 +585,5 @@ def test_worker_processes_are_started_with_every_option_given(
     assert result.exit_code == 0, result.output
     assert started == [
         ["3", "--config", str(config), "worker", "jobs:app", "--concurrency", "8",
-         "--log-level", "info", "--tasks", "a,b"]
+         "--connect-timeout", "60", "--log-level", "info", "--tasks", "a,b"]
     ]  # fmt: skip
