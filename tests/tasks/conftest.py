@@ -180,7 +180,11 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         served.close()
         served = Served(tmp_path / "data", "--port", port)
 
-    fleet = Workers(tmp_path, served, restart_broker)
+    try:
+        fleet = Workers(tmp_path, served, restart_broker)
+    except BaseException:
+        served.close()
+        raise
     try:
         yield fleet
     finally:
