@@ -55,9 +55,7 @@ def test_five_customers_failing_alike_are_one_group_at_the_tasks_line(app: brook
     assert isinstance(queue, brook.Queue)  # embedded: its dead errors are a look of its own
     groups = queue.dead_errors()
     name = os.path.basename(__file__)
-    assert [(g.group, g.dead) for g in groups] == [
-        (f"ValueError at {name}:{raising} in charge", 5)
-    ]
+    assert [(g.group, g.dead) for g in groups] == [(f"ValueError at {name}:{raising} in charge", 5)]
     assert groups[0].example in errors
     # Redriven by its group: all five go back to work.
     found = queue.dead_records(groups[0].group)
