@@ -6,6 +6,8 @@ started before its broker waits for it."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import importlib
 import json
 import os
@@ -15,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brook.errors import NotFound
+import pytest
+
+from brook.errors import BadRequest, NotFound
 from brook.tasks import App
 from tests.environment import unmeasured
 from tests.served import SRC
@@ -58,6 +62,11 @@ def stuck(order):
     note(fn="stuck", order=order, event="start", pid_child=os.getpid())
     time.sleep(30)
     note(fn="stuck", order=order, event="end")
+
+
+@app.task(options_only=True)
+def set_cache(key, value):
+    note(fn="set_cache", key=key, value=value, types=[type(key).__name__, type(value).__name__])
 
 
 @app.task(timeout_ms=300, max_attempts=1)
@@ -165,6 +174,35 @@ def test_a_sync_timeout_never_lets_two_runs_of_a_key_overlap(workers: Workers) -
         assert "keeps its slot" in timed_out[0]["msg"]
         status = app.job(ref)
         assert status.attempts >= 2 and "TimeoutError" in status.error
+    finally:
+        app.close()
+
+
+def test_arguments_arrive_as_sent_and_parameters_are_never_options(workers: Workers) -> None:
+    """A parameter named `key` is the function's (options_only); a value that JSON would
+    carry as something else is refused at enqueue, naming where it is."""
+    app = _routed(workers)
+    try:
+        set_cache = app.tasks["set_cache"]
+        value = {"a": [1, 2.5, None, True, "x"], "b": {"c": -(2**63)}}
+        ref = set_cache.options(priority=5).enqueue(key="user:7", value=value)
+        for bad, kind in (
+            (datetime.datetime(2026, 1, 1), "datetime"),
+            (b"raw", "bytes"),
+            (decimal.Decimal("1.10"), "Decimal"),
+            ((1, 2), "tuple"),
+            ({1: "a"}, "int"),
+            (float("nan"), "float"),
+        ):
+            with pytest.raises(BadRequest, match=kind):
+                set_cache.enqueue(key="user:8", value={"nested": [bad]})
+        workers.start("--concurrency", "2", app="routed_app:app")
+        (state,) = _wait_done(app, [ref])
+        assert state.state == "acked"
+        (note,) = [n for n in workers.notes() if n.get("fn") == "set_cache"]
+        assert note["key"] == "user:7" and note["value"] == value
+        assert note["types"] == ["str", "dict"]
+        assert app.broker.topic("tasks.set_cache").end_offsets() == {0: 1}
     finally:
         app.close()
 
