@@ -6,6 +6,12 @@ Throughput: N no-op jobs are enqueued first, then the workers start; the rate is
 from the first job done to the last (worker start-up left out, for every system alike),
 by polling what is left. Latency: one job at a time, 20 ms apart, to idle workers; each
 job writes how long after its enqueue call began it started.
+
+Keyed (issue 48), a realistic setting: `brook worker --concurrency 8 --processes 2` on
+a task declared `concurrency_per_key=1`, its jobs spread over 500 keys (customers),
+each a no-op or a 2 ms sleep standing for a call to another service; beside the same
+no-op with no key limit. The same rate, and the CPU each process spent a job over it
+(from /proc).
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ LATENCY_JOBS = 200
 LATENCY_GAP_S = 0.02
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "128"))
 """Worker threads per process for the no-op jobs (Brook and huey)."""
+KEYED_JOBS = 20_000
+KEYS = 500
+KEYED_CONCURRENCY = 8
+KEYED_PROCESSES = 2
+IO_MS = 2
 
 BROOK_APP = """
 import os, time
@@ -49,6 +60,28 @@ def noop():
 def stamp(sent):
     with open(os.environ["LATENCY_FILE"], "a") as f:
         f.write(f"{time.time() - sent}\\n")
+"""
+
+KEYED_APP = f"""
+import os, time
+import brook
+
+app = brook.App(os.environ["BROOK_URL"])
+
+
+@app.task(concurrency_per_key=1)
+def keyed_noop(order):
+    return None
+
+
+@app.task(concurrency_per_key=1)
+def keyed_io(order):
+    time.sleep({IO_MS / 1000})  # stands for a call to another service
+
+
+@app.task
+def unlimited_noop(order):
+    return None
 """
 
 PLAIN_TASKS = """
@@ -92,14 +125,21 @@ def _env(folder: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def _rate(left: Callable[[], int], total: int, timeout_s: float = 300) -> float:
-    """Jobs/s from the first job done to the last, polling how many are left."""
+def _rate(
+    left: Callable[[], int],
+    total: int,
+    timeout_s: float = 300,
+    on_first: Callable[[], object] = lambda: None,
+) -> float:
+    """Jobs/s from the first job done to the last, polling how many are left;
+    `on_first` is called once the first is done."""
     deadline = time.monotonic() + timeout_s
     while left() >= total:
         if time.monotonic() > deadline:
             raise RuntimeError("no job was done")
         time.sleep(0.002)
     first, at_first = time.monotonic(), left()
+    on_first()
     while (remaining := left()) > 0:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{remaining} jobs were never done")
@@ -187,6 +227,84 @@ def brook_trial(processes: int) -> tuple[float, float, float]:
         sys.modules.pop("bench_tasks", None)
         sys.path.remove(str(folder))
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def keyed_trial(task_name: str) -> tuple[float, float, float]:
+    """(jobs/s, server CPU us a job, workers' CPU us a job) of KEYED_JOBS jobs of
+    `task_name` over KEYS keys, run by `brook worker --concurrency KEYED_CONCURRENCY
+    --processes KEYED_PROCESSES`."""
+    folder = scratch().resolve()
+    (folder / "bench_keyed.py").write_text(KEYED_APP)
+    server, port = brook_serve(folder / "data")
+    url = f"http://127.0.0.1:{port}"
+    env = _env(folder, BROOK_URL=url)
+    sys.path.insert(0, str(folder))
+    os.environ["BROOK_URL"] = url
+    import bench_keyed
+
+    del os.environ["BROOK_URL"]
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        app = bench_keyed.app
+        task = app.tasks[task_name]
+        # The group's settings as the worker declares them, before any job is leased.
+        queue, _ = app.claim_queue(task.topic)
+        expected = task.settings["concurrency_per_key"]
+        assert queue.settings().get("concurrency_per_key") == expected, queue.settings()
+        # One batch per key; the broker leases keys round-robin (queue/fair.py), so
+        # the order in the log does not matter.
+        per_key = KEYED_JOBS // KEYS
+        for k in range(KEYS):
+            calls = [((f"order-{k}-{n}",), {}) for n in range(per_key)]
+            task.options(key=f"customer-{k}").enqueue_many(calls)
+        total = per_key * KEYS
+        command = [
+            sys.executable, "-m", "brook.cli", "worker", "bench_keyed:app", "--tasks", task_name,
+            "--concurrency", str(KEYED_CONCURRENCY), "--processes", str(KEYED_PROCESSES),
+            "--log-level", os.environ.get("BENCH_WORKER_LOG", "warning"),
+        ]  # fmt: skip
+        workers = [subprocess.Popen(command, cwd=folder, env=env)]
+
+        def left() -> int:
+            return total - queue.stats()["acked"]
+
+        # CPU from the first job done to the last, as the rate (start-up left out).
+        pids = {"server": [server.pid]}
+        at_first: dict[str, float] = {}
+
+        def first_done() -> None:
+            pids["workers"] = _children(workers[0].pid)
+            assert len(pids["workers"]) == KEYED_PROCESSES, pids
+            at_first.update({name: _cpu_s(p) for name, p in pids.items()})
+            at_first["left"] = left()
+
+        rate = _rate(left, total, on_first=first_done)
+        server_us = (_cpu_s(pids["server"]) - at_first["server"]) / at_first["left"] * 1e6
+        workers_us = (_cpu_s(pids["workers"]) - at_first["workers"]) / at_first["left"] * 1e6
+        app.close()
+        return rate, server_us, workers_us
+    finally:
+        _stop_all(workers)
+        stop(server)
+        sys.modules.pop("bench_keyed", None)
+        sys.path.remove(str(folder))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (the worker processes under `--processes`)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()]
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes spent so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
 
 
 # ------------------------------------------------------------------ RQ on redis-server
@@ -319,6 +437,12 @@ def main() -> str:
         ("huey 1 process", lambda: huey_trial(1)),
         ("huey 2 processes", lambda: huey_trial(2)),
     ]
+    keyed: dict[str, list[tuple[float, float, float]]] = {}
+    keyed_steps = [
+        ("no-op, `concurrency_per_key=1`", "keyed_noop"),
+        (f"{IO_MS} ms sleep, `concurrency_per_key=1`", "keyed_io"),
+        ("no-op, no key limit", "unlimited_noop"),
+    ]
     for _ in range(TRIALS):
         for name, step in steps:
             result = step()
@@ -326,6 +450,14 @@ def main() -> str:
             print(
                 f"tasks {name}: {result[0]:,.0f} jobs/s, latency p50 {result[1]:.1f} ms "
                 f"p99 {result[2]:.1f} ms",
+                flush=True,
+            )
+        for name, task_name in keyed_steps:
+            result = keyed_trial(task_name)
+            keyed.setdefault(name, []).append(result)
+            print(
+                f"tasks keyed {name}: {result[0]:,.0f} jobs/s, CPU a job: server "
+                f"{result[1]:.0f} us, workers {result[2]:.0f} us",
                 flush=True,
             )
 
@@ -369,7 +501,25 @@ def main() -> str:
         f"{brook_2 / huey_best:.1f}x huey's best here; 2 processes are {brook_2 / brook_1:.2f}x "
         "one.",
         "",
+        f"Keyed: `brook worker --concurrency {KEYED_CONCURRENCY} --processes "
+        f"{KEYED_PROCESSES}` (one command; {KEYED_PROCESSES} worker processes under its "
+        f"supervisor), {KEYED_JOBS:,} jobs over {KEYS} keys ({KEYED_JOBS // KEYS} each) "
+        "enqueued ahead, one task per run (`--tasks`); jobs/s from the first job done to the "
+        "last, and the CPU (user and system, /proc) each side spent a job over the same span "
+        f"(workers: both processes together). Medians of {TRIALS} trials, interleaved with "
+        "the above.",
+        "",
+        "| task | jobs/s (median) | trials | server CPU a job | workers' CPU a job |",
+        "| --- | ---: | --- | ---: | ---: |",
     ]
+    for name, results in keyed.items():
+        rates = ", ".join(f"{r[0]:,.0f}" for r in results)
+        lines.append(
+            f"| {name} | {statistics.median(r[0] for r in results):,.0f} | {rates} | "
+            f"{statistics.median(r[1] for r in results):.0f} us | "
+            f"{statistics.median(r[2] for r in results):.0f} us |"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
