@@ -71,18 +71,18 @@ def test_a_thread_past_its_deadline_keeps_its_slot_and_lease_until_it_returns() 
     ledger.check()
 
 
-def test_room_is_given_back_only_once_a_job_is_settled() -> None:
+def test_room_is_given_back_once_a_job_finished_and_its_lease_kept_until_settled() -> None:
     ledger = _ledger(slots=1, held_per_slot=2)
     assert ledger.reserve(5) == 2
     assert ledger.reserve(1) == 0
     ledger.leased([_job(1)], 2, False, 0)
     assert ledger.room == 1
     ledger.startable(0)
-    ledger.begin("r1", 0)
     ledger.returned("r1", 1, Outcome("ack"))
-    assert ledger.room == 1
-    ledger.settled(["r1"])
     assert ledger.room == 2
+    assert "r1" in ledger.held and ledger.due_extensions(1_000) == {"q": ["r1"]}
+    ledger.settled(["r1"])
+    assert ledger.room == 2 and not ledger.held
     ledger.check()
 
 

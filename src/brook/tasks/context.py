@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -29,9 +30,11 @@ class JobContext:
         return None if self.deadline is None else self.deadline - time.time()
 
 
-_current: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
-    "brook_current_job", default=None
+_current: contextvars.ContextVar[Callable[[], JobContext] | JobContext | None] = (
+    contextvars.ContextVar("brook_current_job", default=None)
 )
+"""The job, or how to make it: a worker sets a maker (most tasks never ask, and a
+JobContext per job costs the worker's hot path)."""
 
 
 def current_job() -> JobContext:
@@ -42,13 +45,17 @@ def current_job() -> JobContext:
         raise RuntimeError(
             "no job is running here: brook.current_job() works inside a task a worker runs"
         )
-    return job
+    return job if isinstance(job, JobContext) else job()
 
 
-def enter(job: JobContext) -> contextvars.Token[JobContext | None]:
-    """Make `job` the current one (the worker, around a run); `leave` with the token."""
+_Token = contextvars.Token[Callable[[], JobContext] | JobContext | None]
+
+
+def enter(job: JobContext | Callable[[], JobContext]) -> _Token:
+    """Make `job` (or what makes it when asked) the current one (the worker, around a
+    run); `leave` with the token."""
     return _current.set(job)
 
 
-def leave(token: contextvars.Token[JobContext | None]) -> None:
+def leave(token: _Token) -> None:
     _current.reset(token)

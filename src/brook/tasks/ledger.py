@@ -21,9 +21,10 @@ checks what the worker promises (docs/TASKS.md):
   first come first served. A job keeps its slot until its run returns, even past its
   deadline: a sync thread cannot be stopped, so it keeps its slot, its lease
   (extended) and so its key until it really ends — never two runs of one job or key.
-- **Room.** The worker holds at most `held_per_slot` jobs per slot (Celery's
-  prefetch) on reserved room, plus at most one per feeder waiting idle for work.
-  Room is given back only once a job is settled (its ack durable).
+- **Room.** The worker holds at most `held_per_slot` jobs per slot waiting or
+  running (Celery's prefetch) on reserved room, plus at most one per feeder waiting
+  idle for work. A job's room is free again once it finished running (or will not run
+  here); it stays held, its lease kept, until it is settled.
 - **Deadlines.** A run past its task's `timeout_ms` is *overdue*: its attempt is
   failed at once (the worker cancels an async run, kills a process one, logs a
   thread one), and settled as failed when its run ends.
@@ -53,7 +54,7 @@ class Stage(enum.Enum):
     __hash__ = object.__hash__
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Leased:
     """A job as leased: what the ledger needs of it."""
 
@@ -69,7 +70,7 @@ class Leased:
     """(partition, offset): the job, across leases (for the release pause)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How a job ends: the call that settles it."""
 
@@ -84,7 +85,7 @@ class Outcome:
         return Outcome("nack", reason=f"TimeoutError: ran longer than timeout_ms ({timeout_ms})")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Settle:
     """A job to settle now, with its outcome."""
 
@@ -96,7 +97,7 @@ class Settle:
     """How long it ran (0 when it never ran)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """One job the worker holds."""
 
@@ -120,12 +121,15 @@ class Ledger:
         timeouts_ms: dict[str, int | None] | None = None,
         feeders: int = 1,
         held_per_slot: int = HELD_PER_SLOT,
+        deadline_at_begin: Iterable[str] = (),
     ) -> None:
         assert slots >= 1 and feeders >= 1 and held_per_slot >= 1
         self.slots = slots
         self.runs = frozenset(runs)
         self.declared = frozenset(declared) | self.runs
         self.timeouts_ms = dict(timeouts_ms or {})
+        self.deadline_at_begin = frozenset(deadline_at_begin)
+        """Tasks whose deadline counts from `begin`, not from the start of their slot."""
         self.feeders = feeders
         self.room_max = held_per_slot * slots
         self.room = self.room_max
@@ -180,9 +184,19 @@ class Ledger:
             if outcome is None:
                 self._waiting[job.receipt] = None
             else:
-                held.stage, held.outcome = Stage.FINISHED, outcome
+                held.outcome = outcome
+                self._finish(held)
                 now_settle.append(Settle(job.receipt, job.topic, job.task, outcome, 0.0))
         return now_settle
+
+    def _finish(self, held: Held) -> None:
+        """The job is done with here (ran, or will not run here): its room is free for
+        the next, though it stays held, its lease kept, until it is settled."""
+        held.stage = Stage.FINISHED
+        if held.reserved:
+            self.room += 1
+        else:
+            self.idle_held -= 1
 
     def _dispatch(self, job: Leased) -> Outcome | None:
         """None: run it here; otherwise how it ends without running here."""
@@ -211,20 +225,24 @@ class Ledger:
     # ------------------------------------------------------------ runs
 
     def startable(self, now_ms: float) -> list[Held]:
-        """Waiting jobs given a free slot now, in the order leased. Each holds its
-        slot from now; its deadline counts from `begin`."""
+        """Waiting jobs given a free slot now, in the order leased: each starts now, its
+        deadline counted from now (from `begin` for a task in `deadline_at_begin`)."""
         started: list[Held] = []
         while self._waiting and self.busy < self.slots:
             receipt, _ = self._waiting.popitem(last=False)
             held = self.held[receipt]
             held.stage, held.started_ms = Stage.RUNNING, now_ms
+            task = held.leased.task or ""
+            if task not in self.deadline_at_begin:
+                timeout = self.timeouts_ms.get(task)
+                held.deadline_ms = None if timeout is None else now_ms + timeout
             self.busy += 1
             started.append(held)
         return started
 
     def begin(self, receipt: str, now_ms: float) -> float | None:
-        """The job's function is called now (its thread, event loop or child process
-        has it): its deadline counts from here. The deadline, or None."""
+        """The job's function is called only now (its child process had to start
+        first): its deadline counts from here. The deadline, or None."""
         held = self.held[receipt]
         assert held.stage is Stage.RUNNING, f"{receipt} begun while {held.stage}"
         held.started_ms = now_ms
@@ -241,21 +259,16 @@ class Ledger:
         self.busy -= 1
         if held.stage is Stage.RUNNING:
             held.outcome = outcome
-        held.stage = Stage.FINISHED
+        self._finish(held)
         assert held.outcome is not None
         ran = now_ms - held.started_ms
         return Settle(receipt, held.leased.topic, held.leased.task, held.outcome, ran)
 
     def settled(self, receipts: Iterable[str]) -> None:
-        """The jobs are settled (or given up: their leases run out): forget them and
-        free their room."""
+        """The jobs are settled (or given up: their leases run out): forget them."""
         for receipt in receipts:
             held = self.held.pop(receipt)
             assert held.stage is Stage.FINISHED, f"{receipt} settled while {held.stage}"
-            if held.reserved:
-                self.room += 1
-            else:
-                self.idle_held -= 1
 
     # ------------------------------------------------------------ time
 
@@ -307,16 +320,22 @@ class Ledger:
     # ------------------------------------------------------------ checks
 
     @property
+    def unfinished(self) -> int:
+        """Jobs running or waiting for a slot."""
+        return self.busy + len(self._waiting)
+
+    @property
     def running(self) -> int:
         return sum(1 for h in self.held.values() if h.stage in (Stage.RUNNING, Stage.OVERDUE))
 
     def check(self) -> None:
         """Assert the ledger's invariants (the simulation calls it after every step)."""
-        on_room = sum(1 for h in self.held.values() if h.reserved)
+        live = [h for h in self.held.values() if h.stage is not Stage.FINISHED]
+        on_room = sum(1 for h in live if h.reserved)
         assert self.room + self.reserved_out + on_room == self.room_max, "room leaked"
         assert 0 <= self.room <= self.room_max
         assert self.busy == self.running <= self.slots, "slots miscounted"
-        idle = len(self.held) - on_room
+        idle = len(live) - on_room
         assert idle == self.idle_held, "idle jobs miscounted"
         assert idle + self.idle_out <= self.feeders, f"{idle} held idle, {self.feeders} feeders"
         waiting = [r for r, h in self.held.items() if h.stage is Stage.WAITING]

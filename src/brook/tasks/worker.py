@@ -3,9 +3,12 @@
 The decisions are the ledger's (tasks/ledger.py: dispatch, slots, room, deadlines,
 leases to extend); this module is its shell: threads, the broker's calls, the clock.
 
-- **Loops.** Feeders (a few per queue) lease; settlers ack, nack, discard and
-  release in batches; a deadline loop fails runs past `timeout_ms` within
-  milliseconds; a lease loop extends every held job's lease. Each runs under
+- **Loops.** Feeders (a few per queue) lease; an ends loop takes the runs that
+  ended and hands their slots to the jobs waiting (task threads take no lock: a
+  hundred of them contending for the ledger's starved the feeders and settlers);
+  settlers ack, nack, discard and release in batches; a deadline loop fails runs
+  past `timeout_ms` within milliseconds; a lease loop extends every held job's
+  lease. Each runs under
   `brook.supervisor`: an unexpected error is logged and the loop goes on after a
   pause; a loop that keeps failing (`worker_loop_failures_max` in a row) makes the
   worker exit 1 rather than hang on quietly. The broker out of reach is expected:
@@ -67,7 +70,7 @@ IDLE_WAKE_S = 1.0
 """How long the deadline and lease loops sleep when nothing is held (a new job wakes them)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Holding:
     """A held job as the shell knows it: the lease, the call it carries, its task."""
 
@@ -77,6 +80,11 @@ class _Holding:
     """The task this worker runs it with; None when it does not run it."""
     problem: str = ""
     """Why its record is not a task's call (when `call` is None)."""
+
+
+_ACKED = Outcome("ack")
+_Ended = tuple[_Holding, Outcome, float]
+"""A run that ended: the job, its outcome, when (ms, monotonic)."""
 
 
 @dataclass
@@ -133,7 +141,7 @@ class Worker:
         self.poll_s = poll_s
         self.connect_timeout_s = connect_timeout_s
         self.stats = _Stats()
-        self._lanes = max(1, min(LANES_MAX, concurrency // 16))
+        self._lanes = max(1 if concurrency < 4 else 2, min(LANES_MAX, concurrency // 16))
         """Leases (and acks) in flight at once per queue: a round trip to the broker
         waits for a durable write, so one at a time would leave the slots idle."""
         self.ledger = Ledger(
@@ -142,6 +150,7 @@ class Worker:
             declared=app.tasks,
             timeouts_ms={task.name: task.timeout_ms for task in app.tasks.values()},
             feeders=self._lanes * len(self.topics),
+            deadline_at_begin=[t.name for t in app.tasks.values() if t.isolation == "process"],
         )
         self._share = min(limits.queue_lease_records_max, -(-self.ledger.room_max // self._lanes))
         """Most jobs one feeder reserves room for in one lease."""
@@ -160,6 +169,8 @@ class Worker:
         self._leases_asleep_until = 0.0
         """Until when the lease loop sleeps (0 while it works): a lease wakes it only if
         the new jobs' first extension falls due before that."""
+        self._ended = queue.SimpleQueue[_Ended | None]()
+        """Runs that ended, for the ends loop (it alone applies them to the ledger)."""
         self._finished = queue.SimpleQueue[Settle | None]()
         """Jobs to settle, for the settlers; read only with get() and get_nowait(),
         never a timed get: on CPython 3.11 that can block forever when several consumers
@@ -196,6 +207,7 @@ class Worker:
             self._supervisor.start(f"settle-{n}", self._settle_step, self._loops_stop, _no_wait)
             for n in range(self._lanes)
         ]
+        loops.append(self._supervisor.start("ends", self._ends_step, self._loops_stop, _no_wait))
         loops.append(
             self._supervisor.start(
                 "deadlines", self._deadlines_step, self._loops_stop, self._deadlines_wake_wait
@@ -228,6 +240,7 @@ class Worker:
             feeder.join()
         self._drain()
         self._loops_stop.set()
+        self._ended.put(None)
         for _ in range(self._lanes):
             self._finished.put(None)
         self._deadlines_wake.set()
@@ -416,9 +429,11 @@ class Worker:
         holdings = [self._holding_of(job) for job in jobs]
         leased = [self._leased(topic, holding) for holding in holdings]
         with self._lock:
-            to_settle = self.ledger.leased(leased, asked, idle, _now_ms())
+            now = _now_ms()
+            to_settle = self.ledger.leased(leased, asked, idle, now)
             for holding in holdings:
                 self._holding[holding.job.receipt] = holding
+            starting = self.ledger.startable(now)
             self._lock.notify_all()
         if jobs:
             self._last_lease_s = time.monotonic()
@@ -426,7 +441,7 @@ class Worker:
                 self._leases_wake.set()  # its first extension falls due before the loop wakes
         for settle in to_settle:
             self._finished.put(settle)
-        self._start_ready()
+        self._dispatch(starting)
 
     def _holding_of(self, job: Job) -> _Holding:
         try:
@@ -450,29 +465,29 @@ class Worker:
 
     # ------------------------------------------------------------ one job
 
-    def _start_ready(self) -> None:
-        with self._lock:
-            starting = self.ledger.startable(_now_ms())
+    def _dispatch(self, starting: list[Held]) -> None:
+        """Send jobs just started to where they run: async ones to the event loop, the
+        others to the pool (a thread a slot: each starts at once)."""
+        timed = False
         for held in starting:
             holding = self._holding[held.leased.receipt]
-            assert holding.task is not None and holding.call is not None
-            if holding.task.is_async and holding.task.isolation != "process":
+            task = holding.task
+            assert task is not None and holding.call is not None
+            timed = timed or held.deadline_ms is not None
+            if task.is_async and task.isolation != "process":
                 assert self._loop is not None
-                self._loop.call_soon_threadsafe(self._start_async, holding)
+                self._loop.call_soon_threadsafe(self._start_async, holding, held.deadline_ms)
             else:
-                self._pool.submit(self._run_sync, holding)
-
-    def _begin(self, holding: _Holding) -> context.JobContext:
-        """The run starts now: its deadline counts from here (the deadline loop is told)."""
-        receipt = holding.job.receipt
-        with self._lock:
-            deadline_ms = self.ledger.begin(receipt, _now_ms())
-        if deadline_ms is not None:
+                self._pool.submit(self._run_sync, holding, held.deadline_ms)
+        if timed:
             self._deadlines_wake.set()
+
+    def _context(self, holding: _Holding, deadline_ms: float | None) -> context.JobContext:
+        """What `brook.current_job()` tells the run of `holding`."""
         assert holding.task is not None
         record = holding.job.record
         return context.JobContext(
-            ref=str(JobRef(self._topic_of(receipt), record.partition, record.offset)),
+            ref=str(JobRef(self._topic_of(holding.job.receipt), record.partition, record.offset)),
             task=holding.task.name,
             attempt=holding.job.attempt,
             key=record.key,
@@ -484,42 +499,48 @@ class Worker:
     def _topic_of(self, receipt: str) -> str:
         return self.ledger.held[receipt].leased.topic
 
-    def _run_sync(self, holding: _Holding) -> None:
+    def _run_sync(self, holding: _Holding, deadline_ms: float | None) -> None:
+        """Run a job on this pool thread; its end goes to the ends loop (a task thread
+        takes no lock: a hundred of them contending for the ledger's would starve the
+        feeders and settlers)."""
+        outcome = self._run_here(holding, deadline_ms)
+        self._ended.put((holding, outcome, _now_ms()))
+
+    def _run_here(self, holding: _Holding, deadline_ms: float | None) -> Outcome:
         task, call = holding.task, holding.call
         assert task is not None and call is not None
         if task.isolation == "process":
-            self._returned(holding, self._run_in_child(holding))
-            return
-        job = self._begin(holding)
-        token = context.enter(job)
+            return self._run_in_child(holding)
+        token = context.enter(functools.partial(self._context, holding, deadline_ms))
         try:
             value = task.fn(*call.args, **call.kwargs)
         except BaseException as exc:
-            outcome = self._failed(exc)
-        else:
-            outcome = self._succeeded(task, value)
+            return self._failed(exc)
         finally:
             context.leave(token)
-        self._returned(holding, outcome)
+        return self._succeeded(task, value)
 
     def _run_in_child(self, holding: _Holding) -> Outcome:
         task = holding.task
         assert task is not None
+        receipt = holding.job.receipt
         with self._lock:
             child = self._idle_children.pop() if self._idle_children else Child()
-            self._children[holding.job.receipt] = child
-        job: context.JobContext | None = None
+            self._children[receipt] = child
 
         def started() -> None:
-            nonlocal job
-            job = self._begin(holding)
+            """The child has the function: the run's deadline counts from now."""
+            with self._lock:
+                deadline_ms = self.ledger.begin(receipt, _now_ms())
+            if deadline_ms is not None:
+                self._deadlines_wake.set()
 
         record = holding.job.record
         call = ChildCall(
             module=task.fn.__module__,
             qualname=task.fn.__qualname__,
             value=record.value,
-            ref=str(JobRef(self._topic_of(holding.job.receipt), record.partition, record.offset)),
+            ref=str(JobRef(self._topic_of(receipt), record.partition, record.offset)),
             task=task.name,
             attempt=holding.job.attempt,
             key=record.key,
@@ -529,7 +550,7 @@ class Worker:
             answer = child.run(call, started)
         finally:
             with self._lock:
-                self._children.pop(holding.job.receipt, None)
+                self._children.pop(receipt, None)
                 self._idle_children.append(child)
         if answer is None:
             return Outcome("nack", reason="the task's child process died before it answered")
@@ -537,17 +558,16 @@ class Worker:
             log.warning("task %s: %s", task.name, answer.note)
         return Outcome(answer.action, answer.result, answer.reason, answer.delay_ms)
 
-    def _start_async(self, holding: _Holding) -> None:
+    def _start_async(self, holding: _Holding, deadline_ms: float | None) -> None:
         """On the event loop: start the run as a task (kept, to be cancelled at the deadline)."""
         assert self._loop is not None
-        run = self._loop.create_task(self._run_async(holding))
+        run = self._loop.create_task(self._run_async(holding, deadline_ms))
         self._async_runs[holding.job.receipt] = run
 
-    async def _run_async(self, holding: _Holding) -> None:
+    async def _run_async(self, holding: _Holding, deadline_ms: float | None) -> None:
         task, call = holding.task, holding.call
         assert task is not None and call is not None
-        job = self._begin(holding)
-        token = context.enter(job)
+        token = context.enter(functools.partial(self._context, holding, deadline_ms))
         try:
             value = await task.fn(*call.args, **call.kwargs)
         except asyncio.CancelledError:
@@ -560,11 +580,11 @@ class Worker:
         finally:
             context.leave(token)
             self._async_runs.pop(holding.job.receipt, None)
-        self._returned(holding, outcome)
+        self._ended.put((holding, outcome, _now_ms()))
 
     def _succeeded(self, task: Task[Any, Any], value: Any) -> Outcome:
         if value is None:  # nothing to keep: app.job tells None for it all the same
-            return Outcome("ack")
+            return _ACKED
         result, why_not = payload.encode_result(value)
         if why_not:
             log.warning("task %s: %s", task.name, why_not)
@@ -578,11 +598,32 @@ class Worker:
             return Outcome("discard", reason=error.reason or "Discard")
         return Outcome("nack", reason=payload.error_summary(error))
 
-    def _returned(self, holding: _Holding, outcome: Outcome) -> None:
+    def _ends_step(self) -> float:
+        """Take the runs that ended (waits for the first, then takes all there are):
+        to be settled, their slots and room to the jobs waiting, in one turn of the
+        lock; a None (once drained) ends the loop."""
+        first = self._ended.get()
+        if first is None:
+            return 0.0
+        ended = [first]
+        while True:
+            try:
+                more = self._ended.get_nowait()
+            except queue.Empty:
+                break
+            if more is None:
+                self._ended.put(None)
+                break
+            ended.append(more)
         with self._lock:
-            settle = self.ledger.returned(holding.job.receipt, _now_ms(), outcome)
-        self._finished.put(settle)
-        self._start_ready()
+            ledger = self.ledger
+            settles = [ledger.returned(h.job.receipt, at, outcome) for h, outcome, at in ended]
+            starting = ledger.startable(_now_ms())
+            self._lock.notify_all()  # room for the feeders
+        for settle in settles:
+            self._finished.put(settle)
+        self._dispatch(starting)
+        return 0.0
 
     # ------------------------------------------------------------ deadlines
 
@@ -680,8 +721,8 @@ class Worker:
             try:
                 more = self._finished.get_nowait()
             except queue.Empty:
-                if time.monotonic() >= deadline:
-                    break
+                if time.monotonic() >= deadline or not self.ledger.unfinished:
+                    break  # (nothing runs or waits: nothing more will finish soon)
                 time.sleep(GATHER_POLL_S)
                 continue
             if more is None:
@@ -695,7 +736,8 @@ class Worker:
                 self.ledger.settled(s.receipt for s in batch)
                 for settle in batch:
                     self._holding.pop(settle.receipt, None)
-                self._lock.notify_all()
+                if not self.ledger.held:
+                    self._lock.notify_all()  # (a drain waits for nothing held)
         return 0.0
 
     def _settle(self, batch: list[Settle]) -> None:
