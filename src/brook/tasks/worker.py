@@ -13,7 +13,7 @@ leases to extend); this module is its shell: threads, the broker's calls, the cl
   pause; a loop that keeps failing (`worker_loop_failures_max` in a row) makes the
   worker exit 1 rather than hang on quietly. The broker out of reach is expected:
   the loops wait for it, saying so.
-- **Runs.** Sync tasks on a pool of `concurrency` threads, `async def` ones on one
+- **Runs.** Sync tasks on up to `concurrency` runner threads, `async def` ones on one
   event loop, `isolation="process"` ones in a child process per slot
   (tasks/isolation.py); at most `concurrency` of them all at once.
 - **Timeouts.** At the deadline an async run is cancelled, a process run killed, and
@@ -38,7 +38,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +82,8 @@ class _Holding:
 
 
 _ACKED = Outcome("ack")
+_Run = tuple[_Holding, float | None]
+"""A job for a runner thread, and its deadline."""
 _Ended = tuple[_Holding, Outcome, float]
 """A run that ended: the job, its outcome, when (ms, monotonic)."""
 
@@ -175,7 +176,12 @@ class Worker:
         """Jobs to settle, for the settlers; read only with get() and get_nowait(),
         never a timed get: on CPython 3.11 that can block forever when several consumers
         race for an item (the timeout it recomputes goes negative, which means none)."""
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="brook-task")
+        self._runs = queue.SimpleQueue[_Run | None]()
+        """Sync and process jobs for the runner threads (a thread a slot, started as
+        needed): a C queue, not an executor, whose Future per job cost a third of the
+        worker's CPU with no-op jobs."""
+        self._runners: list[threading.Thread] = []
+        self._idle_runners = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._async_runs: dict[str, asyncio.Task[None]] = {}
@@ -247,7 +253,10 @@ class Worker:
         self._leases_wake.set()
         for loop in loops:
             loop.join()
-        self._pool.shutdown(wait=True)
+        for _ in self._runners:
+            self._runs.put(None)
+        for runner in self._runners:
+            runner.join()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             assert self._loop_thread is not None
@@ -467,7 +476,9 @@ class Worker:
 
     def _dispatch(self, starting: list[Held]) -> None:
         """Send jobs just started to where they run: async ones to the event loop, the
-        others to the pool (a thread a slot: each starts at once)."""
+        others to the runner threads (a thread a slot: each starts at once). A task
+        thread takes no lock: its end goes to the ends loop (a hundred threads
+        contending for the ledger's lock would starve the feeders and settlers)."""
         timed = False
         for held in starting:
             holding = self._holding[held.leased.receipt]
@@ -478,7 +489,9 @@ class Worker:
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(self._start_async, holding, held.deadline_ms)
             else:
-                self._pool.submit(self._run_sync, holding, held.deadline_ms)
+                self._runs.put((holding, held.deadline_ms))
+                if self._idle_runners <= 0 and len(self._runners) < self.concurrency:
+                    self._start_runner()
         if timed:
             self._deadlines_wake.set()
 
@@ -499,12 +512,29 @@ class Worker:
     def _topic_of(self, receipt: str) -> str:
         return self.ledger.held[receipt].leased.topic
 
-    def _run_sync(self, holding: _Holding, deadline_ms: float | None) -> None:
-        """Run a job on this pool thread; its end goes to the ends loop (a task thread
-        takes no lock: a hundred of them contending for the ledger's would starve the
-        feeders and settlers)."""
-        outcome = self._run_here(holding, deadline_ms)
-        self._ended.put((holding, outcome, _now_ms()))
+    def _start_runner(self) -> None:
+        runner = threading.Thread(
+            target=self._runner, name=f"brook-task-{len(self._runners)}", daemon=True
+        )
+        self._runners.append(runner)
+        self._idle_runners += 1
+        runner.start()
+
+    def _runner(self) -> None:
+        """A runner thread: runs sync and process jobs one at a time until a None."""
+        while True:
+            item = self._runs.get()
+            if item is None:
+                return
+            self._idle_runners -= 1  # (counts are hints: a spare thread at worst)
+            holding, deadline_ms = item
+            try:
+                outcome = self._run_here(holding, deadline_ms)
+            except Exception as exc:  # the worker's own bug (a task's error is caught there)
+                log.exception("running %s failed in the worker", holding.task)
+                outcome = Outcome("nack", reason=payload.error_summary(exc))
+            self._ended.put((holding, outcome, _now_ms()))
+            self._idle_runners += 1
 
     def _run_here(self, holding: _Holding, deadline_ms: float | None) -> Outcome:
         task, call = holding.task, holding.call
