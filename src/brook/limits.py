@@ -214,11 +214,13 @@ rate_per_s_max = 1_000_000.0
 task_argument_depth_max = 100
 """A task's arguments nested deeper than this are refused at enqueue (and so is a list that
 holds itself): the encoder would give up with a RecursionError (brook/tasks/arguments.py)."""
-worker_release_ms_min = 1_000
+worker_release_ms_min = 250
 """A job naming a task this worker does not run (another worker's, `--tasks`) is given
-back for this long, doubling each time the same worker meets it again..."""
-worker_release_ms_max = 60_000
-"""...up to this long."""
+back for about this long (jittered: 0.5x to 1.5x), doubling each time the same worker
+meets it again..."""
+worker_release_ms_max = 4_000
+"""...up to this long: a job a worker keeps meeting waits at most about 6 s for one
+that runs it, and one no worker runs costs one status entry every 2 to 6 s."""
 worker_releases_kept_max = 10_000
 """How many such jobs a worker remembers (the oldest forgotten first) to double their pause."""
 worker_settle_tries_max = 8

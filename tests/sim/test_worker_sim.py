@@ -158,6 +158,7 @@ def simulate(seed: int) -> None:
                 timeouts_ms=TIMEOUTS,
                 feeders=2,
                 held_per_slot=rng.choice([1, 2, 4]),
+                rng=random.Random(rng.random()),
             ),
         )
         for n in range(2)

@@ -61,3 +61,22 @@ def test_five_customers_failing_alike_are_one_group_at_the_tasks_line(app: brook
     found = queue.dead_records(groups[0].group)
     assert queue.redrive(records=[(d.partition, d.offset) for d in found]) == 5
     assert queue.dead_errors() == []
+
+
+def test_a_failure_inside_the_standard_library_is_grouped_at_the_tasks_own_line() -> None:
+    """json failing inside a task's call: the innermost frame kept is the task's, so such
+    failures across an app are not all one group at json's encoder.py."""
+    import json
+
+    from brook.queue.error_groups import error_group
+    from brook.tasks.payload import error_summary
+
+    def log_key(key: bytes) -> str:
+        return json.dumps({"key": key})
+
+    try:
+        log_key(b"cust-9")
+    except TypeError as exc:
+        summary = error_summary(exc)
+    assert "encoder.py" not in summary and "json" not in summary.split("\n", 1)[1]
+    assert error_group(summary).endswith("in log_key")

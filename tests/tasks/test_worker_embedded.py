@@ -81,7 +81,8 @@ def test_a_task_sees_its_job(app: brook.App) -> None:
     worker.stop()
     thread.join(30)
     by_task = {job.task: job for job in seen}
-    assert by_task["sync_one"].ref == str(refs[0]) and by_task["sync_one"].key == b"k-1"
+    assert by_task["sync_one"].ref == str(refs[0]) and by_task["sync_one"].key == "k-1"
+    assert by_task["sync_one"].key_bytes == b"k-1" and by_task["async_one"].key is None
     assert by_task["sync_one"].attempt == 1
     left = by_task["sync_one"].time_left()
     assert left is not None and 0 < left <= 5.0

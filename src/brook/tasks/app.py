@@ -14,6 +14,7 @@ serve` URL (remote): only the location differs.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import logging
@@ -223,6 +224,16 @@ class Task(Generic[P, R]):
         unexpected argument): at enqueue, not in the worker later."""
         if self.signature is None:
             return
+        parameters = self.signature.parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            for name in kwargs:
+                if name not in parameters:  # said first: a misspelling, not what it left out
+                    close = difflib.get_close_matches(name, list(parameters), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise BadRequest(
+                        f"task {self.name}{_plain_signature(self.signature)} has no "
+                        f"parameter {name!r}{hint}"
+                    )
         try:
             self.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -700,7 +711,7 @@ def _check_no_option_parameters(task: Task[Any, Any]) -> None:
             continue
         raise ValueError(
             f"task {task.name} {shadowed}: {task.name}.enqueue(...) could not tell its "
-            f"arguments from its options. Rename the parameter, or declare "
+            f"arguments from its options. {'Rename the parameter' if 'named' in shadowed else 'Name its parameters'}, or declare "
             f"@app.task(options_only=True): then {task.name}.enqueue(...) passes every "
             f"keyword to the function and options go through "
             f"{task.name}.options(key=...).enqueue(...)"

@@ -17,16 +17,23 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class JobContext:
     """The job being run: its reference (`topic/partition/offset`), task, attempt
-    (1 on the first run), key, and deadline (epoch seconds; None without timeout_ms)."""
+    (1 on the first run), key (as text, as `options(key=...)` takes it; `key_bytes` as
+    stored; None without one), and deadline (epoch seconds; None without timeout_ms)."""
 
     ref: str
     task: str
     attempt: int
-    key: bytes | None
+    key_bytes: bytes | None
     deadline: float | None
 
+    @property
+    def key(self) -> str | None:
+        """The job's key as text (invalid UTF-8 replaced); None without one."""
+        return None if self.key_bytes is None else self.key_bytes.decode("utf-8", "replace")
+
     def time_left(self) -> float | None:
-        """Seconds until the deadline (negative past it); None without timeout_ms."""
+        """Seconds until the deadline (negative past it); None when the task has no
+        timeout_ms (check for None before comparing)."""
         return None if self.deadline is None else self.deadline - time.time()
 
 

@@ -9,11 +9,8 @@ can enqueue a job with one append, and `brook consume` shows jobs as they are.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
 import traceback
-from concurrent import futures
 from typing import Any
 
 import msgspec
@@ -87,9 +84,10 @@ def error_summary(error: BaseException) -> str:
     """`Type: message`, then `  file:line in function` of the innermost frames of the
     task's own code (innermost last), within the status log's reason bound: what a
     failed attempt leaves for `app.job(ref).error`, and what its dead record is grouped
-    by (queue/error_groups.py: the type and the last frame). Brook's own frames, and
-    those of the standard library's threads, futures and asyncio that ran the task,
-    are left out; when no other frame is left, the innermost is kept, whatever it is.
+    by (queue/error_groups.py: the type and the last frame). Brook's own frames and the
+    standard library's (the threads that ran the task, or json failing inside a call
+    of the task's) are left out; third-party packages' are kept. When no other frame
+    is left, the innermost is kept, whatever it is.
     Over the bound, the outermost frames go first (down to one), then the message."""
     head = f"{type(error).__name__}: {error}"
     frames = traceback.extract_tb(error.__traceback__)
@@ -111,21 +109,31 @@ def _fitted(head: str, lines: list[str], chars_max: int) -> str:
 
 
 def _machinery_paths() -> tuple[str, ...]:
-    """Where the code that runs a task, but is not the task, lives: Brook's package and
-    the standard library's thread, futures and asyncio machinery (directories end in a
-    separator), as imported and with links resolved. From the modules themselves: a
-    user's own directory may well be called brook."""
-    dirs = [os.path.dirname(str(module.__file__)) for module in (brook, futures, asyncio)]
-    files = [str(threading.__file__)]
+    """Where code that is not the task's own lives: Brook's package and the standard
+    library (directories end in a separator), as imported and with links resolved.
+    From the modules themselves: a user's own directory may well be called brook.
+    Third-party packages (site-packages) count as the user's: a task calls them."""
+    dirs = [
+        os.path.dirname(str(brook.__file__)),
+        os.path.dirname(str(os.__file__)),  # the standard library
+    ]
     found: set[str] = set()
     for resolve in (os.path.abspath, os.path.realpath):
         found.update(resolve(d) + os.sep for d in dirs)
-        found.update(resolve(f) for f in files)
     return tuple(sorted(found))
 
 
 _MACHINERY = _machinery_paths()
+_BROOK = tuple(
+    {
+        resolve(os.path.dirname(str(brook.__file__))) + os.sep
+        for resolve in (os.path.abspath, os.path.realpath)
+    }
+)
 
 
 def _is_machinery(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_MACHINERY)
+    path = os.path.abspath(filename)
+    if f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path:
+        return path.startswith(_BROOK)  # (the standard library's folder holds these)
+    return path.startswith(_MACHINERY)

@@ -503,7 +503,7 @@ class Worker:
             ref=str(JobRef(self._topic_of(holding.job.receipt), record.partition, record.offset)),
             task=holding.task.name,
             attempt=holding.job.attempt,
-            key=record.key,
+            key_bytes=record.key,
             deadline=None
             if deadline_ms is None
             else time.time() + (deadline_ms - _now_ms()) / 1000,
