@@ -290,13 +290,17 @@ class ProcessSupervisor:
         if self.reason is None:
             self.reason = reason
             log.error("%s", reason)
-        self._stop(signal.SIGTERM)
+        self._stop(signal.SIGTERM, why="stopping the other")
 
-    def _stop(self, signum: signal.Signals) -> None:
-        """Pass `signum` on to every child; start none again."""
+    def _stop(self, signum: signal.Signals, why: str = "") -> None:
+        """Pass `signum` on to every child; start none again. `why` says who stops them
+        (a signal received, by default)."""
         if not self._draining:
             self._draining = True
-            log.info("%s: passed on to the %ss, which drain", signum.name, self.name)
+            if why:
+                log.info("%s %ss (%s), which drain", why, self.name, signum.name)
+            else:
+                log.info("%s: passed on to the %ss, which drain", signum.name, self.name)
         self._forwarded.add(signum)
         for slot in self._slots:
             if slot.process is not None:
