@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from brook import limits
+from brook.supervisor import doubling_ms
 
 log = logging.getLogger("brook.processes")
 
@@ -85,8 +86,7 @@ class Backoff:
     def delay_s(self, quick_deaths: int) -> float:
         """Seconds to wait before starting a child again after `quick_deaths` in a row
         (0 or 1: the least pause; then doubling, up to `max_ms`)."""
-        delay_ms: int = self.min_ms * 2 ** min(max(quick_deaths - 1, 0), 30)
-        return min(delay_ms, self.max_ms) / 1000
+        return doubling_ms(quick_deaths, self.min_ms, self.max_ms) / 1000
 
     def gives_up(self, quick_deaths: int) -> bool:
         """Whether a child that died young this many times in a row is left dead."""

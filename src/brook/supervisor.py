@@ -40,10 +40,18 @@ from brook.errors import BrookError, Closed
 log = logging.getLogger("brook")
 
 
+def doubling_ms(times: int, min_ms: int, max_ms: int) -> int:
+    """A pause that doubles each time: `min_ms` for the first (`times` 0 or 1), twice that
+    for the second, ... at most `max_ms`. Pure: every retry pause of Brook's own loops,
+    children and released jobs is this."""
+    return int(min(min_ms * 2 ** min(max(times, 1) - 1, 30), max_ms))
+
+
 def retry_after_s(failures: int) -> float:
     """Seconds to wait after the `failures`-th failure in a row (1, 2, ...)."""
-    delay_ms: int = limits.background_retry_ms_min * 2 ** min(max(failures, 1) - 1, 30)
-    return min(delay_ms, limits.background_retry_ms_max) / 1000
+    return (
+        doubling_ms(failures, limits.background_retry_ms_min, limits.background_retry_ms_max) / 1000
+    )
 
 
 @dataclass

@@ -577,7 +577,7 @@ class App:
         """For a worker that runs tasks of `topic`: its queue group, opened (created
         if new), with the settings this app declares written where they differ from
         the stored ones; and what changed, `{setting: (stored, declared)}` (stored None
-        when the group is new; values as the group shows them). Idempotent: a second
+        when the group is new; values as the group shows them), each change logged. Idempotent: a second
         claim with the same declaration writes nothing."""
         declared = self.queue_settings(topic)
         try:
@@ -600,6 +600,8 @@ class App:
         with self._mutex:
             self._queues[topic] = queue
             self._claimed.add(topic)
+        for name, (before, written) in sorted(changed.items()):
+            log.info("queue %s: %s set to %r (it was %r)", topic, name, written, before)
         return queue, changed
 
     def queue(self, topic: str) -> QueueApi:
@@ -623,11 +625,7 @@ class App:
                 continue
             task = self.tasks[task_name]
             if task.topic not in self._claimed:
-                _, changed = self.claim_queue(task.topic)
-                for setting, (before, after) in sorted(changed.items()):
-                    log.info(
-                        "queue %s: %s set to %r (it was %r)", task.topic, setting, after, before
-                    )
+                self.claim_queue(task.topic)
             schedule = SCHEDULE_PREFIX + task_name
             self.broker.put_schedule(
                 schedule,

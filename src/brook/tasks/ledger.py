@@ -41,6 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brook import limits
+from brook.supervisor import doubling_ms
 
 HELD_PER_SLOT = 4
 """Jobs held per slot on reserved room: one running, the rest leased and waiting."""
@@ -213,8 +214,8 @@ class Ledger:
             self._releases[where] = times + 1
             while len(self._releases) > limits.worker_releases_kept_max:
                 self._releases.popitem(last=False)
-            base = min(
-                limits.worker_release_ms_max, limits.worker_release_ms_min * 2 ** min(times, 30)
+            base = doubling_ms(
+                times + 1, limits.worker_release_ms_min, limits.worker_release_ms_max
             )
             # Jittered: a pause in step with the releasing worker's own long-polls handed
             # the job back to it again and again, the right worker idle (a fresh-clone

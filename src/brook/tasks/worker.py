@@ -74,6 +74,7 @@ class _Holding:
     """A held job as the shell knows it: the lease, the call it carries, its task."""
 
     job: Job
+    topic: str
     call: payload.Call | None
     task: Task[Any, Any] | None
     """The task this worker runs it with; None when it does not run it."""
@@ -352,15 +353,7 @@ class Worker:
             try:
                 for topic in self.topics:
                     if topic not in self._queues:
-                        queue_api, changed = self.app.claim_queue(topic)
-                        for setting, (stored, declared) in sorted(changed.items()):
-                            log.info(
-                                "queue %s: %s set to %r (it was %r)",
-                                topic,
-                                setting,
-                                declared,
-                                stored,
-                            )
+                        queue_api, _ = self.app.claim_queue(topic)  # (it logs what changed)
                         self._visibility_ms[topic] = int(
                             queue_api.settings()["visibility_timeout_ms"]
                         )
@@ -435,8 +428,8 @@ class Worker:
 
     def _take(self, topic: str, jobs: list[Job], asked: int, idle: bool) -> None:
         """Hold the jobs a lease brought (they run, even if a drain began meanwhile)."""
-        holdings = [self._holding_of(job) for job in jobs]
-        leased = [self._leased(topic, holding) for holding in holdings]
+        holdings = [self._holding_of(topic, job) for job in jobs]
+        leased = [self._leased(holding) for holding in holdings]
         with self._lock:
             now = _now_ms()
             to_settle = self.ledger.leased(leased, asked, idle, now)
@@ -452,22 +445,22 @@ class Worker:
             self._finished.put(settle)
         self._dispatch(starting)
 
-    def _holding_of(self, job: Job) -> _Holding:
+    def _holding_of(self, topic: str, job: Job) -> _Holding:
         try:
             call = payload.decode_call(job.record.value)
         except ValueError as exc:
-            return _Holding(job, None, None, str(exc))
+            return _Holding(job, topic, None, None, str(exc))
         task = self.app.tasks.get(call.task) if call.task in self.ledger.runs else None
-        return _Holding(job, call, task)
+        return _Holding(job, topic, call, task)
 
-    def _leased(self, topic: str, holding: _Holding) -> Leased:
+    def _leased(self, holding: _Holding) -> Leased:
         job, call = holding.job, holding.call
         return Leased(
             job.receipt,
-            topic,
+            holding.topic,
             call.task if call is not None else None,
             job.record.key,
-            self._visibility_ms[topic],
+            self._visibility_ms[holding.topic],
             holding.problem,
             (job.record.partition, job.record.offset),
         )
@@ -500,7 +493,7 @@ class Worker:
         assert holding.task is not None
         record = holding.job.record
         return context.JobContext(
-            ref=str(JobRef(self._topic_of(holding.job.receipt), record.partition, record.offset)),
+            ref=str(JobRef(holding.topic, record.partition, record.offset)),
             task=holding.task.name,
             attempt=holding.job.attempt,
             key_bytes=record.key,
@@ -508,9 +501,6 @@ class Worker:
             if deadline_ms is None
             else time.time() + (deadline_ms - _now_ms()) / 1000,
         )
-
-    def _topic_of(self, receipt: str) -> str:
-        return self.ledger.held[receipt].leased.topic
 
     def _start_runner(self) -> None:
         runner = threading.Thread(
@@ -570,7 +560,7 @@ class Worker:
             module=task.fn.__module__,
             qualname=task.fn.__qualname__,
             value=record.value,
-            ref=str(JobRef(self._topic_of(receipt), record.partition, record.offset)),
+            ref=str(JobRef(holding.topic, record.partition, record.offset)),
             task=task.name,
             attempt=holding.job.attempt,
             key=record.key,
