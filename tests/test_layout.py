@@ -22,6 +22,8 @@ def test_every_pattern_is_documented_in_format() -> None:
 def test_the_documented_patterns_are_the_names_made() -> None:
     made = [
         (layout.FORMAT, "format.json"),
+        (layout.wal_file(4096), "wal/<start>.wal"),
+        (layout.WAL_CHECKPOINT, "wal/checkpoint.json"),
         (layout.topic_config("t"), "topics/<topic>/topic.json"),
         (
             layout.segment(layout.partition_prefix("t", 3), 7),

@@ -39,6 +39,9 @@ from brook.errors import (
 )
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
+from brook.log.replay import replay
+from brook.log.wal import WriteAheadLog
+from brook.log.wal import recover as wal_recover
 from brook.partitioner import RoundRobin, partition_for_key
 from brook.ranges import Ranges
 from brook.records import Ack, TopicConfig, TopicInfo
@@ -132,6 +135,8 @@ class Core:
         idempotency_window_ms: int = limits.idempotency_window_ms_default,
         record_bytes_max: int = limits.record_bytes_max_default,
         read_only: bool = False,
+        checkpoint_interval_ms: int = limits.checkpoint_interval_ms_default,
+        wal_bytes_max: int = limits.wal_bytes_max_default,
     ) -> None:
         """Own `storage` (lock it, sweep it, recover its topics) and start the
         committer; with `read_only`, attach to it beside its owner instead, and
@@ -167,8 +172,11 @@ class Core:
             sweep = getattr(storage, "sweep_trash", None)
             if sweep is not None:
                 sweep()
+            wal: WriteAheadLog | None = None
             with _no_cycle_collection():
                 self._recover_topics()
+                if not read_only and getattr(storage, "write_ahead_log", False):
+                    wal = self._replay_wal()
                 if not read_only:
                     self._rebuild_idempotency()
             self.committer: Committer | RefusingCommitter
@@ -183,6 +191,10 @@ class Core:
                     maintenance=self.maintain,
                     on_round=self._wake_readers,
                     supervisor=supervisor,
+                    wal=wal,
+                    checkpoint_interval_ms=checkpoint_interval_ms,
+                    wal_bytes_max=wal_bytes_max,
+                    dirty_files_max=_files_budget(storage),
                 )
         except BaseException:
             self._close_logs()
@@ -264,6 +276,31 @@ class Core:
         log.debug("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
         return TopicState(name, config, logs)
 
+    def _replay_wal(self) -> WriteAheadLog:
+        """Put what the write-ahead log holds past its checkpoint into the segments,
+        make them durable, and start the WAL afresh after it (log/replay.py)."""
+        found = wal_recover(self.storage)
+        if found.problem is not None:
+            log.warning(
+                "write-ahead log: a round after position %d was cut short by the crash "
+                "(never acknowledged): %s",
+                found.end,
+                found.problem,
+            )
+
+        def find_log(topic: str, partition: int) -> PartitionLog | None:
+            state = self._topics.get(topic)
+            if state is None or not 0 <= partition < len(state.logs):
+                return None
+            return state.logs[partition]
+
+        replayed = replay(found.entries, find_log, self.now_ms())
+        for partition_log in replayed.logs:
+            partition_log.sync()
+        wal = WriteAheadLog(self.storage)
+        wal.start(found.end, self.now_ms())
+        return wal
+
     def _rebuild_idempotency(self) -> None:
         since = self.now_ms() - self.idempotency.window_ms
         found = []
@@ -333,6 +370,12 @@ class Core:
                 hooks.on_topic_created(name)
         return state
 
+    def checkpoint(self) -> None:
+        """Make every segment durable now, so the WAL holds nothing a restart must replay."""
+        self.check_open()
+        if isinstance(self.committer, Committer):
+            self.committer.checkpoint()
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic, its records and everything services keep for it.
         Raises TopicNotFound."""
@@ -343,6 +386,8 @@ class Core:
         state = self._topics.get(name)
         if state is None:
             raise TopicNotFound(f"topic {name} does not exist")
+        if isinstance(self.committer, Committer):
+            self.committer.topic_dropped(name)
         topics = dict(self._topics)
         del topics[name]
         self._topics = topics
@@ -526,6 +571,13 @@ class Core:
         for state in self._topics.values():
             for partition_log in state.logs:
                 partition_log.close()
+
+
+def _files_budget(storage: Storage) -> int:
+    """How many files the storage keeps open at most (its descriptor budget), for the
+    checkpoints to begin before unsynced segments fill it."""
+    handles = getattr(storage, "handles", None)
+    return int(getattr(handles, "budget", limits.open_files_raise_max))
 
 
 def _union(holds: list[Needed]) -> Needed | None:

@@ -39,6 +39,21 @@ LAKE = "lake/"
 """Topics as Parquet tables (brook/lake/): files any Parquet reader reads, and manifests."""
 LAKE_MANIFEST_FILE = "manifest.json"
 LAKE_SUFFIX = ".parquet"
+WAL = "wal/"
+"""The write-ahead log (local directories): every commit round made durable at once."""
+WAL_SUFFIX = ".wal"
+WAL_CHECKPOINT = "wal/checkpoint.json"
+"""The WAL position the segments are durable up to: replay starts there."""
+
+
+def wal_file(start: int) -> str:
+    """A write-ahead log file whose first byte is at WAL position `start`."""
+    return f"{WAL}{start:020d}{WAL_SUFFIX}"
+
+
+def wal_file_start(name: str) -> int:
+    """The start position in a WAL file's name (`wal_file`)."""
+    return int(name[len(WAL) : -len(WAL_SUFFIX)])
 
 
 def topic_prefix(topic: str) -> str:
@@ -203,6 +218,8 @@ def lake_file_in(table: str, partition: int, first: int, next_offset: int, tag: 
 PATTERNS = (
     LOCK,
     FORMAT,
+    "wal/<start>.wal",
+    "wal/checkpoint.json",
     "topics/<topic>/topic.json",
     "topics/<topic>/<partition>/<base>.seg",
     "topics/<topic>/<partition>/durable.mark",

@@ -73,6 +73,23 @@ commit_queue_bytes_max = 512 * MIB
 """Bytes of records queued for the committer; past it an append raises Overloaded
 (one request is always taken, however large, so none can never fit)."""
 
+# The write-ahead log (log/wal.py): one durable write per commit round.
+wal_file_bytes_max = 16 * MIB
+"""A WAL file is closed and the next one begun once it holds this many bytes."""
+wal_bytes_max_default = 64 * MIB
+"""WAL bytes past the last checkpoint beyond which a round waits for a checkpoint: the
+most a restart after a crash replays, whatever the number of partitions."""
+checkpoint_wal_bytes_share = 0.5
+"""A checkpoint begins once the WAL past the last one holds this share of wal_bytes_max,
+before a round has to wait for it."""
+checkpoint_interval_ms_default = 5_000
+"""A checkpoint begins this long after the last one when anything was written since."""
+checkpoint_dirty_files_share = 0.5
+"""A checkpoint begins once this share of the open-files budget are segments written
+since the last one: a file not yet synced keeps its descriptor (storage/handles.py)."""
+checkpoint_syncs_parallel = 8
+"""Segments one checkpoint syncs at once (each sync mostly waits on the disk)."""
+
 # Segments.
 preallocate_bytes_default = 16 * MIB
 """The active segment file is grown in steps of this many bytes (fallocate), so a
@@ -350,6 +367,10 @@ _RELATIONS = (
     (child_restart_ms_min < child_restart_ms_max, "child restart bounds"),
     (endpoint_timeout_ms_min < endpoint_timeout_ms_max, "endpoint timeout bounds"),
     (open_files_min <= open_files_raise_max, "open files bounds"),
+    (wal_file_bytes_max < wal_bytes_max_default, "several WAL files before a checkpoint waits"),
+    (0 < checkpoint_wal_bytes_share < 1, "a checkpoint begins before rounds wait for one"),
+    (0 < checkpoint_dirty_files_share < 1, "a checkpoint begins within the open-files budget"),
+    (0 < checkpoint_interval_ms_default <= 60_000, "a checkpoint at least every minute"),
     (timer_flush_timers <= timer_unflushed_max, "timers flush before scheduling waits"),
     (staging_publish_bytes_in_flight <= commit_queue_bytes_max, "a publish fits the queue"),
     (delivery_origin_connections_max <= delivery_connections_max_default, "origin share"),

@@ -20,7 +20,13 @@ class CommitStats:
         self.bytes_appended = 0
         self.batches_written = 0
         self.syncs = 0
+        """Syncs that made rounds durable: of the write-ahead log, or of a partition's
+        segment where there is no WAL (object storage: one PUT each)."""
         self.failed_batches = 0
+        self.rounds = 0
+        self.checkpoints = 0
+        self.checkpoint_syncs = 0
+        """Segment syncs made by checkpoints (the rest of a record's durable cost)."""
         self.batch_seconds_counts = [0] * (len(BATCH_SECONDS_BUCKETS) + 1)
         """Per bucket (the last is +Inf), not cumulative."""
         self.batch_seconds_sum = 0.0

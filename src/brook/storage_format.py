@@ -23,8 +23,11 @@ from brook import layout
 from brook.errors import IncompatibleFormat
 from brook.storage import Storage
 
-FORMAT = 1
-"""The format this Brook writes; it reads this one and every one before it."""
+FORMAT = 2
+"""The format this Brook writes; it reads this one and every one before it.
+1: segments, marks and state files. 2: and a write-ahead log (`wal/`) whose entries
+past its checkpoint are part of the records: a Brook that does not replay it must
+not open the location."""
 
 
 class FormatFile(msgspec.Struct, forbid_unknown_fields=False):
@@ -38,6 +41,16 @@ def check(storage: Storage, read_only: bool) -> int:
         if not read_only:
             storage.write_atomic(layout.FORMAT, msgspec.json.encode(FormatFile(FORMAT)))
         return 1
+    found = _decoded(raw)
+    if found < FORMAT and not read_only:
+        # Upgraded in place, before anything of the newer format is written: an older
+        # Brook then refuses the location instead of missing what only this one reads.
+        storage.write_atomic(layout.FORMAT, msgspec.json.encode(FormatFile(FORMAT)))
+    return found
+
+
+def _decoded(raw: bytes) -> int:
+    """The format number in format.json's bytes, checked readable by this Brook."""
     try:
         found = msgspec.json.decode(raw, type=FormatFile).brook_format
     except msgspec.DecodeError:

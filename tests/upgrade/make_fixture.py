@@ -117,6 +117,11 @@ def write(data: Path) -> dict[str, Any]:
                 "max_attempts": 4,
             },
         }
+        # From format 2 on, acknowledged records may live in the write-ahead log only:
+        # the fixture's last records are past its checkpoint, and the directory is left
+        # as a power cut would leave it (below), so every later Brook must replay them.
+        b.core.checkpoint()
+        b.topic("events").append_many([Record(b"after the checkpoint %d" % n) for n in range(7)])
         for info in b.topics():
             topic = b.topic(info.name)
             expected["topics"][info.name] = {
@@ -126,7 +131,31 @@ def write(data: Path) -> dict[str, Any]:
                     for p in range(info.partitions)
                 },
             }
+        expected["wal_only"] = {"events": {"0": 7}}
+        """The newest records of each partition held by the WAL alone (a reader beside a
+        crashed owner does not see them until the owner replays them)."""
+        power_cut_copy(b, data, data.with_name("crashed"))
+    shutil.rmtree(data)
+    data.with_name("crashed").rename(data)
     return expected
+
+
+def power_cut_copy(b: brook.Broker, data: Path, copy: Path) -> None:
+    """Copy `data` as a power cut now would leave it: each active segment cut to what its
+    last sync made durable, the write-ahead log to what it synced (the broker is open)."""
+    shutil.copytree(data, copy)
+    for state in b.core.topic_states():
+        for partition_log in state.logs:
+            base, synced_bytes, _ = partition_log.synced_at
+            name = copy / partition_log.segments[-1].name
+            assert partition_log.segments[-1].base_offset == base
+            with name.open("r+b") as segment:
+                segment.truncate(synced_bytes)
+    wal = b.core.committer.wal
+    assert wal is not None
+    last = sorted((copy / "wal").glob("*.wal"))[-1]
+    with last.open("r+b") as file:
+        file.truncate(wal.synced - int(last.stem))
 
 
 def main() -> None:

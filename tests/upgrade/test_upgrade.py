@@ -104,6 +104,12 @@ def test_an_older_format_opens_and_serves_the_same_state(fixture: Path, tmp_path
 def test_a_reader_opens_an_older_format_without_writing(fixture: Path, tmp_path: Path) -> None:
     data, expected = copied(fixture, tmp_path)
     before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
+    # A reader never replays the write-ahead log: beside a crashed owner it reads what
+    # the segments hold, and the WAL's records once the owner has started again.
+    for topic, partitions in expected.get("wal_only", {}).items():
+        for partition, count in partitions.items():
+            records = expected["topics"][topic]["records"][partition]
+            expected["topics"][topic]["records"][partition] = records[:-count]
     with brook.open(str(data), read_only=True) as b:
         check_records(b, expected)
     after = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
@@ -118,7 +124,8 @@ def test_a_location_without_a_format_file_is_format_1(tmp_path: Path) -> None:
     assert not (data / "format.json").exists(), "a reader wrote"
     with brook.open(str(data)) as b:
         check_records(b, expected)
-    assert json.loads((data / "format.json").read_text()) == {"brook_format": 1}
+    # An owner gives it the file, upgraded in place to this Brook's format.
+    assert json.loads((data / "format.json").read_text()) == {"brook_format": FORMAT}
 
 
 @pytest.mark.parametrize("written", [b'{"brook_format": 99}', b"{not json", b'{"brook_format": 0}'])

@@ -7,6 +7,13 @@ a successful sync, with the error when a write or sync failed. A failed sync is
 never retried-then-acknowledged: every batch of that partition not yet durable
 is dropped from the log and its callers get StorageError.
 
+With a write-ahead log (local directories; log/wal.py) the round's batches also go
+to the WAL as one write, and the syncer makes the whole round durable with one sync of
+the WAL, however many partitions it touched: durability per round, not per partition
+(SPEC §0). The segments are then synced by checkpoints (commit/checkpoint.py). A WAL
+that fails stops every round in flight; the writer waits until all are answered and
+cuts the WAL back before it writes again (WriteAheadLog.repair).
+
 The writer and the syncer are two threads so that one round is written while
 the previous one is being synced (a pipeline): the sync runs without the GIL,
 the writing and the callers' own work run with it.
@@ -31,18 +38,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
 from typing import Any
 
 from brook import limits
 from brook.codec.batch import ClientBatches, Columns
+from brook.commit.checkpoint import Checkpointer, Dirty
 from brook.commit.dedup import Inflight, Plan
 from brook.commit.policy import flush_delay
 from brook.errors import BrookError, Closed, Overloaded, StorageError
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import PartitionLog, Written
+from brook.log.wal import Piece, WriteAheadLog, wal_bodies
+from brook.log.wal import recover as wal_recover
 from brook.records import Ack
 from brook.stats import CommitStats
 from brook.supervisor import Supervisor
@@ -113,7 +123,16 @@ class _Control:
 class _Batch:
     """One round's batch for one partition: written, then synced, then answered."""
 
-    __slots__ = ("acks_by_slot", "error", "group", "log", "plan", "started", "written")
+    __slots__ = (
+        "acks_by_slot",
+        "error",
+        "group",
+        "log",
+        "plan",
+        "started",
+        "wal_generation",
+        "written",
+    )
 
     def __init__(self, log: PartitionLog, group: list[AppendRequest], plan: Plan | None) -> None:
         self.started = time.monotonic()
@@ -122,6 +141,8 @@ class _Batch:
         self.plan = plan
         self.written: Written | None = None
         self.error: BrookError | None = None
+        self.wal_generation = -1
+        """The WAL's generation when the batch went into it (durable only if unchanged)."""
         self.acks_by_slot: list[Ack] = []
         """Once durable: the ack of each record appended in this batch."""
 
@@ -138,7 +159,13 @@ class Committer:
         on_round: Callable[[frozenset[str]], None] | None = None,
         supervisor: Supervisor | None = None,
         queue_bytes_max: int = limits.commit_queue_bytes_max,
+        wal: WriteAheadLog | None = None,
+        checkpoint_interval_ms: int = limits.checkpoint_interval_ms_default,
+        wal_bytes_max: int = limits.wal_bytes_max_default,
+        dirty_files_max: int = 4096,
     ) -> None:
+        """With `wal` (started, after replay), rounds are made durable in it and the
+        segments by checkpoints; without, each partition a round wrote is synced."""
         self.idempotency = idempotency
         self.queue_bytes_max = queue_bytes_max
         self.supervisor = supervisor or Supervisor()
@@ -169,6 +196,25 @@ class Committer:
         self._syncer_stop = False
         self._sync_pool: ThreadPoolExecutor | None = None
         """Syncs partitions side by side; started on first need."""
+        self.wal = wal
+        self.wal_bytes_max = wal_bytes_max
+        self._dirty = Dirty()
+        self._damage_lock = threading.Lock()
+        self._damaged: set[PartitionLog] = set()
+        """Partitions whose active segment must be written again from the WAL."""
+        self.checkpointer: Checkpointer | None = None
+        if wal is not None:
+            self.checkpointer = Checkpointer(
+                wal,
+                self._dirty,
+                self.stats,
+                self.supervisor,
+                lambda: int(self.clock() * 1000),
+                self._note_damage,
+                interval_ms=checkpoint_interval_ms,
+                wal_bytes_max=wal_bytes_max,
+                dirty_files_max=dirty_files_max,
+            )
         self._syncer = threading.Thread(target=self._sync_loop, name="brook-syncer", daemon=True)
         self._syncer.start()
         self._thread = threading.Thread(target=self._run, name="brook-committer", daemon=True)
@@ -253,6 +299,16 @@ class Committer:
         self._syncer.join()
         if self._sync_pool is not None:
             self._sync_pool.shutdown()
+        if self.wal is not None and self.wal.broken is not None:
+            # Every round is answered: cut off what failed, so a restart never replays it.
+            try:
+                self.wal.repair()
+            except StorageError as exc:
+                log.warning("the write-ahead log could not be cut back at close: %s", exc.message)
+        if self.checkpointer is not None:
+            self.checkpointer.close()
+        if self.wal is not None:
+            self.wal.close()
         with self._cond:  # nothing is left after a clean drain; this is the guarantee
             left, self._queue = self._queue, []
         closed = Closed("the broker is closed")
@@ -368,6 +424,50 @@ class Committer:
                 log.exception("control work failed")
         control.done.set()
 
+    def checkpoint(self) -> None:
+        """Make every segment durable up to the WAL's synced end now, and let the WAL go
+        of it (no-op without a WAL). Raises StorageError."""
+        if self.checkpointer is not None:
+            self.checkpointer.checkpoint()
+
+    def topic_dropped(self, topic: str) -> None:
+        """Record a topic's deletion in the WAL, with the writer role (Core's control
+        work), so replay never puts its old records into a topic of the same name."""
+        if self.wal is not None:
+            self.wal.topic_dropped(topic, int(self.clock() * 1000))
+
+    def _ready_wal(self) -> None:
+        """Before a round (writer role): a broken WAL repaired once every round in flight
+        is answered; a full one checkpointed. Raises StorageError (the round fails)."""
+        wal = self.wal
+        assert wal is not None and self.checkpointer is not None
+        if wal.broken is not None:
+            self._wait_synced()
+            wal.repair()
+        if self._damaged:
+            self._wait_synced()
+            self._rewrite_damaged()
+        if wal.bytes_since_checkpoint >= self.wal_bytes_max:
+            self._wait_synced()
+            self.checkpointer.checkpoint()
+
+    def _note_damage(self, logs: Iterable[PartitionLog]) -> None:
+        """Partitions whose segment sync or cut failed: written again before the next round."""
+        with self._damage_lock:
+            self._damaged.update(x for x in logs if x.damaged is not None)
+
+    def _rewrite_damaged(self) -> None:
+        """Write the damaged partitions' tails again from the WAL (writer role, nothing in
+        flight). Raises StorageError while any still fails: no round is written meanwhile."""
+        assert self.wal is not None
+        with self._damage_lock:
+            damaged = list(self._damaged)
+        entries = wal_recover(self.wal.storage).entries
+        for partition_log in damaged:
+            partition_log.rewrite(wal_bodies(entries, partition_log.topic, partition_log.partition))
+            with self._damage_lock:
+                self._damaged.discard(partition_log)
+
     def _write_round(self, requests: list[AppendRequest]) -> list[_Batch]:
         """Write one round as one batch per partition, without syncing (writer role held)."""
         self._previous_requests = len(requests)
@@ -377,6 +477,15 @@ class Committer:
         for request in requests:
             by_log.setdefault(request.log, []).append(request)
         batches: list[_Batch] = []
+        if self.wal is not None:
+            try:
+                self._ready_wal()
+            except StorageError as exc:
+                for partition_log, group in by_log.items():
+                    batch = _Batch(partition_log, group, None)
+                    batch.error = exc
+                    batches.append(batch)
+                return batches
         for partition_log, group in by_log.items():
             batch = _Batch(partition_log, group, None)
             batches.append(batch)
@@ -388,9 +497,51 @@ class Committer:
                     batch.written = partition_log.append(batch.plan.pieces, now_ms)
                     batch.plan.remember_inflight(self._inflight_keys)
             except Exception as exc:
-                partition_log.fail()
+                if self.wal is None:
+                    partition_log.fail()
+                else:  # earlier batches of the partition are in the WAL: keep them
+                    partition_log.undo_append()
+                    self._note_damage([partition_log])
                 batch.error = _as_brook_error(partition_log, exc)
+        if self.wal is not None:
+            self._log_round(batches, now_ms)
         return batches
+
+    def _log_round(self, batches: list[_Batch], now_ms: int) -> None:
+        """Write the round's batches to the WAL as one write (writer role held)."""
+        assert self.wal is not None and self.checkpointer is not None
+        written = [b for b in batches if b.error is None and b.written is not None]
+        if not written:
+            return
+        self._dirty.add([b.log for b in written])
+        pieces = []
+        for batch in written:
+            assert batch.written is not None
+            pieces.append(
+                Piece(
+                    batch.log.topic,
+                    batch.log.partition,
+                    batch.written.entries[0].base_offset,
+                    batch.written.next_offset,
+                    batch.written.parts,
+                )
+            )
+        try:
+            appended = self.wal.append(pieces, now_ms)
+        except Exception as exc:
+            error = exc if isinstance(exc, BrookError) else StorageError(f"internal error: {exc!r}")
+            if not isinstance(exc, BrookError):
+                log.exception("writing to the write-ahead log failed")
+            for batch in written:
+                assert batch.written is not None
+                batch.log.fail(batch.written.generation)
+                batch.error = error
+            self._note_damage(b.log for b in written)
+            return
+        for batch in written:
+            batch.wal_generation = appended.generation
+        if self.checkpointer.due_now:
+            self.checkpointer.nudge()
 
     # ------------------------------------------------------------ syncer
 
@@ -431,17 +582,24 @@ class Committer:
                     self._cond.notify()
 
     def _sync_and_answer(self, batches: list[_Batch]) -> None:
-        """Sync each partition once, publish what became durable, answer in order."""
+        """Sync the round (the WAL once, or each partition once), publish what became
+        durable, answer in order."""
         last: dict[PartitionLog, Written] = {}
         for batch in batches:
             if batch.error is None and batch.written is not None:
                 last[batch.log] = batch.written
-        failures = self._sync_all(list(last))
+        if self.wal is None:
+            failures = self._sync_all(list(last))
+            self.stats.syncs += len(last)
+        else:
+            failures = self._sync_wal(batches, list(last))
+        self.stats.rounds += 1
         for partition_log, written in last.items():
-            self.stats.syncs += 1
             failure = failures.get(partition_log)
             if failure is not None:
                 partition_log.fail(written.generation)
+                if self.wal is not None:
+                    self._note_damage([partition_log])
                 error = _as_brook_error(partition_log, failure)
                 for batch in batches:
                     if batch.log is partition_log and batch.error is None:
@@ -465,6 +623,27 @@ class Committer:
         if self.on_round is not None:
             self.on_round(frozenset(partition_log.topic for partition_log in last))
         self.supervisor.succeeded("syncer")
+
+    def _sync_wal(
+        self, batches: list[_Batch], logs: list[PartitionLog]
+    ) -> dict[PartitionLog, Exception]:
+        """One sync of the WAL for every partition; the partitions it failed for (all,
+        when it failed; those whose batches went into a WAL generation since failed)."""
+        assert self.wal is not None
+        if not logs:
+            return {}
+        try:
+            self.wal.sync()
+            self.stats.syncs += 1
+        except Exception as exc:
+            return dict.fromkeys(logs, exc)
+        generation = self.wal.generation
+        stale = StorageError("the write-ahead log failed before the batch was durable")
+        return {
+            b.log: stale
+            for b in batches
+            if b.error is None and b.written is not None and b.wal_generation != generation
+        }
 
     def _sync_all(self, logs: list[PartitionLog]) -> dict[PartitionLog, Exception]:
         """Sync partitions, side by side when there are several (an fsync, or a PUT to

@@ -51,3 +51,27 @@ def flush_delay(
     if quiet_s >= linger_s:
         return 0.0
     return left
+
+
+def checkpoint_delay(
+    now_s: float,
+    last_s: float,
+    interval_s: float,
+    wal_bytes: int,
+    wal_bytes_trigger: int,
+    dirty_files: int,
+    dirty_files_trigger: int,
+) -> float:
+    """Seconds until the next checkpoint should begin; 0 means now (commit/checkpoint.py).
+
+    A checkpoint begins once anything was written since the last one and the first of:
+    `interval_s` has passed since it; the WAL past it holds `wal_bytes_trigger` bytes
+    (so a round rarely has to wait for one, and a restart replays little); or
+    `dirty_files_trigger` segments were written since (each keeps a descriptor until
+    synced). Nothing written: nothing to do, look again after an interval.
+    """
+    if dirty_files == 0:
+        return interval_s
+    if wal_bytes >= wal_bytes_trigger or dirty_files >= dirty_files_trigger:
+        return 0.0
+    return max(0.0, interval_s - (now_s - last_s))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar
 
 from brook import layout, limits
-from brook.codec import SEGMENT_HEADER_BYTES, IndexEntry, encode_batch, encode_seal
+from brook.codec import SEGMENT_HEADER_BYTES, IndexEntry, encode_batch, encode_seal, scan_batches
 from brook.codec.batch import ClientBatches, Columns
 from brook.codec.segment import DurableMark
 from brook.errors import BrookError, CorruptData, StorageError, TopicNotFound
@@ -48,6 +48,8 @@ class Written(NamedTuple):
     end_bytes: int
     next_offset: int
     generation: int
+    parts: list[bytes | memoryview]
+    """The bytes written, for the write-ahead log (log/wal.py) to carry the same."""
 
 
 class LogSettings:
@@ -87,10 +89,20 @@ class PartitionLog:
         self._pending: list[Written] = []
         """Batches written but not yet known durable, oldest first."""
         self._broken = False
+        self._cut_to = 0
+        """Where a repair cuts the active segment: its end before the append that
+        failed (`undo_append`), or its durable bytes after a failed sync (`fail`)."""
         self._generation = 0
         """Bumped by every failure, so batches written before it are never published."""
         self._lock = threading.Lock()
         """Between the committer's writer (append) and syncer (publish, fail)."""
+        self.synced_at = (segments[-1].base_offset, segments[-1].durable_bytes, self.next_offset)
+        """(segment base, bytes, next offset) of the active segment as of its last sync
+        that succeeded: with a write-ahead log, what it holds durably for certain."""
+        self.damaged: str | None = None
+        """Why a sync or cut of the active segment failed, where the write-ahead log holds
+        what it may have lost (the page cache cannot be trusted after a failed sync): the
+        committer then writes its tail again from the WAL (`rewrite`)."""
         self.closed = False
         self.clean_offset = 0
         """Where the last compaction pass stopped: the next maps keys from here on."""
@@ -272,12 +284,13 @@ class PartitionLog:
                     position += sum(map(len, batch))
                 base += len(piece)
             self._broken = True  # until the append returns, the tail is unknown
+            self._cut_to = active.appender.size()
             active.appender.reserve(position - active.appender.size())
             active.appender.append(parts)
             self._broken = False
             self.next_offset = base
             self.last_timestamp = timestamp
-            written = Written(entries, active.appender.size(), base, self._generation)
+            written = Written(entries, active.appender.size(), base, self._generation, parts)
             self._pending.append(written)
             return written
 
@@ -287,9 +300,125 @@ class PartitionLog:
 
     def sync(self) -> None:
         """Make everything appended so far durable (may run beside `append`). Raises StorageError."""
-        appender = self.segments[-1].appender
-        assert appender is not None
+        with self._lock:
+            active = self.segments[-1]
+            appender = active.appender
+            assert appender is not None
+            at = (active.base_offset, appender.size(), self.next_offset)
         appender.sync()
+        self._synced(active, at)
+
+    def _synced(self, active: Segment, at: tuple[int, int, int]) -> None:
+        with self._lock:
+            if self.segments[-1] is active and at[1] >= self.synced_at[1]:
+                self.synced_at = at
+
+    def checkpoint_sync(self) -> None:
+        """Make everything appended so far durable, for a checkpoint (commit/checkpoint.py):
+        beside the writer, without its lock held over the sync. A partition deleted or
+        rolled meanwhile needs nothing (a roll syncs the segment it seals). Raises StorageError."""
+        with self._lock:
+            if self.closed:
+                return
+            active = self.segments[-1]
+            appender = active.appender
+            at = (active.base_offset, appender.size() if appender else 0, self.next_offset)
+        if appender is None:
+            return
+        try:
+            appender.sync()
+        except StorageError as exc:
+            if self.closed or active.sealed:
+                return
+            self.damaged = exc.message
+            raise
+        self._synced(active, at)
+
+    def rewrite(self, bodies: Sequence[bytes | memoryview]) -> None:
+        """Write the active segment's tail again from the write-ahead log after a failed
+        sync or cut (`damaged`), with the writer role and nothing in flight: cut it back
+        to what its last good sync made durable, append the same batches from `bodies`
+        (the partition's WAL entries from that offset, in order), and sync. The segment
+        then holds the very bytes its index and readers know. Raises StorageError (still
+        damaged: the WAL still holds the records) or CorruptData (the WAL lacks some)."""
+        with self._lock:
+            active = self.segments[-1]
+            base, good_bytes, good_offset = self.synced_at
+            if self.closed or active.sealed or active.appender is None:
+                self.damaged = None
+                return
+            assert base == active.base_offset and not self._pending
+            want_bytes, want_offset = active.durable_bytes, self.durable_offset
+            parts = _from(bodies, good_offset, want_offset)
+            if parts is None:
+                raise CorruptData(
+                    f"partition {self.topic}/{self.partition}: the write-ahead log does not "
+                    f"hold offsets {good_offset} to {want_offset - 1} to write them again"
+                )
+            active.appender.truncate(good_bytes)
+            self.synced_at = (base, good_bytes, good_offset)
+            active.appender.append(parts)
+            if active.appender.size() != want_bytes:
+                raise CorruptData(
+                    f"partition {self.topic}/{self.partition}: written again from the "
+                    f"write-ahead log, the segment ends at byte {active.appender.size()}, "
+                    f"not {want_bytes}"
+                )
+            active.appender.sync()
+            self.synced_at = (base, want_bytes, want_offset)
+            self.next_offset = want_offset
+            self._broken = False
+            log.warning(
+                "partition %s/%d: offsets %d..%d written again from the write-ahead log "
+                "after a failed sync (%s)",
+                self.topic,
+                self.partition,
+                good_offset,
+                want_offset - 1,
+                self.damaged,
+            )
+            self.damaged = None
+
+    def undo_append(self) -> None:
+        """After an `append` that raised: cut off what it may have written, keeping the
+        batches written before it (the write-ahead log holds them: they may be durable).
+        A cut that fails is made again before the next append."""
+        with self._lock:
+            if self.closed or not self._broken:
+                return
+            try:
+                self._repair()
+            except BrookError as exc:
+                log.warning(
+                    "partition %s/%d: cannot cut a failed write off yet: %s",
+                    self.topic,
+                    self.partition,
+                    exc,
+                )
+
+    def restore(self, body: bytes | memoryview, now_ms: int) -> int:
+        """Append batches as the write-ahead log holds them (replay, before serving),
+        readable at once; the caller syncs before the checkpoint. Returns the next
+        offset. The batches must start at `next_offset` (log/replay.py checks)."""
+        entries: list[IndexEntry] = []
+        with self._lock:
+            active = self.segments[-1]
+            if active.sealed or self._should_roll(active, now_ms):
+                self._roll(now_ms)
+                active = self.segments[-1]
+            assert active.appender is not None
+            position = active.appender.size()
+            next_offset = self.next_offset
+            for item in scan_batches(body, 0, next_offset):
+                assert not isinstance(item, str), "the WAL's scan checked the body"
+                at, header = item
+                entries.append(IndexEntry(header.base_offset, position + at, header.timestamp))
+                next_offset = header.next_offset
+            active.appender.append([body])
+            active.publish(entries, active.appender.size(), next_offset)
+            self.next_offset = self.durable_offset = next_offset
+            self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
+            return next_offset
 
     def publish(self, upto: Written) -> bool:
         """After a sync that began after `upto` was written: make it and everything
@@ -320,6 +449,8 @@ class PartitionLog:
             self._generation += 1
             self._pending = []
             self.next_offset = self.durable_offset
+            self._cut_to = self.segments[-1].durable_bytes
+            self._broken = True
             try:
                 self._repair()
             except BrookError as exc:  # Fenced too: the caller is answered either way
@@ -332,7 +463,7 @@ class PartitionLog:
                 )
 
     def _repair(self) -> None:
-        """Cut the active segment back to its durable bytes (raises StorageError)."""
+        """Cut the active segment back to `_cut_to` (raises StorageError)."""
         active = self.segments[-1]
         if active.sealed:
             # A roll sealed it but could not start the next segment: the seal is
@@ -340,8 +471,15 @@ class PartitionLog:
             self._broken = False
             return
         assert active.appender is not None
-        active.appender.truncate(active.durable_bytes)
+        cut = max(self._cut_to, active.durable_bytes)
+        try:
+            active.appender.truncate(cut)  # a cut is synced: what it leaves is durable
+        except StorageError as exc:
+            self.damaged = exc.message
+            raise
         self._broken = False
+        if self.synced_at[0] == active.base_offset:  # the cut synced the file whole
+            self.synced_at = (active.base_offset, cut, self.next_offset)
 
     def _should_roll(self, active: Segment, now_ms: int) -> bool:
         if not len(active.positions):
@@ -361,8 +499,10 @@ class PartitionLog:
                 active.appender.truncate(active.durable_bytes)
                 active.appender.append([seal])
                 active.appender.sync()
-            except StorageError:
+            except StorageError as exc:
                 self._broken = True
+                self._cut_to = active.durable_bytes
+                self.damaged = exc.message
                 raise
             active.sealed = True
             active.close()
@@ -370,6 +510,7 @@ class PartitionLog:
             self.storage, self.prefix, self.partition, active.next_offset, now_ms
         )
         self.segments = [*self.segments, fresh]
+        self.synced_at = (fresh.base_offset, fresh.durable_bytes, fresh.next_offset)
         self._mark_durable()
 
     def _mark_durable(self) -> None:
@@ -422,3 +563,22 @@ class PartitionLog:
             for segment in self.segments:
                 segment.close()
                 segment.retire()
+
+
+def _from(bodies: Sequence[bytes | memoryview], start: int, end: int) -> list[memoryview] | None:
+    """The batches of `bodies` (whole batches, in offset order, possibly overlapping what
+    is kept) that hold offsets `start` to `end` exactly; None when they do not."""
+    parts: list[memoryview] = []
+    at = start
+    for body in bodies:
+        view = memoryview(body)
+        for item in scan_batches(view, 0, None):
+            assert not isinstance(item, str), "the WAL's scan checked the body"
+            position, header = item
+            if header.base_offset < at:
+                continue
+            if header.base_offset != at:
+                return None
+            parts.append(view[position : position + header.length])
+            at = header.next_offset
+    return parts if at == end else None

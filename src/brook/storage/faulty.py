@@ -133,6 +133,10 @@ class FaultyStorage:
         self.inner = inner
         self.faults = faults or Faults()
 
+    @property
+    def write_ahead_log(self) -> bool:
+        return bool(getattr(self.inner, "write_ahead_log", False))
+
     def _check_space(self, name: str) -> None:
         if self.faults.disk_full:
             raise StorageError(f"writing {name} failed: ENOSPC (No space left on device)")

@@ -198,6 +198,9 @@ class LocalAppendFile(_Borrowed):
 class LocalStorage:
     """Files under one root directory."""
 
+    write_ahead_log = True
+    """Rounds are made durable in one WAL file (log/wal.py): one fdatasync each."""
+
     def __init__(
         self,
         root: str | os.PathLike[str],

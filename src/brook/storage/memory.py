@@ -68,6 +68,9 @@ class MemoryAppendFile:
 class MemoryStorage:
     """Files in a dict; durable means 'synced', which `crash()` honours."""
 
+    write_ahead_log = True
+    """As a directory: rounds made durable in the WAL, segments by checkpoints."""
+
     def __init__(self) -> None:
         self._files: dict[str, _File] = {}
         self._mutex = threading.Lock()
