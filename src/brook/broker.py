@@ -127,6 +127,8 @@ class Broker:
         delivery_workers: int = 0,
         lake: bool = False,
         lake_lag_ms: int = limits.lake_lag_ms_default,
+        checkpoint_interval_ms: int = limits.checkpoint_interval_ms_default,
+        wal_bytes_max: int = limits.wal_bytes_max_default,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
@@ -152,6 +154,13 @@ class Broker:
         validate.whole(record_bytes_max, "record_bytes_max", 1, limits.record_bytes_max_ceiling)
         validate.whole(delivery_workers, "delivery_workers", 0, limits.delivery_workers_max)
         validate.whole(lake_lag_ms, "lake_lag_ms", 0, limits.lake_lag_ms_max)
+        validate.whole(
+            checkpoint_interval_ms,
+            "checkpoint_interval_ms",
+            limits.checkpoint_interval_ms_min,
+            limits.checkpoint_interval_ms_max,
+        )
+        validate.whole(wal_bytes_max, "wal_bytes_max", limits.wal_bytes_max_min)
         if delivery_workers and delivery_resolver is not system_resolver:
             raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
         clock = Clock.of(clock)
@@ -166,6 +175,8 @@ class Broker:
             idempotency_window_ms=idempotency_window_ms,
             record_bytes_max=record_bytes_max,
             read_only=read_only,
+            checkpoint_interval_ms=checkpoint_interval_ms,
+            wal_bytes_max=wal_bytes_max,
         )
         self._services: list[Service] = []
         self._closed = False

@@ -143,6 +143,7 @@ class Core:
         refuse every write (SPEC §0). On failure everything opened is closed."""
         self.record_bytes_max = record_bytes_max
         """The largest record this broker takes (the services check theirs against it)."""
+        self._wal_bytes_max = wal_bytes_max
         if hasattr(storage, "supervisor"):  # a backend with loops of its own (S3)
             storage.supervisor = supervisor
         try:
@@ -288,16 +289,29 @@ class Core:
                 found.problem,
             )
 
+        # Logs the services own (status logs, the timer log) are opened for the replay
+        # alone, and again by their service afterwards.
+        others: dict[tuple[str, int], PartitionLog | None] = {}
+
         def find_log(topic: str, partition: int) -> PartitionLog | None:
             state = self._topics.get(topic)
-            if state is None or not 0 <= partition < len(state.logs):
-                return None
-            return state.logs[partition]
+            if state is not None:
+                return state.logs[partition] if 0 <= partition < len(state.logs) else None
+            if (topic, partition) not in others:
+                prefix = layout.partition_prefix(topic, partition)
+                stored = any(n.endswith(layout.SEGMENT_SUFFIX) for n in self.storage.list(prefix))
+                others[(topic, partition)] = self.open_log(topic, partition) if stored else None
+            return others[(topic, partition)]
 
-        replayed = replay(found.entries, find_log, self.now_ms())
-        for partition_log in replayed.logs:
-            partition_log.sync()
-        wal = WriteAheadLog(self.storage)
+        try:
+            replayed = replay(found.entries, find_log, self.now_ms())
+            for partition_log in replayed.logs:
+                partition_log.sync()
+        finally:
+            for other in others.values():
+                if other is not None:
+                    other.close()
+        wal = WriteAheadLog(self.storage, min(limits.wal_file_bytes_max, self._wal_bytes_max // 4))
         wal.start(found.end, self.now_ms())
         return wal
 
@@ -375,6 +389,13 @@ class Core:
         self.check_open()
         if isinstance(self.committer, Committer):
             self.committer.checkpoint()
+
+    def log_dropped(self, name: str) -> None:
+        """A service deleted a log of its own (a status log), or every log whose name
+        starts with `name/`: recorded in the WAL first (writer role), so a restart never
+        replays the old records into a log made again under the name."""
+        if isinstance(self.committer, Committer):
+            self.committer.topic_dropped(name)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic, its records and everything services keep for it.

@@ -84,6 +84,10 @@ checkpoint_wal_bytes_share = 0.5
 before a round has to wait for it."""
 checkpoint_interval_ms_default = 5_000
 """A checkpoint begins this long after the last one when anything was written since."""
+checkpoint_interval_ms_min = 10
+checkpoint_interval_ms_max = 600_000
+wal_bytes_max_min = 64 * KIB
+"""The smallest wal_bytes_max a broker may be given (tests use it to checkpoint often)."""
 checkpoint_dirty_files_share = 0.5
 """A checkpoint begins once this share of the open-files budget are segments written
 since the last one: a file not yet synced keeps its descriptor (storage/handles.py)."""
@@ -371,6 +375,11 @@ _RELATIONS = (
     (0 < checkpoint_wal_bytes_share < 1, "a checkpoint begins before rounds wait for one"),
     (0 < checkpoint_dirty_files_share < 1, "a checkpoint begins within the open-files budget"),
     (0 < checkpoint_interval_ms_default <= 60_000, "a checkpoint at least every minute"),
+    (
+        checkpoint_interval_ms_min <= checkpoint_interval_ms_default <= checkpoint_interval_ms_max,
+        "checkpoint interval within its bounds",
+    ),
+    (wal_bytes_max_min <= wal_bytes_max_default, "WAL bound within its bounds"),
     (timer_flush_timers <= timer_unflushed_max, "timers flush before scheduling waits"),
     (staging_publish_bytes_in_flight <= commit_queue_bytes_max, "a publish fits the queue"),
     (delivery_origin_connections_max <= delivery_connections_max_default, "origin share"),

@@ -115,6 +115,25 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             le=limits.linger_ms_max,
         ),
     ] = limits.linger_ms_default
+    checkpoint_interval_ms: Annotated[
+        int,
+        _setting(
+            "Longest time between checkpoints, which make segments durable so the write-ahead "
+            "log can let go of what they hold.",
+            "broker",
+            ge=limits.checkpoint_interval_ms_min,
+            le=limits.checkpoint_interval_ms_max,
+        ),
+    ] = limits.checkpoint_interval_ms_default
+    wal_bytes_max: Annotated[
+        int,
+        _setting(
+            "Most write-ahead log past the last checkpoint before a round waits for one: the "
+            "most a restart after a crash replays.",
+            "broker",
+            ge=limits.wal_bytes_max_min,
+        ),
+    ] = limits.wal_bytes_max_default
     idempotency_window_ms: Annotated[
         int,
         _setting(

@@ -27,6 +27,9 @@ class CommitStats:
         self.checkpoints = 0
         self.checkpoint_syncs = 0
         """Segment syncs made by checkpoints (the rest of a record's durable cost)."""
+        self.wal_bytes = 0
+        self.wal_pending_bytes = 0
+        """The write-ahead log past the last checkpoint (a gauge)."""
         self.batch_seconds_counts = [0] * (len(BATCH_SECONDS_BUCKETS) + 1)
         """Per bucket (the last is +Inf), not cumulative."""
         self.batch_seconds_sum = 0.0

@@ -171,6 +171,7 @@ class Checkpointer:
             if position > self.wal.checkpointed:
                 self.wal.write_checkpoint(position, self.clock_ms())
                 self.stats.checkpoints += 1
+            self.stats.wal_pending_bytes = self.wal.bytes_since_checkpoint
 
     def _sync_all(self, logs: set[PartitionLog]) -> None:
         if not logs:

@@ -210,7 +210,7 @@ class Committer:
                 self.stats,
                 self.supervisor,
                 lambda: int(self.clock() * 1000),
-                self._note_damage,
+                self._checkpoint_damaged,
                 interval_ms=checkpoint_interval_ms,
                 wal_bytes_max=wal_bytes_max,
                 dirty_files_max=dirty_files_max,
@@ -434,6 +434,7 @@ class Committer:
         """Record a topic's deletion in the WAL, with the writer role (Core's control
         work), so replay never puts its old records into a topic of the same name."""
         if self.wal is not None:
+            self._ready_wal()
             self.wal.topic_dropped(topic, int(self.clock() * 1000))
 
     def _ready_wal(self) -> None:
@@ -455,6 +456,23 @@ class Committer:
         """Partitions whose segment sync or cut failed: written again before the next round."""
         with self._damage_lock:
             self._damaged.update(x for x in logs if x.damaged is not None)
+
+    def _checkpoint_damaged(self, logs: Iterable[PartitionLog]) -> None:
+        """A checkpoint's syncs failed: write the damaged tails again as soon as the writer
+        role is free, not at the next round (none may come, and readers would wait)."""
+        self._note_damage(logs)
+        if not self._damaged:
+            return
+        with self._cond:
+            if not self._closing:
+                self._queue.append(_Control(self._repair_now))
+                self._cond.notify()
+
+    def _repair_now(self) -> None:
+        try:
+            self._ready_wal()
+        except StorageError as exc:
+            log.warning("writing damaged segments again failed (tried again later): %s", exc)
 
     def _rewrite_damaged(self) -> None:
         """Write the damaged partitions' tails again from the WAL (writer role, nothing in
@@ -540,6 +558,8 @@ class Committer:
             return
         for batch in written:
             batch.wal_generation = appended.generation
+        self.stats.wal_bytes = self.wal.bytes_written
+        self.stats.wal_pending_bytes = self.wal.bytes_since_checkpoint
         if self.checkpointer.due_now:
             self.checkpointer.nudge()
 

@@ -355,6 +355,9 @@ class PartitionLog:
                     f"partition {self.topic}/{self.partition}: the write-ahead log does not "
                     f"hold offsets {good_offset} to {want_offset - 1} to write them again"
                 )
+            # Readers read the WAL's copy meanwhile: a cut or write that fails half-way
+            # (a full disk) leaves them a damaged file until the next attempt succeeds.
+            active.overlay = (good_bytes, b"".join(parts))
             active.appender.truncate(good_bytes)
             self.synced_at = (base, good_bytes, good_offset)
             active.appender.append(parts)
@@ -365,6 +368,7 @@ class PartitionLog:
                     f"not {want_bytes}"
                 )
             active.appender.sync()
+            active.overlay = None
             self.synced_at = (base, want_bytes, want_offset)
             self.next_offset = want_offset
             self._broken = False
@@ -478,8 +482,9 @@ class PartitionLog:
             self.damaged = exc.message
             raise
         self._broken = False
-        if self.synced_at[0] == active.base_offset:  # the cut synced the file whole
-            self.synced_at = (active.base_offset, cut, self.next_offset)
+        base, synced_bytes, _ = self.synced_at
+        if base == active.base_offset and cut < synced_bytes:
+            self.synced_at = (base, cut, self.next_offset)  # what is left of the synced part
 
     def _should_roll(self, active: Segment, now_ms: int) -> bool:
         if not len(active.positions):

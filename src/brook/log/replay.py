@@ -10,8 +10,9 @@ batches kept, a torn tail cut). Entries are then applied in WAL order:
 - an entry that starts past the end (or before it, reaching past it) means the
   segment lost acknowledged records or holds others in their place: CorruptData, and
   the broker does not start on it;
-- entries of a topic dropped later, or of a topic or partition that no longer exists
-  (deleted before the crash), are skipped.
+- entries of a topic dropped later (by name, or every log under a name and '/': a
+  topic's status logs), or of a topic or partition that no longer exists (deleted
+  before the crash), are skipped.
 Every partition named past the checkpoint is then synced, since its segment's bytes
 may have been in the page cache only, before the new checkpoint lets the WAL go.
 """
@@ -42,11 +43,11 @@ class Replayed(NamedTuple):
 
 def replay(entries: list[Entry], find_log: FindLog, now_ms: int) -> Replayed:
     """Apply `entries` (in WAL order) to the partitions' logs; see the module."""
-    last_drop = {e.topic: i for i, e in enumerate(entries) if e.kind == KIND_TOPIC_DROPPED}
+    drops = [(i, e.topic) for i, e in enumerate(entries) if e.kind == KIND_TOPIC_DROPPED]
     named: dict[PartitionLog, None] = {}
     records = size = 0
     for i, entry in enumerate(entries):
-        if entry.kind == KIND_TOPIC_DROPPED or i < last_drop.get(entry.topic, -1):
+        if entry.kind == KIND_TOPIC_DROPPED or _dropped_later(entry.topic, i, drops):
             continue
         partition_log = find_log(entry.topic, entry.partition)
         if partition_log is None:
@@ -88,3 +89,9 @@ def _from_offset(body: memoryview, base: int, offset: int) -> memoryview | None:
         if header.base_offset == offset:
             return body[position:]
     return None
+
+
+def _dropped_later(topic: str, index: int, drops: list[tuple[int, str]]) -> bool:
+    """Whether a later entry drops `topic`: by its name, or by a name it starts with and
+    a '/' (every status log of a topic)."""
+    return any(i > index and (topic == name or topic.startswith(name + "/")) for i, name in drops)

@@ -72,6 +72,10 @@ class Segment:
         """Reads in progress on `_reader`."""
         self._retired = False
         self._handle_lock = threading.Lock()
+        self.overlay: tuple[int, bytes] | None = None
+        """(position, bytes) read in place of the file from `position` on: the acknowledged
+        tail the write-ahead log holds while the file's copy is being written again after a
+        failed sync (PartitionLog.rewrite), so readers never see the damage."""
 
     @property
     def max_timestamp(self) -> int:
@@ -152,6 +156,14 @@ class Segment:
     def read(self, start: int, end: int) -> bytes:
         """Bytes [start, end) of the file. Raises SegmentRetired once the segment
         is retired, StorageError when the file cannot be read."""
+        overlay = self.overlay
+        if overlay is not None and end > overlay[0]:
+            at, tail = overlay
+            head = self.read_file(start, at) if start < at else b""
+            return head + tail[max(0, start - at) : end - at]
+        return self.read_file(start, end)
+
+    def read_file(self, start: int, end: int) -> bytes:
         reader = self._pin()
         try:
             return reader.read(start, end - start)

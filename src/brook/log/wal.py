@@ -336,10 +336,12 @@ def wal_bodies(entries: list[Entry], topic: str, partition: int) -> list[memoryv
     dropped (an older topic of the same name is not this one)."""
     bodies: list[memoryview] = []
     for entry in entries:
-        if entry.topic != topic:
+        if entry.topic != topic and entry.kind != KIND_TOPIC_DROPPED:
             continue
-        if entry.kind == KIND_TOPIC_DROPPED:
+        if entry.kind == KIND_TOPIC_DROPPED and (
+            entry.topic == topic or topic.startswith(entry.topic + "/")
+        ):
             bodies = []
-        elif entry.partition == partition:
+        elif entry.kind == KIND_BATCHES and entry.topic == topic and entry.partition == partition:
             bodies.append(entry.body)
     return bodies

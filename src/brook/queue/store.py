@@ -146,6 +146,7 @@ class QueueStore:
                 found = self._groups.pop((topic, group), None)
 
             def on_writer() -> None:
+                self.core.log_dropped(layout.queue_status_log(topic, group))
                 if found is not None:
                     found.status_log.close()
                     self.core.supervisor.forget_subject(found.subject)
@@ -169,6 +170,7 @@ class QueueStore:
     def forget_topic(self, topic: str) -> None:
         """Writer role: the topic is deleted; so are its groups and their status logs."""
         self.batches.forget(topic)
+        self.core.log_dropped(layout.queue_status_log(topic, "_").rsplit("/", 1)[0])
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 gone = self._groups.pop(key)

@@ -55,7 +55,29 @@ class BrookCollector(Collector):
             "brook_batches_failed", "Batches whose write or sync failed", value=stats.failed_batches
         )
         yield CounterMetricFamily(
-            "brook_fsyncs", "fdatasync calls on segment files", value=stats.syncs
+            "brook_fsyncs",
+            "Syncs that made commit rounds durable (of the write-ahead log; on object storage, "
+            "one PUT per partition a round wrote)",
+            value=stats.syncs,
+        )
+        yield CounterMetricFamily(
+            "brook_commit_rounds", "Commit rounds made durable or failed", value=stats.rounds
+        )
+        yield CounterMetricFamily(
+            "brook_checkpoints", "Checkpoints written (write-ahead log)", value=stats.checkpoints
+        )
+        yield CounterMetricFamily(
+            "brook_checkpoint_fsyncs",
+            "Segment syncs made by checkpoints",
+            value=stats.checkpoint_syncs,
+        )
+        yield CounterMetricFamily(
+            "brook_wal_bytes", "Bytes written to the write-ahead log", value=stats.wal_bytes
+        )
+        yield GaugeMetricFamily(
+            "brook_wal_pending_bytes",
+            "Write-ahead log past the last checkpoint (what a restart after a crash replays)",
+            value=stats.wal_pending_bytes,
         )
         cumulative, buckets = 0, []
         for bound, count in zip(
