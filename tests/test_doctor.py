@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import brook
 from tests.s3server import MotoServer
 from tests.served import SRC, Served
 
@@ -90,3 +91,16 @@ def test_an_object_store_its_lease_writes_and_clock(moto: MotoServer, tmp_path: 
         "doctor", "--storage", url, "--endpoint-url", "http://127.0.0.1:9", cwd=tmp_path
     )
     assert code == 1 and checks["storage"][0] == "fail"
+
+
+def test_the_write_ahead_log_and_what_a_restart_would_replay(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with brook.open(str(data), checkpoint_interval_ms=600_000) as b:
+        b.topic("t").append_many([brook.Record(b"x" * 1000) for _ in range(300)])
+        code, checks = doctor("doctor", "--data", str(data), cwd=tmp_path)
+        assert code == 0
+        status, detail = checks["wal"]
+        assert status == "ok" and "1 file(s)" in detail
+        assert "0.29 MiB past the last checkpoint" in detail, detail
+    code, checks = doctor("doctor", "--data", str(data), cwd=tmp_path)
+    assert "0.00 MiB past the last checkpoint" in checks["wal"][1]  # closing checkpoints

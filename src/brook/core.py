@@ -33,8 +33,10 @@ from brook.errors import (
     BrookError,
     Closed,
     Conflict,
+    CorruptData,
     PartitionNotFound,
     ReadOnly,
+    StorageError,
     TopicNotFound,
 )
 from brook.idempotency import IdempotencyIndex
@@ -176,8 +178,11 @@ class Core:
             wal: WriteAheadLog | None = None
             with _no_cycle_collection():
                 self._recover_topics()
-                if not read_only and getattr(storage, "write_ahead_log", False):
-                    wal = self._replay_wal()
+                if getattr(storage, "write_ahead_log", False):
+                    if read_only:
+                        self._read_wal()
+                    else:
+                        wal = self._replay_wal()
                 if not read_only:
                     self._rebuild_idempotency()
             self.committer: Committer | RefusingCommitter
@@ -314,6 +319,32 @@ class Core:
         wal = WriteAheadLog(self.storage, min(limits.wal_file_bytes_max, self._wal_bytes_max // 4))
         wal.start(found.end, self.now_ms())
         return wal
+
+    def _read_wal(self) -> None:
+        """Beside an owner (read-only): what its write-ahead log holds past its checkpoint,
+        read into the topics in memory, so this reader sees every record the owner had
+        acknowledged when it opened (on object storage, segments hold only what the
+        owner's checkpoints stored). A WAL the owner let go of meanwhile is read again."""
+        for _ in range(WAL_READ_ATTEMPTS):
+            try:
+                found = wal_recover(self.storage)
+                break
+            except (CorruptData, StorageError) as exc:
+                log.debug("the owner's write-ahead log changed while it was read: %s", exc)
+        else:
+            log.warning("the owner's write-ahead log kept changing: reading the segments only")
+            return
+
+        def find_log(topic: str, partition: int) -> PartitionLog | None:
+            state = self._topics.get(topic)
+            if state is None or not 0 <= partition < len(state.logs):
+                return None
+            return state.logs[partition]
+
+        try:
+            replay(found.entries, find_log, self.now_ms())
+        except CorruptData as exc:  # the owner moved on while this reader looked
+            log.warning("reading the owner's write-ahead log stopped: %s", exc)
 
     def _rebuild_idempotency(self) -> None:
         since = self.now_ms() - self.idempotency.window_ms
@@ -592,6 +623,10 @@ class Core:
         for state in self._topics.values():
             for partition_log in state.logs:
                 partition_log.close()
+
+
+WAL_READ_ATTEMPTS = 3
+"""A reader's reads of the owner's WAL, which a checkpoint may cut short meanwhile."""
 
 
 def _files_budget(storage: Storage) -> int:

@@ -9,6 +9,7 @@ or the lease (never taken), so it may run beside a live broker.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import secrets
 import shutil
@@ -20,6 +21,7 @@ from typing import NamedTuple
 import httpx
 
 from brook import layout
+from brook.codec.wal import WAL_FILE_HEADER_BYTES, scan_entries
 from brook.config import Config
 from brook.errors import StorageError
 from brook.storage.s3 import lease as leases
@@ -104,7 +106,38 @@ def local_checks(data: str) -> Iterator[Check]:
             f"cannot write in {root}: {exc.strerror}; the user that runs brook must own it",
         )
     yield _lock(root)
+    yield _wal(root)
     yield from _disk("disk", root)
+
+
+def _wal(root: Path) -> Check:
+    """The write-ahead log: its files, and how much lies past the last checkpoint (what a
+    restart after a crash replays), read from the files without disturbing the owner."""
+    folder = root / layout.WAL
+    names = sorted(folder.glob(f"*{layout.WAL_SUFFIX}")) if folder.is_dir() else []
+    if not names:
+        return Check("ok", "wal", "no write-ahead log yet (written from the first commit round)")
+    try:
+        raw = (root / layout.WAL_CHECKPOINT).read_bytes()
+        checkpoint = int(json.loads(raw)["position"])
+    except (OSError, ValueError, KeyError, TypeError):
+        checkpoint = 0
+    on_disk = sum(p.stat().st_size for p in names)
+    last = names[-1]
+    start = int(last.stem)
+    try:
+        data = last.read_bytes()
+    except OSError as exc:
+        return Check("fail", "wal", f"cannot read {last}: {exc.strerror}")
+    at = max(WAL_FILE_HEADER_BYTES, checkpoint - start)
+    end = scan_entries(data, at, start + at).end if at < len(data) else start + len(data)
+    past = max(0, end - checkpoint)
+    return Check(
+        "ok",
+        "wal",
+        f"{len(names)} file(s), {on_disk / 2**20:.1f} MiB on disk; {past / 2**20:.2f} MiB "
+        "past the last checkpoint (what a restart after a crash replays)",
+    )
 
 
 def _existing(path: Path) -> Path:

@@ -131,9 +131,6 @@ def write(data: Path) -> dict[str, Any]:
                     for p in range(info.partitions)
                 },
             }
-        expected["wal_only"] = {"events": {"0": 7}}
-        """The newest records of each partition held by the WAL alone (a reader beside a
-        crashed owner does not see them until the owner replays them)."""
         power_cut_copy(b, data, data.with_name("crashed"))
     shutil.rmtree(data)
     data.with_name("crashed").rename(data)

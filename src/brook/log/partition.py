@@ -404,6 +404,8 @@ class PartitionLog:
         """Append batches as the write-ahead log holds them (replay, before serving),
         readable at once; the caller syncs before the checkpoint. Returns the next
         offset. The batches must start at `next_offset` (log/replay.py checks)."""
+        if getattr(self.storage, "read_only", False):
+            return self._overlay(body)
         entries: list[IndexEntry] = []
         with self._lock:
             active = self.segments[-1]
@@ -420,6 +422,27 @@ class PartitionLog:
                 next_offset = header.next_offset
             active.appender.append([body])
             active.publish(entries, active.appender.size(), next_offset)
+            self.next_offset = self.durable_offset = next_offset
+            self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
+            return next_offset
+
+    def _overlay(self, body: bytes | memoryview) -> int:
+        """A reader beside the owner: the batches the WAL holds past the segment, read in
+        memory in place of the file's tail (the file's copy may not be durable, or on
+        object storage not stored at all, until the owner's next checkpoint)."""
+        with self._lock:
+            active = self.segments[-1]
+            at, tail = active.overlay or (active.durable_bytes, b"")
+            position = at + len(tail)
+            entries = []
+            next_offset = self.next_offset
+            for item in scan_batches(body, 0, next_offset):
+                assert not isinstance(item, str), "the WAL's scan checked the body"
+                where, header = item
+                entries.append(IndexEntry(header.base_offset, position + where, header.timestamp))
+                next_offset = header.next_offset
+            active.overlay = (at, tail + bytes(body))
+            active.publish(entries, position + len(body), next_offset)
             self.next_offset = self.durable_offset = next_offset
             self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
             return next_offset

@@ -119,9 +119,16 @@ def recover(storage: Storage) -> Recovered:
         following = layout.wal_file_start(names[i + 1]) if i + 1 < len(names) else None
         if following is not None and following <= checkpoint:
             continue  # wholly behind the checkpoint: deleted once it was written
-        data = storage.read_all(name)
-        if data is None:
-            raise CorruptData(f"{name} vanished while the write-ahead log was read")
+        reader = storage.open_read(name)
+        try:
+            size = reader.size()
+            head = reader.read(0, WAL_FILE_HEADER_BYTES)
+            # Only what lies past the checkpoint is read: on object storage the file is
+            # a chunk per round, and a clean stop leaves all of it behind the checkpoint.
+            skip = max(WAL_FILE_HEADER_BYTES, min(checkpoint - start, size))
+            data = head + bytes(skip - len(head)) + reader.read(skip, size - skip)
+        finally:
+            reader.close()
         header = decode_file_header(data)
         if isinstance(header, str) and following is None and start >= end:
             # A crash while the last file was being made: it never held an entry.

@@ -59,6 +59,11 @@ class ReadOnlyStorage:
     def __init__(self, inner: Storage) -> None:
         self.inner = inner
 
+    @property
+    def write_ahead_log(self) -> bool:
+        """Whether the owner keeps one: a reader then reads it too (Core._read_wal)."""
+        return bool(getattr(self.inner, "write_ahead_log", False))
+
     def lock(self) -> None:
         raise _refused("take ownership")
 

@@ -64,6 +64,11 @@ class S3Storage:
     open_threads = 16
     """Topics a broker opens side by side at start (Core): each waits on requests."""
 
+    write_ahead_log = True
+    """A commit round is one PUT: a chunk of the write-ahead log holding every partition's
+    batches of the round (log/wal.py); segments are PUT by checkpoints. The owner reads
+    what its appenders hold unsynced (`open_read`), as a directory's page cache would."""
+
     def __init__(
         self,
         url: str,
@@ -101,6 +106,8 @@ class S3Storage:
         """A manifest write whose outcome could not be learned (its bytes, its catalog)."""
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
+        self._appenders: dict[str, S3AppendFile] = {}
+        """Appendable files open for appending in this broker, by name."""
         self.merger = Merger(self)
         self.requests = ThreadPoolExecutor(REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-s3")
         self.fenced = threading.Event()
@@ -278,7 +285,10 @@ class S3Storage:
                     if self.cache is not None:
                         self.cache.forget(key)
             if entry.chunks is not None:
-                keys = [key for key, _ in self.bucket.list(entry.chunks)]
+                # Fences (empty chunks a take-over put) stay: a fenced broker that still
+                # runs must find its next chunk number taken even once the file is gone,
+                # or a write-ahead log chunk it PUTs there would look durable to it.
+                keys = [key for key, size in self.bucket.list(entry.chunks) if size]
                 self.bucket.delete_many(keys)
                 if self.cache is not None:
                     for key in keys:
@@ -330,7 +340,22 @@ class S3Storage:
         table = ChunkTable(prefix, [len(initial)])
         with self._mutex:
             self._tables[name] = table
-        return S3AppendFile(self, name, table)
+        return self._appending(S3AppendFile(self, name, table))
+
+    def _appending(self, appender: S3AppendFile) -> S3AppendFile:
+        with self._mutex:
+            self._appenders[appender.name] = appender
+        return appender
+
+    def appender_closed(self, appender: S3AppendFile) -> None:
+        with self._mutex:
+            if self._appenders.get(appender.name) is appender:
+                del self._appenders[appender.name]
+
+    def appender(self, name: str) -> S3AppendFile | None:
+        """The file's appender in this broker, whose unsynced bytes its reads include."""
+        with self._mutex:
+            return self._appenders.get(name)
 
     def open_appendable(self, name: str) -> S3AppendFile:
         """Open an appendable file for appending: its table as `lock` fenced it."""
@@ -343,7 +368,7 @@ class S3Storage:
             table = fence_file(self, name, entry, self.requests)
             with self._mutex:
                 self._tables[name] = table
-        return S3AppendFile(self, name, table)
+        return self._appending(S3AppendFile(self, name, table))
 
     def void_chunks(self, name: str, prefix: str, seqs: Sequence[int]) -> None:
         """Record that chunks `seqs` of `name` hold nothing of the file, whatever is or
@@ -511,7 +536,19 @@ class S3ReadFile:
                 return b""
             return self._storage.fetch_range(entry.key, position, end)
         table = self._storage.table(self._name, entry)
-        end = min(position + length, table.size)
+        appender = self._storage.appender(self._name)
+        if appender is not None:
+            synced, unsynced = appender.unsynced()
+            if position + length > synced:
+                head = self._read_synced(entry, table, position, min(position + length, synced))
+                at = max(position, synced) - synced
+                return head + unsynced[at : at + position + length - max(position, synced)]
+        return self._read_synced(entry, table, position, position + length)
+
+    def _read_synced(self, entry: m.Entry, table: ChunkTable, position: int, until: int) -> bytes:
+        end = min(until, table.size)
+        if position >= end:
+            return b""
         pieces: list[tuple[str, int, int]] = []
         at = 0
         for run in entry.runs:
@@ -540,6 +577,9 @@ class S3ReadFile:
     def size(self) -> int:
         entry = self._now()
         if entry.chunks is not None:
+            appender = self._storage.appender(self._name)
+            if appender is not None:
+                return appender.size()
             return self._storage.table(self._name, entry).size
         return entry.size
 

@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from brook import layout
 from brook.errors import StorageError
 from brook.storage.s3 import manifest as m
 from brook.storage.s3.merge import RECENT_BYTES_MAX, RUN_CHUNKS_MIN
@@ -112,6 +113,7 @@ class S3AppendFile:
     def __init__(self, storage: S3Storage, name: str, table: ChunkTable) -> None:
         self._storage = storage
         self._name = name
+        self.name = name
         self._table = table
         self._lock = threading.Lock()
         self._pending: list[bytes | memoryview] = []
@@ -133,6 +135,15 @@ class S3AppendFile:
     def size(self) -> int:
         with self._lock:
             return self._table.size + len(self._inflight) + self._pending_bytes
+
+    def unsynced(self) -> tuple[int, bytes]:
+        """Where the synced chunks end, and the bytes appended after them (in flight and
+        pending), taken together: what the owner reads past the chunks."""
+        with self._lock:
+            if len(self._pending) > 1:
+                self._pending = [b"".join(self._pending)]
+            tail = self._inflight + (self._pending[0] if self._pending else b"")
+            return self._table.size, bytes(tail)
 
     def sync(self) -> None:
         """PUT what was appended so far as the next chunk. Raises StorageError, or Fenced."""
@@ -166,7 +177,8 @@ class S3AppendFile:
             self._table.remember(seq, data)
         if self._storage.cache is not None:
             self._storage.cache.put(m.chunk_key(self._table.prefix, seq), data)
-        self._storage.merger.consider(self._name, self._table)
+        if not self._name.startswith(layout.WAL):  # let go at checkpoints, never merged
+            self._storage.merger.consider(self._name, self._table)
 
     def _put(self, seq: int, data: bytes) -> None:
         """Store chunk `seq`; returns only once the store has it. Raises Fenced or StorageError."""
@@ -263,3 +275,4 @@ class S3AppendFile:
             self._pending = []
             self._pending_bytes = 0
             self._inflight = b""
+        self._storage.appender_closed(self)
