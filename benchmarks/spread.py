@@ -7,6 +7,15 @@ topic in the same run, and fsyncs per acknowledged record (the write-ahead log's
 syncs and the checkpoints' segment syncs, from the broker's own counters).
 Then the restart after a clean stop with 10,000 topics, the files cached.
 
+Also, each over one topic and over 1,000, in the same run:
+- HTTP: wrk POSTs one raw record per request to `brook serve`, the topic chosen at
+  random per request from the set; requests/s.
+- S3 (moto's server over loopback): 64 threads as above on an embedded broker; records/s,
+  PUTs per 1,000 records (the WAL's round chunks and the checkpoints' segment chunks,
+  a last checkpoint included) and the append's latency p50/p99.
+And the restart after kill -9 with the write-ahead log near its bound (64 MiB past the
+last checkpoint, spread over 1,000 topics): seconds until the broker serves.
+
 Run alone with `python -m benchmarks.spread` (appends to RESULTS.md), or as part of
 `make bench`. BROOK_BENCH_SPREAD_SECONDS sets each run's length (default 6).
 """
@@ -14,14 +23,23 @@ Run alone with `python -m benchmarks.spread` (appends to RESULTS.md), or as part
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
+from tests.s3server import CREDENTIALS, MotoServer
+
 import brook
 from benchmarks.run import machine, scratch
+from benchmarks.server import brook_serve, stop
+from brook import limits
+from brook.storage.s3 import S3Storage
 
 THREADS = 64
 VALUE = b"v" * 100
@@ -29,6 +47,8 @@ SECONDS = float(os.environ.get("BROOK_BENCH_SPREAD_SECONDS", "6"))
 TRIALS = int(os.environ.get("BROOK_BENCH_SPREAD_TRIALS", "3"))
 SPREADS = [1, 100, 1_000, 10_000]
 RESTART_TOPICS = 10_000
+SLOW_CHECKPOINTS_MS = 30_000
+"""A checkpoint interval for object storage where PUTs are the cost that matters."""
 RESULTS = Path(__file__).parent / "RESULTS.md"
 
 
@@ -72,6 +92,124 @@ def spread(topics: int, folder: Path) -> tuple[float, float]:
     return records / elapsed, syncs / max(records, 1)
 
 
+def http(topics: int) -> float:
+    """Requests/s of wrk POSTing one raw record per request over `topics` topics."""
+    folder = scratch()
+    with brook.open(str(folder)) as b:
+        for i in range(topics):
+            b.topic(f"t{i:05d}").append(b"warm-up")
+    process, port = brook_serve(folder)
+    try:
+        script = folder / "spread.lua"
+        script.write_text(
+            f"math.randomseed(os.time())\n"
+            f"request = function()\n"
+            f'  local path = string.format("/v1/topics/t%05d/records", math.random(0, {topics - 1}))\n'
+            f'  return wrk.format("POST", path, {{["Content-Type"] = "application/octet-stream"}}, "{"v" * 100}")\n'
+            f"end\n"
+        )
+        out = subprocess.run(
+            [
+                "wrk",
+                "-t2",
+                f"-c{THREADS}",
+                f"-d{SECONDS:.0f}s",
+                "-s",
+                str(script),
+                f"http://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if "Non-2xx" in out:
+            raise RuntimeError(f"wrk saw errors:\n{out}")
+        return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    finally:
+        stop(process)
+        shutil.rmtree(folder)
+
+
+def on_s3(
+    moto: MotoServer, topics: int, interval_ms: int = limits.checkpoint_interval_ms_default
+) -> tuple[float, float, float, float]:
+    """(records/s, PUTs per 1,000 records, ack p50 ms, ack p99 ms) on S3."""
+    with brook.open(
+        moto.fresh_url(), endpoint_url=moto.endpoint, checkpoint_interval_ms=interval_ms
+    ) as b:
+        storage = b.storage
+        assert isinstance(storage, S3Storage)
+        handles = [b.topic(f"t{i:05d}") for i in range(topics)]
+        for t in handles:
+            t.append(b"warm-up")
+        b.core.checkpoint()
+        stop_flag = threading.Event()
+        latencies: list[list[float]] = [[] for _ in range(THREADS)]
+
+        def produce(i: int) -> None:
+            k = 0
+            while not stop_flag.is_set():
+                started = time.perf_counter()
+                handles[(i + k * THREADS) % topics].append(VALUE)
+                latencies[i].append(time.perf_counter() - started)
+                k += 1
+
+        puts = storage.bucket.counts.requests["put"]
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(THREADS)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        time.sleep(SECONDS)
+        stop_flag.set()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        b.core.checkpoint()  # what the run's records cost to store in their segments
+        puts = storage.bucket.counts.requests["put"] - puts
+    every = sorted(x for each in latencies for x in each)
+    records = len(every)
+    return (
+        records / elapsed,
+        puts / records * 1000,
+        1000 * every[len(every) // 2],
+        1000 * every[int(len(every) * 0.99)],
+    )
+
+
+KILLED_WRITER = """
+import sys, brook
+b = brook.open(sys.argv[1], checkpoint_interval_ms=600_000)
+b.core.committer.checkpointer.wal_bytes_trigger = 1 << 40  # let the WAL fill to its bound
+value = bytes(1000)
+for round_ in range(int(sys.argv[2])):
+    for i in range(1000):
+        b.topic(f"t{i:05d}").append_many([brook.Record(value)] * 4)
+print("READY", b.core.committer.wal.bytes_since_checkpoint, flush=True)
+import time; time.sleep(600)
+"""
+
+
+def restart_after_kill() -> tuple[float, float]:
+    """(MiB of WAL past the checkpoint, seconds to open) after kill -9 of a writer."""
+    folder = scratch()
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(folder), "15"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline().split()
+    assert line and line[0] == "READY", line
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    started = time.perf_counter()
+    with brook.open(str(folder)) as b:
+        opened = time.perf_counter() - started
+        assert b.topic("t00000").end_offsets()[0] >= 60
+    shutil.rmtree(folder)
+    return int(line[1]) / 2**20, opened
+
+
 def restart(folder: Path) -> float:
     """Seconds to open a broker with RESTART_TOPICS topics after a clean stop."""
     start = time.perf_counter()
@@ -92,6 +230,20 @@ def main() -> None:
     restarts = [restart(folders[RESTART_TOPICS]) for _ in range(3)]
     for folder in folders.values():
         shutil.rmtree(folder)
+    served: dict[int, list[float]] = {1: [], 1_000: []}
+    stored: dict[int, list[tuple[float, float, float, float]]] = {1: [], 1_000: [], -1_000: []}
+    os.environ.update(CREDENTIALS)
+    moto = MotoServer()
+    try:
+        for _ in range(TRIALS):
+            for n in served:
+                served[n].append(http(n))
+                stored[n].append(on_s3(moto, n))
+                print(f"{n} topics: HTTP {served[n][-1]:,.0f}/s, S3 {stored[n][-1]}", flush=True)
+            stored[-1_000].append(on_s3(moto, 1_000, SLOW_CHECKPOINTS_MS))
+    finally:
+        moto.close()
+    killed = [restart_after_kill() for _ in range(3)]
     rate = {n: statistics.median(r for r, _ in runs[n]) for n in SPREADS}
     per_record = {n: statistics.median(s for _, s in runs[n]) for n in SPREADS}
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -110,10 +262,37 @@ def main() -> None:
         lines.append(
             f"| {n:,} | {rate[n]:,.0f} | {shown} | {rate[n] / rate[1]:.2f}x | {per_record[n]:.3f} |"
         )
+    http_rate = {n: statistics.median(v) for n, v in served.items()}
+    s3 = {n: [statistics.median(run[k] for run in v) for k in range(4)] for n, v in stored.items()}
     lines += [
         "",
+        "| over | HTTP requests/s (runs) | S3 records/s | S3 PUTs per 1,000 records | S3 ack p50 / p99 ms |",
+        "| ---: | --- | ---: | ---: | --- |",
+    ]
+    for n in served:
+        lines.append(
+            f"| {n:,} topics | {http_rate[n]:,.0f} ({', '.join(f'{r:,.0f}' for r in served[n])}) "
+            f"| {s3[n][0]:,.0f} | {s3[n][1]:.1f} | {s3[n][2]:.1f} / {s3[n][3]:.1f} |"
+        )
+    slow = s3[-1_000]
+    lines.append(
+        f"| 1,000 topics, checkpoint_interval_ms {SLOW_CHECKPOINTS_MS:,} | (S3 only) "
+        f"| {slow[0]:,.0f} | {slow[1]:.1f} | {slow[2]:.1f} / {slow[3]:.1f} |"
+    )
+    lines += [
+        "",
+        f"- HTTP over 1,000 topics: {http_rate[1_000] / http_rate[1]:.2f}x one topic. S3 over "
+        f"1,000 topics: {s3[1_000][0] / s3[1][0]:.2f}x the records/s and "
+        f"{s3[1_000][1] / s3[1][1]:.2f}x the PUTs per 1,000 records of one topic "
+        f"({slow[1] / s3[1][1]:.2f}x with checkpoints every {SLOW_CHECKPOINTS_MS / 1000:.0f} s: "
+        "each checkpoint PUTs every partition written since the last).",
         f"- Restart after a clean stop with {RESTART_TOPICS:,} topics (files cached): "
         f"median {statistics.median(restarts):.2f} s of {', '.join(f'{s:.2f}' for s in restarts)}.",
+        "- Restart after kill -9 with "
+        + ", ".join(f"{mib:.0f} MiB" for mib, _ in killed)
+        + " of WAL past the checkpoint over 1,000 topics: "
+        + ", ".join(f"{s:.2f} s" for _, s in killed)
+        + " to serve.",
         "",
     ]
     report = "\n".join(lines)

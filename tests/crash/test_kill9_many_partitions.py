@@ -238,11 +238,6 @@ def test_many_partitions_survive_crashes(crash: Crash, mode: str) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a full WAL file keeps the space reserved past its data until a checkpoint "
-    "deletes it, so the WAL can take twice wal_bytes_max on disk",
-)
 def test_the_wal_on_disk_stays_within_its_bound(tmp_path: Path) -> None:
     """The WAL takes at most `wal_bytes_max` plus one file of disk, even when checkpoints
     lag behind (here: held off) and rounds fill it up to its bound."""

@@ -158,6 +158,7 @@ def open_segment(
         size = reader.size()
         found = read_seal(reader, base, size)
         if isinstance(found, str):
+            reader.close()
             if active and read_only:
                 return None  # its owner is creating it, or will start it again
             if active:
@@ -167,6 +168,7 @@ def open_segment(
                 return None
             raise CorruptData(f"{name}: {found}")
         if found is not None:
+            reader.close()
             return Segment(
                 storage,
                 name,
@@ -182,9 +184,14 @@ def open_segment(
                 raise CorruptData(f"{name}: an older segment carries no valid seal")
             size = acknowledged_end(storage, name.rsplit("/", 1)[0] + "/", base, size)
         buf = reader.read(0, size)
-    finally:
+    except BaseException:
         reader.close()
-    return _recovered(storage, name, base, buf, active, read_only, mark)
+        raise
+    segment = _recovered(storage, name, base, buf, active, read_only, mark)
+    # The active segment is read again at once (the idempotency keys of its recent
+    # batches): its read handle stays (a borrowed descriptor, closed when idle).
+    segment.adopt_reader(reader)
+    return segment
 
 
 def _recovered(

@@ -203,6 +203,14 @@ class Segment:
             if not self._pins:
                 self._close_reader()
 
+    def adopt_reader(self, reader: ReadFile) -> None:
+        """Read through `reader`, a handle on this file that its opener read already."""
+        with self._handle_lock:
+            if self._reader is None and not self._retired:
+                self._reader = reader
+                return
+        reader.close()
+
     def _close_reader(self) -> None:
         if self._reader is not None:
             self._reader.close()

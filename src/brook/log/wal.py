@@ -294,7 +294,9 @@ class WriteAheadLog:
     def _roll(self, now_ms: int) -> None:
         """Sync the full file whole, then begin the next (lock held): only the last
         file can end in a torn round."""
-        self._files[-1].appender.sync()
+        full = self._files[-1].appender
+        full.sync()
+        full.truncate(full.size())  # its reserved tail: a full file takes no more than it holds
         self.syncs += 1
         self._synced = self._end
         self._begin_file(now_ms)
