@@ -381,6 +381,7 @@ def main() -> None:
 
     skipped = {n for n in os.environ.get("BROOK_BENCH_SKIP", "").split(",") if n}
     sections = [
+        "spread",
         "queues",
         "tasks",
         "timers",
@@ -397,7 +398,7 @@ def main() -> None:
         "lake",
         "targets",
     ]
-    needs_wrk = {"server", "s3", "takeover", "targets"}
+    needs_wrk = {"spread", "server", "s3", "takeover", "targets"}
     for name in sections:
         if name in skipped:
             print(f"{name}: skipped (BROOK_BENCH_SKIP)")

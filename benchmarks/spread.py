@@ -219,7 +219,7 @@ def restart(folder: Path) -> float:
     return opened
 
 
-def main() -> None:
+def main() -> str:
     load_before = os.getloadavg()
     folders = {n: scratch() for n in SPREADS}
     runs: dict[int, list[tuple[float, float]]] = {n: [] for n in SPREADS}
@@ -295,11 +295,11 @@ def main() -> None:
         + " to serve.",
         "",
     ]
-    report = "\n".join(lines)
-    print(report)
-    with RESULTS.open("a") as out:
-        out.write("\n" + report)
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main()
+    report = main()
+    print(report)
+    with RESULTS.open("a") as out:
+        out.write("\n" + report)

@@ -178,11 +178,12 @@ class Core:
             wal: WriteAheadLog | None = None
             with _no_cycle_collection():
                 self._recover_topics()
-                if getattr(storage, "write_ahead_log", False):
+                keeps_wal = bool(getattr(storage, "write_ahead_log", False))
+                if keeps_wal or storage.list(layout.WAL):  # one left by an owner that kept one
                     if read_only:
                         self._read_wal()
                     else:
-                        wal = self._replay_wal()
+                        wal = self._replay_wal(keep=keeps_wal)
                 if not read_only:
                     self._rebuild_idempotency()
             self.committer: Committer | RefusingCommitter
@@ -282,9 +283,10 @@ class Core:
         log.debug("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
         return TopicState(name, config, logs)
 
-    def _replay_wal(self) -> WriteAheadLog:
+    def _replay_wal(self, keep: bool = True) -> WriteAheadLog | None:
         """Put what the write-ahead log holds past its checkpoint into the segments,
-        make them durable, and start the WAL afresh after it (log/replay.py)."""
+        make them durable, and start the WAL afresh after it (log/replay.py); without
+        `keep`, delete it instead (a broker that syncs each partition per round)."""
         found = wal_recover(self.storage)
         if found.problem is not None:
             log.warning(
@@ -316,6 +318,9 @@ class Core:
             for other in others.values():
                 if other is not None:
                     other.close()
+        if not keep:
+            self.storage.delete_prefix(layout.WAL)
+            return None
         wal = WriteAheadLog(self.storage, min(limits.wal_file_bytes_max, self._wal_bytes_max // 4))
         wal.start(found.end, self.now_ms())
         return wal

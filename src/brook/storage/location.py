@@ -36,11 +36,12 @@ S3_OPTIONS = frozenset(
         "take_over",
         "wait_for_lease",
         "lease_ms",
+        "write_ahead_log",
     }
 )
 S3_READER_OPTIONS = frozenset({"endpoint_url", "region", "request_timeout_s"})
 """What an outside reader (Spark) may set: it caches nothing and owns nothing."""
-OWNER_ONLY = ("take_over", "wait_for_lease", "lease_ms")
+OWNER_ONLY = ("take_over", "wait_for_lease", "lease_ms", "write_ahead_log")
 
 
 @dataclass(frozen=True)

@@ -64,10 +64,12 @@ class S3Storage:
     open_threads = 16
     """Topics a broker opens side by side at start (Core): each waits on requests."""
 
-    write_ahead_log = True
-    """A commit round is one PUT: a chunk of the write-ahead log holding every partition's
-    batches of the round (log/wal.py); segments are PUT by checkpoints. The owner reads
-    what its appenders hold unsynced (`open_read`), as a directory's page cache would."""
+    write_ahead_log = False
+    """With `write_ahead_log=True`, a commit round is one PUT: a chunk of the write-ahead log
+    holding every partition's batches of the round (log/wal.py); segments are PUT by
+    checkpoints, and the owner reads what its appenders hold unsynced (`open_read`), as a
+    directory's page cache would. Off by default: Spark's reader and the lake read segments
+    only, so they would trail the owner by a checkpoint interval (docs/ARCHITECTURE.md)."""
 
     def __init__(
         self,
@@ -81,6 +83,7 @@ class S3Storage:
         wait_for_lease: bool = False,
         lease_ms: int = ls.lease_ms_default,
         clock: Callable[[], float] = time.time,
+        write_ahead_log: bool = False,
     ) -> None:
         """`take_over`: take the prefix even from a live owner (a rolling deploy).
         `wait_for_lease`: wait for a lease that is not being renewed to run out (a
@@ -93,6 +96,7 @@ class S3Storage:
             raise BadRequest(
                 f"lease_ms must be a whole number of ms from {ls.lease_ms_min}, not {lease_ms!r}"
             )
+        self.write_ahead_log = bool(write_ahead_log)
         self.bucket = Bucket(url, endpoint_url, region, request_timeout_s)
         self.cache = ObjectCache(Path(cache_dir), cache_bytes) if cache_dir is not None else None
         self.supervisor = Supervisor()
