@@ -275,8 +275,7 @@ def test_small_chunks_are_merged_and_a_restart_reads_few_objects(
     with opened(moto, url, tmp_path / "c") as b:
         t = b.topic("t")
         for i in range(100):
-            t.append(b"record %d" % i)
-            b.core.checkpoint()  # a checkpoint PUTs the segment's new bytes: one chunk each
+            t.append(b"record %d" % i)  # one chunk each
         storage = b.storage
         assert isinstance(storage, S3Storage)
         name = b.core.topic_state("t").logs[0].segments[-1].name
@@ -302,7 +301,6 @@ def test_runs_are_joined_so_many_syncs_leave_few_objects(moto: MotoServer, tmp_p
         t = b.topic("t")
         for value in expected:
             t.append(value)
-            b.core.checkpoint()  # one segment sync (a chunk) per record
         storage = b.storage
         assert isinstance(storage, S3Storage)
         name = b.core.topic_state("t").logs[0].segments[-1].name
@@ -336,7 +334,6 @@ def test_a_join_of_runs_stopped_at_any_step_loses_nothing(
             for _ in range(34 if run == 0 else 32):  # merging leaves the newest 2 alone
                 written.append(b"r%04d" % len(written))
                 t.append(written[-1])
-                b.core.checkpoint()  # the segment's new bytes PUT: one chunk each
             name = b.core.topic_state("t").logs[0].segments[-1].name
             assert merge_next_run(storage, name)
         assert len(storage.catalog().files[name].runs) == RUNS_JOINED_MIN
@@ -362,7 +359,6 @@ def test_a_merge_stopped_at_any_step_loses_nothing(
         t = b.topic("t")
         for i in range(40):
             t.append(b"r%d" % i)
-            b.core.checkpoint()  # the segment's new bytes PUT: one chunk each
         name = b.core.topic_state("t").logs[0].segments[-1].name
         storage.bucket = LandsThenFails(storage.bucket, dies_after)  # type: ignore[assignment]
         with contextlib.suppress(StorageError):

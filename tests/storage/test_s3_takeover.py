@@ -441,7 +441,6 @@ def test_a_cold_start_reads_many_unmerged_chunks_side_by_side(moto: MotoServer) 
         t = b.topic("t")
         for i in range(300):
             t.append(b"%03d" % i)
-            b.core.checkpoint()  # the segment's new bytes PUT: a chunk each
     fresh = S3Storage(url, endpoint_url=moto.endpoint)
     peak = _count_concurrent_gets(fresh)
     with Broker(fresh) as again:

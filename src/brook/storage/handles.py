@@ -188,13 +188,20 @@ class Handles:
         if count <= 0:
             return 0
         victims = []
+        skipped = []
         for handle in self._open:  # least recently used first; those in use are skipped
             if self._evictable(handle):
                 victims.append(handle)
                 if len(victims) >= count:
                     break
+            else:
+                skipped.append(handle)
         for handle in victims:
             self._close(handle)
+        # Held or not yet synced (segments wait for a checkpoint): not looked at again by
+        # every later open, which would make each of them cost as many as are waiting.
+        for handle in skipped:
+            self._open.move_to_end(handle)
         closed = len(victims)
         if closed < count and not self._over_budget_said:
             self._over_budget_said = True

@@ -18,7 +18,6 @@ import fcntl
 import itertools
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -213,9 +212,7 @@ class LocalStorage:
         self.root = Path(root).absolute()
         self.preallocate_bytes = preallocate_bytes
         self.handles = Handles(budget_for(raise_open_files_limit(), open_files_max))
-        self._hints: dict[str, Handle] = {}
-        """The hint files written (durable marks), by name: their descriptors borrowed."""
-        self._hints_lock = threading.Lock()
+        self._root_prefix = str(self.root) + os.sep
         self._lock_fd = -1
         self._scratch_ids = itertools.count()
         try:
@@ -330,34 +327,16 @@ class LocalStorage:
 
     def write_hint(self, name: str, data: bytes) -> None:
         # Written in place: a reader may catch it half-written, which its checksum shows.
-        # Every acknowledging round writes one per partition it touched, so the descriptor
-        # is borrowed from the file cache (an open and a close each time cost more than
-        # the rest of the partition's share of the round).
+        # Opened and closed each time, by a plain string path: a descriptor kept per hint
+        # would double what 10,000 partitions ask of the file budget.
         try:
-            with self._hints_lock:
-                handle = self._hints.get(name)
-            if handle is None:
-                path = self._path(name)
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
-                handle = Handle(path, os.O_WRONLY)
-                with self._hints_lock:
-                    self._hints[name] = handle
-            fd = self.handles.acquire(handle)
+            fd = os.open(self._root_prefix + check_name(name), os.O_WRONLY | os.O_CREAT, FILE_MODE)
             try:
                 os.pwrite(fd, data, 0)
             finally:
-                self.handles.release(handle)
+                os.close(fd)
         except OSError as exc:
-            self._forget_hints(name)
             log.debug("hint %s not written: %s", name, exc)
-
-    def _forget_hints(self, prefix: str) -> None:
-        """Close the hints' descriptors under `prefix` (a name, or a folder): deleted files."""
-        with self._hints_lock:
-            gone = [n for n in self._hints if n == prefix or n.startswith(prefix)]
-            handles = [self._hints.pop(n) for n in gone]
-        for handle in handles:
-            self.handles.forget(handle)
 
     def list(self, prefix: str) -> list[str]:
         # os.scandir and plain strings: a start lists every partition's folder, and
@@ -398,7 +377,6 @@ class LocalStorage:
 
     def delete(self, name: str) -> None:
         path = self._path(name)
-        self._forget_hints(name)
         try:
             path.unlink(missing_ok=True)
             if path.parent.exists():
@@ -408,7 +386,6 @@ class LocalStorage:
 
     def delete_prefix(self, prefix: str) -> None:
         base = self._path(prefix.rstrip("/"))
-        self._forget_hints(prefix.rstrip("/") + "/")
         if not base.exists():
             return
         # Rename first so a crash mid-removal leaves no half-deleted folder behind
@@ -454,7 +431,6 @@ class LocalStorage:
         return self.handles.close_idle()
 
     def close(self) -> None:
-        self._forget_hints("")
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
