@@ -19,7 +19,7 @@ or dead. Three modes (many_writer.MODES): checkpoints every 5 s (kills replay th
 WAL), checkpoints back to back (kills land inside them), and a WAL of 256 KiB (files
 roll often and rounds wait for checkpoints).
 
-BROOK_MANY_TOPICS (120), BROOK_MANY_GROUPS (20) and BROOK_MANY_CRASH_KILLS (2; power
+BROOK_MANY_TOPICS (80), BROOK_MANY_GROUPS (12) and BROOK_MANY_CRASH_KILLS (2; power
 cuts: BROOK_POWER_CUTS) make it larger. BROOK_SEED replays a run; the seed is printed.
 """
 
@@ -51,8 +51,8 @@ from tests.crash.many_writer import (
 )
 
 KILLS = int(os.environ.get("BROOK_MANY_CRASH_KILLS", "2"))
-TOPICS = int(os.environ.get("BROOK_MANY_TOPICS", "120"))
-GROUPS = int(os.environ.get("BROOK_MANY_GROUPS", "20"))
+TOPICS = int(os.environ.get("BROOK_MANY_TOPICS", "80"))
+GROUPS = int(os.environ.get("BROOK_MANY_GROUPS", "12"))
 WRITER = Path(__file__).with_name("many_writer.py")
 ROUND_BYTES_MAX = 64 * 1024
 """Well over what one commit round of many_writer.py writes to the WAL: a request per

@@ -186,7 +186,7 @@ class WalMachine(RuleBasedStateMachine):
 
 
 WalMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("BROOK_WAL_SIM_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("BROOK_WAL_SIM_EXAMPLES", "20")),
     stateful_step_count=40,
     deadline=None,
 )
