@@ -301,9 +301,8 @@ class Core:
         others: dict[tuple[str, int], PartitionLog | None] = {}
 
         def find_log(topic: str, partition: int) -> PartitionLog | None:
-            state = self._topics.get(topic)
-            if state is not None:
-                return state.logs[partition] if 0 <= partition < len(state.logs) else None
+            if topic in self._topics:
+                return self._topic_log(topic, partition)
             if (topic, partition) not in others:
                 prefix = layout.partition_prefix(topic, partition)
                 stored = any(n.endswith(layout.SEGMENT_SUFFIX) for n in self.storage.list(prefix))
@@ -340,16 +339,17 @@ class Core:
             log.warning("the owner's write-ahead log kept changing: reading the segments only")
             return
 
-        def find_log(topic: str, partition: int) -> PartitionLog | None:
-            state = self._topics.get(topic)
-            if state is None or not 0 <= partition < len(state.logs):
-                return None
-            return state.logs[partition]
-
         try:
-            replay(found.entries, find_log, self.now_ms())
+            replay(found.entries, self._topic_log, self.now_ms())
         except CorruptData as exc:  # the owner moved on while this reader looked
             log.warning("reading the owner's write-ahead log stopped: %s", exc)
+
+    def _topic_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a topic's partition, or None when the topic or partition is gone."""
+        state = self._topics.get(topic)
+        if state is None or not 0 <= partition < len(state.logs):
+            return None
+        return state.logs[partition]
 
     def _rebuild_idempotency(self) -> None:
         since = self.now_ms() - self.idempotency.window_ms

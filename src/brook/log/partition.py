@@ -406,7 +406,6 @@ class PartitionLog:
         offset. The batches must start at `next_offset` (log/replay.py checks)."""
         if getattr(self.storage, "read_only", False):
             return self._overlay(body)
-        entries: list[IndexEntry] = []
         with self._lock:
             active = self.segments[-1]
             if active.sealed or self._should_roll(active, now_ms):
@@ -414,17 +413,8 @@ class PartitionLog:
                 active = self.segments[-1]
             assert active.appender is not None
             position = active.appender.size()
-            next_offset = self.next_offset
-            for item in scan_batches(body, 0, next_offset):
-                assert not isinstance(item, str), "the WAL's scan checked the body"
-                at, header = item
-                entries.append(IndexEntry(header.base_offset, position + at, header.timestamp))
-                next_offset = header.next_offset
             active.appender.append([body])
-            active.publish(entries, active.appender.size(), next_offset)
-            self.next_offset = self.durable_offset = next_offset
-            self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
-            return next_offset
+            return self._published(active, body, position)
 
     def _overlay(self, body: bytes | memoryview) -> int:
         """A reader beside the owner: the batches the WAL holds past the segment, read in
@@ -433,19 +423,23 @@ class PartitionLog:
         with self._lock:
             active = self.segments[-1]
             at, tail = active.overlay or (active.durable_bytes, b"")
-            position = at + len(tail)
-            entries = []
-            next_offset = self.next_offset
-            for item in scan_batches(body, 0, next_offset):
-                assert not isinstance(item, str), "the WAL's scan checked the body"
-                where, header = item
-                entries.append(IndexEntry(header.base_offset, position + where, header.timestamp))
-                next_offset = header.next_offset
             active.overlay = (at, tail + bytes(body))
-            active.publish(entries, position + len(body), next_offset)
-            self.next_offset = self.durable_offset = next_offset
-            self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
-            return next_offset
+            return self._published(active, body, at + len(tail))
+
+    def _published(self, active: Segment, body: bytes | memoryview, position: int) -> int:
+        """Index and publish WAL batches `body` now at byte `position` of the active
+        segment (lock held; replay): readable at once. Returns the next offset."""
+        entries = []
+        next_offset = self.next_offset
+        for item in scan_batches(body, 0, next_offset):
+            assert not isinstance(item, str), "the WAL's scan checked the body"
+            at, header = item
+            entries.append(IndexEntry(header.base_offset, position + at, header.timestamp))
+            next_offset = header.next_offset
+        active.publish(entries, position + len(body), next_offset)
+        self.next_offset = self.durable_offset = next_offset
+        self.last_timestamp = max(self.last_timestamp, entries[-1].timestamp)
+        return next_offset
 
     def publish(self, upto: Written) -> bool:
         """After a sync that began after `upto` was written: make it and everything
