@@ -262,8 +262,6 @@ class Deliverer:
                 # Cleared before the round, so a wake-up during it (new records, a stop)
                 # is not lost: the wait below then returns at once.
                 self._wake.clear()
-                if self.store.has_fresh_topics():
-                    await self._blocking(self.store.reconcile)
                 if time.monotonic() - swept >= SWEEP_S:
                     self._sweep_now = True
                     swept = time.monotonic()

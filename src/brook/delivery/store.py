@@ -8,9 +8,14 @@ Each (endpoint, topic) pair is a queue group named `__endpoint.<name>` on the
 topic. Creating an endpoint creates the groups of the topics it matches first
 (starting at their end, or at their oldest record with start="earliest") and
 writes the endpoint last, so a crash between the two leaves only groups that a
-start finds orphaned and deletes. A topic created later gets its group when the
-delivery loop next reconciles (told by the topic's creation), starting at its
-oldest record: every record of it came after the endpoint. The store keeps the
+start finds orphaned and deletes. A topic created later gets its groups from the
+store's reconciler, a thread of its own, starting at its oldest record: every
+record of it came after the endpoint. The reconciler finds a new topic's endpoints
+through an index of their patterns (delivery/patterns.py), makes the groups of a
+few topics at a time in one call on the writer role (QueueStore.create_groups), and
+then tells the delivery loop which endpoints have a new group. The delivery loop
+never waits for it, and an endpoint's own change waits at most for one such chunk:
+onboarding hundreds of customers' topics stalls nobody (issue 50). The store keeps the
 groups indexed by endpoint and by topic, so nothing here costs the number of
 endpoints or topics but what a change touches.
 """
@@ -29,7 +34,8 @@ from brook.core import Hooks
 from brook.delivery import endpoint as ep
 from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
-from brook.errors import EndpointNotFound
+from brook.delivery.patterns import PatternIndex, is_glob, literal_prefix
+from brook.errors import BrookError, EndpointNotFound
 from brook.queue.shell import QueueGroup
 
 if TYPE_CHECKING:
@@ -37,6 +43,12 @@ if TYPE_CHECKING:
     from brook.queue.store import QueueStore
 
 log = logging.getLogger("brook.delivery")
+
+RECONCILE_TOPICS = 16
+"""New topics matched per pass of the reconciler: their groups are made in one call on
+the writer role (appends wait for it), and an endpoint's change waits at most for one."""
+RECONCILE_IDLE_S = 60.0
+"""The reconciler looks for new topics at least this often (it is woken by each)."""
 
 
 class EndpointStore:
@@ -51,9 +63,14 @@ class EndpointStore:
         """Endpoint name -> topic -> its queue group there (an index of the queue store's)."""
         self._by_topic: dict[str, set[str]] = {}
         """Topic -> the endpoints with a group on it."""
-        self._fresh_topics: set[str] = set()
-        """Topics made since the last `reconcile`: they may need endpoints' groups."""
-        self._fresh_mutex = threading.Lock()
+        self._patterns = PatternIndex()
+        """Endpoint name by its topic patterns: a new topic's endpoints, found at once."""
+        self._fresh_topics: dict[str, None] = {}
+        """Topics made since they were last reconciled, oldest first: they may need
+        endpoints' groups."""
+        self._fresh = threading.Condition(threading.Lock())
+        self._stop = threading.Event()
+        self._reconciler: threading.Thread | None = None
         self.changed: list[Callable[[str | None], None]] = []
         """Called after an endpoint changed, with its name (the delivery loop looks again)."""
         for name in core.storage.list(layout.ENDPOINTS):
@@ -61,19 +78,24 @@ class EndpointStore:
             raw = core.storage.read_all(name) if found is not None else None
             if found is not None and raw is not None:
                 self._endpoints[found] = ep.decode(raw)
+                self._patterns.put(found, self._endpoints[found].settings.topics)
         for group in queues.groups():
             owner = ep.group_endpoint(group.group)
             if owner is not None:
                 self._index(owner, group)
         if not core.read_only:
             self._delete_orphans()
-            self._fresh_topics.update(state.name for state in core.topic_states())
+            # Every topic at the first pass: a crash may have left a group unmade.
+            self._fresh_topics.update(dict.fromkeys(state.name for state in core.topic_states()))
             core.register(
                 Hooks(
                     "endpoints",
                     on_topic_created=self._topic_created,
                     on_topic_deleted=self._topic_deleted,
                 )
+            )
+            self._reconciler = core.supervisor.start(
+                "endpoints", self._reconcile_step, self._stop, self._wait_for_topics
             )
 
     # ------------------------------------------------------------ reading
@@ -134,6 +156,7 @@ class EndpointStore:
             # would be made again from the topics' oldest records).
             self.core.storage.delete(layout.endpoint(name))
             del self._endpoints[name]
+            self._patterns.remove(name)
             for group in self.groups(endpoint):
                 self.queues.delete_group(group.topic, group.group)
                 self._unindex(name, group.topic)
@@ -181,28 +204,83 @@ class EndpointStore:
             return endpoint
 
     def reconcile(self) -> None:
-        """Give the topics made since the last call their endpoints' queue groups
-        (every topic at the first call: a crash may have left a group unmade). Costs
-        the new topics times the endpoints, nothing for topics seen before."""
-        if self.core.read_only or not self._fresh_topics:
-            return
-        supervisor = self.core.supervisor
-        with self._mutex:
-            with self._fresh_mutex:
-                fresh, self._fresh_topics = self._fresh_topics, set()
-            topics = sorted(t for t in fresh if self.core.has_topic(t))
-            for endpoint in list(self._endpoints.values()):
-                with supervisor.isolate("delivery", ep.subject(endpoint.name), "topics"):
-                    self._add_groups(endpoint, topics)
-
-    def has_fresh_topics(self) -> bool:
-        return bool(self._fresh_topics)
+        """Give every topic made so far its endpoints' groups now (the reconciler does it
+        on its own; this waits for what is left, for callers that need it done)."""
+        while self._reconcile_step() == 0:
+            pass
 
     def stop(self) -> None:
-        """No thread of its own (the delivery loop reconciles)."""
+        """Stop the reconciler (before the queue groups and the committer close)."""
+        self._stop.set()
+        with self._fresh:
+            self._fresh.notify_all()
+        if self._reconciler is not None:
+            self._reconciler.join()
 
     def close(self) -> None:
         """Nothing held open: endpoints are whole files."""
+
+    # ------------------------------------------------------------ the reconciler
+
+    def _wait_for_topics(self, seconds: float) -> None:
+        with self._fresh:
+            if not self._fresh_topics and not self._stop.is_set():
+                self._fresh.wait(seconds)
+
+    def _reconcile_step(self) -> float:
+        """One pass: the groups of up to RECONCILE_TOPICS new topics; 0 when more are
+        waiting, else how long to wait for the next (woken by a new topic)."""
+        if self.core.read_only:
+            return RECONCILE_IDLE_S
+        with self._fresh:
+            topics = list(self._fresh_topics)[:RECONCILE_TOPICS]
+            for topic in topics:
+                del self._fresh_topics[topic]
+        if not topics:
+            return RECONCILE_IDLE_S
+        try:
+            told = self._add_groups_for(topics)
+        except BaseException:
+            with self._fresh:  # looked at again on the next pass (Closed: no pass comes)
+                self._fresh_topics.update(dict.fromkeys(topics))
+            raise
+        for name in told:
+            self._notify(name)
+        return 0.0 if self._fresh_topics else RECONCILE_IDLE_S
+
+    def _add_groups_for(self, topics: list[str]) -> set[str]:
+        """Groups for the endpoints matching `topics` that have none there, from the
+        topics' oldest records; the endpoints that got one."""
+        supervisor = self.core.supervisor
+        with self._mutex:
+            wanted: list[tuple[Endpoint, str]] = []
+            for topic in topics:
+                if not self.core.has_topic(topic):
+                    continue
+                for name in sorted(self._patterns.candidates(topic)):
+                    endpoint = self._endpoints.get(name)
+                    if (
+                        endpoint is not None
+                        and endpoint.matches(topic)
+                        and self.group_on(endpoint, topic) is None
+                    ):
+                        wanted.append((endpoint, topic))
+            if not wanted:
+                return set()
+            made = self.queues.create_groups(
+                [(t, e.group(), self._queue_settings(e, t)) for e, t in wanted]
+            )
+            told = set()
+            for (endpoint, _), group in zip(wanted, made, strict=True):
+                # The endpoint's failure alone, shown until its groups are made again.
+                with supervisor.isolate("delivery", ep.subject(endpoint.name), "topics"):
+                    if isinstance(group, BrookError):
+                        raise group
+                if isinstance(group, BrookError):
+                    continue
+                self._index(endpoint.name, group)
+                told.add(endpoint.name)
+        return told
 
     # ------------------------------------------------------------ inside
 
@@ -230,25 +308,17 @@ class EndpointStore:
             self.queues.delete_group(topic, endpoint.group())
             self._unindex(name, topic)
 
-    def _add_groups(self, endpoint: Endpoint, topics: list[str]) -> None:
-        """Holding the mutex: groups on those of `topics` (made since) the endpoint
-        matches and has none on, from their oldest record."""
-        for topic in topics:
-            if not endpoint.matches(topic) or self.group_on(endpoint, topic) is not None:
-                continue
-            settings = self._queue_settings(endpoint, topic)
-            made = self.queues.group(
-                topic, endpoint.group(), internal=True, start="earliest", **settings
-            )
-            self._index(endpoint.name, made)
-
     def _candidates(self, endpoint: Endpoint) -> list[str]:
         """The topics the endpoint could match: those it names, when it names them
-        all outright (no look at every topic: bulk creation stays fast); else every one."""
+        all outright (no look at every topic: bulk creation stays fast); else those
+        beginning with one of its patterns' literal parts."""
         patterns = endpoint.settings.topics
-        if all(not any(c in p for c in "*?[") for p in patterns):
+        if not any(is_glob(p) for p in patterns):
             return [p for p in patterns if self.core.has_topic(p)]
-        return [state.name for state in self.core.topic_states()]
+        # Only topics beginning with a pattern's literal part can match (a plain
+        # startswith each: at 5,000 topics a glob match each cost more than the change).
+        prefixes = tuple(literal_prefix(p) for p in patterns)
+        return [state.name for state in self.core.topic_states() if state.name.startswith(prefixes)]
 
     def _index(self, name: str, group: QueueGroup) -> None:
         self._groups.setdefault(name, {})[group.topic] = group
@@ -265,11 +335,10 @@ class EndpointStore:
                 del self._by_topic[topic]
 
     def _topic_created(self, topic: str) -> None:
-        """On the writer role: the topic may need endpoints' groups (at the next reconcile)."""
-        with self._fresh_mutex:
-            self._fresh_topics.add(topic)
-        for listener in self.changed:
-            listener(None)
+        """On the writer role: the topic may need endpoints' groups (the reconciler's)."""
+        with self._fresh:
+            self._fresh_topics[topic] = None
+            self._fresh.notify()
 
     def _topic_deleted(self, topic: str) -> None:
         """Writer role: the queue store dropped the topic's groups; so does the index."""
@@ -294,6 +363,7 @@ class EndpointStore:
     def _store(self, endpoint: Endpoint) -> None:
         self.core.storage.write_atomic(layout.endpoint(endpoint.name), ep.encode(endpoint))
         self._endpoints[endpoint.name] = endpoint
+        self._patterns.put(endpoint.name, endpoint.settings.topics)
         self._notify(endpoint.name)
 
     def _notify(self, name: str) -> None:

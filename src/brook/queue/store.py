@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from brook import layout, limits, validate
 from brook.codec.batch import Columns
 from brook.core import Hooks
-from brook.errors import GroupNotFound
+from brook.errors import BrookError, GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
@@ -127,6 +127,59 @@ class QueueStore:
             with self._mutex:
                 self._groups[(topic, group)] = opened
             return opened
+
+    def create_groups(
+        self, wanted: list[tuple[str, str, dict[str, Any]]]
+    ) -> list[QueueGroup | BrookError]:
+        """Many broker-made (internal) groups at once, each from its topic's oldest
+        record: [(topic, group, settings)] -> the group, or why it could not be made, in
+        order. Their status logs are opened in one call on the writer role, not one
+        each: a new topic matched by endpoints waits for the committer once, and
+        appends meanwhile wait for one short call, not for hundreds of them."""
+        storage = self.core.storage
+        found: list[QueueGroup | BrookError | None] = [None] * len(wanted)
+        merged: dict[int, Settings] = {}
+        with self._create_mutex:
+            for i, (topic, group, given) in enumerate(wanted):
+                existing = self.find(topic, group)
+                if existing is not None:
+                    found[i] = existing
+                    continue
+                try:
+                    validate.topic_name(topic)
+                    validate.topic_name(group, internal=True)
+                    self.core.topic_state(topic)
+                    name = layout.queue_settings(topic, group)
+                    raw = storage.read_all(name)
+                    stored = None if raw is None else queue_settings.decode(raw)
+                    settings = queue_settings.merge(topic, stored, **given)
+                    if settings != stored:
+                        storage.write_atomic(name, queue_settings.encode(settings))
+                    merged[i] = settings
+                except BrookError as exc:
+                    found[i] = exc
+
+            def open_logs() -> dict[int, PartitionLog | BrookError]:
+                opened: dict[int, PartitionLog | BrookError] = {}
+                for i in merged:
+                    topic, group, _ = wanted[i]
+                    try:
+                        opened[i] = self._open_log(topic, group)
+                    except BrookError as exc:
+                        opened[i] = exc
+                return opened
+
+            logs = self.core.call(open_logs) if merged else {}
+            for i, status_log in logs.items():
+                if isinstance(status_log, BrookError):
+                    found[i] = status_log
+                    continue
+                topic, group, _ = wanted[i]
+                made = QueueGroup(self.core, topic, group, merged[i], status_log, self.batches)
+                with self._mutex:
+                    self._groups[(topic, group)] = made
+                found[i] = made
+        return [x for x in found if x is not None]
 
     def _start_at_end(self, topic: str, status_log: PartitionLog) -> None:
         """Make a new group's first status entry a snapshot that places it at the

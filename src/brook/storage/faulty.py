@@ -25,6 +25,8 @@ class Faults:
         """Creates of appendable files that fail (as a full directory or a lost answer would)."""
         self.read_delay_s = 0.0
         """Every read of a file waits this long first (a cold disk, a slow network GET)."""
+        self.write_delay_s = 0.0
+        """Every whole-file write waits this long first (a busy disk's fsyncs, a far PUT)."""
         self.before_sync: Callable[[], None] | None = None
         """Called as each sync starts (tests use it to hold a sync while others write)."""
         self._mutex = threading.Lock()
@@ -168,6 +170,8 @@ class FaultyStorage:
 
     def write_atomic(self, name: str, data: bytes) -> None:
         self._check_space(name)
+        if self.faults.write_delay_s:
+            time.sleep(self.faults.write_delay_s)
         self.inner.write_atomic(name, data)
 
     def write_hint(self, name: str, data: bytes) -> None:
