@@ -277,6 +277,7 @@ class BrokerApi(Protocol):
         ordering: str | None = None,
         enabled: bool | None = None,
         start: str | None = None,
+        tenant: str | None = None,
     ) -> EndpointInfo: ...
 
     def endpoints(self) -> list[EndpointInfo]: ...

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from brook import limits, names
 from brook.errors import BadRequest
 
 SCOPES = ("produce", "consume", "admin")
@@ -34,6 +35,8 @@ class ApiKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sha256: str
     scopes: list[str]
     topics: list[str] = msgspec.field(default_factory=lambda: ["*"])
+    tenant: str | None = None
+    """A key for one customer: it reaches only endpoints of this tenant (server/auth.py)."""
 
 
 class Config(msgspec.Struct, frozen=True):
@@ -75,6 +78,11 @@ def load(path: str | None) -> Config:
             raise BadRequest(
                 f"{path}: key {key.name!r}: scopes must be some of {', '.join(SCOPES)}"
             )
+        if key.tenant is not None and not names.USER_NAME.fullmatch(key.tenant):
+            raise BadRequest(
+                f"{path}: key {key.name!r}: tenant must be 1 to {limits.topic_name_chars_max} "
+                "of A-Z a-z 0-9 . _ - (not starting with '__')"
+            )
     return Config({name.replace("-", "_"): value for name, value in document.items()}, keys)
 
 
@@ -88,11 +96,14 @@ def check_names(loaded: Config, known: set[str], path: str) -> None:
             raise BadRequest(f"{path}: {name} is not a setting{hint}")
 
 
-def key_stanza(name: str, key: str, scopes: list[str], topics: list[str]) -> str:
+def key_stanza(
+    name: str, key: str, scopes: list[str], topics: list[str], tenant: str | None = None
+) -> str:
     """The [[auth.keys]] table for a key: only its hash, never the key."""
     quoted = ", ".join(f'"{s}"' for s in scopes)
     patterns = ", ".join(f'"{t}"' for t in topics)
+    owner = f'tenant = "{tenant}"\n' if tenant is not None else ""
     return (
         f'[[auth.keys]]\nname = "{name}"\nsha256 = "{hash_key(key)}"\n'
-        f"scopes = [{quoted}]\ntopics = [{patterns}]\n"
+        f"scopes = [{quoted}]\ntopics = [{patterns}]\n{owner}"
     )

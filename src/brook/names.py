@@ -27,6 +27,7 @@ USER_NAME_PATTERN = f"^(?!__)(?!\\.{{1,2}}$)[{NAME_CHARS}]{{1,{limits.topic_name
 not starting with the reserved "__" (validate.topic_name holds names to it)."""
 
 NAME = re.compile(f"[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}")
+USER_NAME = re.compile(USER_NAME_PATTERN[1:-1])
 """Use with fullmatch (a `$` in Python also matches before a final newline)."""
 ID = re.compile(f"[{ID_CHARS}]{{1,{limits.timer_id_chars_max}}}")
 MESSAGE_ID_PATTERN = f"^(?!__)(?!\\.{{1,2}}:)[{NAME_CHARS}]{{1,{limits.topic_name_chars_max}}}:[0-9]{{1,18}}:[0-9]{{1,18}}$"
@@ -95,6 +96,41 @@ def dead_letters(*parts: str) -> str:
     digest = hashlib.blake2b(base.encode(), digest_size=_DIGEST_CHARS // 2).hexdigest()
     keep = limits.topic_name_chars_max - len(DEAD_LETTERS_SUFFIX) - _DIGEST_CHARS - 1
     return f"{base[:keep]}.{digest}{DEAD_LETTERS_SUFFIX}"
+
+
+GLOB_CHARS = "*?["
+
+
+def is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in GLOB_CHARS)
+
+
+def literal_prefix(pattern: str) -> str:
+    """The part of a pattern every topic it takes begins with (the whole of a plain name)."""
+    cut = min((i for i in (pattern.find(c) for c in GLOB_CHARS) if i >= 0), default=len(pattern))
+    return pattern[:cut]
+
+
+def pattern_within(pattern: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Whether every topic `pattern` (a name or a glob) takes is taken by one of
+    `patterns` (an API key's topics). Decided safely, never by guessing: a name by
+    matching it; a glob only when it is one of them, or when one of them is a plain
+    prefix and `*` (`events.c0001.*`) that the glob's literal part begins with (every
+    topic the glob takes begins with that part, and `*` takes any rest). Other globs are
+    refused even where they might lie within: a key may always be given more patterns."""
+    for own in patterns:
+        if pattern == own:
+            return True
+        if not is_glob(pattern):
+            if fnmatch.fnmatchcase(pattern, own):
+                return True
+        elif (
+            own.endswith("*")
+            and not is_glob(own[:-1])
+            and literal_prefix(pattern).startswith(own[:-1])
+        ):
+            return True
+    return False
 
 
 def pattern_matches(pattern: str, topic: str) -> bool:

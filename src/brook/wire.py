@@ -30,6 +30,7 @@ from brook.names import (
     SECRET_PATTERN,
     TOPIC_OR_GLOB_PATTERN,
     URL_PATTERN,
+    USER_NAME_PATTERN,
     Id,
     Name,
     Receipt,
@@ -828,6 +829,8 @@ class EndpointIn(In):
     ordering: Literal["none", "key"] | None = None
     enabled: bool | None = None
     start: Literal["latest", "earliest"] | None = None
+    tenant: Annotated[str, Meta(extra_json_schema={"pattern": USER_NAME_PATTERN})] | None = None
+    """The customer the endpoint belongs to (SPEC §11); a key naming a tenant sets its own."""
 
     def given(self) -> dict[str, Any]:
         fields = _given(self)

@@ -37,6 +37,8 @@ def _show_endpoint(info: Any) -> None:
         f"disable_after_ms: {shown(info.disable_after_ms)}\n"
         f"ordering: {info.ordering}\nstart: {info.start}"
     )
+    if info.tenant is not None:
+        click.echo(f"tenant: {info.tenant}")
     for name, value in info.headers.items():
         click.echo(f"header {name}: {value}")
 
@@ -93,6 +95,7 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
     default=None,
     help="A new endpoint gets records appended from now on (latest, the default) or all.",
 )
+@click.option("--tenant", default=None, help="The customer the endpoint belongs to.")
 @broker_options
 @friendly
 def endpoints_create(
@@ -112,6 +115,7 @@ def endpoints_create(
     disable_after_ms: int | None,
     ordering: str | None,
     start: str | None,
+    tenant: str | None,
     data: str,
     url: str | None,
     api_key: str | None,
@@ -140,6 +144,7 @@ def endpoints_create(
             disable_after_ms=disable_after_ms,
             ordering=ordering,
             start=start,
+            tenant=tenant,
         )
         _show_endpoint(info)
         if info.secret is not None:

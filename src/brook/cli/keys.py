@@ -6,7 +6,7 @@ import secrets
 
 import click
 
-from brook import config
+from brook import config, names
 
 
 @click.group()
@@ -24,13 +24,22 @@ def keys() -> None:
     show_default=True,
     help="Comma-separated glob patterns.",
 )
-def keys_create(name: str, scopes: str, topic_patterns: str) -> None:
+@click.option(
+    "--tenant",
+    default=None,
+    help="A key for one customer: it reaches only endpoints of this tenant.",
+)
+def keys_create(name: str, scopes: str, topic_patterns: str, tenant: str | None) -> None:
     """Print a new random key once, and the brook.toml stanza holding only its hash."""
     chosen = [s.strip() for s in scopes.split(",") if s.strip()]
     unknown = set(chosen) - set(config.SCOPES)
     if not chosen or unknown:
         raise click.ClickException(f"scopes must be some of {', '.join(config.SCOPES)}")
     patterns = [t.strip() for t in topic_patterns.split(",") if t.strip()]
+    if tenant is not None and not names.USER_NAME.fullmatch(tenant):
+        raise click.ClickException(
+            f"invalid tenant {tenant!r}: use A-Z a-z 0-9 . _ - (not starting with '__')"
+        )
     key = "brook_" + secrets.token_urlsafe(32)
     click.echo(f"key (shown once, store it now): {key}\n", err=True)
-    click.echo(config.key_stanza(name, key, chosen, patterns))
+    click.echo(config.key_stanza(name, key, chosen, patterns, tenant))

@@ -233,6 +233,7 @@ class AsyncBroker:
         ordering: str | None = None,
         enabled: bool | None = None,
         start: str | None = None,
+        tenant: str | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed) or change the settings given;
         the answer carries the secret when one was made or given (shown once)."""
@@ -253,6 +254,7 @@ class AsyncBroker:
                 ordering=ordering,
                 enabled=enabled,
                 start=start,
+                tenant=tenant,
             )
         )
         return info

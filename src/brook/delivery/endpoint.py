@@ -52,6 +52,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     start: str = "latest"
     """Where a (topic, endpoint) pair starts: records appended from its creation on, or
     ("earliest") every retained record."""
+    tenant: str | None = None
+    """The customer the endpoint belongs to (Svix's application), if any: a key that
+    names a tenant reaches only that tenant's endpoints (server/auth.py)."""
 
 
 class Secret(msgspec.Struct, frozen=True, array_like=True):
@@ -241,6 +244,13 @@ def _checked(field: str, value: Any, allow_private: bool) -> Any:
     if field == "enabled":
         if not isinstance(value, bool):
             raise BadRequest(f"enabled must be true or false, not {value!r}")
+        return value
+    if field == "tenant":
+        if not isinstance(value, str) or not names.USER_NAME.fullmatch(value):
+            raise BadRequest(
+                f"invalid tenant {value!r}: 1 to {limits.topic_name_chars_max} of "
+                "A-Z a-z 0-9 . _ - (not starting with '__')"
+            )
         return value
     if field == "start":
         if value not in STARTS:

@@ -50,6 +50,7 @@ def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
         disabled_reason=endpoint.disabled_reason,
         created_ms=endpoint.created_ms,
         secret=secret,
+        tenant=s.tenant,
     )
 
 

@@ -12,17 +12,7 @@ candidates: `Endpoint.matches` still decides (reserved namespaces, dead letters)
 
 from __future__ import annotations
 
-GLOB_CHARS = "*?["
-
-
-def literal_prefix(pattern: str) -> str:
-    """The part of a pattern every topic it takes begins with (the whole of a plain name)."""
-    cut = min((i for i in (pattern.find(c) for c in GLOB_CHARS) if i >= 0), default=len(pattern))
-    return pattern[:cut]
-
-
-def is_glob(pattern: str) -> bool:
-    return any(c in pattern for c in GLOB_CHARS)
+from brook.names import is_glob, literal_prefix
 
 
 class PatternIndex:

@@ -34,8 +34,9 @@ from brook.core import Hooks
 from brook.delivery import endpoint as ep
 from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
-from brook.delivery.patterns import PatternIndex, is_glob, literal_prefix
+from brook.delivery.patterns import PatternIndex
 from brook.errors import BrookError, EndpointNotFound
+from brook.names import is_glob, literal_prefix
 from brook.queue.shell import QueueGroup
 
 if TYPE_CHECKING:
@@ -116,6 +117,10 @@ class EndpointStore:
     def endpoints(self) -> list[Endpoint]:
         """Every endpoint, by name."""
         return [self._endpoints[name] for name in sorted(self._endpoints)]
+
+    def every(self) -> list[Endpoint]:
+        """Every endpoint, in no order (a copy, any thread): a walk that sorts nothing."""
+        return list(self._endpoints.values())
 
     def groups(self, endpoint: Endpoint) -> list[QueueGroup]:
         """The endpoint's queue groups, one per topic it delivers from."""

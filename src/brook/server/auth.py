@@ -14,6 +14,7 @@ import hmac
 
 from brook.config import ApiKey
 from brook.errors import Forbidden, Unauthorized
+from brook.names import pattern_within
 
 
 class Authenticator:
@@ -61,3 +62,22 @@ class Authenticator:
 
 def may_use(key: ApiKey, topic: str) -> bool:
     return any(fnmatch.fnmatchcase(topic, pattern) for pattern in key.topics)
+
+
+def endpoint_beyond(key: ApiKey, topics: list[str], tenant: str | None) -> str | None:
+    """Why an endpoint with these topic patterns and tenant lies beyond the key's
+    reach, in words for a 403; None when the key may see and change it (SPEC §11).
+
+    An endpoint sends its topics' records wherever its URL says, so a key reaches it
+    only when every one of its patterns lies within the key's own (names.pattern_within),
+    and, for a key that names a tenant, only when it is that tenant's. Nothing about
+    another tenant's endpoint is told, not even whose it is."""
+    if key.tenant is not None and tenant != key.tenant:
+        return f"key {key.name!r} reaches only the endpoints of tenant {key.tenant!r}"
+    for pattern in topics:
+        if not pattern_within(pattern, key.topics):
+            return (
+                f"key {key.name!r} may not use topic pattern {pattern!r}: it lies beyond "
+                f"the key's topics ({', '.join(key.topics)})"
+            )
+    return None

@@ -36,8 +36,8 @@ from brook.errors import (
     NotFound,
     Unauthorized,
 )
-from brook.models import Queue
-from brook.server.auth import Authenticator, may_use
+from brook.models import EndpointInfo, Queue
+from brook.server.auth import Authenticator, endpoint_beyond, may_use
 from brook.server.http import Request, Response
 from brook.server.router import Router
 from brook.server.ui import render, views
@@ -78,6 +78,13 @@ class Viewer:
 
     def may_see(self, topic: str) -> bool:
         return self.key is None or may_use(self.key, topic)
+
+    def beyond(self, endpoint: EndpointInfo) -> str | None:
+        """Why the key may not see or change this endpoint (None: it may), as the API's
+        routes decide it: every pattern within the key's, its tenant's only."""
+        if self.key is None:
+            return None
+        return endpoint_beyond(self.key, endpoint.topics, endpoint.tenant)
 
 
 @dataclass
@@ -275,10 +282,18 @@ class Dashboard:
         return self._page("storage.html", visit, page=page, where=self.storage)
 
     async def endpoints(self, visit: Visit) -> Response:
-        rows = await self.read(views.endpoint_rows, self.broker)
+        viewer = visit.viewer
+        reaches = None if viewer is None else (lambda info: viewer.beyond(info) is None)
+        rows = await self.read(views.endpoint_rows, self.broker, reaches)
         return self._page("endpoints.html", visit, rows=rows)
 
+    def _reached(self, visit: Visit, info: EndpointInfo) -> None:
+        why = visit.viewer.beyond(info) if visit.viewer is not None else None
+        if why is not None:
+            raise Forbidden(why)
+
     async def endpoint(self, visit: Visit, name: str) -> Response:
+        self._reached(visit, await self.read(lambda: self.broker.endpoint(name).info()))
         page = await self.read(views.endpoint, self.broker, name)
         return self._page(
             "endpoint.html",
@@ -335,6 +350,7 @@ class Dashboard:
 
     async def endpoint_action(self, visit: Visit, name: str, action: str) -> Response:
         handle = await self.read(self.broker.endpoint, name)
+        self._reached(visit, await self.read(handle.info))
         if action == "enable":
             await self.read(handle.enable)
             done = "enabled"

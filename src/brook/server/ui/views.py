@@ -11,7 +11,7 @@ import base64
 import collections
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from brook import __version__
@@ -470,10 +470,14 @@ class EndpointRow:
     stats: DeliveryStats
 
 
-def endpoint_rows(broker: Broker) -> list[EndpointRow]:
+def endpoint_rows(
+    broker: Broker, reaches: Callable[[EndpointInfo], bool] | None = None
+) -> list[EndpointRow]:
+    """The endpoints the viewer's key reaches (`reaches`; all without one), with stats."""
     rows = []
     for info in broker.endpoints():
-        rows.append(EndpointRow(info, broker.endpoint(info.name).stats()))
+        if reaches is None or reaches(info):
+            rows.append(EndpointRow(info, broker.endpoint(info.name).stats()))
     return rows
 
 
