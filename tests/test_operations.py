@@ -117,6 +117,7 @@ CALLS = [
     ("message_attempts", protocol.message_attempts("t:0:1")),
     ("redrive_endpoint", protocol.endpoint_redrive("e", None, None, None)),
     ("replay_endpoint", protocol.endpoint_replay("e", None, 0, None, None)),
+    ("resend_message", protocol.endpoint_resend("e", "t:0:1")),
     ("enable_endpoint", protocol.endpoint_action("e", "enable")),
     ("disable_endpoint", protocol.endpoint_action("e", "disable")),
     ("test_endpoint", protocol.endpoint_test("e")),

@@ -25,6 +25,7 @@ from brook.models import (
     MessageAttempts,
     Published,
     Record,
+    Resent,
     ScheduleInfo,
     TestResult,
     TimerInfo,
@@ -155,6 +156,8 @@ class EndpointApi(Protocol):
         partition: int | None = None,
         offset: int | None = None,
     ) -> int: ...
+
+    def resend(self, webhook_id: str) -> Resent: ...
 
     def enable(self) -> EndpointInfo: ...
 

@@ -99,6 +99,10 @@ class ScheduleNotFound(NotFound):
     code = "schedule_not_found"
 
 
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+
+
 class MethodNotAllowed(BrookError):
     status = 405
     code = "method_not_allowed"

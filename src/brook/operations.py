@@ -14,7 +14,7 @@ from urllib.parse import quote
 import msgspec
 
 from brook import limits, names, wire
-from brook.records import DeliveryStats, EndpointInfo, Published
+from brook.records import DeliveryStats, EndpointInfo, Published, Resent
 
 COUNT = {"type": "integer", "minimum": 0, "maximum": limits.whole_max}
 POSITIVE = {"type": "integer", "minimum": 1, "maximum": limits.whole_max}
@@ -82,6 +82,11 @@ START = (
 BACKOFF_RELATION = (
     "backoff.max_ms is at least backoff.min_ms (those given, or those stored)",
     r"backoff\.max_ms must be at least",
+)
+WEAK_SECRET_RELATION = (
+    "a secret whose key holds fewer than min(8, its length / 4) distinct byte values "
+    "(all zero, one repeated letter) is refused as too easy to guess",
+    r"too easy to guess",
 )
 
 
@@ -605,6 +610,13 @@ TABLE: tuple[Operation, ...] = (
                 "the broker allows private networks (delivery_allow_private_networks)",
                 r"endpoints are called only at public addresses",
             ),
+            (
+                "a url at a cloud metadata address (169.254.0.0/16 among them) is refused "
+                "unless the broker's delivery_allow_networks names it exactly; one outside "
+                "those networks, when they are given, is refused too",
+                r"delivery_allow_networks",
+            ),
+            WEAK_SECRET_RELATION,
         ),
         example={
             "url": "https://example.com/hooks/orders",
@@ -670,6 +682,19 @@ TABLE: tuple[Operation, ...] = (
         example={"topic": "orders", "limit": 100},
     ),
     Operation(
+        "resend_message",
+        "POST",
+        ENDPOINT + "/resend",
+        "admin",
+        False,
+        "Send one message to the endpoint once more, by its webhook-id (Brook's "
+        "topic:partition:offset, or the record's brook.event-id), whether it was "
+        "delivered, dead or still on its way; the receiver gets the same webhook-id",
+        Resent,
+        wire.ResendIn,
+        example={"webhook_id": "orders:0:42"},
+    ),
+    Operation(
         "replay_endpoint",
         "POST",
         ENDPOINT + "/replay",
@@ -726,6 +751,7 @@ TABLE: tuple[Operation, ...] = (
         "A new secret (made, or the one given); the old one signs too for a day",
         wire.Rotated,
         wire.RotateIn,
+        relations=(WEAK_SECRET_RELATION,),
         body_required=False,
         example={},
     ),

@@ -9,7 +9,7 @@ from itertools import accumulate
 from operator import add
 from typing import Any
 
-from brook import limits, names, scheduling
+from brook import event_headers, limits, names, scheduling
 from brook.codec.batch import ClientBatches, Columns, read_client_batches
 from brook.errors import BadRequest, CorruptData, InvalidName, RecordTooLarge
 from brook.records import Record
@@ -57,6 +57,7 @@ def record(
             clean[name] = _bytes(header, f"header {name!r}")
             size += len(name.encode()) + len(clean[name])
         scheduling.check(clean)
+        event_headers.check(clean)
         headers = clean or None
     _check_record(size, record_bytes_max)
     return Record(value, key, headers), size
@@ -144,6 +145,7 @@ def sized(columns: Columns, *, record_bytes_max: int = DEFAULT) -> Columns:
             if headers:
                 sizes[i] += sum(len(name.encode()) + len(v) for name, v in headers.items())
                 scheduling.check(headers)
+                event_headers.check(headers)
     columns.bytes = sum(sizes)
     _check_sizes(max(sizes, default=0), columns.bytes, record_bytes_max)
     if columns.idempotency is not None:
@@ -324,15 +326,17 @@ def replay_from(
     )
 
 
-def webhook_id(value: Any) -> tuple[str, int, int]:
-    """A delivered record's webhook-id (topic:partition:offset) as its three parts."""
-    if not isinstance(value, str) or not re.fullmatch(names.MESSAGE_ID_PATTERN, value):
+def webhook_id(value: Any) -> str:
+    """A delivered message's webhook-id: Brook's own (topic:partition:offset), or the
+    sender's event id a record carried (event_headers.EVENT_ID)."""
+    if not isinstance(value, str) or not (
+        re.fullmatch(names.MESSAGE_ID_PATTERN, value) or event_headers.is_event_id(value)
+    ):
         raise BadRequest(
-            f"{str(value)[:80]!r} is not a webhook-id of a record: Brook sends "
-            "topic:partition:offset (a test request's id names no record)"
+            f"{str(value)[:80]!r} is not a webhook-id: Brook sends topic:partition:offset, "
+            "or the record's brook.event-id (a test request's id names no record)"
         )
-    topic, partition, offset = value.rsplit(":", 2)
-    return topic, int(partition), int(offset)
+    return value
 
 
 def timer_id(value: Any) -> str:

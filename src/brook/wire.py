@@ -870,6 +870,13 @@ class MessageAttemptsOut(Out):
     """Each endpoint that tried to deliver the message, with its attempts, oldest first."""
 
 
+class ResendIn(In):
+    """One message sent again: Brook's webhook-id (topic:partition:offset) or the
+    sender's event id the record carried."""
+
+    webhook_id: Annotated[str, Meta(min_length=1, max_length=limits.event_id_chars_max)]
+
+
 class EndpointRedriveIn(In):
     """Dead records back to work: of one topic or all, up to limit, or those named."""
 
@@ -1015,6 +1022,7 @@ REQUESTS: tuple[type[In], ...] = (
     EndpointIn,
     EndpointRedriveIn,
     EndpointReplayIn,
+    ResendIn,
     RotateIn,
 )
 ANSWERS: tuple[type[Out], ...] = (

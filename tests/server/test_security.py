@@ -70,6 +70,7 @@ SCOPES = {
     ("GET", "/v1/messages/{message}/attempts"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/redrive"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/replay"): "admin",
+    ("POST", "/v1/endpoints/{endpoint}/resend"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/enable"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/disable"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/test"): "admin",

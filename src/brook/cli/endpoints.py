@@ -224,7 +224,7 @@ def _attempt_line(a: Any) -> str:
 @friendly
 def endpoints_message(webhook_id: str, data: str, url: str | None, api_key: str | None) -> None:
     """Every endpoint's attempts to deliver one message, found by the webhook-id its
-    requests carried (topic:partition:offset)."""
+    requests carried (topic:partition:offset, or the record's brook.event-id)."""
     with connect(data, url, api_key, read_only=True) as b:
         found = b.message_attempts(webhook_id)
     if not found:
@@ -285,6 +285,28 @@ def endpoints_replay(
             topic=topic, since_ms=since_ms, partition=partition, offset=offset
         )
         click.echo(f"sent again: {plural(count, 'record')}")
+
+
+@endpoints.command("resend")
+@click.argument("name")
+@click.argument("webhook_id", metavar="WEBHOOK_ID")
+@broker_options
+@friendly
+def endpoints_resend(
+    name: str, webhook_id: str, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Send one message to endpoint NAME once more, by the webhook-id its requests
+    carried (topic:partition:offset, or the record's brook.event-id), whether it was
+    delivered, dead or still on its way. The receiver gets the same webhook-id."""
+    with connect(data, url, api_key) as b:
+        done = b.endpoint(name).resend(webhook_id)
+    where = f"{done.topic}:{done.partition}:{done.offset}"
+    said = {
+        "resent": f"sent again: {where}",
+        "redriven": f"it was dead; sent again, its attempts counted afresh: {where}",
+        "pending": f"it is on its way already (not sent twice): {where}",
+    }
+    click.echo(said.get(done.state, f"{done.state}: {where}"))
 
 
 def _endpoint_action(action: str, summary: str) -> None:

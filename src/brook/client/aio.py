@@ -39,6 +39,7 @@ from brook.records import (
     Job,
     Published,
     Record,
+    Resent,
     TestResult,
     TopicInfo,
 )
@@ -585,6 +586,11 @@ class AsyncEndpoint:
             protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
         )
         return count
+
+    async def resend(self, webhook_id: str) -> Resent:
+        """Send the message with this webhook-id to the endpoint once more."""
+        resent: Resent = await self._broker._do(protocol.endpoint_resend(self.name, webhook_id))
+        return resent
 
     async def enable(self) -> EndpointInfo:
         info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "enable"))

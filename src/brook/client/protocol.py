@@ -37,6 +37,7 @@ from brook.records import (
     Job,
     Published,
     Record,
+    Resent,
     TestResult,
 )
 
@@ -687,6 +688,16 @@ def endpoint_replay(
         return _answer(body, wire.Replayed).replayed
 
     return _call("replay_endpoint", {"endpoint": name}, {}, body, headers, parse)
+
+
+def endpoint_resend(name: str, webhook_id: str) -> Call:
+    body, headers = _json_body(wire.ResendIn(webhook_id=validate.webhook_id(webhook_id)))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> Resent:
+        return _answer(body, Resent)
+
+    # Not resent on a lost answer: the message would go twice more, not once.
+    return _call("resend_message", {"endpoint": name}, {}, body, headers, parse)
 
 
 def endpoint_action(name: str, action: str) -> Call:

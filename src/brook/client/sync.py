@@ -39,6 +39,7 @@ from brook.records import (
     Job,
     Published,
     Record,
+    Resent,
     TestResult,
     TopicInfo,
 )
@@ -571,6 +572,11 @@ class RemoteEndpoint:
             protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
         )
         return count
+
+    def resend(self, webhook_id: str) -> Resent:
+        """Send the message with this webhook-id to the endpoint once more."""
+        resent: Resent = self._broker._do(protocol.endpoint_resend(self.name, webhook_id))
+        return resent
 
     def enable(self) -> EndpointInfo:
         info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "enable"))

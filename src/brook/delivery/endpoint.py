@@ -12,11 +12,12 @@ from typing import Any
 
 import msgspec
 
-from brook import limits, names, validate
+from brook import event_headers, limits, names, validate
 from brook.delivery import addresses, signing
 from brook.errors import BadRequest
 from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Backoff
+from brook.records import Record
 
 ORDERINGS = ("none", "key")
 STARTS = ("latest", "earliest")
@@ -93,7 +94,7 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     def signing_keys(self, now_ms: int) -> list[bytes]:
         """The keys to sign with now: the current secret's, then those still rotating out."""
         return [
-            signing.key_of(s.value)
+            signing.stored_key(s.value)
             for s in self.secrets
             if s.until_ms is None or s.until_ms > now_ms
         ]
@@ -113,6 +114,15 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
         long). A record of a dead-letter topic that dies here stays in place
         (Settings.copy_dead): dead letters never beget dead letters."""
         return names.dead_letters(topic, self.name)
+
+
+def message_id(record: Record) -> str:
+    """The `webhook-id` of the requests delivering `record`: the sender's own event id
+    when the record carries one (event_headers.EVENT_ID), else where it lies
+    (`topic:partition:offset`). Stable across attempts, resends and restarts."""
+    return event_headers.event_id(record.headers) or (
+        f"{record.topic}:{record.partition}:{record.offset}"
+    )
 
 
 def subject(name: str) -> str:
@@ -139,7 +149,7 @@ def merge(
     stored: Endpoint | None,
     given: dict[str, Any],
     now_ms: int,
-    allow_private: bool,
+    reach: addresses.Reach,
 ) -> tuple[Endpoint, str | None]:
     """`stored` (or a new endpoint) with the settings in `given` applied, each checked
     (BadRequest, InvalidName naming the bad one). A `secret` in `given` replaces the
@@ -156,7 +166,7 @@ def merge(
     for field, value in given.items():
         if value is None or field == "secret":
             continue
-        changes[field] = _checked(field, value, allow_private)
+        changes[field] = _checked(field, value, reach)
     if base is None:
         settings = Settings(**changes)
     else:
@@ -200,9 +210,9 @@ def rotated(secrets: tuple[Secret, ...], new: str, now_ms: int) -> tuple[Secret,
     return (Secret(new), *[s for s in kept if s.until_ms is not None and s.until_ms > now_ms])
 
 
-def _checked(field: str, value: Any, allow_private: bool) -> Any:
+def _checked(field: str, value: Any, reach: addresses.Reach) -> Any:
     if field == "url":
-        return addresses.check_url(value, allow_private)
+        return addresses.check_url(value, reach)
     if field == "topics":
         if isinstance(value, str) or not isinstance(value, list | tuple) or not value:
             raise BadRequest("topics must be a non-empty list of topic names or glob patterns")

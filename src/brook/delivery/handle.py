@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import validate
+from brook import limits, validate
 from brook.delivery import endpoint as ep
-from brook.errors import TopicNotFound
+from brook.delivery import messages
+from brook.errors import MessageNotFound, TopicNotFound
 from brook.queue.lifecycle import State
 from brook.records import (
     Attempt,
@@ -19,6 +20,7 @@ from brook.records import (
     DeliveryStats,
     EndpointInfo,
     Recent,
+    Resent,
     TestResult,
 )
 
@@ -209,6 +211,30 @@ class Endpoint:
         if done:
             self._deliverer.wake(self.name)
         return done
+
+    def resend(self, webhook_id: str) -> Resent:
+        """Send the message with this webhook-id (Brook's topic:partition:offset, or the
+        record's brook.event-id) to this endpoint once more, whatever became of it:
+        delivered, dead, or still on its way (then it just goes). The receiver gets the
+        same webhook-id. MessageNotFound when none of the endpoint's topics holds it;
+        for an event id carried by several records, the newest goes."""
+        endpoint = self._store.get(self.name)
+        found = messages.locate(
+            self._deliverer.core, webhook_id, [g.topic for g in self._store.groups(endpoint)]
+        )
+        if not found:
+            raise MessageNotFound(
+                f"endpoint {self.name} has no message {webhook_id[:80]!r} "
+                "(an event id is looked for among the last "
+                f"{limits.event_id_search_ms // 86_400_000} days of records)"
+            )
+        topic, partition, offset = found[-1]
+        state = self._group(topic).resend(partition, offset)
+        if state != "pending":
+            self._deliverer.wake(self.name)
+        return Resent(
+            webhook_id=webhook_id, topic=topic, partition=partition, offset=offset, state=state
+        )
 
     def enable(self) -> EndpointInfo:
         """Deliver again (after a 410, or a disable)."""

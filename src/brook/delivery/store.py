@@ -31,8 +31,8 @@ import msgspec
 
 from brook import layout, names
 from brook.core import Hooks
+from brook.delivery import addresses, signing
 from brook.delivery import endpoint as ep
-from brook.delivery import signing
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.patterns import PatternIndex
 from brook.errors import BrookError, EndpointNotFound
@@ -53,10 +53,13 @@ RECONCILE_IDLE_S = 60.0
 
 
 class EndpointStore:
-    def __init__(self, core: Core, queues: QueueStore, allow_private: bool = False) -> None:
+    def __init__(
+        self, core: Core, queues: QueueStore, reach: addresses.Reach = addresses.PUBLIC
+    ) -> None:
         self.core = core
         self.queues = queues
-        self.allow_private = allow_private
+        self.reach = reach
+        """Which addresses besides public ones endpoints may be at (addresses.py)."""
         self._mutex = threading.Lock()
         """Held while endpoints or their groups change (one change at a time)."""
         self._endpoints: dict[str, Endpoint] = {}
@@ -132,6 +135,10 @@ class EndpointStore:
     def has_endpoints_on(self, topic: str) -> bool:
         return topic in self._by_topic
 
+    def delivered_topics(self) -> list[str]:
+        """Every topic some endpoint delivers from (a copy)."""
+        return list(self._by_topic)
+
     def endpoints_on(self, topic: str) -> set[str]:
         """The names of the endpoints delivering records of `topic` (a copy, any thread)."""
         found = self._by_topic.get(topic)
@@ -145,7 +152,7 @@ class EndpointStore:
         self.core.check_open()
         with self._mutex:
             stored = self._endpoints.get(name)
-            endpoint, secret = ep.merge(name, stored, given, self.core.now_ms(), self.allow_private)
+            endpoint, secret = ep.merge(name, stored, given, self.core.now_ms(), self.reach)
             self._align_groups(endpoint, by_hand=True)
             self._store(endpoint)
         return endpoint, secret

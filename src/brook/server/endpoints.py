@@ -10,13 +10,15 @@ threads, never on the event loop.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import validate, wire
+from brook import wire
 from brook.errors import BadRequest, EndpointNotFound, Forbidden
 from brook.models import Attempt, Endpoint, EndpointInfo, TestResult
+from brook.names import MESSAGE_ID_PATTERN
 from brook.operations import OPERATIONS
 from brook.server import query
 from brook.server.auth import endpoint_beyond, may_use
@@ -56,6 +58,7 @@ class EndpointEndpoints:
             ("message_attempts", self.message_attempts),
             ("redrive_endpoint", self.redrive),
             ("replay_endpoint", self.replay),
+            ("resend_message", self.resend),
             ("enable_endpoint", self.enable),
             ("disable_endpoint", self.disable),
             ("test_endpoint", self.test),
@@ -139,9 +142,10 @@ class EndpointEndpoints:
         return json_response(wire.Attempts(attempts=[attempt_out(a) for a in found]))
 
     async def message_attempts(self, request: Request, message: str) -> Response:
-        topic, _, _ = validate.webhook_id(message)
-        if request.key is not None and not may_use(request.key, topic):
-            raise Forbidden(f"this key may not use topic {topic}")
+        if re.fullmatch(MESSAGE_ID_PATTERN, message):  # Brook's own id names its topic
+            topic = message.rsplit(":", 2)[0]
+            if request.key is not None and not may_use(request.key, topic):
+                raise Forbidden(f"this key may not use topic {topic}")
         found = await self._run(self.api.broker.message_attempts, message)
         if request.key is not None:
             reached = {i.name for i in self.api.broker.endpoints() if self._reaches(request, i)}
@@ -170,6 +174,11 @@ class EndpointEndpoints:
             handle.replay, asked.topic, asked.since_ms, asked.partition, asked.offset
         )
         return json_response(wire.Replayed(replayed=count))
+
+    async def resend(self, request: Request, endpoint: str) -> Response:
+        handle = self._handle(request, endpoint)
+        asked = decode_request(request.body, wire.ResendIn)
+        return json_response(await self._run(handle.resend, asked.webhook_id))
 
     async def enable(self, request: Request, endpoint: str) -> Response:
         return json_response(await self._run(self._handle(request, endpoint).enable))

@@ -368,6 +368,13 @@ class Dashboard:
             since_ms = render.now_ms() - int(hours) * 3_600_000
             count = await self.read(handle.replay, None, since_ms)
             done = f"{count} records of the last {hours} hours to be sent again"
+        elif action == "resend":
+            resent = await self.read(handle.resend, _one(visit.form, "webhook_id") or "")
+            where = f"{resent.topic}:{resent.partition}:{resent.offset}"
+            done = {
+                "resent": f"{where} sent once more",
+                "redriven": f"{where} was dead: sent again, its attempts counted afresh",
+            }.get(resent.state, f"{where} is on its way already: not sent twice")
         elif action == "test":
             result = await self.read(handle.test)
             shown = result.status if result.status is not None else result.error
