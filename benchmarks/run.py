@@ -387,6 +387,7 @@ def main() -> None:
         "timers",
         "delivery",
         "tenants",
+        "metrics",
         "ui",
         "flood",
         "server",

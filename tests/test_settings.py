@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 
 import click
 import msgspec
@@ -71,3 +72,26 @@ def test_a_setting_out_of_bounds_from_the_environment_is_one_line() -> None:
     result = CliRunner().invoke(main, ["serve"], env={"BROOK_LINGER_MS": "5000"})
     assert result.exit_code == 2
     assert "BROOK_LINGER_MS" in result.output and "0<=x<=1000" in result.output
+
+
+def test_a_list_setting_takes_a_flag_per_item_and_a_variable_split_by_spaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    given = ["--metrics-endpoints", "acme", "--metrics-endpoints", "billing-*"]
+    values = serve.make_context("serve", given).params
+    assert settings.settings_from(values).of_role("broker")["metrics_endpoints"] == (
+        "acme",
+        "billing-*",
+    )
+    monkeypatch.setenv("BROOK_METRICS_ENDPOINTS", "acme eu-[ab]")
+    assert serve.make_context("serve", []).params["metrics_endpoints"] == ("acme", "eu-[ab]")
+    with pytest.raises(msgspec.ValidationError, match="metrics_endpoints"):
+        settings.settings_from({"metrics_endpoints": ["no/slash"]})
+
+
+def test_a_list_setting_in_brook_toml_must_be_a_list(tmp_path: Path) -> None:
+    config = tmp_path / "brook.toml"
+    config.write_text('metrics_endpoints = "acme"\n')
+    result = CliRunner().invoke(main, ["--config", str(config), "serve"])
+    assert result.exit_code != 0
+    assert "metrics_endpoints = 'acme': give a list" in result.output

@@ -15,11 +15,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from brook import limits, validate
+from brook import limits, names, validate
 from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
 from brook.clock import Clock
@@ -29,6 +29,7 @@ from brook.delivery.addresses import Resolver, system_resolver
 from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
+from brook.delivery.summary import Chosen, summary
 from brook.errors import (
     BadRequest,
     EndpointNotFound,
@@ -43,6 +44,7 @@ from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import (
+    DeliverySummary,
     EndpointInfo,
     LakeStatus,
     MessageAttempts,
@@ -105,6 +107,7 @@ class Broker:
             "isolated",
             "background_errors",
             "isolated_task",
+            "delivery_summary",
         }
     )
     """Read models and the event loop's bridge for the shells in this process (server,
@@ -125,6 +128,7 @@ class Broker:
         delivery_allow_private_networks: bool = False,
         delivery_resolver: Resolver = system_resolver,
         delivery_workers: int = 0,
+        metrics_endpoints: Iterable[str] = (),
         lake: bool = False,
         lake_lag_ms: int = limits.lake_lag_ms_default,
         checkpoint_interval_ms: int = limits.checkpoint_interval_ms_default,
@@ -135,7 +139,9 @@ class Broker:
         every write raises ReadOnly (SPEC §0). Delivery calls only public addresses
         unless `delivery_allow_private_networks`; `delivery_resolver` resolves
         endpoints' hosts (tests give a fake one); `delivery_workers` processes send
-        the attempts (0: the broker's own delivery loop does). With `lake`, every topic
+        the attempts (0: the broker's own delivery loop does); `metrics_endpoints`
+        (names or glob patterns) are the endpoints /metrics gives series of their own
+        while they are healthy too (delivery_summary). With `lake`, every topic
         is also written as Parquet under `lake/`, an active segment's records within
         `lake_lag_ms` (brook/lake/)."""
         if (
@@ -161,6 +167,7 @@ class Broker:
             limits.checkpoint_interval_ms_max,
         )
         validate.whole(wal_bytes_max, "wal_bytes_max", limits.wal_bytes_max_min)
+        self._metrics_chosen = Chosen(metrics_endpoints)
         if delivery_workers and delivery_resolver is not system_resolver:
             raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
         clock = Clock.of(clock)
@@ -596,10 +603,20 @@ class Broker:
         found = self.queues.find(topic, group)
         return Queue(found) if found is not None else None
 
-    def queue_groups(self) -> list[Queue]:
-        """Every queue group, Brook's own (delivery's, named __...) too."""
+    def queue_groups(self, endpoints: Container[str] | None = None) -> list[Queue]:
+        """Every queue group, Brook's own (delivery's, named __...) too; with
+        `endpoints`, of delivery's groups only those of the endpoints it holds (no
+        handle made for the others: /metrics at thousands of endpoints)."""
         self.core.check_open()
-        return [Queue(group) for group in self.queues.groups()]
+        groups = self.queues.groups()
+        if endpoints is None:
+            return [Queue(group) for group in groups]
+        prefix = names.ENDPOINT_GROUP_PREFIX
+        return [
+            Queue(group)
+            for group in groups
+            if not group.group.startswith(prefix) or group.group[len(prefix) :] in endpoints
+        ]
 
     def stream_groups(self, stored: bool = False) -> list[Consumer]:
         """The stream groups in use since the start; with `stored`, every group whose
@@ -617,6 +634,13 @@ class Broker:
 
     def storage_stats(self) -> StorageStats:
         return storage_stats(self.core.storage)
+
+    def delivery_summary(self) -> DeliverySummary:
+        """Delivery over every endpoint (/metrics' aggregates), and the endpoints to give
+        series of their own: those failing now, then those of `metrics_endpoints`, at
+        most limits.metrics_endpoints_shown_max (delivery/summary.py)."""
+        self.core.check_open()
+        return summary(self.delivery, self._metrics_chosen, limits.metrics_endpoints_shown_max)
 
     def failing(self) -> list[Failure]:
         """Background loops (or their tasks) failing now, that stop the broker's work."""

@@ -347,6 +347,10 @@ delivery_origin_idle_s = 60.0
 # ---------------------------------------------------------------- operations
 health_isolated_max = 100
 """/v1/health lists at most this many failing subjects (and counts them all)."""
+metrics_endpoints_shown_max = 200
+"""/metrics gives series of their own (brook_delivery_*{endpoint}) to at most this many
+endpoints: the failing ones first, then those chosen (`metrics_endpoints`), each by
+name. Every endpoint counts in the aggregates, so a mass failure cannot blow up a scrape."""
 dashboard_form_bytes_max = 64 * KIB
 """A form posted to the dashboard is at most this large."""
 dashboard_session_ms = 12 * 60 * 60 * 1000

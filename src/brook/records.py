@@ -292,6 +292,31 @@ class DeliveryCounters(msgspec.Struct, frozen=True, kw_only=True):
     """Records waiting to be delivered (ready, leased or retrying)."""
 
 
+class DeliverySummary(msgspec.Struct, frozen=True, kw_only=True):
+    """Delivery over every endpoint, for /metrics: what it did since the broker started,
+    where the endpoints stand now, and which of them get series of their own."""
+
+    attempts: dict[str, int]
+    """By what followed (ack, retry, dead, disable), deleted endpoints' attempts too."""
+    statuses: dict[str, int]
+    """By HTTP status, or by error kind when there was none."""
+    latency_s: Histogram
+    in_flight: int
+    backlog: int
+    """Records waiting to be delivered (ready, leased or retrying), over every endpoint."""
+    endpoints: dict[str, int]
+    """How many are healthy, failing (enabled, and its breaker not closed, its attempts
+    failing or the broker's own work for it failing) and disabled."""
+    breakers: dict[str, int]
+    """How many endpoints' circuit breakers are closed, open and half_open."""
+    shown: list[str]
+    """The endpoints whose own series /metrics gives: those failing now (disabled by a
+    failure too) first, then those chosen, each by name; at most
+    limits.metrics_endpoints_shown_max."""
+    left_out: int
+    """Failing or chosen endpoints past that cap: they count in the aggregates only."""
+
+
 class StorageStats(msgspec.Struct, frozen=True, kw_only=True):
     """What the storage did since the broker started: requests and bytes for an object
     store (what it bills for), its local cache, and the free space where data lives."""

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from brook import limits
+from brook import limits, names
 
 Role = Literal["broker", "local", "s3", "http", "server"]
 
@@ -201,6 +201,16 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             le=limits.delivery_workers_max,
         ),
     ] = 0
+    metrics_endpoints: Annotated[
+        tuple[Annotated[str, Meta(pattern=names.TOPIC_OR_GLOB_PATTERN)], ...],
+        _setting(
+            "Endpoints (names or glob patterns) that /metrics gives series of their own while "
+            "healthy too; failing ones have them anyway, and every endpoint counts in the "
+            "aggregates. Give the flag once per pattern; in the variable, separate them by "
+            "spaces; in brook.toml, a list.",
+            "broker",
+        ),
+    ] = ()
     lake: Annotated[
         bool,
         _setting(
@@ -234,7 +244,8 @@ class Field(msgspec.Struct, frozen=True):
     """One setting as the shells present it: flag, variable, type, bounds, help."""
 
     name: str
-    kind: Literal["str", "int", "float", "bool", "choice"]
+    kind: Literal["str", "int", "float", "bool", "choice", "list"]
+    """`list`: of strings (a flag given once per item; a TOML list)."""
     default: Any
     help: str
     role: Role
@@ -270,6 +281,7 @@ def _fields() -> tuple[Field, ...]:
             msgspec.inspect.FloatType: "float",
             msgspec.inspect.BoolType: "bool",
             msgspec.inspect.LiteralType: "choice",
+            msgspec.inspect.VarTupleType: "list",
         }
         out.append(
             Field(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,19 @@ from tests.delivery.receivers import Answer, Got, Receiver, wait_for
 from tests.served import Served
 
 
-def test_the_remote_client_creates_shows_and_deletes_endpoints(served: Served) -> None:
+@pytest.fixture
+def chosen(tmp_path: Path) -> Iterator[Served]:
+    """`served`, with endpoint `hook` chosen for series of its own in /metrics while it
+    is healthy (brook.toml's metrics_endpoints)."""
+    config = tmp_path / "brook.toml"
+    config.write_text('delivery_allow_private_networks = true\nmetrics_endpoints = ["hook"]\n')
+    server = Served(tmp_path / "data", config=config)
+    yield server
+    server.close()
+
+
+def test_the_remote_client_creates_shows_and_deletes_endpoints(chosen: Served) -> None:
+    served = chosen
     with Receiver() as receiver, brook.connect(f"http://127.0.0.1:{served.port}") as b:
         made = b.create_endpoint("hook", receiver.url, ["orders"], max_attempts=3)
         assert made.secret is not None and made.max_attempts == 3

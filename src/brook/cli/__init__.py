@@ -54,6 +54,10 @@ def _check_values(loaded: config.Config, path: str) -> None:
     for name, value in sorted(loaded.options.items()):
         for option in _options_named(main, name):
             try:
+                if option.multiple:
+                    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                        raise click.BadParameter('give a list of strings: ["a", "b-*"]')
+                    continue
                 if isinstance(option.type, click.types.IntParamType) and isinstance(value, float):
                     raise click.BadParameter(f"{value!r} is not a whole number.")
                 option.type.convert(value, option, None)

@@ -158,6 +158,11 @@ def option_of(field: settings.Field) -> Callable[[Callable[..., Any]], Callable[
             field.flag, field.name, is_flag=True, envvar=field.envvar, show_envvar=True,
             help=field.help,
         )  # fmt: skip
+    if field.kind == "list":
+        return click.option(
+            field.flag, field.name, multiple=True, default=field.default, envvar=field.envvar,
+            show_envvar=True, help=field.help,
+        )  # fmt: skip
     if field.kind == "choice":
         kind = click.Choice(field.choices, case_sensitive=False)
     elif field.kind == "int":

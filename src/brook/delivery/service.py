@@ -52,7 +52,7 @@ from brook.delivery.outcome import (
 )
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
 from brook.delivery.sender import CONNECT_TIMEOUT_S_MAX, Sender
-from brook.delivery.stats import EndpointStats
+from brook.delivery.stats import EndpointStats, Totals
 from brook.delivery.store import EndpointStore
 from brook.delivery.workers import GUARD_S, Workers
 from brook.errors import BrookError, Closed, LeaseExpired
@@ -120,6 +120,8 @@ class Deliverer:
         self.scheduler = Scheduler[QueueGroup](
             Runtime, connections, min(limits.delivery_origin_connections_max, connections)
         )
+        self.totals = Totals()
+        """Attempts over every endpoint since the start (/metrics' aggregates)."""
         self._rng = random.Random()
         self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
         self._stop = threading.Event()
@@ -504,6 +506,7 @@ class Deliverer:
                 )
             failed = verdict.action is Action.RETRY
             runtime.stats.record(result, verdict, now, job)
+            self.totals.record(result, verdict)
             self._keep_failing_since(runtime, now)
             if verdict.action is not Action.DISABLE:
                 slot = False

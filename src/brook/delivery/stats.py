@@ -41,11 +41,7 @@ class EndpointStats:
     ) -> None:
         with self._mutex:
             self.attempts[verdict.action.value] += 1
-            key = (
-                str(result.status)
-                if result.status is not None
-                else str(result.error.value if result.error else "error")
-            )
+            key = status_of(result)
             self.statuses[key] += 1
             ok = verdict.action is Action.ACK
             self._recent.append((ok, result.latency_ms))
@@ -101,3 +97,44 @@ class EndpointStats:
             ordered = sorted(latency for _, latency in self._recent)
         index = min(len(ordered) - 1, int(quantile * len(ordered)))
         return round(ordered[index], 3)
+
+
+def status_of(result: Result) -> str:
+    """How an attempt is counted: its HTTP status, or its error kind when there was none."""
+    if result.status is not None:
+        return str(result.status)
+    return str(result.error.value if result.error else "error")
+
+
+class Totals:
+    """Attempts over every endpoint since the start, deleted endpoints' too: /metrics'
+    aggregates, counted as attempts end, so a scrape costs nothing per endpoint and a
+    counter never goes back when an endpoint goes."""
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self.attempts: collections.Counter[str] = collections.Counter()
+        self.statuses: collections.Counter[str] = collections.Counter()
+        self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
+        self.latency_sum_s = 0.0
+
+    def record(self, result: Result, verdict: Verdict) -> None:
+        seconds = result.latency_ms / 1000
+        with self._mutex:
+            self.attempts[verdict.action.value] += 1
+            self.statuses[status_of(result)] += 1
+            self.latency_counts[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+            self.latency_sum_s += seconds
+
+    def snapshot(self) -> tuple[dict[str, int], dict[str, int], Histogram]:
+        """Attempts by outcome, by status, and their latency, as they stand."""
+        with self._mutex:
+            return (
+                dict(self.attempts),
+                dict(self.statuses),
+                Histogram(
+                    bounds=LATENCY_BUCKETS_S,
+                    counts=list(self.latency_counts),
+                    sum=self.latency_sum_s,
+                ),
+            )

@@ -575,6 +575,23 @@ class QueueGroup:
         counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)
         return counts
 
+    def backlog(self) -> int:
+        """Records still to be finished (ready, delayed ones too, leased or retrying),
+        those not yet read from the topic too, as they stand: a look at every group
+        (/metrics' delivery backlog), so it reads nothing, writes nothing and builds
+        no counts."""
+        with self.mutex:
+            waiting = self.machine.live
+            logs = self.core.topic_state(self.topic).logs
+            offered = self.offered
+            for pl in logs:
+                waiting += max(
+                    0, pl.durable_offset - max(offered.get(pl.partition, 0), pl.start_offset)
+                )
+            if self.replaying:
+                waiting += self._replay_waiting(logs)
+        return waiting
+
     def _replay_waiting(self, logs: list[PartitionLog]) -> int:
         """Holding the mutex: how many acked records replays will still bring back."""
         return sum(

@@ -2,6 +2,13 @@
 
 Counters live in the broker (brook/stats.py) and in the Api (requests); this
 collector reads them at scrape time, so nothing is updated twice.
+
+Delivery is bounded at any number of endpoints (SPEC §7): aggregates over every
+endpoint (brook_delivery_all_*, brook_delivery_endpoints{state}, ...) carry no endpoint
+label; the per-endpoint series (brook_delivery_*{endpoint}, and brook_queue_* of an
+endpoint's queue groups) are given only to the endpoints failing now and to those
+chosen with `metrics_endpoints`, at most limits.metrics_endpoints_shown_max
+(Broker.delivery_summary says which).
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from brook import limits
 from brook.broker import Broker
 from brook.errors import EndpointNotFound
-from brook.models import Histogram
+from brook.models import DeliverySummary, Histogram
 from brook.server.http import Connections
 from brook.stats import BATCH_SECONDS_BUCKETS
 
@@ -106,8 +114,10 @@ class BrookCollector(Collector):
             for partition, records in consumer.lag().items():
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
-        yield from self._queues()
-        yield from self._delivery()
+        delivery = self.broker.delivery_summary()
+        yield from self._queues(set(delivery.shown))
+        yield from _delivery_totals(delivery)
+        yield from self._delivery(delivery.shown)
         yield from self._timers()
         yield from self._object_storage()
         yield from self._background()
@@ -153,18 +163,22 @@ class BrookCollector(Collector):
             sum_value=stats.lag_s.sum,
         )
 
-    def _queues(self) -> Iterator[Metric]:
+    def _queues(self, endpoints: set[str]) -> Iterator[Metric]:
+        """Every queue group, but an endpoint's only when `endpoints` holds it."""
         records = GaugeMetricFamily(
             "brook_queue_records",
-            "Records of a queue group by state (acked: all ever acked)",
+            "Records of a queue group by state (acked: all ever acked); a delivery "
+            "endpoint's groups only while it has series of its own (brook_delivery_*"
+            "{endpoint}): brook_delivery_all_backlog counts every endpoint's",
             labels=["topic", "group", "state"],
         )
         oldest = GaugeMetricFamily(
             "brook_queue_oldest_ready_age_seconds",
-            "How long the longest-waiting ready record of a queue group has waited",
+            "How long the longest-waiting ready record of a queue group has waited (a "
+            "delivery endpoint's groups as brook_queue_records)",
             labels=["topic", "group"],
         )
-        for group in self.broker.queue_groups():
+        for group in self.broker.queue_groups(endpoints):
             counts = group.counts()
             age = counts.pop("oldest_ready_age_ms")
             for state, count in counts.items():
@@ -173,44 +187,44 @@ class BrookCollector(Collector):
         yield records
         yield oldest
 
-    def _delivery(self) -> Iterator[Metric]:
-        """Per endpoint: attempts by outcome and status, latency, in flight, breaker, backlog."""
+    def _delivery(self, shown: list[str]) -> Iterator[Metric]:
+        """Per endpoint, for those `shown` only: attempts by outcome and status, latency,
+        in flight, breaker, backlog."""
         attempts = CounterMetricFamily(
             "brook_delivery_attempts",
-            "Delivery attempts, by what followed (ack, retry, dead, disable)",
+            "Delivery attempts, by what followed (ack, retry, dead, disable)" + _SHOWN,
             labels=["endpoint", "outcome"],
         )
         statuses = CounterMetricFamily(
             "brook_delivery_responses",
-            "Delivery attempts by HTTP status, or by error kind when there was none",
+            "Delivery attempts by HTTP status, or by error kind when there was none" + _SHOWN,
             labels=["endpoint", "status"],
         )
         latency = HistogramMetricFamily(
             "brook_delivery_latency_seconds",
-            "How long delivery attempts took",
+            "How long delivery attempts took" + _SHOWN,
             labels=["endpoint"],
         )
         in_flight = GaugeMetricFamily(
-            "brook_delivery_in_flight", "Attempts in flight", labels=["endpoint"]
+            "brook_delivery_in_flight", "Attempts in flight" + _SHOWN, labels=["endpoint"]
         )
         breaker = GaugeMetricFamily(
             "brook_delivery_breaker_open",
-            "1 while the endpoint's circuit breaker is open (or probing), else 0",
+            "1 while the endpoint's circuit breaker is open (or probing), else 0" + _SHOWN,
             labels=["endpoint", "state"],
         )
         backlog = GaugeMetricFamily(
             "brook_delivery_backlog",
-            "Records waiting to be delivered (ready, leased or retrying)",
+            "Records waiting to be delivered (ready, leased or retrying)" + _SHOWN,
             labels=["endpoint"],
         )
         failing = GaugeMetricFamily(
             "brook_delivery_failing",
             "1 while the broker's own work for the endpoint fails (a dead letter not "
-            "stored, leasing, settling), else 0",
+            "stored, leasing, settling), else 0" + _SHOWN,
             labels=["endpoint"],
         )
-        for info in self.broker.endpoints():
-            name = info.name
+        for name in shown:
             try:
                 counters = self.broker.endpoint(name).counters()
             except EndpointNotFound:  # deleted since the listing
@@ -257,6 +271,76 @@ class BrookCollector(Collector):
             yield GaugeMetricFamily(
                 "brook_cache_bytes", "Disk space the local cache uses", value=stats.cache_bytes
             )
+
+
+_SHOWN = (
+    f". Only for endpoints failing now or chosen (metrics_endpoints), at most "
+    f"{limits.metrics_endpoints_shown_max}, failing ones first; every endpoint counts in "
+    "brook_delivery_all_*"
+)
+
+
+def _delivery_totals(summary: DeliverySummary) -> Iterator[Metric]:
+    """Delivery over every endpoint, with no endpoint label: bounded at any number of them."""
+    attempts = CounterMetricFamily(
+        "brook_delivery_all_attempts",
+        "Delivery attempts over every endpoint (deleted ones too), by what followed "
+        "(ack, retry, dead, disable)",
+        labels=["outcome"],
+    )
+    for outcome, count in sorted(summary.attempts.items()):
+        attempts.add_metric([outcome], count)
+    yield attempts
+    statuses = CounterMetricFamily(
+        "brook_delivery_all_responses",
+        "Delivery attempts over every endpoint by HTTP status, or by error kind when "
+        "there was none",
+        labels=["status"],
+    )
+    for status, count in sorted(summary.statuses.items()):
+        statuses.add_metric([status], count)
+    yield statuses
+    yield HistogramMetricFamily(
+        "brook_delivery_all_latency_seconds",
+        "How long delivery attempts took, over every endpoint",
+        buckets=_cumulative(summary.latency_s),
+        sum_value=summary.latency_s.sum,
+    )
+    yield GaugeMetricFamily(
+        "brook_delivery_all_in_flight",
+        "Delivery attempts in flight over every endpoint",
+        value=summary.in_flight,
+    )
+    yield GaugeMetricFamily(
+        "brook_delivery_all_backlog",
+        "Records waiting to be delivered (ready, leased or retrying) over every endpoint",
+        value=summary.backlog,
+    )
+    endpoints = GaugeMetricFamily(
+        "brook_delivery_endpoints",
+        "Endpoints by state: healthy; failing (enabled, and its breaker not closed, its "
+        "attempts failing since the last success, or the broker's own work for it "
+        "failing); disabled",
+        labels=["state"],
+    )
+    for state, count in summary.endpoints.items():
+        endpoints.add_metric([state], count)
+    yield endpoints
+    breakers = GaugeMetricFamily(
+        "brook_delivery_breakers",
+        "Endpoints by the state of their circuit breaker (closed, open, half_open)",
+        labels=["state"],
+    )
+    for state, count in summary.breakers.items():
+        breakers.add_metric([state], count)
+    yield breakers
+    yield GaugeMetricFamily(
+        "brook_delivery_endpoints_left_out",
+        "Endpoints failing or chosen (metrics_endpoints) past the "
+        f"{limits.metrics_endpoints_shown_max} given series of their own: they are in "
+        "brook_delivery_all_* and brook_delivery_endpoints only",
+        value=summary.left_out,
+    )
 
 
 def _cumulative(histogram: Histogram) -> list[tuple[str, float]]:

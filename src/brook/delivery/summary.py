@@ -1,0 +1,128 @@
+"""What /metrics shows of delivery at any number of endpoints (SPEC §7: metrics per
+endpoint bounded).
+
+Every endpoint counts in aggregates that carry no endpoint label: attempts by outcome
+and by status, their latency, attempts in flight, the backlog, endpoints by state and
+by breaker state. Series of their own (brook_delivery_*{endpoint}) go only to the
+endpoints failing now and to those an operator chose (`metrics_endpoints`: names or
+glob patterns), failing ones first, at most limits.metrics_endpoints_shown_max: a
+mass failure cannot blow up a scrape.
+
+A scrape walks the endpoints once, reading what the delivery loop keeps of each in
+memory (its breaker, when its attempts began failing, attempts in flight) and its
+queue groups' backlog; the attempt counters are totals kept as attempts end
+(stats.Totals). Nothing is listed, sorted or built for an idle endpoint.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+
+from brook import names
+from brook.delivery import endpoint as ep
+from brook.delivery.breaker import State as Breaker
+from brook.delivery.service import Deliverer, Runtime
+from brook.errors import BadRequest
+from brook.records import DeliverySummary
+from brook.supervisor import Failure
+
+BY_HAND = "disabled by hand"
+"""The reason an endpoint disabled by an operator carries (endpoint.merge and
+EndpointStore.set_enabled write it); any other reason is a failure's (a 410, or
+`disable_after_ms` of failing attempts)."""
+STATES = ("healthy", "failing", "disabled")
+
+
+class Chosen:
+    """The endpoints an operator chose to have series of their own: names, or glob
+    patterns of them (`customer-*`)."""
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        """Raises BadRequest for a pattern that is no endpoint name or glob of them."""
+        if isinstance(patterns, str):
+            raise BadRequest("metrics_endpoints is a list of endpoint names or glob patterns")
+        given = list(patterns)
+        for pattern in given:
+            if not isinstance(pattern, str) or not names.PATTERN.fullmatch(pattern):
+                raise BadRequest(
+                    f"metrics_endpoints: {pattern!r} is no endpoint name or glob pattern "
+                    "(1 to 200 of A-Z a-z 0-9 . _ - and * ? [ ] !)"
+                )
+        self.patterns = tuple(given)
+        self._names = frozenset(p for p in given if not names.is_glob(p))
+        globs = [fnmatch.translate(p) for p in given if names.is_glob(p)]
+        self._globs = re.compile("|".join(globs)) if globs else None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names or (self._globs is not None and bool(self._globs.match(name)))
+
+
+def shown(failing: list[str], chosen: list[str], shown_max: int) -> tuple[list[str], int]:
+    """The endpoints given series of their own, failing ones first, each part by name,
+    at most `shown_max`; and how many were left out. `chosen` holds none of `failing`."""
+    picked = sorted(failing)[:shown_max]
+    picked += sorted(chosen)[: shown_max - len(picked)]
+    return picked, len(failing) + len(chosen) - len(picked)
+
+
+def failing_work(isolated: Iterable[Failure]) -> set[str]:
+    """The endpoints whose own work (a dead letter not stored, leasing, settling) fails
+    now, from the supervisor's failing subjects: an endpoint's, or its queue groups'."""
+    found = set()
+    prefix = ep.subject("")
+    marker = "/" + ep.GROUP_PREFIX
+    for failure in isolated:
+        subject = failure.subject or ""
+        if subject.startswith(prefix):
+            found.add(subject.removeprefix(prefix))
+        elif marker in subject:
+            found.add(subject.rpartition(marker)[2])
+    return found
+
+
+def summary(deliverer: Deliverer, chosen: Chosen, shown_max: int) -> DeliverySummary:
+    """Delivery over every endpoint as it stands (any thread; a racy look, as a scrape's is)."""
+    store = deliverer.store
+    lanes = deliverer.scheduler.lanes
+    troubled = failing_work(deliverer.core.supervisor.isolated())
+    states = dict.fromkeys(STATES, 0)
+    breakers = dict.fromkeys(Breaker, 0)
+    in_flight = backlog = 0
+    failing: list[str] = []
+    picked: list[str] = []
+    for endpoint in store.every():
+        name = endpoint.name
+        lane = lanes.get(name)
+        if isinstance(lane, Runtime):
+            breaker, since = lane.breaker.state, lane.stats.failing_since_ms
+            in_flight += lane.in_flight
+        else:  # not looked at by the loop yet (just made, or the broker just started)
+            breaker, since = Breaker.CLOSED, endpoint.failing_since_ms
+        breakers[breaker] += 1
+        for group in store.groups(endpoint):
+            backlog += group.backlog()
+        if not endpoint.settings.enabled:
+            states["disabled"] += 1
+            bad = endpoint.disabled_reason != BY_HAND or name in troubled
+        else:
+            bad = breaker is not Breaker.CLOSED or since is not None or name in troubled
+            states["failing" if bad else "healthy"] += 1
+        if bad:
+            failing.append(name)
+        elif name in chosen:
+            picked.append(name)
+    attempts, statuses, latency = deliverer.totals.snapshot()
+    names_shown, left_out = shown(failing, picked, shown_max)
+    return DeliverySummary(
+        attempts=attempts,
+        statuses=statuses,
+        latency_s=latency,
+        in_flight=in_flight,
+        backlog=backlog,
+        endpoints=states,
+        breakers={state.value: count for state, count in breakers.items()},
+        shown=names_shown,
+        left_out=left_out,
+    )
