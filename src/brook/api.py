@@ -19,6 +19,7 @@ from brook.models import (
     Backoff,
     DeliveryStats,
     EndpointInfo,
+    EventTypeInfo,
     Job,
     JobInfo,
     LakeStatus,
@@ -281,6 +282,7 @@ class BrokerApi(Protocol):
         enabled: bool | None = None,
         start: str | None = None,
         tenant: str | None = None,
+        event_types: Sequence[str] | None = None,
     ) -> EndpointInfo: ...
 
     def endpoints(self) -> list[EndpointInfo]: ...
@@ -288,6 +290,16 @@ class BrokerApi(Protocol):
     def endpoint(self, name: str) -> EndpointApi: ...
 
     def delete_endpoint(self, name: str) -> None: ...
+
+    def put_event_type(
+        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
+    ) -> EventTypeInfo: ...
+
+    def event_types(self) -> list[EventTypeInfo]: ...
+
+    def event_type(self, name: str) -> EventTypeInfo: ...
+
+    def delete_event_type(self, name: str) -> None: ...
 
     def close(self) -> None: ...
 

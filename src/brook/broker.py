@@ -24,8 +24,11 @@ from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
 from brook.clock import Clock
 from brook.core import Core, TopicState
+from brook.delivery import endpoint as delivery_endpoint
 from brook.delivery import handle as delivery_handle
-from brook.delivery.addresses import Resolver, system_resolver
+from brook.delivery import messages as delivery_messages
+from brook.delivery.addresses import Resolver, reach, system_resolver
+from brook.delivery.event_types import EventTypes
 from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
@@ -46,6 +49,7 @@ from brook.queue.store import QueueStore
 from brook.records import (
     DeliverySummary,
     EndpointInfo,
+    EventTypeInfo,
     LakeStatus,
     MessageAttempts,
     PartitionInfo,
@@ -126,6 +130,7 @@ class Broker:
         clock: Clock | Callable[[], float] = time.time,
         read_only: bool = False,
         delivery_allow_private_networks: bool = False,
+        delivery_allow_networks: str | Sequence[str] | None = None,
         delivery_resolver: Resolver = system_resolver,
         delivery_workers: int = 0,
         metrics_endpoints: Iterable[str] = (),
@@ -137,7 +142,9 @@ class Broker:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
         every write raises ReadOnly (SPEC §0). Delivery calls only public addresses
-        unless `delivery_allow_private_networks`; `delivery_resolver` resolves
+        unless `delivery_allow_private_networks` (never a metadata address), within
+        `delivery_allow_networks` when given (CIDRs; a metadata address only when one
+        of them is exactly it: delivery/addresses.py); `delivery_resolver` resolves
         endpoints' hosts (tests give a fake one); `delivery_workers` processes send
         the attempts (0: the broker's own delivery loop does); `metrics_endpoints`
         (names or glob patterns) are the endpoints /metrics gives series of their own
@@ -170,6 +177,7 @@ class Broker:
         self._metrics_chosen = Chosen(metrics_endpoints)
         if delivery_workers and delivery_resolver is not system_resolver:
             raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
+        delivery_reach = reach(bool(delivery_allow_private_networks), delivery_allow_networks)
         clock = Clock.of(clock)
         self.supervisor = Supervisor(clock)
         self.core = Core(
@@ -195,8 +203,9 @@ class Broker:
             self.timers.start()  # once the schedules skipped what they were down over
             self.staging = self._started(StagingService(self.core))
             self.endpoint_store = self._started(
-                EndpointStore(self.core, self.queues, bool(delivery_allow_private_networks))
+                EndpointStore(self.core, self.queues, delivery_reach)
             )
+            self._catalog = EventTypes(self.core.storage, read_only)
             self.delivery = self._started(
                 Deliverer(self.core, self.endpoint_store, delivery_resolver, delivery_workers)
             )
@@ -487,18 +496,22 @@ class Broker:
 
     def message_attempts(self, webhook_id: str) -> list[MessageAttempts]:
         """Every attempt to deliver the message whose requests carried `webhook_id` (the
-        `webhook-id` header: topic:partition:offset), endpoint by endpoint, those that
-        tried it only. Raises BadRequest for an id Brook does not send."""
+        `webhook-id` header: topic:partition:offset, or the record's brook.event-id),
+        endpoint by endpoint, those that tried it only. Raises BadRequest for an id
+        Brook does not send."""
         self.core.check_open()
-        topic, partition, offset = validate.webhook_id(webhook_id)
+        store = self.endpoint_store
         found = []
-        for name in sorted(self.endpoint_store.endpoints_on(topic)):  # not every endpoint
-            try:
-                attempts = self.endpoint(name).attempts(topic, partition, offset)
-            except (TopicNotFound, EndpointNotFound, PartitionNotFound):
-                continue  # it stopped delivering that topic (or partition), or just went
-            if attempts:
-                found.append(MessageAttempts(endpoint=name, attempts=attempts))
+        for topic, partition, offset in delivery_messages.locate(
+            self.core, webhook_id, store.delivered_topics()
+        ):
+            for name in sorted(store.endpoints_on(topic)):  # not every endpoint
+                try:
+                    attempts = self.endpoint(name).attempts(topic, partition, offset)
+                except (TopicNotFound, EndpointNotFound, PartitionNotFound):
+                    continue  # it stopped delivering that topic (or partition), or just went
+                if attempts:
+                    found.append(MessageAttempts(endpoint=name, attempts=attempts))
         return found
 
     def create_endpoint(
@@ -519,12 +532,15 @@ class Broker:
         ordering: str | None = None,
         enabled: bool | None = None,
         start: str | None = None,
+        tenant: str | None = None,
+        event_types: Sequence[str] | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed), or change the settings
         given (None keeps a setting). Records of every topic matching `topics` (names
         or glob patterns) appended from now on (or all retained, start="earliest") are
-        posted to `url`, signed. The answer carries the secret when one was made or
-        given: it is shown this once. Raises BadRequest, InvalidName."""
+        posted to `url`, signed. `tenant` names the customer it belongs to (keys naming
+        a tenant reach only its endpoints). The answer carries the secret when one was
+        made or given: it is shown this once. Raises BadRequest, InvalidName."""
         self.core.check_open()
         given = {
             "url": url,
@@ -541,11 +557,56 @@ class Broker:
             "ordering": ordering,
             "enabled": enabled,
             "start": start,
+            "tenant": tenant,
+            "event_types": None if event_types is None else list(event_types),
         }
         endpoint, made = self.endpoint_store.put(
             name, {k: v for k, v in given.items() if v is not None}
         )
-        return delivery_handle.info(endpoint, made)
+        return delivery_handle.info(endpoint, made, self._endpoint_warnings(endpoint))
+
+    def _endpoint_warnings(self, endpoint: delivery_endpoint.Endpoint) -> list[str]:
+        """What a change accepted but that looks wrong: a pattern that takes no topic yet
+        (`evnets.*`), an event type the catalog has nothing for."""
+        warnings = [
+            f"topic pattern {pattern!r} matches no topic yet"
+            for pattern in self.endpoint_store.idle_patterns(endpoint)
+        ]
+        wanted = endpoint.settings.event_types or ()
+        warnings += [
+            f"event type {kind!r} matches no event type in the catalog"
+            for kind in self._catalog.unknown(wanted)
+        ]
+        return warnings
+
+    # ------------------------------------------------------------ event types
+
+    def put_event_type(
+        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
+    ) -> EventTypeInfo:
+        """Add an event type to the catalog (`invoice.paid`), or change what is given of
+        it: a description, and a JSON Schema of its events' bodies (documentation for
+        receivers; appends are not checked against it). Raises BadRequest."""
+        self.core.check_open()
+        self.core.check_writable("add an event type")
+        return self._catalog.put(name, description, schema, self.core.now_ms())
+
+    def event_types(self) -> list[EventTypeInfo]:
+        """The catalog, by name."""
+        self.core.check_open()
+        return self._catalog.all()
+
+    def event_type(self, name: str) -> EventTypeInfo:
+        """One type of the catalog. Raises EventTypeNotFound."""
+        self.core.check_open()
+        return self._catalog.get(name)
+
+    def delete_event_type(self, name: str) -> None:
+        """Remove a type from the catalog (records carrying it are not touched).
+        Raises EventTypeNotFound."""
+        self.core.check_open()
+        self.core.check_writable("delete an event type")
+        self._catalog.delete(name)
 
     def endpoints(self) -> list[EndpointInfo]:
         """Every endpoint, by name (no secrets)."""

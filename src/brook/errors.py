@@ -103,6 +103,10 @@ class MessageNotFound(NotFound):
     code = "message_not_found"
 
 
+class EventTypeNotFound(NotFound):
+    code = "event_type_not_found"
+
+
 class MethodNotAllowed(BrookError):
     status = 405
     code = "method_not_allowed"

@@ -59,6 +59,10 @@ def is_event_id(value: str) -> bool:
     return _ID.fullmatch(value) is not None
 
 
+def is_event_type(value: str) -> bool:
+    return _TYPE.fullmatch(value) is not None
+
+
 def _text(raw: bytes, pattern: re.Pattern[str]) -> str | None:
     try:
         text = bytes(raw).decode("ascii")

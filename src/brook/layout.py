@@ -33,6 +33,8 @@ TIMER_BUCKETS = "timers/buckets/"
 TIMER_CHECKPOINT = "timers/checkpoint.json"
 STAGING = "staging/"
 ENDPOINTS = "endpoints/"
+EVENT_TYPES = "event-types/"
+"""The event-type catalog (delivery/event_types.py)."""
 SCHEDULES = "schedules/"
 STAGING_STATE_FILE = "state.json"
 LAKE = "lake/"
@@ -167,6 +169,18 @@ def parse_endpoint(name: str) -> str | None:
     if not name.startswith(ENDPOINTS) or not name.endswith(".json") or name.count("/") != 1:
         return None
     return name[len(ENDPOINTS) : -len(".json")]
+
+
+def event_type(name: str) -> str:
+    """An event type of the catalog (delivery/event_types.py)."""
+    return f"{EVENT_TYPES}{name}.json"
+
+
+def parse_event_type(name: str) -> str | None:
+    """The event type an `event_type` file name holds, or None if it is not one."""
+    if not name.startswith(EVENT_TYPES) or not name.endswith(".json") or name.count("/") != 1:
+        return None
+    return name[len(EVENT_TYPES) : -len(".json")]
 
 
 def schedule(name: str) -> str:

@@ -140,6 +140,16 @@ wait_ms_max = 30_000
 # Topics.
 partitions_max = 1024
 topic_name_chars_max = 200
+event_id_chars_max = 256
+"""The longest `brook.event-id` a record may carry (a sender's own id for its event)."""
+event_type_chars_max = 100
+"""The longest `brook.event-type` (`invoice.paid`)."""
+event_type_description_chars_max = 4096
+event_type_schema_bytes_max = 64 * 1024
+"""The JSON Schema an event type of the catalog may carry, encoded."""
+event_id_search_ms = 7 * 24 * 60 * 60 * 1000
+"""A message named by its sender's event id is looked for among the records of this
+long (an id Brook made, topic:partition:offset, is found at once, however old)."""
 
 # Idempotent produce.
 idempotency_window_ms_default = 10 * 60 * 1000
@@ -335,6 +345,10 @@ delivery_retry_after_ms_max = 60 * 60 * 1000
 """A receiver's Retry-After is honoured up to an hour (SPEC §7)."""
 delivery_excerpt_bytes_max = 2048
 """The first bytes of an answer's body kept with the attempt (SPEC §7)."""
+delivery_location_chars_max = 200
+"""A redirect's Location is shown in the attempt's reason up to this many characters."""
+delivery_allow_networks_max = 100
+"""delivery_allow_networks names at most this many networks (each attempt checks them)."""
 delivery_connections_max_default = 512
 """Most HTTP connections to receivers at once, over all endpoints (at most a quarter
 of the process's descriptor limit)."""

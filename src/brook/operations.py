@@ -14,7 +14,8 @@ from urllib.parse import quote
 import msgspec
 
 from brook import limits, names, wire
-from brook.records import DeliveryStats, EndpointInfo, Published, Resent
+from brook.event_headers import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
+from brook.records import DeliveryStats, EndpointInfo, EventTypeInfo, Published, Resent
 
 COUNT = {"type": "integer", "minimum": 0, "maximum": limits.whole_max}
 POSITIVE = {"type": "integer", "minimum": 1, "maximum": limits.whole_max}
@@ -27,7 +28,11 @@ PATH_PARAMETERS = {
     "writer": ID,
     "part": ID,
     "endpoint": NAME,
-    "message": {"type": "string", "pattern": names.MESSAGE_ID_PATTERN},
+    "message": {
+        "type": "string",
+        "pattern": f"^(?:{names.MESSAGE_ID_PATTERN[1:-1]}|{EVENT_ID_PATTERN[1:-1]})$",
+    },
+    "event_type": {"type": "string", "pattern": EVENT_TYPE_PATTERN},
     "schedule": {
         "type": "string",
         "pattern": f"^[{names.NAME_CHARS}]{{1,{limits.schedule_name_chars_max}}}$",
@@ -99,6 +104,7 @@ _AHEAD_YEARS = limits.timer_horizon_ms_max // (365 * 86_400_000)
 QUEUE = "/v1/topics/{topic}/queues/{group}"
 STAGED = "/v1/topics/{topic}/staged/{writer}/{seq}"
 ENDPOINT = "/v1/endpoints/{endpoint}"
+EVENT_TYPE = "/v1/event-types/{event_type}"
 SCHEDULE = "/v1/schedules/{schedule}"
 
 TABLE: tuple[Operation, ...] = (
@@ -574,6 +580,40 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Fire again from the next slot after now",
         wire.ScheduleOut,
+    ),
+    Operation(
+        "list_event_types",
+        "GET",
+        "/v1/event-types",
+        "any",
+        True,
+        "The event-type catalog: each type, what it means and a JSON Schema of its bodies",
+        wire.EventTypes,
+    ),
+    Operation(
+        "put_event_type",
+        "PUT",
+        EVENT_TYPE,
+        "admin",
+        True,
+        "Add an event type to the catalog, or change its description or schema "
+        "(documentation for receivers: appends are not checked against the schema)",
+        EventTypeInfo,
+        wire.EventTypeIn,
+        body_required=False,
+        example={"description": "An invoice was paid", "schema": {"type": "object"}},
+    ),
+    Operation(
+        "describe_event_type", "GET", EVENT_TYPE, "any", True, "One event type", EventTypeInfo
+    ),
+    Operation(
+        "delete_event_type",
+        "DELETE",
+        EVENT_TYPE,
+        "admin",
+        True,
+        "Remove an event type from the catalog (records carrying it are not touched)",
+        wire.Deleted,
     ),
     Operation(
         "list_endpoints",

@@ -156,6 +156,36 @@ class EndpointInfo(msgspec.Struct, frozen=True, kw_only=True):
     disabled_reason: str
     created_ms: int
     secret: str | None = None
+    tenant: str | None = None
+    """The customer it belongs to, if any (SPEC §11)."""
+    event_types: list[str] | None = None
+    """The event types it takes (brook.event-type), or None: every record."""
+    warnings: list[str] = msgspec.field(default_factory=list)
+    """In the answer that made or changed it: what was accepted but looks wrong (a
+    pattern that matches no topic yet, an event type not in the catalog)."""
+
+
+class EventTypeInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An event type of the catalog (SPEC §11): `invoice.paid`, what it means, and a JSON
+    Schema of its events' bodies (documentation for receivers, not enforced)."""
+
+    name: str
+    description: str = ""
+    schema: dict[str, Any] | None = None
+    created_ms: int
+    updated_ms: int
+
+
+class Resent(msgspec.Struct, frozen=True, kw_only=True):
+    """A message sent once more to one endpoint (`Endpoint.resend`)."""
+
+    webhook_id: str
+    topic: str
+    partition: int
+    offset: int
+    state: str
+    """resent (it had been delivered: it goes again), redriven (it was dead: it goes
+    again, attempts counted afresh) or pending (it was on its way: it goes anyway)."""
 
 
 class DeliveryStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -339,6 +339,16 @@ def webhook_id(value: Any) -> str:
     return value
 
 
+def event_type(value: Any) -> str:
+    """An event type's name (`invoice.paid`): 1 to event_type_chars_max of A-Z a-z 0-9 . _ -."""
+    if not isinstance(value, str) or not event_headers.is_event_type(value):
+        raise BadRequest(
+            f"invalid event type {str(value)[:80]!r}: 1 to {limits.event_type_chars_max} of "
+            "A-Z a-z 0-9 . _ -"
+        )
+    return value
+
+
 def timer_id(value: Any) -> str:
     """A timer's id: 1 to timer_id_chars_max of A-Z a-z 0-9 . _ : -."""
     if not isinstance(value, str) or not names.ID.fullmatch(value):

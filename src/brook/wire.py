@@ -39,10 +39,12 @@ from brook.records import (
     Ack,
     DeliveryStats,
     EndpointInfo,
+    EventTypeInfo,
     JobInfo,
     JobStateName,
     Published,
     Record,
+    Resent,
     ScheduleInfo,
     TopicInfo,
 )
@@ -831,12 +833,34 @@ class EndpointIn(In):
     start: Literal["latest", "earliest"] | None = None
     tenant: Annotated[str, Meta(extra_json_schema={"pattern": USER_NAME_PATTERN})] | None = None
     """The customer the endpoint belongs to (SPEC §11); a key naming a tenant sets its own."""
+    event_types: (
+        Annotated[
+            list[Annotated[str, Meta(min_length=1, max_length=limits.event_type_chars_max)]],
+            Meta(max_length=limits.endpoint_topics_max),
+        ]
+        | None
+    ) = None
+    """Only records of these event types (brook.event-type; names or globs); [] takes all."""
 
     def given(self) -> dict[str, Any]:
         fields = _given(self)
         if self.backoff is not None:
             fields["backoff"] = _given(self.backoff)
         return fields
+
+
+class EventTypeIn(In):
+    """An event type of the catalog: what it means, and a JSON Schema of its bodies."""
+
+    description: Annotated[str, Meta(max_length=limits.event_type_description_chars_max)] | None = (
+        None
+    )
+    schema: dict[str, Any] | None = None
+
+
+class EventTypes(Out):
+    event_types: list[EventTypeInfo]
+    """records.EventTypeInfo is the answer's shape itself (as EndpointInfo is)."""
 
 
 class Endpoints(Out):
@@ -1023,6 +1047,7 @@ REQUESTS: tuple[type[In], ...] = (
     EndpointRedriveIn,
     EndpointReplayIn,
     ResendIn,
+    EventTypeIn,
     RotateIn,
 )
 ANSWERS: tuple[type[Out], ...] = (
@@ -1054,10 +1079,17 @@ ANSWERS: tuple[type[Out], ...] = (
     Health,
     ErrorOut,
     Endpoints,
+    EventTypes,
     Attempts,
     MessageAttemptsOut,
     TestOut,
     Rotated,
 )
 """Every shape, for the OpenAPI document's components (`Published` is records.Published)."""
-ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (Published, EndpointInfo, DeliveryStats)
+ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (
+    Published,
+    EndpointInfo,
+    DeliveryStats,
+    EventTypeInfo,
+    Resent,
+)

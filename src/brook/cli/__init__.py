@@ -16,6 +16,7 @@ from brook import config
 from brook.cli.bench import bench
 from brook.cli.doctor import DoctorsNote, doctor
 from brook.cli.endpoints import endpoints
+from brook.cli.event_types import event_types
 from brook.cli.keys import keys
 from brook.cli.lake import lake
 from brook.cli.queues import queue
@@ -106,6 +107,7 @@ for command in (
     schedules,
     queue,
     endpoints,
+    event_types,
     lake,
     produce,
     consume,

@@ -39,6 +39,8 @@ def _show_endpoint(info: Any) -> None:
     )
     if info.tenant is not None:
         click.echo(f"tenant: {info.tenant}")
+    if info.event_types is not None:
+        click.echo(f"event types: {', '.join(info.event_types)}")
     for name, value in info.headers.items():
         click.echo(f"header {name}: {value}")
 
@@ -96,6 +98,12 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
     help="A new endpoint gets records appended from now on (latest, the default) or all.",
 )
 @click.option("--tenant", default=None, help="The customer the endpoint belongs to.")
+@click.option(
+    "--event-type",
+    "kinds",
+    multiple=True,
+    help="Only records of this event type (brook.event-type; a glob: invoice.*); repeat for more.",
+)
 @broker_options
 @friendly
 def endpoints_create(
@@ -116,6 +124,7 @@ def endpoints_create(
     ordering: str | None,
     start: str | None,
     tenant: str | None,
+    kinds: tuple[str, ...],
     data: str,
     url: str | None,
     api_key: str | None,
@@ -145,8 +154,11 @@ def endpoints_create(
             ordering=ordering,
             start=start,
             tenant=tenant,
+            event_types=list(kinds) or None,
         )
         _show_endpoint(info)
+        for warning in info.warnings:
+            click.echo(f"warning: {warning}", err=True)
         if info.secret is not None:
             click.echo(f"secret (shown once, store it now): {info.secret}")
 

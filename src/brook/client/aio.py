@@ -36,6 +36,7 @@ from brook.records import (
     Attempt,
     DeliveryStats,
     EndpointInfo,
+    EventTypeInfo,
     Job,
     Published,
     Record,
@@ -235,6 +236,7 @@ class AsyncBroker:
         enabled: bool | None = None,
         start: str | None = None,
         tenant: str | None = None,
+        event_types: Sequence[str] | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed) or change the settings given;
         the answer carries the secret when one was made or given (shown once)."""
@@ -256,6 +258,7 @@ class AsyncBroker:
                 enabled=enabled,
                 start=start,
                 tenant=tenant,
+                event_types=event_types,
             )
         )
         return info
@@ -279,6 +282,27 @@ class AsyncBroker:
     async def delete_endpoint(self, name: str) -> None:
         """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
         await self._do(protocol.delete_endpoint(name))
+
+    async def put_event_type(
+        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
+    ) -> EventTypeInfo:
+        """Add an event type to the catalog, or change what is given of it."""
+        made: EventTypeInfo = await self._do(protocol.put_event_type(name, description, schema))
+        return made
+
+    async def event_types(self) -> list[EventTypeInfo]:
+        """The event-type catalog, by name."""
+        found: list[EventTypeInfo] = await self._do(protocol.event_types())
+        return found
+
+    async def event_type(self, name: str) -> EventTypeInfo:
+        """One type of the catalog. Raises EventTypeNotFound."""
+        found: EventTypeInfo = await self._do(protocol.event_type(name))
+        return found
+
+    async def delete_event_type(self, name: str) -> None:
+        """Remove a type from the catalog. Raises EventTypeNotFound."""
+        await self._do(protocol.delete_event_type(name))
 
     async def put_schedule(
         self,

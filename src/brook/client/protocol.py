@@ -34,6 +34,7 @@ from brook.records import (
     Attempt,
     DeliveryStats,
     EndpointInfo,
+    EventTypeInfo,
     Job,
     Published,
     Record,
@@ -597,6 +598,41 @@ def endpoints() -> Call:
 def endpoint_info(name: str) -> Call:
     validate.topic_name(name)
     return _call("describe_endpoint", {"endpoint": name}, {}, None, {}, _endpoint)
+
+
+def put_event_type(name: str, description: str | None, schema: dict[str, Any] | None) -> Call:
+    validate.event_type(name)
+    body, headers = _json_body(wire.EventTypeIn(description=description, schema=schema))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> EventTypeInfo:
+        return _answer(body, EventTypeInfo)
+
+    return _call("put_event_type", {"event_type": name}, {}, body, headers, parse)
+
+
+def event_types() -> Call:
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[EventTypeInfo]:
+        return _answer(body, wire.EventTypes).event_types
+
+    return _call("list_event_types", {}, {}, None, {}, parse)
+
+
+def event_type(name: str) -> Call:
+    validate.event_type(name)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> EventTypeInfo:
+        return _answer(body, EventTypeInfo)
+
+    return _call("describe_event_type", {"event_type": name}, {}, None, {}, parse)
+
+
+def delete_event_type(name: str) -> Call:
+    validate.event_type(name)
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
+        return None
+
+    return _call("delete_event_type", {"event_type": name}, {}, None, {}, parse)
 
 
 def delete_endpoint(name: str) -> Call:

@@ -8,6 +8,8 @@ is made).
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from typing import Any
 
 import msgspec
@@ -19,6 +21,8 @@ from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Backoff
 from brook.records import Record
 
+EVENT_TYPE_PATTERN = re.compile(rf"[A-Za-z0-9._*?\[\]!-]{{1,{limits.event_type_chars_max}}}")
+"""An event type, or a glob pattern of them (an endpoint's `event_types`)."""
 ORDERINGS = ("none", "key")
 STARTS = ("latest", "earliest")
 ROTATION_MS = limits.endpoint_secret_rotation_ms
@@ -56,6 +60,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     tenant: str | None = None
     """The customer the endpoint belongs to (Svix's application), if any: a key that
     names a tenant reaches only that tenant's endpoints (server/auth.py)."""
+    event_types: tuple[str, ...] | None = None
+    """The event types taken (names or glob patterns, `invoice.*`), matched against a
+    record's `brook.event-type`; None takes every record, typed or not. A record of
+    another type, or of none, is passed over: acked for this endpoint, never sent."""
 
 
 class Secret(msgspec.Struct, frozen=True, array_like=True):
@@ -86,6 +94,14 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
         if topic.startswith(names.RESERVED_PREFIX) or self.own_dead_letters(topic):
             return False
         return any(names.pattern_matches(pattern, topic) for pattern in self.settings.topics)
+
+    def takes(self, record: Record) -> bool:
+        """Whether the record is of an event type the endpoint takes (`event_types`)."""
+        wanted = self.settings.event_types
+        if wanted is None:
+            return True
+        kind = event_headers.event_type(record.headers)
+        return kind is not None and any(fnmatch.fnmatchcase(kind, w) for w in wanted)
 
     def own_dead_letters(self, topic: str) -> bool:
         """Whether `topic` looks like the dead letters of this endpoint's deliveries."""
@@ -255,6 +271,20 @@ def _checked(field: str, value: Any, reach: addresses.Reach) -> Any:
         if not isinstance(value, bool):
             raise BadRequest(f"enabled must be true or false, not {value!r}")
         return value
+    if field == "event_types":
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise BadRequest("event_types must be a list of event types or glob patterns")
+        if len(value) > limits.endpoint_topics_max:
+            raise BadRequest(
+                f"an endpoint takes at most {limits.endpoint_topics_max} event types or patterns"
+            )
+        for kind in value:
+            if not isinstance(kind, str) or not EVENT_TYPE_PATTERN.fullmatch(kind):
+                raise BadRequest(
+                    f"invalid event type or pattern {kind!r}: 1 to "
+                    f"{limits.event_type_chars_max} of A-Z a-z 0-9 . _ - and * ? [ ]"
+                )
+        return tuple(dict.fromkeys(value)) or None  # []: every record, as none given
     if field == "tenant":
         if not isinstance(value, str) or not names.USER_NAME.fullmatch(value):
             raise BadRequest(

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 _ENDED = {State.ACKED: "acked", State.RETRYING: "retrying", State.DEAD: "dead"}
 
 
-def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
-    """What the API tells of an endpoint; `secret` only when it was just made or given."""
+def info(
+    endpoint: ep.Endpoint, secret: str | None = None, warnings: list[str] | None = None
+) -> EndpointInfo:
+    """What the API tells of an endpoint; `secret` only when it was just made or given,
+    `warnings` only in the answer to a change."""
     s = endpoint.settings
     return EndpointInfo(
         name=endpoint.name,
@@ -53,6 +56,8 @@ def info(endpoint: ep.Endpoint, secret: str | None = None) -> EndpointInfo:
         created_ms=endpoint.created_ms,
         secret=secret,
         tenant=s.tenant,
+        event_types=None if s.event_types is None else list(s.event_types),
+        warnings=warnings or [],
     )
 
 

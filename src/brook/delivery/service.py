@@ -47,6 +47,7 @@ from brook.delivery.outcome import (
     ErrorKind,
     Result,
     Verdict,
+    final,
     given_up,
     judge,
 )
@@ -71,6 +72,8 @@ SWEEP_S = 5.0
 DUE_FLOOR_MS = 20
 """A due time already past is looked at again no sooner than this (the queue ticker
 may not have acted on it yet)."""
+PASSED_OVER = Outcome(None, 0.0, "passed over: not an event type the endpoint takes", b"")
+"""How a record of an event type the endpoint does not take ends there (acked, unsent)."""
 THREADS = 32
 STOP_WAIT_S = 5.0
 """On stop, attempts in flight get this long to finish; the rest are retried later."""
@@ -110,12 +113,12 @@ class Deliverer:
         process's delivery loop sends them itself (sender.py), with `resolver`."""
         self.core = core
         self.store = store
-        self.allow_private = store.allow_private
+        self.reach = store.reach
         connections = connections_max(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         self.sender: Sender | Workers = (
-            Workers(workers, self.allow_private, connections)
+            Workers(workers, self.reach, connections)
             if workers
-            else Sender(resolver, self.allow_private, connections)
+            else Sender(resolver, self.reach, connections)
         )
         self.scheduler = Scheduler[QueueGroup](
             Runtime, connections, min(limits.delivery_origin_connections_max, connections)
@@ -488,6 +491,9 @@ class Deliverer:
         probe = False
         slot = True
         try:
+            if not runtime.endpoint.takes(job.record):  # another event type: passed over
+                self._acks.add(group, job.receipt, PASSED_OVER)
+                return
             while (wait := scheduler.pace(runtime, self.core.now_ms())) > 0:
                 await asyncio.sleep(wait / 1000)
             if not scheduler.sendable(send, self.core.now_ms()):
@@ -505,6 +511,10 @@ class Deliverer:
                     verdict, now if since is None else since, settings.disable_after_ms, now
                 )
             failed = verdict.action is Action.RETRY
+            if failed:  # (its last attempt, or past expiry: dead, and counted so)
+                record = job.record
+                since = group.since_ms(record.partition, record.offset)
+                verdict = final(verdict, job.attempt, group.settings, since, now)
             runtime.stats.record(result, verdict, now, job)
             self.totals.record(result, verdict)
             self._keep_failing_since(runtime, now)
@@ -550,7 +560,7 @@ class Deliverer:
         self, endpoint: Endpoint, job: Job, runtime: Runtime, message_id: str | None = None
     ) -> Result:
         record = job.record
-        message_id = message_id or f"{record.topic}:{record.partition}:{record.offset}"
+        message_id = message_id or ep.message_id(record)
         return await self.sender.send(endpoint, record, job.attempt, message_id, self.core.now_ms())
 
     async def _settle(

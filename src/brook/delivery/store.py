@@ -135,6 +135,15 @@ class EndpointStore:
     def has_endpoints_on(self, topic: str) -> bool:
         return topic in self._by_topic
 
+    def idle_patterns(self, endpoint: Endpoint) -> list[str]:
+        """The endpoint's topic patterns that take no topic now (a typo, or topics to come)."""
+        taken = list(self._groups.get(endpoint.name, {}))
+        return [
+            pattern
+            for pattern in endpoint.settings.topics
+            if not any(names.pattern_matches(pattern, topic) for topic in taken)
+        ]
+
     def delivered_topics(self) -> list[str]:
         """Every topic some endpoint delivers from (a copy)."""
         return list(self._by_topic)

@@ -34,7 +34,7 @@ import msgspec
 from brook import limits, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import LeaseExpired, PartitionNotFound
+from brook.errors import LeaseExpired, MessageNotFound, PartitionNotFound
 from brook.log.partition import PartitionLog
 from brook.queue import replay, status
 from brook.queue import settings as queue_settings
@@ -291,6 +291,15 @@ class QueueGroup:
                 del self.replaying[p]
         return given
 
+    def since_ms(self, partition: int, offset: int) -> int | None:
+        """When the group first saw the record at (partition, offset), for its
+        `expire_after_ms` (a redrive or replay starts it afresh); None when the group
+        holds no such record. Takes no lock, so the delivery loop may ask it of a record
+        it holds leased (no other change to it can be under way): one lookup of a state
+        that is replaced, never changed in place."""
+        job = self.machine.jobs.get((partition, offset))
+        return None if job is None else job.since_ms
+
     def has_work(self) -> bool:
         """Whether a lease now might hand something out (a cheap, racy hint)."""
         if self.machine.has_ready():
@@ -476,14 +485,52 @@ class QueueGroup:
         self._after(request, changes)
         return len(changes)
 
+    def resend(self, partition: int, offset: int) -> str:
+        """Send the record at (partition, offset) once more, whatever became of it: an
+        acked one is brought back alone (a replay of one offset), a dead one redriven;
+        one still on its way goes anyway. Durable before it returns; says which:
+        "resent", "redriven" or "pending". MessageNotFound when there is no such record
+        (retention removed it)."""
+        logs = self.core.topic_state(self.topic).logs
+        if not 0 <= partition < len(logs):
+            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
+        log = logs[partition]
+        if not log.start_offset <= offset < log.durable_offset:
+            raise MessageNotFound(
+                f"topic {self.topic} partition {partition} holds no record at offset {offset} "
+                f"(it holds {log.start_offset} to {log.durable_offset - 1})"
+            )
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            job = self.machine.jobs.get((partition, offset))
+            taken_in = offset < self.offered.get(partition, 0)
+            if job is not None and job.state is State.DEAD:
+                dead = True
+            elif (
+                job is not None
+                or not taken_in
+                or any(r.covers(offset) for r in self.replaying.get(partition, []))
+            ):
+                return "pending"
+            else:
+                dead = False
+        if dead:
+            return "redriven" if self.redrive(None, [(partition, offset)]) else "pending"
+        return "resent" if self.replay(partition, offset, until=offset + 1) else "pending"
+
     def replay(
-        self, partition: int | None = None, offset: int | None = None, since_ms: int | None = None
+        self,
+        partition: int | None = None,
+        offset: int | None = None,
+        since_ms: int | None = None,
+        until: int | None = None,
     ) -> int:
         """Send again the acked records from `offset` on (of `partition`, or of each),
-        or those stamped at or after `since_ms`, up to what the group has taken in now;
-        the records not finished are left as they are (they go anyway, and dead ones go
-        back with a redrive). Durable before it returns; returns how many records it
-        brings back (queue/replay.py)."""
+        or those stamped at or after `since_ms`, up to what the group has taken in now
+        (or up to offset `until`); the records not finished are left as they are (they
+        go anyway, and dead ones go back with a redrive). Durable before it returns;
+        returns how many records it brings back (queue/replay.py)."""
         logs = self.core.topic_state(self.topic).logs
         if partition is not None and partition >= len(logs):
             raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
@@ -503,6 +550,8 @@ class QueueGroup:
             for p, from_offset in starts.items():
                 first = max(from_offset, logs[p].start_offset)
                 stop = self.offered.get(p, 0)
+                if until is not None:
+                    stop = min(stop, until)
                 if first >= stop:
                     continue
                 replays, brings = replay.ask(

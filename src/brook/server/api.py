@@ -20,6 +20,7 @@ from brook.operations import OPERATIONS
 from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
+from brook.server.event_types import EventTypeEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.lake import LakeEndpoints
 from brook.server.metrics import RequestCounts, registry_for, render
@@ -73,6 +74,7 @@ class Api:
         self.schedules = ScheduleEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
+        self.event_types = EventTypeEndpoints(self)
         self.lake = LakeEndpoints(self)
         self.ui = Dashboard(broker, auth, self._read, where or "its storage")
         self.requests = RequestCounts()

@@ -140,6 +140,7 @@ class Dashboard:
             ("POST", PREFIX + "/timers/cancel", self.cancel_timer, "admin"),
             ("GET", PREFIX + "/storage", self.storage_page, "view"),
             ("GET", PREFIX + "/endpoints", self.endpoints, "admin"),
+            ("GET", PREFIX + "/event-types", self.event_types, "view"),
             ("GET", PREFIX + "/endpoints/{name}", self.endpoint, "admin"),
             ("POST", PREFIX + "/endpoints/{name}/{action}", self.endpoint_action, "admin"),
         ):
@@ -280,6 +281,10 @@ class Dashboard:
     async def storage_page(self, visit: Visit) -> Response:
         page = await self.read(views.storage, self.broker, self.started_s)
         return self._page("storage.html", visit, page=page, where=self.storage)
+
+    async def event_types(self, visit: Visit) -> Response:
+        types = await self.read(self.broker.event_types)
+        return self._page("event_types.html", visit, types=types)
 
     async def endpoints(self, visit: Visit) -> Response:
         viewer = visit.viewer
