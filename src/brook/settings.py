@@ -186,11 +186,22 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     delivery_allow_private_networks: Annotated[
         bool,
         _setting(
-            "Let delivery endpoints be loopback, private or link-local addresses (local "
-            "development only: anyone who may create endpoints could then reach them).",
+            "Let delivery endpoints be loopback or private addresses, never cloud metadata "
+            "ones (169.254.0.0/16 and the like): for local development, or narrowed by "
+            "--delivery-allow-networks (anyone who may create endpoints could reach them).",
             "broker",
         ),
     ] = False
+    delivery_allow_networks: Annotated[
+        str | None,
+        _setting(
+            "With --delivery-allow-private-networks: only loopback and private addresses "
+            "inside these networks may be endpoints (CIDRs separated by commas, as "
+            "10.1.0.0/16,fd00::/8); a cloud metadata address only when one of them is "
+            "exactly it (169.254.169.254/32). Public addresses stay allowed.",
+            "broker",
+        ),
+    ] = None
     delivery_workers: Annotated[
         int,
         _setting(

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import base64
 import datetime
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from standardwebhooks.webhooks import Webhook
 
 import brook
 from brook import limits
+from brook.cli import main
 from brook.delivery.endpoint import GROUP_PREFIX
 from brook.errors import BadRequest, NotFound
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
+from tests.served import Served
 
 
 @pytest.fixture
@@ -291,6 +295,7 @@ def test_an_endpoint_failing_past_disable_after_ms_is_disabled_and_its_records_w
             wait_for(lambda: not broker.endpoint("hook").info().enabled)
             reason = broker.endpoint("hook").info().disabled_reason
             assert "disable_after_ms" in reason and "503" in reason, reason
+            assert reason.startswith("no attempt succeeded for 1 min (disable_after_ms)"), reason
             assert stats(broker, "t", "hook").get("dead", 0) == 0, "its record waits"
             tried = len(receiver.requests())
             broker.endpoint("hook").enable()  # still failing: the minute starts afresh
@@ -353,3 +358,185 @@ def test_new_endpoints_expire_records_and_give_up_by_default_and_0_means_never(
         changed = broker.create_endpoint("hook", expire_after_ms=0, disable_after_ms=0)
         assert (changed.expire_after_ms, changed.disable_after_ms) == (None, None)
         wait_for(lambda: group(broker, "t", "hook").settings.expire_after_ms is None)
+
+
+FAST = {"min_ms": 10, "max_ms": 20, "jitter": 0}
+
+
+def test_the_attempt_that_kills_a_record_is_counted_as_dead(broker: brook.Broker) -> None:
+    """An alert on dead attempts fires: the last attempt, and one after which the record
+    would expire before its next, count as dead (not retry), with why (issue 50)."""
+    with Receiver(lambda got: Answer(500)) as receiver:
+        put(broker, "hook", url=receiver.url, topics=["t"], max_attempts=3, backoff=FAST)
+        broker.topic("t").append(b"doomed")
+        wait_for(lambda: stats(broker, "t", "hook").get("dead") == 1)
+        hook = broker.endpoint("hook")
+        assert hook.stats().attempts == {"retry": 2, "dead": 1}
+        *_, last = hook.attempts("t", 0, 0)
+        assert (last.state, last.status) == ("dead", 500)
+        assert last.reason == "500; attempt 3 was the last (max_attempts 3)"
+        # Its next attempt would come due past expire_after_ms: dead now, counted so.
+        slow = {"min_ms": 5_000, "max_ms": 5_000, "jitter": 0}
+        put(broker, "late", url=receiver.url, topics=["u"], expire_after_ms=2_000, backoff=slow)
+        broker.topic("u").append(b"expires")
+        wait_for(lambda: stats(broker, "u", "late").get("dead") == 1)
+        late = broker.endpoint("late")
+        assert late.stats().attempts == {"dead": 1}
+        (only,) = late.attempts("u", 0, 0)
+        assert only.state == "dead" and "500; no attempt left" in only.reason
+        assert "older than expire_after_ms (2 s)" in only.reason, only.reason
+        assert len([g for g in receiver.requests() if g.body == b"expires"]) == 1
+
+
+def test_a_redirect_is_retried_then_dead_saying_where_it_pointed(broker: brook.Broker) -> None:
+    """Redirects are not followed (SPEC §7), and a 301 is no reason to lose records at
+    once: retried with backoff like a 503, dead after max_attempts with a reason that
+    says where the endpoint moved and what to do; pointed there, the records go on."""
+    moved = "https://hooks.example.com/v2/brook"
+    with (
+        Receiver(lambda got: Answer(301, headers={"location": moved})) as old,
+        Receiver() as new,
+    ):
+        put(broker, "hook", url=old.url, topics=["t"], max_attempts=2, backoff=FAST)
+        broker.topic("t").append(b"dies")
+        wait_for(lambda: stats(broker, "t", "hook").get("dead") == 1)
+        assert [g.headers["brook-attempt"] for g in old.requests()] == ["1", "2"]
+        attempts = broker.endpoint("hook").attempts("t", 0, 0)
+        assert [(a.status, a.state) for a in attempts] == [(301, "retrying"), (301, "dead")]
+        said = (
+            f"the endpoint answered 301 Moved Permanently to {moved}; Brook does not follow "
+            "redirects: point the endpoint at the new address"
+        )
+        assert all(a.reason.startswith(said) for a in attempts), attempts
+        assert broker.endpoint("hook").stats().attempts == {"retry": 1, "dead": 1}
+        put(broker, "hook", max_attempts=10, backoff={"min_ms": 200, "max_ms": 200, "jitter": 0})
+        broker.topic("t").append(b"moves")
+        wait_for(lambda: len(old.requests()) == 3)
+        put(broker, "hook", url=new.url)  # what the reason asks
+        wait_for(lambda: [g.body for g in new.requests()] == [b"moves"])
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 1)
+
+
+def test_a_weak_secret_is_refused_with_a_clear_400(served: Served) -> None:
+    """An all-zero secret was taken (issue 50); now a key with too few distinct bytes
+    is refused when given, on create and on rotation, saying how to make a good one."""
+    zero = "whsec_AAAAAAAAAAAAAAAAAAAAAA=="
+    body = {"url": "http://127.0.0.1:9/hook", "topics": ["t"], "enabled": False}
+    status, answer = served.request("PUT", "/v1/endpoints/hook", {**body, "secret": zero})
+    assert status == 400, answer
+    message = answer["error"]["message"]
+    assert "too easy to guess: its 16 bytes are all 0x00" in message, message
+    assert "openssl rand -base64 32" in message
+    status, _ = served.request("PUT", "/v1/endpoints/hook", body)
+    assert status == 200
+    repeated = "whsec_" + base64.b64encode(b"ab" * 16).decode()
+    status, answer = served.request(
+        "POST", "/v1/endpoints/hook/rotate-secret", {"secret": repeated}
+    )
+    assert status == 400 and "only 2 distinct values" in answer["error"]["message"], answer
+    good = "whsec_" + base64.b64encode(os.urandom(24)).decode()  # what Svix and others make
+    status, answer = served.request("POST", "/v1/endpoints/hook/rotate-secret", {"secret": good})
+    assert status == 200, answer
+
+
+def test_metadata_addresses_are_refused_though_private_networks_are_allowed(
+    broker: brook.Broker, tmp_path: Path
+) -> None:
+    with pytest.raises(BadRequest, match="a cloud metadata address") as refused:
+        put(broker, "imds", url="http://169.254.169.254/latest/meta-data/", topics=["t"])
+    assert "delivery_allow_networks names it exactly (169.254.169.254/32)" in str(refused.value)
+    answers = {"metadata.google.internal": ["169.254.169.254"]}
+    with brook.open(
+        str(tmp_path / "resolving"),
+        delivery_allow_private_networks=True,
+        delivery_resolver=lambda host, port: answers[host],
+    ) as b:
+        put(b, "gcp", url="http://metadata.google.internal/v1/", topics=["t"], max_attempts=1)
+        b.topic("t").append(b"x")
+        wait_for(lambda: stats(b, "t", "gcp").get("dead") == 1)
+        (attempt,) = b.endpoint("gcp").attempts("t", 0, 0)
+        assert "169.254.169.254, a cloud metadata address" in attempt.error, attempt
+
+
+def test_a_metadata_address_named_exactly_may_be_called(tmp_path: Path) -> None:
+    with brook.open(
+        str(tmp_path / "data"),
+        delivery_allow_private_networks=True,
+        delivery_allow_networks=["169.254.169.254/32"],
+    ) as b:
+        info, _ = put(b, "imds", url="http://169.254.169.254/hook", topics=["t"], enabled=False)
+        assert info.settings.url == "http://169.254.169.254/hook"
+        with pytest.raises(BadRequest, match=r"exactly \(169\.254\.170\.2/32\)"):
+            put(b, "ecs", url="http://169.254.170.2/v2/credentials", topics=["t"])
+
+
+@pytest.mark.parametrize("workers", [0, 1], ids=["loop", "workers"])
+def test_allow_networks_narrow_private_networks_on_every_attempt(
+    tmp_path: Path, workers: int
+) -> None:
+    """delivery_allow_networks narrows delivery_allow_private_networks: an endpoint
+    outside them is refused when made, and one stored before they were narrowed is
+    refused at each attempt (in the delivery loop and in worker processes alike)."""
+    data = str(tmp_path / "data")
+    with Receiver() as receiver:
+        with brook.open(
+            data,
+            delivery_allow_private_networks=True,
+            delivery_allow_networks=["127.0.0.0/8"],
+            delivery_workers=workers,
+        ) as b:
+            put(b, "hook", url=receiver.url, topics=["t"], max_attempts=1)
+            with pytest.raises(BadRequest, match="a private address outside delivery_allow"):
+                put(b, "lan", url="http://192.168.1.20/hook", topics=["t"])
+            b.topic("t").append(b"inside")
+            wait_for(lambda: stats(b, "t", "hook").get("acked") == 1)
+        with brook.open(
+            data,
+            delivery_allow_private_networks=True,
+            delivery_allow_networks="10.0.0.0/8",
+            delivery_workers=workers,
+        ) as b:
+            b.topic("t").append(b"outside now")
+            wait_for(lambda: stats(b, "t", "hook").get("dead") == 1)
+            (attempt,) = b.endpoint("hook").attempts("t", 0, 1)
+            assert "127.0.0.1, a loopback address outside delivery_allow_networks" in (
+                attempt.error
+            ), attempt
+        assert [g.body for g in receiver.requests()] == [b"inside"]
+
+
+def test_allow_networks_are_checked_at_start_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(BadRequest, match="has host bits set") as bad:
+        brook.open(
+            str(tmp_path / "a"),
+            delivery_allow_private_networks=True,
+            delivery_allow_networks=["10.0.0.1/8"],
+        )
+    assert "\n" not in bad.value.message
+    with pytest.raises(BadRequest, match="set delivery_allow_private_networks = true"):
+        brook.open(str(tmp_path / "b"), delivery_allow_networks="10.0.0.0/8")
+    result = CliRunner().invoke(
+        main,
+        ["serve", "--data", str(tmp_path / "c"), "--delivery-allow-private-networks"],
+        env={"BROOK_DELIVERY_ALLOW_NETWORKS": "10.0.0.0/8,nonsense"},
+    )
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert "delivery_allow_networks: 'nonsense' is not a network" in line, line
+
+
+def test_allow_networks_flow_from_brook_toml(tmp_path: Path) -> None:
+    config = tmp_path / "brook.toml"
+    config.write_text(
+        'delivery_allow_private_networks = true\ndelivery_allow_networks = "127.0.0.1/32"\n'
+    )
+    served = Served(tmp_path / "data", config=config)
+    try:
+        body = {"url": "http://127.0.0.1:9/hook", "topics": ["t"], "enabled": False}
+        status, answer = served.request("PUT", "/v1/endpoints/local", body)
+        assert status == 200, answer
+        body["url"] = "http://10.0.0.1/hook"
+        status, answer = served.request("PUT", "/v1/endpoints/lan", body)
+        assert status == 400 and "outside delivery_allow_networks" in answer["error"]["message"]
+    finally:
+        served.close()

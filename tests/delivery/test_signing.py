@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import random
 
 import pytest
 from hypothesis import given
@@ -85,5 +86,60 @@ def test_bad_secrets_are_refused(secret: str) -> None:
 
 
 @given(st.from_regex(names.SECRET_PATTERN, fullmatch=True))
-def test_every_secret_the_document_allows_is_taken(secret: str) -> None:
-    assert signing.SECRET_BYTES_MIN <= len(signing.key_of(secret)) <= signing.SECRET_BYTES_MAX
+def test_every_secret_the_document_allows_is_taken_unless_weak(secret: str) -> None:
+    """The document gives secrets' shape; a weak key is the rule stated apart."""
+    key = signing.stored_key(secret)
+    assert signing.SECRET_BYTES_MIN <= len(key) <= signing.SECRET_BYTES_MAX
+    if signing.weakness(key) is None:
+        assert signing.key_of(secret) == key
+    else:
+        with pytest.raises(BadRequest, match="too easy to guess"):
+            signing.key_of(secret)
+
+
+def whsec(key: bytes) -> str:
+    return "whsec_" + base64.b64encode(key).decode()
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        (bytes(16), "its 16 bytes are all 0x00"),
+        (b"a" * 32, "its 32 bytes are all 0x61"),
+        (
+            b"ab" * 12,
+            "its 24 bytes hold only 2 distinct values, and a key of that length needs at least 6",
+        ),
+        (b"secret" * 8, "its 48 bytes hold only 5 distinct values"),
+        (bytes(63) + b"\x01", "its 64 bytes hold only 2 distinct values"),
+    ],
+)
+def test_secrets_of_obviously_weak_keys_are_refused(key: bytes, why: str) -> None:
+    with pytest.raises(BadRequest, match="too easy to guess") as refused:
+        signing.key_of(whsec(key))
+    assert why in refused.value.message
+    assert "openssl rand -base64 32" in refused.value.message, "says how to make a good one"
+    with pytest.raises(BadRequest, match="all 0x00"):
+        signing.key_of("whsec_AAAAAAAAAAAAAAAAAAAAAA==")  # the one issue 50 found taken
+
+
+def test_random_keys_and_keys_of_hex_or_base64_text_are_taken() -> None:
+    """The rule never refuses what generators make: random bytes of any length taken
+    (16 to 64), and keys that are hex or base64 text (16 or 64 distinct values)."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for length in range(signing.SECRET_BYTES_MIN, signing.SECRET_BYTES_MAX + 1):
+        for _ in range(50):
+            for key in (
+                rng.randbytes(length),
+                rng.randbytes(length).hex()[:length].encode(),
+                base64.b64encode(rng.randbytes(length))[:length],
+            ):
+                assert signing.weakness(key) is None, f"{key!r} refused (seed {seed})"
+    for _ in range(1000):
+        assert signing.key_of(signing.new_secret())
+
+
+def test_a_stored_weak_secret_still_signs() -> None:
+    """A secret taken before weak keys were refused keeps signing (no endpoint stops)."""
+    assert signing.stored_key(whsec(bytes(16))) == bytes(16)

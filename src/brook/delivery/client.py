@@ -30,6 +30,8 @@ KEEPALIVE_S = 4.0
 close idle connections after 5 s: a request on one they closed would fail)."""
 DRAIN_MAX = 64 * 1024
 """Past the excerpt, how much of an answer's body is read to keep its connection."""
+LOCATION_BYTES_MAX = 4096
+"""A Location header is kept up to this long (the reason shows less of it)."""
 _FORBIDDEN = ("\r", "\n", "\0")
 
 
@@ -38,12 +40,16 @@ class ProtocolError(Exception):
 
 
 class Answer:
-    __slots__ = ("excerpt", "retry_after", "status")
+    __slots__ = ("excerpt", "location", "retry_after", "status")
 
-    def __init__(self, status: int, retry_after: str | None, excerpt: bytes) -> None:
+    def __init__(
+        self, status: int, retry_after: str | None, excerpt: bytes, location: str | None = None
+    ) -> None:
         self.status = status
         self.retry_after = retry_after
         self.excerpt = excerpt
+        self.location = location
+        """The Location header as sent (a redirect's; not followed)."""
 
 
 def request_head(method: str, target: str, headers: Mapping[str, str], length: int) -> bytes:
@@ -70,6 +76,7 @@ class Connection(asyncio.Protocol):
         self._body = bytearray()
         self._seen = 0
         self._retry_after: str | None = None
+        self._location: str | None = None
         self._header: str = ""
 
     # ------------------------------------------------------------ the caller's side
@@ -83,6 +90,7 @@ class Connection(asyncio.Protocol):
         self._body = bytearray()
         self._seen = 0
         self._retry_after = None
+        self._location = None
         loop = asyncio.get_running_loop()
         self._waiter = loop.create_future()
         timer = loop.call_later(timeout_s, self._fail, TimeoutError())
@@ -129,8 +137,11 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------ httptools' callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"retry-after":
+        lowered = name.lower()
+        if lowered == b"retry-after":
             self._retry_after = value.decode("latin-1").strip()
+        elif lowered == b"location":
+            self._location = value[:LOCATION_BYTES_MAX].decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self._seen += len(body)
@@ -145,6 +156,7 @@ class Connection(asyncio.Protocol):
         if 100 <= status < 200:
             self._body = bytearray()  # an interim answer (103 Early Hints): the real one follows
             self._seen = 0
+            self._location = None
             return
         self._answer(keep=self._parser.should_keep_alive())
 
@@ -155,7 +167,12 @@ class Connection(asyncio.Protocol):
         self.reusable = keep
         self.idle_since = time.monotonic()
         waiter.set_result(
-            Answer(self._parser.get_status_code(), self._retry_after, bytes(self._body))
+            Answer(
+                self._parser.get_status_code(),
+                self._retry_after,
+                bytes(self._body),
+                self._location,
+            )
         )
         if not keep:
             self.close()

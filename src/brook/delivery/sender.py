@@ -21,9 +21,10 @@ import time
 from brook import limits
 from brook.delivery import addresses, client
 from brook.delivery.endpoint import Endpoint
-from brook.delivery.outcome import EXCERPT_BYTES_MAX, ErrorKind, Result
+from brook.delivery.outcome import EXCERPT_BYTES_MAX, ErrorKind, Result, location_shown
 from brook.delivery.pool import Origins
 from brook.delivery.request import Target
+from brook.durations import words
 from brook.records import Record
 
 CONNECT_TIMEOUT_S_MAX = 10.0
@@ -36,11 +37,11 @@ class Sender:
     def __init__(
         self,
         resolver: addresses.Resolver,
-        allow_private: bool,
+        reach: addresses.Reach,
         connections_max: int = limits.delivery_connections_max_default,
     ) -> None:
         self.resolver = resolver
-        self.allow_private = allow_private
+        self.reach = reach
         self.origins = Origins(connections_max)
         self._targets: dict[str, Target] = {}
         self._resolving = concurrent.futures.ThreadPoolExecutor(
@@ -92,7 +93,7 @@ class Sender:
         except TimeoutError:
             return Result(
                 error=ErrorKind.TIMEOUT,
-                error_message=f"no answer within {endpoint.settings.timeout_ms} ms",
+                error_message=f"no answer within {words(endpoint.settings.timeout_ms)}",
                 latency_ms=_ms_since(started),
             )
         except ssl.SSLError as exc:  # (ssl.CertificateError is one)
@@ -111,11 +112,13 @@ class Sender:
                 error_message=_first_line(exc),
                 latency_ms=_ms_since(started),
             )
+        location = answer.location if 300 <= answer.status < 400 else None  # (201's: no use)
         return Result(
             status=answer.status,
             latency_ms=_ms_since(started),
             retry_after=answer.retry_after,
             excerpt=answer.excerpt,
+            location=None if location is None else location_shown(location, endpoint.settings.url),
         )
 
     async def _pick(self, target: Target) -> str:
@@ -125,11 +128,11 @@ class Sender:
         host, port = target.host, target.port
         if target.literal:
             if target.address is None:
-                target.address = addresses.pick(host, port, self.resolver, self.allow_private)
+                target.address = addresses.pick(host, port, self.resolver, self.reach)
             return target.address
         loop = asyncio.get_running_loop()
         found = await loop.run_in_executor(self._resolving, self.resolver, host, port)
-        return addresses.pick(host, port, lambda h, p: found, self.allow_private)
+        return addresses.pick(host, port, lambda h, p: found, self.reach)
 
     async def close_idle(self) -> int:
         return await self.origins.close_idle()

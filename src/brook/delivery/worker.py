@@ -85,8 +85,8 @@ class WorkerProtocol(asyncio.Protocol):
             self.ended.set_result(None)
 
 
-async def serve(fd: int, allow_private: bool, connections_max: int) -> None:
-    sender = Sender(addresses.system_resolver, allow_private, connections_max)
+async def serve(fd: int, reach: addresses.Reach, connections_max: int) -> None:
+    sender = Sender(addresses.system_resolver, reach, connections_max)
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
     sock = socket.socket(fileno=fd)
@@ -103,9 +103,9 @@ def main(argv: list[str]) -> None:
     processes.die_with_parent()  # killed with the broker, even a broker killed with -9
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    fd, allow_private, connections_max = int(argv[0]), argv[1] == "1", int(argv[2])
+    fd, connections_max, reach = int(argv[0]), int(argv[1]), addresses.parsed(argv[2:4])
     with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(serve(fd, allow_private, connections_max))
+        uvloop.run(serve(fd, reach, connections_max))
 
 
 if __name__ == "__main__":

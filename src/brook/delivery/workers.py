@@ -33,8 +33,10 @@ from typing import cast
 import msgspec
 
 from brook import processes
+from brook.delivery import addresses
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import ErrorKind, Result
+from brook.durations import words
 from brook.records import Record
 
 log = logging.getLogger("brook.delivery")
@@ -144,8 +146,8 @@ class Outbox:
 
 
 class _Worker(asyncio.Protocol):
-    def __init__(self, allow_private: bool, connections_max: int) -> None:
-        self.allow_private = allow_private
+    def __init__(self, reach: addresses.Reach, connections_max: int) -> None:
+        self.reach = reach
         self.connections_max = connections_max
         self.process: subprocess.Popen[bytes] | None = None
         self.outbox: Outbox | None = None
@@ -197,8 +199,8 @@ class _Worker(asyncio.Protocol):
                     "-m",
                     "brook.delivery.worker",
                     str(theirs.fileno()),
-                    "1" if self.allow_private else "0",
                     str(self.connections_max),
+                    *self.reach.arguments(),
                 ],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
@@ -306,7 +308,7 @@ class _Worker(asyncio.Protocol):
             self._pending.pop(key, None)
             return Result(
                 error=ErrorKind.TIMEOUT,
-                error_message=f"the delivery worker did not answer within {limit_s:.0f} s",
+                error_message=f"the delivery worker did not answer within {words(limit_s * 1000)}",
             )
 
     def forget(self, name: str) -> None:
@@ -323,9 +325,9 @@ class _Worker(asyncio.Protocol):
 class Workers:
     """`count` worker processes, started at the first attempt each is given."""
 
-    def __init__(self, count: int, allow_private: bool, connections_max: int) -> None:
+    def __init__(self, count: int, reach: addresses.Reach, connections_max: int) -> None:
         share = max(1, connections_max // count)
-        self._workers = [_Worker(allow_private, share) for _ in range(count)]
+        self._workers = [_Worker(reach, share) for _ in range(count)]
 
     def _of(self, name: str) -> _Worker:
         return self._workers[zlib.crc32(name.encode()) % len(self._workers)]
