@@ -193,15 +193,16 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         ),
     ] = False
     delivery_allow_networks: Annotated[
-        str | None,
+        tuple[str, ...],
         _setting(
             "With --delivery-allow-private-networks: only loopback and private addresses "
-            "inside these networks may be endpoints (CIDRs separated by commas, as "
-            "10.1.0.0/16,fd00::/8); a cloud metadata address only when one of them is "
-            "exactly it (169.254.169.254/32). Public addresses stay allowed.",
+            "inside these networks (CIDRs: 10.1.0.0/16, fd00::/8) may be endpoints, and a "
+            "cloud metadata address only when one of them is exactly it "
+            "(169.254.169.254/32); public addresses stay allowed. Give the flag once per "
+            "network; in the variable, separate them by spaces; in brook.toml, a list.",
             "broker",
         ),
-    ] = None
+    ] = ()
     delivery_workers: Annotated[
         int,
         _setting(

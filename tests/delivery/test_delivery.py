@@ -528,7 +528,7 @@ def test_allow_networks_are_checked_at_start_in_one_line(tmp_path: Path) -> None
 def test_allow_networks_flow_from_brook_toml(tmp_path: Path) -> None:
     config = tmp_path / "brook.toml"
     config.write_text(
-        'delivery_allow_private_networks = true\ndelivery_allow_networks = "127.0.0.1/32"\n'
+        'delivery_allow_private_networks = true\ndelivery_allow_networks = ["127.0.0.1/32"]\n'
     )
     served = Served(tmp_path / "data", config=config)
     try:

@@ -163,16 +163,11 @@ PUBLIC = Reach()
 
 def reach(private: bool, networks: str | Iterable[str] | None = None) -> Reach:
     """The broker's reach from its settings: `networks` is a list of CIDRs, or one
-    string of them separated by commas or spaces (an address alone is its /32 or
-    /128). BadRequest, in one line, for a CIDR that is no
-    network, too many of them, or networks without private networks allowed."""
-    if networks is None:
-        given: list[str] = []
-    elif isinstance(networks, str):
-        given = re.split(r"[,\s]+", networks)
-    else:
-        given = [str(part).strip() for part in networks]
-    given = [part for part in given if part]
+    string of them, separated by commas or spaces (an address alone is its /32 or
+    /128). BadRequest, in one line, for a CIDR that is no network, too many of them,
+    or networks without private networks allowed."""
+    items = [] if networks is None else [networks] if isinstance(networks, str) else networks
+    given = [part for item in items for part in re.split(r"[,\s]+", str(item)) if part]
     if len(given) > limits.delivery_allow_networks_max:
         raise BadRequest(
             f"delivery_allow_networks names {len(given)} networks; at most "
