@@ -57,8 +57,9 @@ unasync: $(STAMP) $(NATIVE)
 # fuse3 (libfuse), for the power-loss tests' file system (tests/powerloss).
 # Installed only when missing (that needs root and Debian's package registry).
 system-packages:
-	@(test -x /usr/bin/chromium && test -x /usr/bin/fusermount3) || (apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 >/dev/null)
+	@(test -x /usr/bin/chromium && test -x /usr/bin/fusermount3 && test -x /usr/bin/node) || \
+		(apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 nodejs >/dev/null)
 
 # Two processes (the machine's two cores; most tests wait on real servers and fsyncs).
 # Then the compiled modules' own tests again, as Python (BROOK_PURE=1): the fallback

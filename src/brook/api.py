@@ -283,6 +283,7 @@ class BrokerApi(Protocol):
         start: str | None = None,
         tenant: str | None = None,
         event_types: Sequence[str] | None = None,
+        signature: str | None = None,
     ) -> EndpointInfo: ...
 
     def endpoints(self) -> list[EndpointInfo]: ...

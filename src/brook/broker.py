@@ -534,6 +534,7 @@ class Broker:
         start: str | None = None,
         tenant: str | None = None,
         event_types: Sequence[str] | None = None,
+        signature: str | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed), or change the settings
         given (None keeps a setting). Records of every topic matching `topics` (names
@@ -559,6 +560,7 @@ class Broker:
             "start": start,
             "tenant": tenant,
             "event_types": None if event_types is None else list(event_types),
+            "signature": signature,
         }
         endpoint, made = self.endpoint_store.put(
             name, {k: v for k, v in given.items() if v is not None}

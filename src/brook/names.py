@@ -51,9 +51,13 @@ an optional port, no credentials, no fragment), for the OpenAPI document; beyond
 an address that is loopback, private or link-local is refused unless private networks
 are allowed."""
 
-SECRET_PATTERN = "^whsec_(?:[A-Za-z0-9+/]{4}){6,16}(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$"
+SECRET_PATTERN = (
+    "^(?:whsec_(?:[A-Za-z0-9+/]{4}){6,16}(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?"
+    "|whsk_(?:[A-Za-z0-9+/]{43}=?|[A-Za-z0-9+/]{86}(?:==)?))$"
+)
 """An endpoint's secret as the OpenAPI document gives it: `whsec_` and base64 of 18 to 50
-bytes (delivery/signing.key_of takes 16 to 64, padded or not: this pattern is within it)."""
+bytes (delivery/signing.key_of takes 16 to 64, padded or not: this pattern is within it), or
+an Ed25519 key, `whsk_` and base64 of 32 or 64 bytes."""
 
 RECEIPT_PATTERN = r"^[0-9]{1,10}\.[0-9]{1,19}\.[0-9]{1,10}\.[0-9]{1,20}\.[0-9a-f]{8}$"
 """A lease's receipt as queue groups make them: partition.offset.attempt.serial.token."""

@@ -160,6 +160,11 @@ class EndpointInfo(msgspec.Struct, frozen=True, kw_only=True):
     """The customer it belongs to, if any (SPEC §11)."""
     event_types: list[str] | None = None
     """The event types it takes (brook.event-type), or None: every record."""
+    signature: str = "v1"
+    """The secrets Brook makes for it: v1 (HMAC) or v1a (Ed25519)."""
+    public_key: str | None = None
+    """With an Ed25519 secret (v1a): its public key, `whpk_...`, for receivers (not a
+    secret: shown always)."""
     warnings: list[str] = msgspec.field(default_factory=list)
     """In the answer that made or changed it: what was accepted but looks wrong (a
     pattern that matches no topic yet, an event type not in the catalog)."""

@@ -841,6 +841,8 @@ class EndpointIn(In):
         | None
     ) = None
     """Only records of these event types (brook.event-type; names or globs); [] takes all."""
+    signature: Literal["v1", "v1a"] | None = None
+    """The secrets Brook makes: v1 (HMAC, whsec_) or v1a (Ed25519, whsk_)."""
 
     def given(self) -> dict[str, Any]:
         fields = _given(self)

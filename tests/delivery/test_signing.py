@@ -87,10 +87,19 @@ def test_bad_secrets_are_refused(secret: str) -> None:
 
 @given(st.from_regex(names.SECRET_PATTERN, fullmatch=True))
 def test_every_secret_the_document_allows_is_taken_unless_weak(secret: str) -> None:
-    """The document gives secrets' shape; a weak key is the rule stated apart."""
+    """The document gives secrets' shape; a weak key is the rule stated apart, and so is
+    an Ed25519 key of 64 bytes whose second half must be its seed's public key."""
+    if secret.startswith("whsk_") and len(secret) > 60:
+        with pytest.raises(BadRequest, match="public key"):  # random halves never match
+            signing.stored_key(secret)
+        return
     key = signing.stored_key(secret)
-    assert signing.SECRET_BYTES_MIN <= len(key) <= signing.SECRET_BYTES_MAX
-    if signing.weakness(key) is None:
+    seed = key.removeprefix(signing.ED25519_TAG)
+    if secret.startswith("whsk_"):
+        assert len(seed) == signing.ED25519_SEED_BYTES
+    else:
+        assert signing.SECRET_BYTES_MIN <= len(key) <= signing.SECRET_BYTES_MAX
+    if signing.weakness(seed) is None:
         assert signing.key_of(secret) == key
     else:
         with pytest.raises(BadRequest, match="too easy to guess"):

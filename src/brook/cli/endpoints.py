@@ -41,6 +41,8 @@ def _show_endpoint(info: Any) -> None:
         click.echo(f"tenant: {info.tenant}")
     if info.event_types is not None:
         click.echo(f"event types: {', '.join(info.event_types)}")
+    if info.public_key is not None:
+        click.echo(f"public key (v1a: give it to receivers): {info.public_key}")
     for name, value in info.headers.items():
         click.echo(f"header {name}: {value}")
 
@@ -99,6 +101,12 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str] | None:
 )
 @click.option("--tenant", default=None, help="The customer the endpoint belongs to.")
 @click.option(
+    "--signature",
+    type=click.Choice(["v1", "v1a"]),
+    default=None,
+    help="Secrets Brook makes: v1 (HMAC, whsec_, the default) or v1a (Ed25519, whsk_).",
+)
+@click.option(
     "--event-type",
     "kinds",
     multiple=True,
@@ -125,6 +133,7 @@ def endpoints_create(
     start: str | None,
     tenant: str | None,
     kinds: tuple[str, ...],
+    signature: str | None,
     data: str,
     url: str | None,
     api_key: str | None,
@@ -155,6 +164,7 @@ def endpoints_create(
             start=start,
             tenant=tenant,
             event_types=list(kinds) or None,
+            signature=signature,
         )
         _show_endpoint(info)
         for warning in info.warnings:

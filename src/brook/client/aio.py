@@ -237,6 +237,7 @@ class AsyncBroker:
         start: str | None = None,
         tenant: str | None = None,
         event_types: Sequence[str] | None = None,
+        signature: str | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed) or change the settings given;
         the answer carries the secret when one was made or given (shown once)."""
@@ -259,6 +260,7 @@ class AsyncBroker:
                 start=start,
                 tenant=tenant,
                 event_types=event_types,
+                signature=signature,
             )
         )
         return info

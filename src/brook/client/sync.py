@@ -235,6 +235,7 @@ class RemoteBroker:
         start: str | None = None,
         tenant: str | None = None,
         event_types: Sequence[str] | None = None,
+        signature: str | None = None,
     ) -> EndpointInfo:
         """Create endpoint `name` (url and topics needed) or change the settings given;
         the answer carries the secret when one was made or given (shown once)."""
@@ -257,6 +258,7 @@ class RemoteBroker:
                 start=start,
                 tenant=tenant,
                 event_types=event_types,
+                signature=signature,
             )
         )
         return info

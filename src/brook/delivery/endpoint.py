@@ -60,6 +60,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     tenant: str | None = None
     """The customer the endpoint belongs to (Svix's application), if any: a key that
     names a tenant reaches only that tenant's endpoints (server/auth.py)."""
+    signature: str = "v1"
+    """The secrets Brook makes for it (when created or rotated without one given): v1
+    (HMAC, whsec_) or v1a (Ed25519, whsk_; receivers get its whpk_ public key). A secret
+    given decides by its own prefix."""
     event_types: tuple[str, ...] | None = None
     """The event types taken (names or glob patterns, `invoice.*`), matched against a
     record's `brook.event-type`; None takes every record, typed or not. A record of
@@ -193,7 +197,7 @@ def merge(
     if secret is not None:
         signing.key_of(secret)
     elif stored is None:
-        secret = signing.new_secret()
+        secret = signing.new_secret(settings.signature)
     secrets = stored.secrets if stored is not None else ()
     if secret is not None:
         secrets = rotated(secrets, secret, now_ms)
@@ -270,6 +274,10 @@ def _checked(field: str, value: Any, reach: addresses.Reach) -> Any:
     if field == "enabled":
         if not isinstance(value, bool):
             raise BadRequest(f"enabled must be true or false, not {value!r}")
+        return value
+    if field == "signature":
+        if value not in signing.SCHEMES:
+            raise BadRequest(f"signature must be 'v1' (HMAC) or 'v1a' (Ed25519), not {value!r}")
         return value
     if field == "event_types":
         if isinstance(value, str) or not isinstance(value, list | tuple):

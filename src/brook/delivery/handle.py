@@ -11,7 +11,7 @@ import msgspec
 
 from brook import limits, validate
 from brook.delivery import endpoint as ep
-from brook.delivery import messages
+from brook.delivery import messages, signing
 from brook.errors import MessageNotFound, TopicNotFound
 from brook.queue.lifecycle import State
 from brook.records import (
@@ -57,6 +57,8 @@ def info(
         secret=secret,
         tenant=s.tenant,
         event_types=None if s.event_types is None else list(s.event_types),
+        signature=s.signature,
+        public_key=signing.public_key(endpoint.secrets[0].value) if endpoint.secrets else None,
         warnings=warnings or [],
     )
 

@@ -205,7 +205,9 @@ class EndpointStore:
 
     def rotate_secret(self, name: str, secret: str | None = None) -> str:
         """A new secret (made, or `secret`); the old one signs too for a day. Returns it."""
-        new = secret if secret is not None else signing.new_secret()
+        with self._mutex:
+            scheme = self.get(name).settings.signature
+        new = secret if secret is not None else signing.new_secret(scheme)
         signing.key_of(new)
         with self._mutex:
             endpoint = self.get(name)
