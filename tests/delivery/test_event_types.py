@@ -93,7 +93,7 @@ def test_endpoints_take_only_their_event_types(served: Served) -> None:
         assert cleared.event_types is None  # [] takes every record again
         with pytest.raises(BadRequest):
             b.create_endpoint("users", event_types=["has space"])
-        with pytest.raises(BadRequest, match="brook.event-type"):
+        with pytest.raises(BadRequest, match=r"brook\.event-type"):
             topic.append(b"x", headers={TYPE: b"not a type"})
 
 
