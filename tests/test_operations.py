@@ -120,6 +120,7 @@ CALLS = [
     ("replay_endpoint", protocol.endpoint_replay("e", None, 0, None, None)),
     ("resend_message", protocol.endpoint_resend("e", "t:0:1")),
     ("list_event_types", protocol.event_types()),
+    ("portal_link", protocol.portal_link("c1", 3600)),
     ("put_event_type", protocol.put_event_type("a.b", None, None)),
     ("describe_event_type", protocol.event_type("a.b")),
     ("delete_event_type", protocol.delete_event_type("a.b")),

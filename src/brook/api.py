@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
+from brook import limits
 from brook.models import (
     Ack,
     Attempt,
@@ -24,6 +25,7 @@ from brook.models import (
     JobInfo,
     LakeStatus,
     MessageAttempts,
+    PortalLink,
     Published,
     Record,
     Resent,
@@ -291,6 +293,8 @@ class BrokerApi(Protocol):
     def endpoint(self, name: str) -> EndpointApi: ...
 
     def delete_endpoint(self, name: str) -> None: ...
+
+    def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink: ...
 
     def put_event_type(
         self, name: str, description: str | None = None, schema: dict[str, Any] | None = None

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from brook import limits, names, validate
+from brook import layout, limits, names, portal_links, validate
 from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
 from brook.clock import Clock
@@ -43,6 +44,7 @@ from brook.errors import (
 from brook.groups.consumer import Consumer, GroupStore
 from brook.lake.status import LakeWatch, lake_topics
 from brook.log.partition import LogSettings
+from brook.portal_links import PortalLinks
 from brook.queue.handle import Queue
 from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
@@ -53,6 +55,7 @@ from brook.records import (
     LakeStatus,
     MessageAttempts,
     PartitionInfo,
+    PortalLink,
     ScheduleInfo,
     StorageStats,
     TimerStats,
@@ -112,6 +115,7 @@ class Broker:
             "background_errors",
             "isolated_task",
             "delivery_summary",
+            "portal_key",
         }
     )
     """Read models and the event loop's bridge for the shells in this process (server,
@@ -580,6 +584,32 @@ class Broker:
             for kind in self._catalog.unknown(wanted)
         ]
         return warnings
+
+    # ------------------------------------------------------------ portal
+
+    def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink:
+        """A link to the dashboard that shows tenant `tenant` its own endpoints (their
+        attempts, test, replay, resend, a new secret, disable and enable) and nothing
+        else, for `ttl_s` seconds, without an API key (server/ui/portal.py). Open it on
+        the server that serves this broker: `path` is `/ui/portal/<token>`.
+        Raises BadRequest."""
+        self.core.check_open()
+        validate.tenant(tenant)
+        ttl_s = validate.whole(ttl_s, "ttl_s", limits.portal_ttl_s_min, limits.portal_ttl_s_max)
+        expires_ms = self.core.now_ms() + ttl_s * 1000
+        token = PortalLinks(self.portal_key()).token(tenant, expires_ms)
+        return PortalLink(tenant=tenant, path=f"/ui/portal/{token}", expires_ms=expires_ms)
+
+    def portal_key(self) -> bytes:
+        """What portal links are signed with: kept in storage, made on first use (a
+        read-only broker cannot make one: ReadOnly)."""
+        raw = self.core.storage.read_all(layout.PORTAL_KEY)
+        if raw is not None and len(raw) == portal_links.KEY_BYTES:
+            return raw
+        self.core.check_writable("make the key portal links are signed with")
+        key = secrets.token_bytes(portal_links.KEY_BYTES)
+        self.core.storage.write_atomic(layout.PORTAL_KEY, key)
+        return key
 
     # ------------------------------------------------------------ event types
 

@@ -368,6 +368,10 @@ name. Every endpoint counts in the aggregates, so a mass failure cannot blow up 
 dashboard_form_bytes_max = 64 * KIB
 """A form posted to the dashboard is at most this large."""
 dashboard_session_ms = 12 * 60 * 60 * 1000
+portal_ttl_s_default = 60 * 60
+portal_ttl_s_min = 60
+portal_ttl_s_max = 7 * 24 * 60 * 60
+"""A customer's portal link is good for an hour unless asked otherwise, a week at most."""
 """How long a login to the dashboard lasts."""
 
 

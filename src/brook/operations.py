@@ -15,7 +15,14 @@ import msgspec
 
 from brook import limits, names, wire
 from brook.event_headers import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
-from brook.records import DeliveryStats, EndpointInfo, EventTypeInfo, Published, Resent
+from brook.records import (
+    DeliveryStats,
+    EndpointInfo,
+    EventTypeInfo,
+    PortalLink,
+    Published,
+    Resent,
+)
 
 COUNT = {"type": "integer", "minimum": 0, "maximum": limits.whole_max}
 POSITIVE = {"type": "integer", "minimum": 1, "maximum": limits.whole_max}
@@ -580,6 +587,18 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Fire again from the next slot after now",
         wire.ScheduleOut,
+    ),
+    Operation(
+        "portal_link",
+        "POST",
+        "/v1/portal",
+        "admin",
+        False,
+        "A short-lived link to the dashboard that shows one tenant its own endpoints "
+        "(attempts, test, replay, resend, a new secret, disable, enable) and nothing else",
+        PortalLink,
+        wire.PortalIn,
+        example={"tenant": "c0042", "ttl_s": 3600},
     ),
     Operation(
         "list_event_types",

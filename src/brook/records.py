@@ -181,6 +181,17 @@ class EventTypeInfo(msgspec.Struct, frozen=True, kw_only=True):
     updated_ms: int
 
 
+class PortalLink(msgspec.Struct, frozen=True, kw_only=True):
+    """A short-lived link to the dashboard for one tenant's endpoints (SPEC §11)."""
+
+    tenant: str
+    path: str
+    """`/ui/portal/<token>`, on the server that serves this broker."""
+    expires_ms: int
+    url: str | None = None
+    """The whole link, where the server that made it knows its own address."""
+
+
 class Resent(msgspec.Struct, frozen=True, kw_only=True):
     """A message sent once more to one endpoint (`Endpoint.resend`)."""
 

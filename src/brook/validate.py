@@ -339,6 +339,16 @@ def webhook_id(value: Any) -> str:
     return value
 
 
+def tenant(value: Any) -> str:
+    """A tenant's name: 1 to topic_name_chars_max of A-Z a-z 0-9 . _ -, not `__...`."""
+    if not isinstance(value, str) or not names.USER_NAME.fullmatch(value):
+        raise BadRequest(
+            f"invalid tenant {str(value)[:80]!r}: 1 to {limits.topic_name_chars_max} of "
+            "A-Z a-z 0-9 . _ - (not starting with '__')"
+        )
+    return value
+
+
 def event_type(value: Any) -> str:
     """An event type's name (`invoice.paid`): 1 to event_type_chars_max of A-Z a-z 0-9 . _ -."""
     if not isinstance(value, str) or not event_headers.is_event_type(value):

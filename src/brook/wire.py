@@ -42,6 +42,7 @@ from brook.records import (
     EventTypeInfo,
     JobInfo,
     JobStateName,
+    PortalLink,
     Published,
     Record,
     Resent,
@@ -860,6 +861,15 @@ class EventTypeIn(In):
     schema: dict[str, Any] | None = None
 
 
+class PortalIn(In):
+    """A portal link for one tenant, good for ttl_s seconds."""
+
+    tenant: Annotated[str, Meta(extra_json_schema={"pattern": USER_NAME_PATTERN})]
+    ttl_s: Annotated[int, Meta(ge=limits.portal_ttl_s_min, le=limits.portal_ttl_s_max)] | None = (
+        None
+    )
+
+
 class EventTypes(Out):
     event_types: list[EventTypeInfo]
     """records.EventTypeInfo is the answer's shape itself (as EndpointInfo is)."""
@@ -1050,6 +1060,7 @@ REQUESTS: tuple[type[In], ...] = (
     EndpointReplayIn,
     ResendIn,
     EventTypeIn,
+    PortalIn,
     RotateIn,
 )
 ANSWERS: tuple[type[Out], ...] = (
@@ -1093,5 +1104,6 @@ ALSO_ANSWERS: tuple[type[msgspec.Struct], ...] = (
     EndpointInfo,
     DeliveryStats,
     EventTypeInfo,
+    PortalLink,
     Resent,
 )

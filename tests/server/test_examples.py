@@ -18,7 +18,8 @@ from tests.served import Served
 PROTOCOL = Path(__file__).parents[2] / "docs/PROTOCOL.md"
 EXAMPLES = [op for op in TABLE if op.example is not None]
 PATH_VALUES = {"topic": "orders", "group": "mailer", "endpoint": "shop", "timer": "call-42",
-               "writer": "job-1", "seq": "7", "part": "task-0", "chunk": "0", "schedule": "digest"}  # fmt: skip
+               "writer": "job-1", "seq": "7", "part": "task-0", "chunk": "0", "schedule": "digest",
+               "event_type": "invoice.paid"}  # fmt: skip
 NOT_BAD_REQUEST = {200, 404, 409}
 """What an example may get: done, or refused for the state it found (a receipt no longer
 live, a group not there yet, an offset past a partition's end as its relations say), never

@@ -57,6 +57,7 @@ SCOPES = {
     ("DELETE", "/v1/timers/{timer}"): "produce",
     ("GET", "/v1/endpoints"): "admin",
     ("GET", "/v1/event-types"): "any",
+    ("POST", "/v1/portal"): "admin",
     ("PUT", "/v1/event-types/{event_type}"): "admin",
     ("GET", "/v1/event-types/{event_type}"): "any",
     ("DELETE", "/v1/event-types/{event_type}"): "admin",

@@ -19,6 +19,7 @@ from brook.cli.endpoints import endpoints
 from brook.cli.event_types import event_types
 from brook.cli.keys import keys
 from brook.cli.lake import lake
+from brook.cli.portal import portal
 from brook.cli.queues import queue
 from brook.cli.records import consume, produce
 from brook.cli.schedules import schedules
@@ -109,6 +110,7 @@ for command in (
     endpoints,
     event_types,
     lake,
+    portal,
     produce,
     consume,
     bench,

@@ -38,6 +38,7 @@ from brook.records import (
     EndpointInfo,
     EventTypeInfo,
     Job,
+    PortalLink,
     Published,
     Record,
     Resent,
@@ -301,6 +302,13 @@ class AsyncBroker:
         """One type of the catalog. Raises EventTypeNotFound."""
         found: EventTypeInfo = await self._do(protocol.event_type(name))
         return found
+
+    async def portal_link(
+        self, tenant: str, ttl_s: int = limits.portal_ttl_s_default
+    ) -> PortalLink:
+        """A short-lived link to the dashboard showing tenant `tenant` its own endpoints."""
+        made: PortalLink = await self._do(protocol.portal_link(tenant, ttl_s))
+        return made
 
     async def delete_event_type(self, name: str) -> None:
         """Remove a type from the catalog. Raises EventTypeNotFound."""

@@ -36,6 +36,7 @@ from brook.records import (
     EndpointInfo,
     EventTypeInfo,
     Job,
+    PortalLink,
     Published,
     Record,
     Resent,
@@ -608,6 +609,15 @@ def put_event_type(name: str, description: str | None, schema: dict[str, Any] | 
         return _answer(body, EventTypeInfo)
 
     return _call("put_event_type", {"event_type": name}, {}, body, headers, parse)
+
+
+def portal_link(tenant: str, ttl_s: int) -> Call:
+    body, headers = _json_body(wire.PortalIn(tenant=validate.tenant(tenant), ttl_s=ttl_s))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> PortalLink:
+        return _answer(body, PortalLink)
+
+    return _call("portal_link", {}, {}, body, headers, parse)
 
 
 def event_types() -> Call:

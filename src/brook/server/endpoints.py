@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import wire
+from brook import limits, wire
 from brook.errors import BadRequest, EndpointNotFound, Forbidden
 from brook.models import Attempt, Endpoint, EndpointInfo, TestResult
 from brook.names import MESSAGE_ID_PATTERN
@@ -63,6 +63,7 @@ class EndpointEndpoints:
             ("disable_endpoint", self.disable),
             ("test_endpoint", self.test),
             ("rotate_secret", self.rotate_secret),
+            ("portal_link", self.portal_link),
         ):
             api.router.serve(OPERATIONS[name], handler)
 
@@ -174,6 +175,25 @@ class EndpointEndpoints:
             handle.replay, asked.topic, asked.since_ms, asked.partition, asked.offset
         )
         return json_response(wire.Replayed(replayed=count))
+
+    async def portal_link(self, request: Request) -> Response:
+        asked = decode_request(request.body, wire.PortalIn)
+        key = request.key
+        # A key reaching only some endpoints cannot open every endpoint of a tenant:
+        # only a key for every topic, or the tenant's own key, makes its link.
+        if key is not None and (
+            key.tenant != asked.tenant if key.tenant is not None else key.topics != ["*"]
+        ):
+            raise Forbidden(
+                f"key {key.name!r} may not make a portal link for tenant {asked.tenant!r}"
+            )
+        ttl_s = asked.ttl_s if asked.ttl_s is not None else limits.portal_ttl_s_default
+        made = await self._run(self.api.broker.portal_link, asked.tenant, ttl_s)
+        host = request.headers.get("host")
+        if host:
+            scheme = "https" if request.headers.get("x-forwarded-proto") == "https" else "http"
+            made = msgspec.structs.replace(made, url=f"{scheme}://{host}{made.path}")
+        return json_response(made)
 
     async def resend(self, request: Request, endpoint: str) -> Response:
         handle = self._handle(request, endpoint)

@@ -37,10 +37,11 @@ from brook.errors import (
     Unauthorized,
 )
 from brook.models import EndpointInfo, Queue
+from brook.portal_links import PortalLinks
 from brook.server.auth import Authenticator, endpoint_beyond, may_use
 from brook.server.http import Request, Response
 from brook.server.router import Router
-from brook.server.ui import render, views
+from brook.server.ui import portal, render, views
 from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies, set_cookie
 
 log = logging.getLogger("brook.ui")
@@ -65,8 +66,10 @@ Reader = Callable[..., Awaitable[Any]]
 class Viewer:
     """Who is looking: the key they logged in with (None when the broker has no keys)."""
 
-    def __init__(self, key: ApiKey | None) -> None:
+    def __init__(self, key: ApiKey | None, portal: bool = False) -> None:
         self.key = key
+        self.portal = portal
+        """A customer's portal (server/ui/portal.py): its tenant's endpoints only."""
 
     @property
     def name(self) -> str:
@@ -113,6 +116,8 @@ class Dashboard:
         """Runs a call off the event loop (storage may be slow)."""
         self.storage = storage
         self.signer = Signer()
+        self._links: PortalLinks | None = None
+        """Checks portal links (made on first use: the key is in storage)."""
         self.rates = views.Rates()
         self.streams = views.StreamGroups()
         self.started_s = time.monotonic()
@@ -126,6 +131,7 @@ class Dashboard:
         for method, path, handler, scope in (
             ("GET", PREFIX + "/static/{name}", self.static, None),
             ("GET", PREFIX + "/login", self.login_page, None),
+            ("GET", PREFIX + "/portal/{token}", self.open_portal, None),
             ("POST", PREFIX + "/login", self.login, None),
             ("POST", PREFIX + "/logout", self.logout, "view"),
             ("GET", PREFIX, self.overview, "view"),
@@ -194,6 +200,8 @@ class Dashboard:
             visit.form = self._form(request, csrf)
         if route.scope is not None:
             viewer = visit.viewer = self._viewer(browser)
+            if viewer.portal and (request.method, route.template) not in portal.PAGES:
+                raise Forbidden("this portal shows its tenant's endpoints only")
             if route.scope == "admin" and not viewer.admin:
                 need = "for actions" if request.method == "POST" else "endpoints need"
                 raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope {need}")
@@ -373,6 +381,12 @@ class Dashboard:
             since_ms = render.now_ms() - int(hours) * 3_600_000
             count = await self.read(handle.replay, None, since_ms)
             done = f"{count} records of the last {hours} hours to be sent again"
+        elif action == "rotate":
+            secret = await self.read(handle.rotate_secret)
+            log.info("dashboard: %s: endpoint %s rotate", _name(visit), name)
+            shown = self._page("secret.html", visit, name=name, secret=secret)
+            shown.headers.append(("cache-control", "no-store"))  # shown once: never kept
+            return shown
         elif action == "resend":
             resent = await self.read(handle.resend, _one(visit.form, "webhook_id") or "")
             where = f"{resent.topic}:{resent.partition}:{resent.offset}"
@@ -416,15 +430,34 @@ class Dashboard:
         response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, session)))
         return response
 
+    async def open_portal(self, visit: Visit, token: str) -> Response:
+        """A portal link: a session for its tenant until the link runs out, then its
+        endpoints. A link forged, altered or expired is a 403 that says what to do."""
+        if self._links is None:
+            self._links = PortalLinks(await self.read(self.broker.portal_key))
+        opened = self._links.opened(token, render.now_ms())
+        if opened is None:
+            raise Forbidden("this portal link is not valid, or has expired; ask for a new one")
+        tenant, until_ms = opened
+        response = _redirect(f"{PREFIX}/endpoints")
+        session = self.signer.session(f"{portal.NAME_PREFIX}{tenant}", render.now_ms(), until_ms)
+        max_age = max(1, (until_ms - render.now_ms()) // 1000)
+        response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, session, max_age)))
+        log.info("dashboard: a portal link for tenant %s was opened", tenant)
+        return response
+
     async def logout(self, visit: Visit) -> Response:
         response = _redirect(f"{PREFIX}/login" if self.auth.enabled else PREFIX)
         response.headers.append(("set-cookie", set_cookie(SESSION_COOKIE, "", 0)))
         return response
 
     def _viewer(self, browser: dict[str, str]) -> Viewer:
+        name = self.signer.session_key(browser.get(SESSION_COOKIE), render.now_ms())
+        tenant = portal.tenant_of(name) if name is not None else None
+        if tenant is not None:  # a customer's portal, keys or not
+            return Viewer(portal.viewer_key(tenant), portal=True)
         if not self.auth.enabled:
             return Viewer(None)
-        name = self.signer.session_key(browser.get(SESSION_COOKIE), render.now_ms())
         key = next((k for k in self.auth.keys if k.name == name), None)
         if key is None:
             raise Unauthorized("log in with an API key")

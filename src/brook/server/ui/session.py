@@ -32,9 +32,11 @@ class Signer:
         mac = hmac.digest(self._secret, f"{purpose}:{text}".encode(), hashlib.sha256)
         return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
-    def session(self, key_name: str, now_ms: int) -> str:
-        """A session cookie's value for a login with the key named `key_name`."""
-        text = f"{key_name}.{now_ms + SESSION_MS}"
+    def session(self, key_name: str, now_ms: int, until_ms: int | None = None) -> str:
+        """A session cookie's value for a login with the key named `key_name`, good for
+        SESSION_MS (or until `until_ms`, a portal link's end, if sooner)."""
+        until = now_ms + SESSION_MS if until_ms is None else min(until_ms, now_ms + SESSION_MS)
+        text = f"{key_name}.{until}"
         return f"{text}.{self._sign('session', text)}"
 
     def session_key(self, value: str | None, now_ms: int) -> str | None:
