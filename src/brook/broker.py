@@ -33,7 +33,7 @@ from brook.delivery.event_types import EventTypes
 from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
-from brook.delivery.summary import Chosen, summary
+from brook.delivery.summary import Chosen, failing_now, summary
 from brook.errors import (
     BadRequest,
     EndpointNotFound,
@@ -116,6 +116,7 @@ class Broker:
             "isolated_task",
             "delivery_summary",
             "portal_key",
+            "failing_endpoints",
         }
     )
     """Read models and the event loop's bridge for the shells in this process (server,
@@ -734,6 +735,11 @@ class Broker:
         most limits.metrics_endpoints_shown_max (delivery/summary.py)."""
         self.core.check_open()
         return summary(self.delivery, self._metrics_chosen, limits.metrics_endpoints_shown_max)
+
+    def failing_endpoints(self) -> set[str]:
+        """The endpoints failing now (delivery/summary.py's rule), for the dashboard."""
+        self.core.check_open()
+        return failing_now(self.delivery)
 
     def failing(self) -> list[Failure]:
         """Background loops (or their tasks) failing now, that stop the broker's work."""

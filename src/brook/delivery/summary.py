@@ -82,6 +82,29 @@ def failing_work(isolated: Iterable[Failure]) -> set[str]:
     return found
 
 
+def failing_now(deliverer: Deliverer) -> set[str]:
+    """Every endpoint failing now, as `summary` counts them (the dashboard's filter)."""
+    troubled = failing_work(deliverer.core.supervisor.isolated())
+    lanes = deliverer.scheduler.lanes
+    return {
+        endpoint.name
+        for endpoint in deliverer.store.every()
+        if _failing(endpoint, lanes.get(endpoint.name), troubled)
+    }
+
+
+def _failing(endpoint: ep.Endpoint, lane: object, troubled: set[str]) -> bool:
+    """Enabled and its breaker not closed, its attempts failing or its own work failing;
+    or disabled by a failure (a 410, disable_after_ms) rather than by hand."""
+    if isinstance(lane, Runtime):
+        breaker, since = lane.breaker.state, lane.stats.failing_since_ms
+    else:  # not looked at by the loop yet (just made, or the broker just started)
+        breaker, since = Breaker.CLOSED, endpoint.failing_since_ms
+    if not endpoint.settings.enabled:
+        return endpoint.disabled_reason != BY_HAND or endpoint.name in troubled
+    return breaker is not Breaker.CLOSED or since is not None or endpoint.name in troubled
+
+
 def summary(deliverer: Deliverer, chosen: Chosen, shown_max: int) -> DeliverySummary:
     """Delivery over every endpoint as it stands (any thread; a racy look, as a scrape's is)."""
     store = deliverer.store
@@ -95,19 +118,17 @@ def summary(deliverer: Deliverer, chosen: Chosen, shown_max: int) -> DeliverySum
     for endpoint in store.every():
         name = endpoint.name
         lane = lanes.get(name)
+        breaker = Breaker.CLOSED  # not looked at by the loop yet (just made, or a start)
         if isinstance(lane, Runtime):
-            breaker, since = lane.breaker.state, lane.stats.failing_since_ms
+            breaker = lane.breaker.state
             in_flight += lane.in_flight
-        else:  # not looked at by the loop yet (just made, or the broker just started)
-            breaker, since = Breaker.CLOSED, endpoint.failing_since_ms
         breakers[breaker] += 1
         for group in store.groups(endpoint):
             backlog += group.backlog()
+        bad = _failing(endpoint, lane, troubled)
         if not endpoint.settings.enabled:
             states["disabled"] += 1
-            bad = endpoint.disabled_reason != BY_HAND or name in troubled
         else:
-            bad = breaker is not Breaker.CLOSED or since is not None or name in troubled
             states["failing" if bad else "healthy"] += 1
         if bad:
             failing.append(name)

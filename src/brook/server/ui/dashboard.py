@@ -297,8 +297,28 @@ class Dashboard:
     async def endpoints(self, visit: Visit) -> Response:
         viewer = visit.viewer
         reaches = None if viewer is None else (lambda info: viewer.beyond(info) is None)
-        rows = await self.read(views.endpoint_rows, self.broker, reaches)
-        return self._page("endpoints.html", visit, rows=rows)
+        query = visit.query
+        name, tenant = query.get("name", "")[:200], query.get("tenant", "")[:200]
+        state = query.get("state", "all")
+        page = await self.read(
+            views.endpoint_rows,
+            self.broker,
+            reaches,
+            name,
+            tenant,
+            state,
+            _whole(query, "page", 1),
+        )
+        return self._page(
+            "endpoints.html",
+            visit,
+            page=page,
+            rows=page.rows,
+            name=name,
+            tenant=tenant,
+            state=state,
+            states=views.ENDPOINT_STATES,
+        )
 
     def _reached(self, visit: Visit, info: EndpointInfo) -> None:
         why = visit.viewer.beyond(info) if visit.viewer is not None else None
