@@ -1,6 +1,6 @@
 """The record headers delivery reads: the sender's own event id, and the event type.
 
-- `brook.event-id`: the sender's id for the event (a UUID, `evt_123`, `order/42`).
+- `brook.event-id`: the sender's id for the event (a UUID, `evt_123`, `order-42`).
   When a record carries one, it is the `webhook-id` of every request delivering the
   record (the receiver's de-duplication key, Standard Webhooks), instead of Brook's
   `topic:partition:offset`, and an endpoint's message can be found and resent by it.
@@ -24,9 +24,9 @@ from brook.errors import BadRequest
 EVENT_ID = "brook.event-id"
 EVENT_TYPE = "brook.event-type"
 
-EVENT_ID_PATTERN = rf"^[A-Za-z0-9._~:@/+=-]{{1,{limits.event_id_chars_max}}}$"
-"""What an HTTP header value, a URL path segment once %-encoded, and every sender's id
-scheme (UUIDs, ULIDs, prefixed ids) have room for."""
+EVENT_ID_PATTERN = rf"^[A-Za-z0-9._~:@+=-]{{1,{limits.event_id_chars_max}}}$"
+"""What an HTTP header value and a URL path segment hold as they are, and every sender's id
+scheme (UUIDs, ULIDs, prefixed ids) has room for; no `/` (proxies differ on a %2F)."""
 EVENT_TYPE_PATTERN = rf"^[A-Za-z0-9._-]{{1,{limits.event_type_chars_max}}}$"
 _ID = re.compile(EVENT_ID_PATTERN[1:-1])
 _TYPE = re.compile(EVENT_TYPE_PATTERN[1:-1])
@@ -35,7 +35,7 @@ _TYPE = re.compile(EVENT_TYPE_PATTERN[1:-1])
 def check(record_headers: Mapping[str, bytes]) -> None:
     """Raise BadRequest if the record's event id or type is not valid."""
     for name, pattern, what in (
-        (EVENT_ID, _ID, f"1 to {limits.event_id_chars_max} of A-Z a-z 0-9 . _ ~ : @ / + = -"),
+        (EVENT_ID, _ID, f"1 to {limits.event_id_chars_max} of A-Z a-z 0-9 . _ ~ : @ + = -"),
         (EVENT_TYPE, _TYPE, f"1 to {limits.event_type_chars_max} of A-Z a-z 0-9 . _ -"),
     ):
         raw = record_headers.get(name)
