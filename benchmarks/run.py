@@ -387,6 +387,7 @@ def main() -> None:
         "timers",
         "delivery",
         "tenants",
+        "saas",
         "metrics",
         "ui",
         "flood",
@@ -399,7 +400,7 @@ def main() -> None:
         "lake",
         "targets",
     ]
-    needs_wrk = {"spread", "server", "s3", "takeover", "targets"}
+    needs_wrk = {"spread", "server", "s3", "takeover", "targets", "saas"}
     for name in sections:
         if name in skipped:
             print(f"{name}: skipped (BROOK_BENCH_SKIP)")
