@@ -28,6 +28,8 @@ EVENT_ID_PATTERN = rf"^[A-Za-z0-9._~:@+=-]{{1,{limits.event_id_chars_max}}}$"
 """What an HTTP header value and a URL path segment hold as they are, and every sender's id
 scheme (UUIDs, ULIDs, prefixed ids) has room for; no `/` (proxies differ on a %2F)."""
 EVENT_TYPE_PATTERN = rf"^[A-Za-z0-9._-]{{1,{limits.event_type_chars_max}}}$"
+EVENT_TYPE_OR_GLOB_PATTERN = rf"^[A-Za-z0-9._*?\[\]!-]{{1,{limits.event_type_chars_max}}}$"
+"""An event type or a glob pattern of them (an endpoint's `event_types`)."""
 _ID = re.compile(EVENT_ID_PATTERN[1:-1])
 _TYPE = re.compile(EVENT_TYPE_PATTERN[1:-1])
 

@@ -25,6 +25,7 @@ from brook.codec.batch import ClientBatches as ClientBatches
 from brook.codec.batch import Columns as Columns
 from brook.duplicate_keys import has_duplicates
 from brook.errors import BadRequest, BrookError
+from brook.event_headers import EVENT_TYPE_OR_GLOB_PATTERN
 from brook.names import (
     HEADER_PATTERN,
     SECRET_PATTERN,
@@ -836,7 +837,16 @@ class EndpointIn(In):
     """The customer the endpoint belongs to (SPEC §11); a key naming a tenant sets its own."""
     event_types: (
         Annotated[
-            list[Annotated[str, Meta(min_length=1, max_length=limits.event_type_chars_max)]],
+            list[
+                Annotated[
+                    str,
+                    Meta(
+                        min_length=1,
+                        max_length=limits.event_type_chars_max,
+                        extra_json_schema={"pattern": EVENT_TYPE_OR_GLOB_PATTERN},
+                    ),
+                ]
+            ],
             Meta(max_length=limits.endpoint_topics_max),
         ]
         | None

@@ -67,9 +67,14 @@ def test_endpoints_take_only_their_event_types(served: Served) -> None:
         Receiver() as users,
         brook.connect(f"http://127.0.0.1:{served.port}") as b,
     ):
-        b.create_endpoint("invoices", invoices.url, ["events.c1"], event_types=["invoice.*"])
-        b.create_endpoint("everything", everything.url, ["events.c1"])
-        b.create_endpoint("users", users.url, ["events.c1"], event_types=["user.created"])
+        # Ordered by key: a customer's events in order across types, passed-over ones too.
+        b.create_endpoint(
+            "invoices", invoices.url, ["events.c1"], event_types=["invoice.*"], ordering="key"
+        )
+        b.create_endpoint("everything", everything.url, ["events.c1"], ordering="key")
+        b.create_endpoint(
+            "users", users.url, ["events.c1"], event_types=["user.created"], ordering="key"
+        )
         topic = b.topic("events.c1")
         topic.append(b"paid", key=b"cust", headers={TYPE: b"invoice.paid"})
         topic.append(b"joined", key=b"cust", headers={TYPE: b"user.created"})

@@ -21,7 +21,7 @@ from brook.queue import settings as queue_settings
 from brook.queue.lifecycle import Backoff
 from brook.records import Record
 
-EVENT_TYPE_PATTERN = re.compile(rf"[A-Za-z0-9._*?\[\]!-]{{1,{limits.event_type_chars_max}}}")
+EVENT_TYPE_PATTERN = re.compile(event_headers.EVENT_TYPE_OR_GLOB_PATTERN[1:-1])
 """An event type, or a glob pattern of them (an endpoint's `event_types`)."""
 ORDERINGS = ("none", "key")
 STARTS = ("latest", "earliest")
