@@ -16,7 +16,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -697,20 +697,16 @@ class Broker:
         found = self.queues.find(topic, group)
         return Queue(found) if found is not None else None
 
-    def queue_groups(self, endpoints: Container[str] | None = None) -> list[Queue]:
-        """Every queue group, Brook's own (delivery's, named __...) too; with
-        `endpoints`, of delivery's groups only those of the endpoints it holds (no
-        handle made for the others: /metrics at thousands of endpoints)."""
+    def queue_groups(self, delivery: bool = True) -> list[Queue]:
+        """Every queue group, Brook's own (delivery's, named __...) too; without
+        delivery's with `delivery=False` (no handle made for them: /metrics at
+        thousands of endpoints)."""
         self.core.check_open()
         groups = self.queues.groups()
-        if endpoints is None:
+        if delivery:
             return [Queue(group) for group in groups]
         prefix = names.ENDPOINT_GROUP_PREFIX
-        return [
-            Queue(group)
-            for group in groups
-            if not group.group.startswith(prefix) or group.group[len(prefix) :] in endpoints
-        ]
+        return [Queue(group) for group in groups if not group.group.startswith(prefix)]
 
     def stream_groups(self, stored: bool = False) -> list[Consumer]:
         """The stream groups in use since the start; with `stored`, every group whose
@@ -732,9 +728,15 @@ class Broker:
     def delivery_summary(self) -> DeliverySummary:
         """Delivery over every endpoint (/metrics' aggregates), and the endpoints to give
         series of their own: those failing now, then those of `metrics_endpoints`, at
-        most limits.metrics_endpoints_shown_max (delivery/summary.py)."""
+        most limits.metrics_endpoints_shown_max, and which of their queue groups
+        (delivery/summary.py)."""
         self.core.check_open()
-        return summary(self.delivery, self._metrics_chosen, limits.metrics_endpoints_shown_max)
+        return summary(
+            self.delivery,
+            self._metrics_chosen,
+            limits.metrics_endpoints_shown_max,
+            limits.metrics_endpoint_groups_shown_max,
+        )
 
     def failing_endpoints(self) -> set[str]:
         """The endpoints failing now (delivery/summary.py's rule), for the dashboard."""

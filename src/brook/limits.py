@@ -361,10 +361,15 @@ delivery_origin_idle_s = 60.0
 # ---------------------------------------------------------------- operations
 health_isolated_max = 100
 """/v1/health lists at most this many failing subjects (and counts them all)."""
-metrics_endpoints_shown_max = 200
+metrics_endpoints_shown_max = 150
 """/metrics gives series of their own (brook_delivery_*{endpoint}) to at most this many
 endpoints: the failing ones first, then those chosen (`metrics_endpoints`), each by
-name. Every endpoint counts in the aggregates, so a mass failure cannot blow up a scrape."""
+name. Every endpoint counts in the aggregates, so a mass failure cannot blow up a scrape:
+about 24 lines an endpoint, a scrape stays under 5,000 lines (benchmarks/metrics.py)."""
+metrics_endpoint_groups_shown_max = 100
+"""Of those endpoints' queue groups, /metrics gives brook_queue_* series (7 lines each)
+to at most this many, the failing endpoints' first: an endpoint on hundreds of topics
+cannot blow up a scrape either."""
 dashboard_form_bytes_max = 64 * KIB
 """A form posted to the dashboard is at most this large."""
 dashboard_session_ms = 12 * 60 * 60 * 1000

@@ -361,6 +361,9 @@ class DeliverySummary(msgspec.Struct, frozen=True, kw_only=True):
     limits.metrics_endpoints_shown_max."""
     left_out: int
     """Failing or chosen endpoints past that cap: they count in the aggregates only."""
+    shown_groups: list[tuple[str, str]]
+    """The queue groups (topic, group) of the endpoints shown, in their order, each
+    endpoint's by topic; at most limits.metrics_endpoint_groups_shown_max."""
 
 
 class StorageStats(msgspec.Struct, frozen=True, kw_only=True):

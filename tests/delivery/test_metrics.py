@@ -122,6 +122,8 @@ def test_the_failing_come_first_and_the_cap_holds(
     assert found['brook_delivery_all_attempts_total{outcome="retry"}'] == count
     assert found["brook_delivery_endpoints_left_out"] == count - cap + 1, "and chosen"
     assert with_own_series(text) == {f"broken-{n:03d}" for n in range(cap)}
+    groups = set(re.findall(r'group="__endpoint\.([^"]+)"', text))
+    assert groups == {f"broken-{n:03d}" for n in range(limits.metrics_endpoint_groups_shown_max)}
     assert f"at most {cap}" in text, "the HELP says the rest are aggregated"
 
 

@@ -125,6 +125,10 @@ class EndpointStore:
         """Every endpoint, in no order (a copy, any thread): a walk that sorts nothing."""
         return list(self._endpoints.values())
 
+    def every_group(self) -> list[QueueGroup]:
+        """Every endpoint's queue groups, in no order (a copy, any thread)."""
+        return [group for groups in list(self._groups.values()) for group in list(groups.values())]
+
     def groups(self, endpoint: Endpoint) -> list[QueueGroup]:
         """The endpoint's queue groups, one per topic it delivers from."""
         return list(self._groups.get(endpoint.name, {}).values())

@@ -5,8 +5,9 @@ Every endpoint counts in aggregates that carry no endpoint label: attempts by ou
 and by status, their latency, attempts in flight, the backlog, endpoints by state and
 by breaker state. Series of their own (brook_delivery_*{endpoint}) go only to the
 endpoints failing now and to those an operator chose (`metrics_endpoints`: names or
-glob patterns), failing ones first, at most limits.metrics_endpoints_shown_max: a
-mass failure cannot blow up a scrape.
+glob patterns), failing ones first, at most limits.metrics_endpoints_shown_max, and
+brook_queue_* of at most limits.metrics_endpoint_groups_shown_max of their queue
+groups: a mass failure cannot blow up a scrape.
 
 A scrape walks the endpoints once, reading what the delivery loop keeps of each in
 memory (its breaker, when its attempts began failing, attempts in flight) and its
@@ -25,6 +26,7 @@ from brook.delivery import endpoint as ep
 from brook.delivery.breaker import State as Breaker
 from brook.delivery.service import Deliverer, Runtime
 from brook.errors import BadRequest
+from brook.queue.shell import backlog_of
 from brook.records import DeliverySummary
 from brook.supervisor import Failure
 
@@ -105,26 +107,31 @@ def _failing(endpoint: ep.Endpoint, lane: object, troubled: set[str]) -> bool:
     return breaker is not Breaker.CLOSED or since is not None or endpoint.name in troubled
 
 
-def summary(deliverer: Deliverer, chosen: Chosen, shown_max: int) -> DeliverySummary:
-    """Delivery over every endpoint as it stands (any thread; a racy look, as a scrape's is)."""
+def summary(
+    deliverer: Deliverer, chosen: Chosen, shown_max: int, groups_max: int
+) -> DeliverySummary:
+    """Delivery over every endpoint as it stands (any thread; a racy look, as a scrape's
+    is), with at most `shown_max` endpoints and `groups_max` of their queue groups to
+    show on their own."""
     store = deliverer.store
     lanes = deliverer.scheduler.lanes
     troubled = failing_work(deliverer.core.supervisor.isolated())
     states = dict.fromkeys(STATES, 0)
-    breakers = dict.fromkeys(Breaker, 0)
-    in_flight = backlog = 0
+    open_, half_open = Breaker.OPEN, Breaker.HALF_OPEN
+    opened = probing = in_flight = 0
     failing: list[str] = []
     picked: list[str] = []
     for endpoint in store.every():
         name = endpoint.name
         lane = lanes.get(name)
-        breaker = Breaker.CLOSED  # not looked at by the loop yet (just made, or a start)
-        if isinstance(lane, Runtime):
+        if isinstance(lane, Runtime):  # (none yet: just made, or the broker just started)
             breaker = lane.breaker.state
+            # By identity: an Enum's hash is Python code, 10,000 of them a scrape.
+            if breaker is open_:
+                opened += 1
+            elif breaker is half_open:
+                probing += 1
             in_flight += lane.in_flight
-        breakers[breaker] += 1
-        for group in store.groups(endpoint):
-            backlog += group.backlog()
         bad = _failing(endpoint, lane, troubled)
         if not endpoint.settings.enabled:
             states["disabled"] += 1
@@ -136,14 +143,25 @@ def summary(deliverer: Deliverer, chosen: Chosen, shown_max: int) -> DeliverySum
             picked.append(name)
     attempts, statuses, latency = deliverer.totals.snapshot()
     names_shown, left_out = shown(failing, picked, shown_max)
+    groups: list[tuple[str, str]] = []
+    for name in names_shown:
+        found = store.find(name)
+        if found is not None and len(groups) < groups_max:
+            own = sorted((group.topic, group.group) for group in store.groups(found))
+            groups += own[: groups_max - len(groups)]
     return DeliverySummary(
         attempts=attempts,
         statuses=statuses,
         latency_s=latency,
         in_flight=in_flight,
-        backlog=backlog,
+        backlog=backlog_of(store.every_group()),
         endpoints=states,
-        breakers={state.value: count for state, count in breakers.items()},
+        breakers={
+            Breaker.CLOSED.value: sum(states.values()) - opened - probing,
+            open_.value: opened,
+            half_open.value: probing,
+        },
         shown=names_shown,
         left_out=left_out,
+        shown_groups=groups,
     )

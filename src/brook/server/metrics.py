@@ -115,7 +115,7 @@ class BrookCollector(Collector):
                 lag.add_metric([consumer.topic, consumer.group, str(partition)], records)
         yield lag
         delivery = self.broker.delivery_summary()
-        yield from self._queues(set(delivery.shown))
+        yield from self._queues(delivery.shown_groups)
         yield from _delivery_totals(delivery)
         yield from self._delivery(delivery.shown)
         yield from self._timers()
@@ -163,13 +163,14 @@ class BrookCollector(Collector):
             sum_value=stats.lag_s.sum,
         )
 
-    def _queues(self, endpoints: set[str]) -> Iterator[Metric]:
-        """Every queue group, but an endpoint's only when `endpoints` holds it."""
+    def _queues(self, endpoints_groups: list[tuple[str, str]]) -> Iterator[Metric]:
+        """Every queue group of users, and of delivery's those of `endpoints_groups`."""
         records = GaugeMetricFamily(
             "brook_queue_records",
             "Records of a queue group by state (acked: all ever acked); a delivery "
             "endpoint's groups only while it has series of its own (brook_delivery_*"
-            "{endpoint}): brook_delivery_all_backlog counts every endpoint's",
+            f"{{endpoint}}), at most {limits.metrics_endpoint_groups_shown_max} of them: "
+            "brook_delivery_all_backlog counts every endpoint's",
             labels=["topic", "group", "state"],
         )
         oldest = GaugeMetricFamily(
@@ -178,7 +179,9 @@ class BrookCollector(Collector):
             "delivery endpoint's groups as brook_queue_records)",
             labels=["topic", "group"],
         )
-        for group in self.broker.queue_groups(endpoints):
+        found = (self.broker.find_queue(topic, group) for topic, group in endpoints_groups)
+        groups = self.broker.queue_groups(delivery=False)
+        for group in [*groups, *(queue for queue in found if queue is not None)]:
             counts = group.counts()
             age = counts.pop("oldest_ready_age_ms")
             for state, count in counts.items():
