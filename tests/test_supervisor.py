@@ -193,7 +193,7 @@ def test_health_names_a_failing_queue_group_in_its_detail_until_it_recovers(
 ) -> None:
     b, server = in_process
     assert server.get("/v1/health") == (200, {"status": "ok"})
-    b.queue("jobs", "g")
+    q = b.queue("jobs", "g", visibility_timeout_ms=50)
     group = b.queues.find("jobs", "g")
     assert group is not None
     failing = threading.Event()
@@ -205,8 +205,9 @@ def test_health_names_a_failing_queue_group_in_its_detail_until_it_recovers(
             raise OSError("disk gone")
         real_tick()
 
-    group.has_unlettered = lambda: True  # type: ignore[method-assign]
     group.tick = tick  # type: ignore[method-assign]
+    b.topic("jobs").append(b"x")
+    assert len(q.lease(1, timeout=5)) == 1  # its lease's end is the ticker's to act on
     eventually(lambda: "isolated" in server.get("/v1/health")[1])
     status, body = server.get("/v1/health")
     assert status == 200 and body["status"] == "ok", "one group's failure is its own"

@@ -13,11 +13,12 @@ maintenance it needs, and which records retention must keep for it.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import gc
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -163,6 +164,8 @@ class Core:
         self.supervisor = supervisor
         self.read_only = read_only
         self._topics: dict[str, TopicState] = {}
+        self._names: list[str] = []
+        """The topics' names, sorted (topics_starting): replaced whole, like _topics."""
         self._closed = False
         self.appended = threading.Condition()
         """Notified after every commit round, for readers waiting on new records."""
@@ -263,6 +266,7 @@ class Core:
                 self._topics[state.name] = state  # closed by the caller if opening fails
         if failure is not None:
             raise failure
+        self._names = sorted(self._topics)
         log.info("opened %d topics", len(self._topics))
 
     def _open_topic(self, name: str) -> TopicState | None:
@@ -391,6 +395,19 @@ class Core:
         """Every topic, by name."""
         return [state for _, state in sorted(self._topics.items())]
 
+    def topics_starting(self, prefixes: Iterable[str]) -> list[str]:
+        """The names of the topics that begin with one of `prefixes`, sorted: found
+        by bisection, so an endpoint's patterns cost the topics they may match, not
+        every topic the broker has."""
+        names = self._names
+        found: set[str] = set()
+        for prefix in set(prefixes):
+            i = bisect.bisect_left(names, prefix)
+            while i < len(names) and names[i].startswith(prefix):
+                found.add(names[i])
+                i += 1
+        return sorted(found)
+
     def create_topic(self, name: str, config: TopicConfig, exact: bool = True) -> TopicState:
         """The topic, created with `config` if new. With `exact`, Conflict if it
         exists with other settings."""
@@ -415,6 +432,9 @@ class Core:
         self.storage.write_atomic(layout.topic_config(name), msgspec.json.encode(config))
         state = TopicState(name, config, logs)
         self._topics = {**self._topics, name: state}
+        names = list(self._names)
+        bisect.insort(names, name)
+        self._names = names
         for hooks in self._hooks:
             if hooks.on_topic_created is not None:
                 hooks.on_topic_created(name)
@@ -448,6 +468,7 @@ class Core:
         topics = dict(self._topics)
         del topics[name]
         self._topics = topics
+        self._names = [n for n in self._names if n != name]
         for partition_log in state.logs:
             partition_log.close()
         # The config goes first, so a crash mid-way leaves no half-topic behind.

@@ -77,6 +77,9 @@ class QueueGroup:
         self._letter_mutex = threading.Lock()
         self._rng = random.Random()
         self.machine = GroupCore(settings, self._rng)
+        self.on_change: Callable[[QueueGroup, int | None, bool], None] = _unwatched
+        """Told, holding the mutex, after each change: (group, next due ms, whether dead
+        records wait for their dead-letter copy). The store's ticker keeps its due times so."""
         self.offered: dict[int, int] = {}
         """Per partition, the next offset of the topic not yet given to the machine."""
         self.replaying: dict[int, list[Replay]] = {}
@@ -104,6 +107,12 @@ class QueueGroup:
         is due), or None."""
         with self.mutex:
             return self.machine.next_due_ms()
+
+    def watch(self, on_change: Callable[[QueueGroup, int | None, bool], None]) -> None:
+        """Tell `on_change` of every change from now on, and of the present at once."""
+        with self.mutex:
+            self.on_change = on_change
+            on_change(self, self.machine.next_due_ms(), bool(self._unlettered))
 
     # ------------------------------------------------------------ rebuilding
 
@@ -339,6 +348,7 @@ class QueueGroup:
         )
         self.core.submit(request)
         self._changes_since_snapshot += len(changes)
+        self.on_change(self, self.machine.next_due_ms(), bool(unlettered))
         return request
 
     def _keep_results(self, changes: list[Change]) -> None:
@@ -473,6 +483,8 @@ class QueueGroup:
             self._check_usable()
             changes = self.machine.tick(self._now_ms())
             request = self._submit(changes) if changes else None
+            if request is None:  # (a submit tells on_change itself)
+                self.on_change(self, self.machine.next_due_ms(), bool(self._unlettered))
         self._after(request, changes)
 
     def redrive(self, limit: int | None, positions: list[Position] | None = None) -> int:
@@ -725,6 +737,7 @@ class QueueGroup:
             self.machine.settings = settings
             if reorder:
                 self._load()
+            self.on_change(self, self.machine.next_due_ms(), bool(self._unlettered))
 
     # ------------------------------------------------------------ dead letters
 
@@ -887,6 +900,10 @@ class Settling:
                 f"{len(stale)} of {self._count} receipts are no longer live (the lease expired, "
                 f"or the record was settled or leased again): {shown}{rest}"
             )
+
+
+def _unwatched(group: QueueGroup, due_ms: int | None, unlettered: bool) -> None:
+    """No ticker watches the group (a read-only broker's, or one being built)."""
 
 
 def _within(runs: list[tuple[int, int]], offset: int) -> bool:

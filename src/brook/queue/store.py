@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from brook import layout, limits, validate
 from brook.codec.batch import Columns
+from brook.commit import AppendRequest, Waiter
 from brook.core import Hooks
 from brook.errors import BrookError, GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
 from brook.queue import settings as queue_settings
 from brook.queue import status
+from brook.queue.due import DueTimes
 from brook.queue.lifecycle import Settings
 from brook.queue.reader import BatchCache
 from brook.queue.shell import QueueGroup
@@ -28,7 +30,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("brook.queue")
 
 TICK_S_MAX = 1.0
-"""The ticker looks at every group at least this often."""
+"""The longest the ticker sleeps."""
+TICK_MS = int(TICK_S_MAX * 1000)
+"""A group whose tick failed, or whose dead records' copy did, is tried again this late."""
+PASS_MS_MIN = 5
+"""The ticker's passes are at least this far apart."""
 STATUS_SEGMENT_BYTES_MAX = 8 * limits.MIB
 """Status-log segments stay small, so those behind a snapshot can be deleted soon."""
 
@@ -42,6 +48,10 @@ class QueueStore:
         self._mutex = threading.Lock()
         self._create_mutex = threading.Lock()
         self._stop = threading.Event()
+        self._dues: DueTimes[QueueGroup] = DueTimes()
+        """When each group next needs the ticker (queue/due.py)."""
+        self._wake = threading.Event()
+        """Set when a group falls due before the ticker's planned pass."""
         self.log_settings = LogSettings(
             min(core.settings.segment_bytes_max, STATUS_SEGMENT_BYTES_MAX),
             core.settings.segment_ms_max,
@@ -56,7 +66,7 @@ class QueueStore:
                 if raw is None or not core.has_topic(topic):
                     continue
                 settings = queue_settings.decode(raw)
-                self._groups[(topic, group)] = self._open(topic, group, settings)
+                self._add(self._open(topic, group, settings))
         except BaseException:
             self.close()
             raise
@@ -70,7 +80,7 @@ class QueueStore:
         )
         self._ticker: threading.Thread | None = None
         if not core.read_only:  # a read-only broker lets time act on nothing
-            self._ticker = core.supervisor.start("queues", self._tick, self._stop)
+            self._ticker = core.supervisor.start("queues", self._tick, self._stop, self._sleep)
 
     def _open(self, topic: str, group: str, settings: Settings) -> QueueGroup:
         return QueueGroup(
@@ -121,21 +131,22 @@ class QueueStore:
                 storage.write_atomic(name, queue_settings.encode(merged))
             # The writer role opens the log (it may create a segment); reading it back is ours.
             status_log = self.core.call(lambda: self._open_log(topic, group))
-            if start == "latest" and status_log.durable_offset == 0:
-                self._start_at_end(topic, status_log)
+            if start == "latest" and (error := self._start_at_end([(topic, status_log)])[0]):
+                raise error
             opened = QueueGroup(self.core, topic, group, merged, status_log, self.batches)
-            with self._mutex:
-                self._groups[(topic, group)] = opened
+            self._add(opened)
             return opened
 
     def create_groups(
-        self, wanted: list[tuple[str, str, dict[str, Any]]]
+        self, wanted: list[tuple[str, str, dict[str, Any]]], start: str = "earliest"
     ) -> list[QueueGroup | BrookError]:
         """Many broker-made (internal) groups at once, each from its topic's oldest
-        record: [(topic, group, settings)] -> the group, or why it could not be made, in
-        order. Their status logs are opened in one call on the writer role, not one
-        each: a new topic matched by endpoints waits for the committer once, and
-        appends meanwhile wait for one short call, not for hundreds of them."""
+        record (or, with `start="latest"`, from its end): [(topic, group, settings)]
+        -> the group, or why it could not be made, in order; a group that exists is
+        returned as it is. Their status logs are opened in one call on the writer
+        role, not one each, and their first entries made durable together: a new
+        topic matched by endpoints waits for the committer once, and appends
+        meanwhile wait for one short call, not for hundreds of them."""
         storage = self.core.storage
         found: list[QueueGroup | BrookError | None] = [None] * len(wanted)
         merged: dict[int, Settings] = {}
@@ -170,26 +181,60 @@ class QueueStore:
                 return opened
 
             logs = self.core.call(open_logs) if merged else {}
+            if start == "latest":
+                opened = [(i, log) for i, log in logs.items() if not isinstance(log, BrookError)]
+                placed = self._start_at_end([(wanted[i][0], log) for i, log in opened])
+                for (i, _), error in zip(opened, placed, strict=True):
+                    if error is not None:
+                        logs[i] = error
             for i, status_log in logs.items():
                 if isinstance(status_log, BrookError):
                     found[i] = status_log
                     continue
                 topic, group, _ = wanted[i]
                 made = QueueGroup(self.core, topic, group, merged[i], status_log, self.batches)
-                with self._mutex:
-                    self._groups[(topic, group)] = made
+                self._add(made)
                 found[i] = made
         return [x for x in found if x is not None]
 
-    def _start_at_end(self, topic: str, status_log: PartitionLog) -> None:
-        """Make a new group's first status entry a snapshot that places it at the
-        topic's end: every record before is finished for it."""
-        ends = {p.partition: p.durable_offset for p in self.core.topic_state(topic).logs}
-        snapshot = status.Snapshot(
-            offered=ends, floor=dict(ends), acked=[], jobs=[], unlettered=[], acked_count=0
-        )
-        entry = status.encode(status.Entry(snapshot=snapshot))
-        self.core.append_to(status_log, Columns([entry], size_bytes=len(entry)))
+    def _add(self, group: QueueGroup) -> None:
+        """Serve the group, and have the ticker watch it: a read-only broker's
+        groups are not watched (time acts on nothing there)."""
+        with self._mutex:
+            self._groups[(group.topic, group.group)] = group
+        if self.core.read_only:
+            return
+        group.watch(self._changed)
+
+    def _changed(self, group: QueueGroup, due_ms: int | None, unlettered: bool) -> None:
+        """A group changed (QueueGroup.on_change): file its next due time. Dead
+        records whose copy failed are tried again by the ticker a second on."""
+        now = self.core.now_ms()
+        if unlettered:
+            due_ms = now + TICK_MS if due_ms is None else min(due_ms, now + TICK_MS)
+        if due_ms is not None:
+            due_ms = max(due_ms, now + PASS_MS_MIN)  # a clock stepped back: not a spin
+        if self._dues.set(group, due_ms):
+            self._wake.set()
+
+    def _start_at_end(self, new: list[tuple[str, PartitionLog]]) -> list[BrookError | None]:
+        """Make each new group's first status entry a snapshot that places it at its
+        topic's end: every record before is finished for it. [(topic, status log)]
+        -> why each could not be placed, or None; the entries are made durable together."""
+        requests: list[AppendRequest | None] = []
+        for topic, status_log in new:
+            if status_log.durable_offset != 0:
+                requests.append(None)  # made before a crash, and placed then
+                continue
+            ends = {p.partition: p.durable_offset for p in self.core.topic_state(topic).logs}
+            snapshot = status.Snapshot(
+                offered=ends, floor=dict(ends), acked=[], jobs=[], unlettered=[], acked_count=0
+            )
+            entry = status.encode(status.Entry(snapshot=snapshot))
+            placing = AppendRequest(status_log, Columns([entry], size_bytes=len(entry)), Waiter())
+            self.core.submit(placing)
+            requests.append(placing)
+        return [None if r is None else _failure(r) for r in requests]
 
     def delete_group(self, topic: str, group: str) -> bool:
         """Delete a group, its settings and its status log (whatever it had not
@@ -197,6 +242,8 @@ class QueueStore:
         with self._create_mutex:
             with self._mutex:
                 found = self._groups.pop((topic, group), None)
+            if found is not None:
+                self._dues.forget(found)
 
             def on_writer() -> None:
                 self.core.log_dropped(layout.queue_status_log(topic, group))
@@ -227,6 +274,7 @@ class QueueStore:
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 gone = self._groups.pop(key)
+                self._dues.forget(gone)
                 gone.status_log.close()
                 self.core.supervisor.forget_subject(gone.subject)
         self.core.storage.delete_prefix(layout.queues_of(topic))
@@ -266,30 +314,37 @@ class QueueStore:
                 )
 
     def _tick(self) -> float:
-        """One pass of the ticker: let time act on every group where something is
-        due; returns the seconds until the next pass. A group that fails is that
-        group's failure alone (Supervisor.isolate): the others go on."""
+        """One pass of the ticker: let time act on the groups that are due (expired
+        leases, due retries, dead records still to copy); returns the seconds until
+        the next one is. A group that fails is that group's failure alone
+        (Supervisor.isolate): the others go on, and it is tried again a second on."""
         supervisor = self.core.supervisor
-        for group in self.groups():
+        for group in self._dues.pop_due(self.core.now_ms()):
             if self._stop.is_set():
                 return 0
-            due = group.next_due_ms()
-            if (due is None or due > self.core.now_ms()) and not group.has_unlettered():
-                continue
+            ticked = False
             with supervisor.isolate("queues", group.subject, "tick"):
-                group.tick()
+                group.tick()  # which files its next due time (on_change)
+                ticked = True
+            if not ticked and self.find(group.topic, group.group) is group:
+                self._dues.set(group, self.core.now_ms() + TICK_MS)
         return self._pause()
 
     def _pause(self) -> float:
-        now = self.core.now_ms()
-        dues = [d for g in self.groups() if (d := g.next_due_ms()) is not None]
-        if not dues:
+        due = self._dues.next_ms()
+        if due is None:
             return TICK_S_MAX
-        return min(TICK_S_MAX, max(0.005, (min(dues) - now) / 1000))
+        return min(TICK_S_MAX, max(PASS_MS_MIN / 1000, (due - self.core.now_ms()) / 1000))
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait for the next pass, woken early by a group due sooner or by stop."""
+        self._wake.wait(seconds)
+        self._wake.clear()
 
     def stop(self) -> None:
         """Stop the ticker (before the committer closes)."""
         self._stop.set()
+        self._wake.set()
         if self._ticker is not None:
             self._ticker.join()
 
@@ -297,3 +352,14 @@ class QueueStore:
         """Close every status log (after the committer closed)."""
         for group in self.groups():
             group.status_log.close()
+
+
+def _failure(request: AppendRequest) -> BrookError | None:
+    """Wait for a submitted append: why it failed, or None once durable."""
+    assert isinstance(request.on_done, Waiter)
+    request.on_done.wait()
+    try:
+        request.result()
+    except BrookError as exc:
+        return exc
+    return None
