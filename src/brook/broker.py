@@ -24,7 +24,7 @@ from brook import layout, limits, names, portal_links, validate
 from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
 from brook.clock import Clock
-from brook.core import Core, TopicState
+from brook.core import Core, Hooks, TopicState
 from brook.delivery import endpoint as delivery_endpoint
 from brook.delivery import handle as delivery_handle
 from brook.delivery import messages as delivery_messages
@@ -217,6 +217,13 @@ class Broker:
             self._lake_lag_ms = lake_lag_ms
             self._lake_starting = threading.Lock()
             self._lake_watch = LakeWatch(self.core.storage, self._lake_committed)
+            self.core.register(
+                Hooks(
+                    "lake-watch",
+                    on_topic_deleted=self._lake_watch.forget,
+                    on_group_deleted=self._lake_watch.forget,
+                )
+            )
             wanted = lake or any(s.config.lake for s in self.core.topic_states())
             self.lake = (
                 self._started(_lake_writer(self.core, lake_lag_ms, lake))

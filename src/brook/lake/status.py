@@ -70,11 +70,27 @@ class LakeWatch:
         """Least recently used first: the first to go when there are too many."""
         self._lock = threading.Lock()
         """One call at a time: views are not shared between threads."""
+        self._gone: list[str] = []
+        """Logs deleted since the last call, whose views go before the next (`forget`)."""
+        self._gone_lock = threading.Lock()
+
+    def forget(self, topic: str, group: str | None = None) -> None:
+        """The topic (its groups' status logs with it), or one queue group's status log,
+        is deleted: views of it go before the next call, so a log made again under the
+        name is never read through what was learned of the old one. Never waits for a
+        call under way (the writer role calls it, on deletion)."""
+        with self._gone_lock:
+            self._gone.append(topic if group is None else layout.queue_status_log(topic, group))
 
     def status(self, topic: str, partitions: int, now_ms: int) -> LakeStatus:
         """The lake's position and lag for `topic` (`partitions`: its count, as the
         broker knows it). Raises TopicNotFound, StorageError."""
         with self._lock:
+            with self._gone_lock:
+                gone, self._gone = self._gone, []
+            for log in gone:
+                for name in [n for n in self._views if n == log or _log_of(n, log)]:
+                    del self._views[name]
             view = self._views.get(topic)
             if view is not None and view.partitions != partitions:  # deleted, made again
                 del self._views[topic]

@@ -102,6 +102,11 @@ class TopicView:
         self.partitions = partitions
         self._sealed: dict[tuple[str, int], Extent] = {}
         self._growing: dict[str, _Growing] = {}
+        self._firsts: dict[str, tuple[str, bytes]] = {}
+        """Per partition prefix, its oldest segment and that segment's header when last
+        looked at: a partition made again under the name (its topic or queue group
+        deleted and made again) starts with another, and what was learned of the old
+        one must not be applied to the new (_check_incarnation)."""
 
     def refresh(self) -> None:
         """Look again at object storage's catalog (a local directory is always current)."""
@@ -113,6 +118,8 @@ class TopicView:
         """The readable segments of `partition`, oldest first. Raises CorruptData, StorageError."""
         prefix = layout.partition_prefix(self.topic, partition)
         names = [n for n in self.storage.list(prefix) if n.endswith(layout.SEGMENT_SUFFIX)]
+        if names:
+            self._check_incarnation(prefix, names[0])
         out = []
         for i, name in enumerate(names):
             extent = self._extent(prefix, name, last=i == len(names) - 1)
@@ -186,6 +193,27 @@ class TopicView:
 
     # ------------------------------------------------------------ segments
 
+    def _check_incarnation(self, prefix: str, first: str) -> None:
+        """Forget what was learned of the partition at `prefix` when it is not the one
+        it was: its oldest segment now begins earlier than before, or is the same
+        file name with another header (made at another time). Retention moves the
+        oldest segment on, never back."""
+        try:
+            reader = self.storage.open_read(first)
+        except StorageError:
+            return  # deleted since it was listed: looked at again next time
+        try:
+            header = reader.read(0, SEGMENT_HEADER_BYTES)
+        finally:
+            reader.close()
+        known = self._firsts.get(prefix)
+        self._firsts[prefix] = (first, header)
+        if known is None or (known[0] < first) or known == (first, header):
+            return
+        self._sealed = {k: v for k, v in self._sealed.items() if not k[0].startswith(prefix)}
+        for name in [n for n in self._growing if n.startswith(prefix)]:
+            del self._growing[name]
+
     def _extent(self, prefix: str, name: str, last: bool) -> Extent | None:
         base = base_of(name)
         try:
@@ -211,8 +239,12 @@ class TopicView:
     def _active(self, prefix: str, name: str, base: int, reader: ReadFile, size: int) -> Extent:
         """The acknowledged part of the active segment: up to its durable mark; without
         one (object storage), its whole batches up to the synced size."""
-        end_bytes, end_offset = size, None
         mark = read_durable_mark(self.storage, prefix)
+        # The size again, after the mark: the owner writes the batches before the mark
+        # that counts them, so the file now holds all the mark counts. (With the size
+        # from before, a mark written meanwhile counted batches past it.)
+        size = max(size, reader.size())
+        end_bytes, end_offset = size, None
         if mark is not None and mark.segment_base >= base:
             if mark.segment_base == base:
                 end_bytes, end_offset = min(mark.durable_bytes, size), mark.next_offset
@@ -221,7 +253,9 @@ class TopicView:
                 end_bytes = SEGMENT_HEADER_BYTES
         elif mark is not None:
             end_bytes = SEGMENT_HEADER_BYTES  # a new segment with no acknowledged batch yet
-        growing = self._growing.setdefault(name, _Growing(base))
+        growing = self._growing.get(name)
+        if growing is None or growing.end_bytes > size:  # new, or a shorter file in its place
+            growing = self._growing[name] = _Growing(base)
         if growing.end_bytes < end_bytes:
             _learn(reader, name, growing, end_bytes)
         if end_offset is not None and growing.next_offset < end_offset:

@@ -322,12 +322,18 @@ class QueueStore:
         for group in self._dues.pop_due(self.core.now_ms()):
             if self._stop.is_set():
                 return 0
+            if self.find(group.topic, group.group) is not group:
+                continue  # deleted, and filed again by a change racing its deletion
             ticked = False
             with supervisor.isolate("queues", group.subject, "tick"):
                 group.tick()  # which files its next due time (on_change)
                 ticked = True
-            if not ticked and self.find(group.topic, group.group) is group:
-                self._dues.set(group, self.core.now_ms() + TICK_MS)
+            if not ticked:
+                now_served = self.find(group.topic, group.group)
+                if now_served is group:
+                    self._dues.set(group, self.core.now_ms() + TICK_MS)
+                elif now_served is None:  # deleted while it ticked: its failure went with it
+                    supervisor.forget_subject(group.subject)
         return self._pause()
 
     def _pause(self) -> float:
