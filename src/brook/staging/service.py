@@ -41,6 +41,7 @@ from brook.errors import (
     NotStaged,
     PartitionNotFound,
     ReadOnly,
+    StorageError,
     TopicNotFound,
 )
 from brook.records import Published
@@ -88,7 +89,8 @@ class StagingService:
         chunk `chunk` of `part` for the publish of `seq`; staging a chunk again
         replaces it. The topic is created with defaults if new, as by an append.
         False, and nothing is kept, when `seq` was published already (or is being
-        published). Raises BadRequest, PartitionNotFound, ReadOnly, StorageError."""
+        published). Raises BadRequest, PartitionNotFound, ReadOnly, TopicNotFound (the
+        topic was deleted meanwhile), StorageError."""
         self._check_writable()
         topic, writer, part = self._ids(topic, writer, part)
         seq = validate.staging_seq(seq)
@@ -110,10 +112,22 @@ class StagingService:
             validate.whole(partition, "partition")
             if partition >= topic_state.config.partitions:
                 raise PartitionNotFound(f"topic {topic} has no partition {partition}")
-        if plan.decide(self._state(topic, writer), seq) != "new":
-            return False
         name = layout.staging_chunk(topic, writer, seq, part, chunk)
-        self.storage.write_atomic(name, plan.encode_chunk(body, partition))
+        # The writer's lock: its publishes, aborts and the sweep delete staged folders,
+        # and a chunk written into one as it goes failed with ENOENT (a 503 for a
+        # client's timing alone); now a chunk is staged before a publish or refused after.
+        with self._writer_lock(topic, writer):
+            if plan.decide(self._state(topic, writer), seq) != "new":
+                return False
+            try:
+                self.storage.write_atomic(name, plan.encode_chunk(body, partition))
+            except StorageError:
+                if not self.core.has_topic(topic):
+                    raise TopicNotFound(
+                        f"topic {topic} was deleted while the chunk was staged; "
+                        "nothing was kept"
+                    ) from None
+                raise
         return True
 
     def publish(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> Published:
