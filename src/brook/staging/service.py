@@ -124,8 +124,7 @@ class StagingService:
             except StorageError:
                 if not self.core.has_topic(topic):
                     raise TopicNotFound(
-                        f"topic {topic} was deleted while the chunk was staged; "
-                        "nothing was kept"
+                        f"topic {topic} was deleted while the chunk was staged; nothing was kept"
                     ) from None
                 raise
         return True

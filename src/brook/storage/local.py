@@ -392,8 +392,12 @@ class LocalStorage:
         # under the live name; leftovers are swept by `sweep_trash`.
         try:
             trash = self._scratch_name("trash")
-            os.rename(base, trash)
-            fsync_dir(base.parent)
+            try:
+                os.rename(base, trash)
+            except FileNotFoundError:
+                return  # a deletion of a folder holding it went first: gone either way
+            with contextlib.suppress(FileNotFoundError):  # (its folder went the same way)
+                fsync_dir(base.parent)
             _remove_tree(trash)
         except OSError as exc:
             raise _fail("deleting", prefix, exc) from None
