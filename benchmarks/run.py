@@ -390,6 +390,7 @@ def main() -> None:
         "saas",
         "metrics",
         "ui",
+        "overview",
         "flood",
         "server",
         "latency",

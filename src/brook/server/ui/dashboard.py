@@ -214,9 +214,18 @@ class Dashboard:
     # ------------------------------------------------------------ pages
 
     async def overview(self, visit: Visit) -> Response:
-        overview = views.overview(self.broker, self.rates, self.started_s, self.storage)
-        overview.topics = [t for t in overview.topics if _may_see(visit, t.name)]
-        return self._page("overview.html", visit, page=overview)
+        name = visit.query.get("name", "")[:200]
+        overview = await self.read(
+            views.overview,
+            self.broker,
+            self.rates,
+            self.started_s,
+            self.storage,
+            lambda topic: _may_see(visit, topic),
+            name,
+            _whole(visit.query, "page", 1),
+        )
+        return self._page("overview.html", visit, page=overview, name=name)
 
     async def topic(self, visit: Visit, topic: str) -> Response:
         query = visit.query
