@@ -10,7 +10,7 @@ PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py
 	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_sans_io.py \
 	tests/server/test_bad_input.py
 
-.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo clean
+.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo chaos clean
 
 # The broker's own dependencies only (what `make run` needs) ...
 $(RUNTIME): pyproject.toml setup.py
@@ -86,12 +86,18 @@ reliability: $(STAMP) $(NATIVE) system-packages
 	BROOK_SPARK_DRIVER_KILLS=10 BROOK_PUBLISH_KILLS=60 BROOK_DEMO_MASTER='local-cluster[2,1,1024]' \
 	BROOK_FUZZ_RUNS=200000 BROOK_SOAK_S=1800 BROOK_SOAK_PNG=docs/soak.png \
 	BROOK_TENANT_TOPICS=10000 BROOK_TENANT_ENDPOINTS=1000 BROOK_TENANT_OPEN_FILES=1024 \
-	$(PY) -m pytest -p no:cacheprovider -s tests/crash tests/powerloss tests/fuzz tests/soak \
+	BROOK_CHAOS_SEEDS=1-50 BROOK_CHAOS_MINUTES=5 \
+	$(PY) -m pytest -p no:cacheprovider -s tests/chaos tests/crash tests/powerloss tests/fuzz tests/soak \
 	tests/sim/test_clock_steps.py tests/sim/test_worker_sim.py tests/sim/test_wal_state_machine.py tests/upgrade tests/server/test_http_framing.py \
 	tests/server/test_security.py tests/storage/test_s3_takeover.py \
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
 	tests/tenants tests/lake/test_crash.py \
 	--timeout 7200
+
+# One seeded run of everything under faults, checked by the history checker (tests/chaos):
+# `make chaos SEED=7 MINUTES=5`. A failure prints the seed and what broke.
+chaos: $(STAMP) $(NATIVE)
+	$(PY) -m tests.chaos.run --seed $(or $(SEED),1) --minutes $(or $(MINUTES),5)
 
 # The HTTP load generator the server benchmarks and profiles drive (Debian's package).
 wrk:

@@ -1,0 +1,321 @@
+"""One seeded chaos run (`make chaos SEED=N [MINUTES=M]`): a real `brook serve`, the
+clients of workload.py over HTTP, endpoints' receivers, and the faults of the seed's
+schedule (faults.py) applied to the real broker process; then the history checker.
+
+The same seed runs the same schedule and the same clients' choices (the machine's
+timing still differs). A failure prints the seed, each violated promise and the part of
+the history that shows it; histories and the broker's log stay in the run's folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.chaos import checker, faults
+from tests.chaos.history import History
+from tests.chaos.workload import (
+    ENDPOINTS,
+    EVENTS,
+    ORDERS,
+    TIMERS,
+    WORK,
+    Broker,
+    Receivers,
+    start_clients,
+)
+
+SRC = str(Path(__file__).parents[2] / "src")
+QUIESCE_S = 120.0
+"""After the clients stop: how long the broker may take to finish the work queued."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerProcess:
+    """`brook serve` on a fixed port (clients find it again after a restart)."""
+
+    def __init__(self, folder: Path, port: int) -> None:
+        self.folder = folder
+        self.port = port
+        self.config = folder / "brook.toml"
+        self.config.write_text("delivery_allow_private_networks = true\n")
+        self.log = (folder / "broker.log").open("a")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "brook.cli",
+                "--config",
+                str(self.config),
+                "serve",
+                "--data",
+                str(self.folder / "data"),
+                "--port",
+                str(self.port),
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        deadline = time.monotonic() + 60
+        log_path = self.folder / "broker.log"
+        seen = log_path.stat().st_size if log_path.exists() else 0
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"brook serve exited {self.process.returncode} (see {log_path})")
+            text = log_path.read_text()[seen:]
+            if re.search(r"listening on http://127\.0\.0\.1:\d+ .*; ready", text):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"brook serve did not start in 60 s (see {log_path})")
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+
+    def stop(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        if self.process is not None:
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None:
+    calls = [
+        ("PUT", f"/v1/topics/{ORDERS}", {"partitions": 3}),
+        ("PUT", f"/v1/topics/{TIMERS}", {"partitions": 1}),
+        (
+            "PUT",
+            f"/v1/topics/{ORDERS}/queues/{WORK}",
+            {
+                "ordering": "key",
+                "max_attempts": 1000,
+                "visibility_timeout_ms": 3000,
+                "backoff": {"min_ms": 50, "max_ms": 500},
+            },
+        ),
+    ]
+    for topic in EVENTS:
+        calls.append(("PUT", f"/v1/topics/{topic}", {"partitions": 2}))
+    for name in ENDPOINTS:
+        calls.append(
+            (
+                "PUT",
+                f"/v1/endpoints/{name}",
+                {
+                    "url": receivers.url(name),
+                    "topics": ["chaos.events.*"],
+                    "secret": secrets[name],
+                    "max_attempts": 1000,
+                    "backoff": {"min_ms": 50, "max_ms": 1000},
+                },
+            )
+        )
+    for method, path, body in calls:
+        status, answer = broker.call(method, path, body)
+        if status != 200:
+            raise RuntimeError(f"setting up: {method} {path} answered {status} {answer}")
+
+
+def apply_faults(
+    plan: list[faults.Fault],
+    process: BrokerProcess,
+    receivers: Receivers,
+    history: History,
+    started: float,
+    done: threading.Event,
+    applied: list[list[Any]],
+) -> None:
+    for fault in plan:
+        if done.wait(max(0.0, started + fault.at_s - time.monotonic())):
+            return
+        begin = time.monotonic()
+        history.note("fault", fault=fault.kind, length_s=fault.length_s)
+        if fault.kind == "kill9":
+            process.kill()
+            done.wait(fault.length_s)
+            process.start()
+        elif fault.kind == "pause":
+            process.signal(signal.SIGSTOP)
+            done.wait(fault.length_s)
+            process.signal(signal.SIGCONT)
+        elif fault.kind == "receiver-down":
+            receivers.down.set()
+            done.wait(fault.length_s)
+            receivers.down.clear()
+        history.note("fault-over", fault=fault.kind)
+        applied.append([begin, time.monotonic(), fault.kind])
+
+
+def read_all(broker: Broker, topic: str, partitions: int) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in range(partitions):
+        records: list[dict[str, Any]] = []
+        while True:
+            status, body = broker.call(
+                "GET", f"/v1/topics/{topic}/records?partition={p}&offset={len(records)}&limit=1000"
+            )
+            if status != 200:
+                raise RuntimeError(f"reading {topic}/{p}: {status} {body}")
+            got = [
+                {
+                    "offset": r["offset"],
+                    "value": r.get("value"),
+                    "key": r.get("key"),
+                    "timestamp": r["timestamp"],
+                    "headers": r.get("headers") or {},
+                }
+                for r in body["records"]
+            ]
+            if not got:
+                break
+            records.extend(got)
+        out[str(p)] = records
+    return out
+
+
+def quiesce(broker: Broker, receivers: Receivers, deadline: float) -> None:
+    """Wait until the group and the endpoints have nothing left (or the deadline)."""
+    base = f"/v1/topics/{ORDERS}/queues/{WORK}"
+    while True:
+        status, body = broker.call("GET", base)
+        counts = body["stats"] if status == 200 else {}
+        busy = any(counts.get(s, 1) for s in ("ready", "leased", "retrying"))
+        backlog = 0
+        for name in ENDPOINTS:
+            status, stats = broker.call("GET", f"/v1/endpoints/{name}/stats")
+            backlog += (
+                1
+                if status != 200
+                else sum(stats.get(s, 0) for s in ("ready", "leased", "retrying"))
+            )
+        if (not busy and backlog == 0) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
+    rng = random.Random(seed)
+    secrets = {name: "whsec_" + base64.b64encode(rng.randbytes(32)).decode() for name in ENDPOINTS}
+    history = History(folder / "history-driver.jsonl", "driver")
+    process = BrokerProcess(folder, free_port())
+    process.start()
+    broker = Broker(process.port, history, seed)
+    receivers = Receivers(history, secrets, seed)
+    plan = faults.schedule(seed, seconds)
+    applied: list[list[Any]] = []
+    done = threading.Event()
+    try:
+        setup(broker, receivers, secrets)
+        started = time.monotonic()
+        senders, workers = start_clients(broker)
+        injector = threading.Thread(
+            target=apply_faults,
+            args=(plan, process, receivers, history, started, done, applied),
+        )
+        injector.start()
+        done.wait(seconds)
+        done.set()
+        injector.join()
+        broker.stop_sending.set()
+        for sender in senders:  # (an append in flight lands before the work is counted)
+            sender.join(60)
+        clients_stopped = time.monotonic()
+        if process.process is None or process.process.poll() is not None:
+            process.start()
+        quiesce(broker, receivers, time.monotonic() + QUIESCE_S)
+        broker.stop.set()
+        for worker in workers:
+            worker.join(60)
+        status, body = broker.call("GET", f"/v1/topics/{ORDERS}/queues/{WORK}")
+        counts = body["stats"] if status == 200 else {"unreadable": status}
+        time.sleep(3.5)  # the last timers fall due (3 s at most)
+        logs = {ORDERS: read_all(broker, ORDERS, 3), TIMERS: read_all(broker, TIMERS, 1)}
+        for topic in EVENTS:
+            logs[topic] = read_all(broker, topic, 2)
+        final = {
+            "logs": logs,
+            "queue": counts,
+            "faults": applied,
+            "clients_stopped": clients_stopped,
+        }
+    finally:
+        done.set()
+        broker.stop_sending.set()
+        broker.stop.set()
+        process.stop()
+        receivers.close()
+        history.write()
+    (folder / "final.json").write_text(json.dumps(final, sort_keys=True))
+    events = history.events
+    summary = {
+        "seed": seed,
+        "seconds": seconds,
+        "appends acknowledged": sum(
+            1 for e in events if e["kind"] == "append" and e["status"] == 200
+        ),
+        "appends unknown": sum(1 for e in events if e["kind"] == "append" and e["status"] is None),
+        "leases": sum(len(e["jobs"]) for e in events if e["kind"] == "lease"),
+        "deliveries": sum(1 for e in events if e["kind"] == "delivery"),
+        "timers": sum(1 for e in events if e["kind"] == "timer" and e["status"] == 200),
+        "faults": [f[2] for f in applied],
+    }
+    print(json.dumps(summary))
+    return checker.check(events, final)
+
+
+def report(seed: int, violations: list[checker.Violation], folder: Path) -> str:
+    lines = [f"chaos seed {seed}: {len(violations)} promise(s) broken (history in {folder})"]
+    for v in violations[:20]:
+        lines.append(f"- {v.promise}: {v.detail}")
+        for e in v.excerpt[:6]:
+            lines.append(f"    {json.dumps(e, sort_keys=True)[:300]}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "1")))
+    parser.add_argument("--minutes", type=float, default=float(os.environ.get("MINUTES", "1")))
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix=f"brook-chaos-{args.seed}-"))
+    violations = run(args.seed, args.minutes * 60, folder)
+    if violations:
+        print(report(args.seed, violations, folder))
+        sys.exit(1)
+    print(f"chaos seed {args.seed}: every promise held (history in {folder})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""The clients of a chaos run, over HTTP as users' programs are: producers with
+idempotency keys, queue workers on an ordered group, a timer scheduler, and the
+receivers of two endpoints. Each notes what it sent and what it was told."""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from brook.delivery.signing import verify
+from tests.chaos.history import History
+from tests.delivery.receivers import Answer, Got, Receiver
+
+ORDERS = "chaos.orders"
+"""Keyed records worked by the queue group WORK (ordering by key)."""
+WORK = "work"
+EVENTS = ("chaos.events.a", "chaos.events.b")
+"""Delivered to both endpoints (pattern `chaos.events.*`)."""
+TIMERS = "chaos.timers"
+KEYS = 12
+ENDPOINTS = ("healthy", "flaky")
+CALL_TIMEOUT_S = 5.0
+
+
+class Broker:
+    """Where the clients send, and the run's shared state."""
+
+    def __init__(self, port: int, history: History, seed: int) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.history = history
+        self.stop = threading.Event()
+        """Every client stops (workers last: they finish the queue first)."""
+        self.stop_sending = threading.Event()
+        """Producers and the timer scheduler stop."""
+        self.seed = seed
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int | None, Any]:
+        """(status, JSON body); (None, error text) when no answer came (the broker down,
+        paused or killed mid-call: the outcome is unknown)."""
+        try:
+            with httpx.Client(base_url=self.url, timeout=CALL_TIMEOUT_S) as client:
+                response = client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            return None, type(exc).__name__
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, response.text[:200]
+
+
+def _error_code(body: Any) -> str | None:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("code"))
+    return None
+
+
+def produce(broker: Broker, name: str) -> None:
+    """Single-record appends, each with an idempotency key; an unknown outcome is sent
+    again with the same key (the way a careful producer retries)."""
+    rng = random.Random(f"{broker.seed}-{name}")
+    n = 0
+    while not broker.stop_sending.is_set():
+        topic = rng.choice((ORDERS, ORDERS, *EVENTS))
+        key = f"k{rng.randrange(KEYS)}"
+        value = f"{name}-{n}"
+        for _ in range(4):
+            sent = time.monotonic()
+            status, body = broker.call(
+                "POST",
+                f"/v1/topics/{topic}/records",
+                {"records": [{"value": value, "key": key, "idempotency_key": value}]},
+            )
+            ack = body["acks"][0] if status == 200 else None
+            broker.history.note(
+                "append",
+                topic=topic,
+                key=key,
+                value=value,
+                sent=sent,
+                status=status,
+                code=_error_code(body),
+                partition=None if ack is None else ack["partition"],
+                offset=None if ack is None else ack["offset"],
+            )
+            if status is not None and status < 500:
+                break
+            broker.stop_sending.wait(0.2)
+        n += 1
+        broker.stop_sending.wait(rng.uniform(0.005, 0.03))
+
+
+def work(broker: Broker, name: str) -> None:
+    """Lease, work a moment, ack: a worker of the ordered group."""
+    rng = random.Random(f"{broker.seed}-{name}")
+    base = f"/v1/topics/{ORDERS}/queues/{WORK}"
+    while not broker.stop.is_set():
+        status, body = broker.call("POST", base + "/lease", {"max_records": 4, "wait_ms": 300})
+        jobs = body.get("jobs", []) if status == 200 else []
+        broker.history.note(
+            "lease",
+            status=status,
+            code=_error_code(body),
+            jobs=[[j["partition"], j["offset"], j.get("key"), j["attempt"]] for j in jobs],
+        )
+        if not jobs:
+            broker.stop.wait(0.1 if status == 200 else 0.3)
+            continue
+        broker.stop.wait(rng.uniform(0, 0.02))
+        status, body = broker.call(
+            "POST", base + "/ack", {"receipts": [j["receipt"] for j in jobs]}
+        )
+        broker.history.note(
+            "ack",
+            status=status,
+            code=_error_code(body),
+            jobs=[[j["partition"], j["offset"], j.get("key")] for j in jobs],
+        )
+
+
+def schedule_timers(broker: Broker, name: str) -> None:
+    rng = random.Random(f"{broker.seed}-{name}")
+    n = 0
+    while not broker.stop_sending.is_set():
+        timer = f"{name}-{n}"
+        delay = rng.randrange(100, 3000)
+        sent_ms = int(time.time() * 1000)
+        status, body = broker.call(
+            "POST",
+            "/v1/timers",
+            {"topic": TIMERS, "value": timer, "delay_ms": delay, "timer_id": timer},
+        )
+        broker.history.note(
+            "timer",
+            timer=timer,
+            sent_ms=sent_ms,
+            delay_ms=delay,
+            status=status,
+            code=_error_code(body),
+        )
+        if status is None or status >= 500:
+            broker.stop_sending.wait(0.3)
+            continue  # sent again under its id: the first schedule of an id is kept
+        n += 1
+        broker.stop_sending.wait(rng.uniform(0.05, 0.2))
+
+
+class Receivers:
+    """The endpoints' receivers: `healthy` answers 200 (but while a fault takes it
+    down), `flaky` 500 a third of the time. Each notes every request, with whether its
+    signature verified."""
+
+    def __init__(self, history: History, secrets: dict[str, str], seed: int) -> None:
+        self.history = history
+        self.down = threading.Event()
+        rng = random.Random(f"{seed}-flaky")
+        lock = threading.Lock()
+        self.receivers: dict[str, Receiver] = {}
+        for name in ENDPOINTS:
+            key = base64.b64decode(secrets[name].removeprefix("whsec_"))
+
+            def answer(got: Got, name: str = name, key: bytes = key) -> Answer:
+                with lock:
+                    failing = (name == "healthy" and self.down.is_set()) or (
+                        name == "flaky" and rng.random() < 1 / 3
+                    )
+                status = 503 if failing else 200
+                self._note(name, key, got, status)
+                return Answer(status)
+
+            self.receivers[name] = Receiver(answer)
+
+    def _note(self, name: str, key: bytes, got: Got, status: int) -> None:
+        headers = got.headers
+        signed = verify(
+            key,
+            headers.get("webhook-id", ""),
+            int(headers.get("webhook-timestamp", "0")),
+            got.body,
+            headers.get("webhook-signature", ""),
+        )
+        self.history.note(
+            "delivery",
+            endpoint=name,
+            id=headers.get("webhook-id"),
+            topic=headers.get("brook-topic"),
+            partition=int(headers.get("brook-partition", "-1")),
+            offset=int(headers.get("brook-offset", "-1")),
+            body=got.body.decode(errors="replace"),
+            signed=signed,
+            status=status,
+        )
+
+    def url(self, name: str) -> str:
+        return self.receivers[name].url
+
+    def close(self) -> None:
+        for receiver in self.receivers.values():
+            receiver.close()
+
+
+def start_clients(broker: Broker) -> tuple[list[threading.Thread], list[threading.Thread]]:
+    """(senders, workers): two producers and a timer scheduler, two queue workers."""
+
+    def started(jobs: list[tuple[Callable[[Broker, str], None], str]]) -> list[threading.Thread]:
+        threads = [threading.Thread(target=f, args=(broker, name), name=name) for f, name in jobs]
+        for thread in threads:
+            thread.start()
+        return threads
+
+    senders = started(
+        [(produce, "producer-1"), (produce, "producer-2"), (schedule_timers, "timers-1")]
+    )
+    workers = started([(work, "worker-1"), (work, "worker-2")])
+    return senders, workers
