@@ -82,13 +82,25 @@ def _built_digests() -> dict[str, str]:
 
 
 def stale() -> list[str]:
-    """The compiled modules whose source changed after they were built."""
+    """The compiled modules whose source changed after they were built, or whose
+    build has not finished: a compiled file that compiled.json (written last) does not
+    list may be half copied (`make run` compiles beside a running broker)."""
     built = _built_digests()
     return [
         module
         for module in MODULES
-        if module in built and source_digest(source_of(module)) != built[module]
+        if (module in built and source_digest(source_of(module)) != built[module])
+        or (module not in built and _compiled_file(module) is not None)
     ]
+
+
+def _compiled_file(module: str) -> Path | None:
+    source = source_of(module)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        found = source.with_name(source.stem + suffix)
+        if found.exists():
+            return found
+    return None
 
 
 def leftovers() -> list[str]:
