@@ -12,7 +12,7 @@ import brook
 from brook.errors import TopicNotFound
 from brook.records import Record
 
-ROUNDS = 60
+ROUNDS = 150
 
 
 def test_staging_races_publishes_and_deletions_without_a_storage_error(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from brook import layout, limits, validate
@@ -119,26 +120,21 @@ class StagingService:
         with self._writer_lock(topic, writer):
             if plan.decide(self._state(topic, writer), seq) != "new":
                 return False
-            try:
+            with self._unless_deleted(topic):
                 self.storage.write_atomic(name, plan.encode_chunk(body, partition))
-            except StorageError:
-                if not self.core.has_topic(topic):
-                    raise TopicNotFound(
-                        f"topic {topic} was deleted while the chunk was staged; nothing was kept"
-                    ) from None
-                raise
         return True
 
     def publish(self, topic: str, writer: str, seq: int, parts: dict[str, int]) -> Published:
         """Append the records staged in `parts` (part -> chunks) for `seq`, once: see
         the module's docstring. Returns once they are all durable. Raises NotStaged
         (a part or chunk that was never staged: nothing is appended), ReadOnly,
-        StorageError (try again: the publish resumes)."""
+        TopicNotFound (the topic was deleted meanwhile), StorageError (try again: the
+        publish resumes)."""
         self._check_writable()
         topic, writer = self._ids(topic, writer)
         seq = validate.staging_seq(seq)
         parts = validate.staged_parts(parts)
-        with self._writer_lock(topic, writer):
+        with self._writer_lock(topic, writer), self._unless_deleted(topic):
             state = self._state(topic, writer)
             decision = plan.decide(state, seq)
             if decision == "stale":
@@ -170,11 +166,25 @@ class StagingService:
         self._check_writable()
         topic, writer = self._ids(topic, writer)
         seq = validate.staging_seq(seq)
-        with self._writer_lock(topic, writer):
+        with self._writer_lock(topic, writer), self._unless_deleted(topic):
             if plan.decide(self._state(topic, writer), seq) != "new":
                 return False
             self.storage.delete_prefix(layout.staging_seq(topic, writer, seq))
             return True
+
+    @contextlib.contextmanager
+    def _unless_deleted(self, topic: str) -> Iterator[None]:
+        """A storage error in the staged work of a topic deleted meanwhile is the
+        deletion's doing (it deletes `staging/<topic>/` under the work's feet):
+        TopicNotFound, which says so, not a 503 for a client's timing alone."""
+        try:
+            yield
+        except (StorageError, CorruptData):  # (its chunks gone under a publish)
+            if not self.core.has_topic(topic):
+                raise TopicNotFound(
+                    f"topic {topic} was deleted meanwhile; nothing was staged or published"
+                ) from None
+            raise
 
     def forget_topic(self, topic: str) -> None:
         """The topic was deleted: so is what was staged for it, and its writers."""
