@@ -741,9 +741,6 @@ class QueueGroup:
 
     # ------------------------------------------------------------ dead letters
 
-    def has_unlettered(self) -> bool:
-        return bool(self._unlettered)
-
     def letter_dead_isolated(self) -> None:
         """`letter_dead`, its failure the group's alone: the settling that made the
         records dead is durable already, so its caller is not told of it; the group
