@@ -10,7 +10,7 @@ PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py
 	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_sans_io.py \
 	tests/server/test_bad_input.py
 
-.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo chaos clean
+.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo chaos fuzz-api clean
 
 # The broker's own dependencies only (what `make run` needs), not compiled: serving
 # first (a new user's first `make run` waited ~55 s for the compiler, 3 minutes on a busy
@@ -98,11 +98,17 @@ reliability: $(STAMP) $(NATIVE) system-packages
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
 	tests/tenants tests/lake/test_crash.py \
 	--timeout 7200
+	$(PY) -m tests.fuzz.schemathesis_run --seeds 1,7
 
 # One seeded run of everything under faults, checked by the history checker (tests/chaos):
 # `make chaos SEED=7 MINUTES=5`. A failure prints the seed and what broke.
 chaos: $(STAMP) $(NATIVE)
 	$(PY) -m tests.chaos.run --seed $(or $(SEED),1) --minutes $(or $(MINUTES),5)
+
+# The outside fuzzer: schemathesis's command line, every phase, against a plain
+# `brook serve`; it must find no server error. `make fuzz-api SEEDS=1,7 MAX_TIME_S=300`
+fuzz-api: $(STAMP) $(NATIVE)
+	$(PY) -m tests.fuzz.schemathesis_run $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAX_TIME_S),--max-time $(MAX_TIME_S))
 
 # The HTTP load generator the server benchmarks and profiles drive (Debian's package).
 wrk:

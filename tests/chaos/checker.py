@@ -14,7 +14,7 @@ import itertools
 from collections import Counter, defaultdict
 from typing import Any, NamedTuple
 
-from tests.chaos.workload import EVENTS, ORDERS, TIMERS
+from tests.chaos.workload import EVENTS, ORDERS, TASKS_QUEUE, TIMERS
 
 PROGRESS_S = 20.0
 """Longest stretch without an acknowledged append while no fault is on (nor just over)."""
@@ -42,6 +42,13 @@ def check(events: list[Event], final: dict[str, Any]) -> list[Violation]:
         every_event_is_delivered_signed,
         timers_fire_once_and_never_early,
         progress_while_nothing_is_faulted,
+        every_job_runs_its_own_function,
+        every_acknowledged_job_finishes,
+        no_key_runs_twice_at_once,
+        delayed_jobs_never_run_early,
+        periodic_jobs_once_per_slot,
+        the_lake_equals_the_log,
+        the_stream_group_reads_everything_from_its_commits,
     ):
         found.extend(rule(events, final))
     return found
@@ -263,7 +270,7 @@ def progress_while_nothing_is_faulted(
     if not events:
         return []
     start, end = events[0]["t"], final.get("clients_stopped", events[-1]["t"])
-    faulted = [(s, e + RECOVERY_S) for s, e, _ in final["faults"]]
+    faulted = [(s, e + RECOVERY_S) for s, e, *_ in final["faults"]]
     out = []
     marks = [start, *acks, end]
     for a, b in itertools.pairwise(marks):
@@ -278,4 +285,216 @@ def progress_while_nothing_is_faulted(
                 [e for e in events if a <= e["t"] <= b][:20],
             )
         )
+    return out
+
+
+def _enqueued(events: list[Event]) -> dict[str, Event]:
+    """The acknowledged enqueues by job reference."""
+    return {e["ref"]: e for e in events if e["kind"] == "enqueue" and e["status"] == 200}
+
+
+def every_job_runs_its_own_function(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """A job runs only the function it names, with the arguments it was given (tasks
+    share a queue: docs/TASKS.md). A job whose enqueue went unanswered is known by its
+    task and arguments; the periodic task's by its name."""
+    jobs = _enqueued(events)
+    calls = {(e["task"], repr(e["args"])) for e in events if e["kind"] == "enqueue"}
+    out = []
+    for e in events:
+        if e["kind"] != "run-start":
+            continue
+        asked = jobs.get(e["ref"])
+        if asked is not None:
+            right = e["ran"] == e["task"] == asked["task"] and e["args"] == asked["args"]
+        else:
+            right = e["ran"] == e["task"] and (
+                e["ran"] == "tick" or (e["ran"], repr(e["args"])) in calls
+            )
+        if not right:
+            wanted = "no one's call" if asked is None else f"{asked['task']}{tuple(asked['args'])}"
+            out.append(
+                Violation(
+                    "a job runs only the function it names, with its own arguments",
+                    f"{e['ran']}{tuple(e['args'])} ran for {e['ref']} (its record names "
+                    f"{e['task']}), enqueued as {wanted}",
+                    [e] if asked is None else [asked, e],
+                )
+            )
+    return out
+
+
+def every_acknowledged_job_finishes(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """Every acknowledged job is acked in the end, after a run of its own (a flaky job
+    after its second attempt); an unanswered enqueue sent again under its idempotency
+    key makes one job."""
+    jobs = _enqueued(events)
+    runs: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e["kind"] == "run-start":
+            runs[e["ref"]].append(e)
+    out = []
+    states = final.get("jobs", {})
+    for ref, asked in jobs.items():
+        state = states.get(ref, {}).get("state")
+        ran = runs.get(ref, [])
+        attempts = {r["attempt"] for r in ran}
+        if state != "acked" or not ran or (asked["task"] == "flaky" and 2 not in attempts):
+            out.append(
+                Violation(
+                    "every acknowledged job runs and is acked (at least once)",
+                    f"{ref} ({asked['task']}) is {state}; runs at attempts {sorted(attempts)}",
+                    [asked, *ran],
+                )
+            )
+    by_id: dict[str, set[str]] = defaultdict(set)
+    for e in events:
+        if e["kind"] == "enqueue" and e["ref"]:
+            by_id[e["id"]].add(e["ref"])
+    for ident, refs in by_id.items():
+        if len(refs) > 1:
+            out.append(Violation("an idempotency key enqueues one job",
+                                 f"{ident} made jobs {sorted(refs)}",
+                                 [e for e in events if e.get("id") == ident]))  # fmt: skip
+    return out
+
+
+def no_key_runs_twice_at_once(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """concurrency_per_key=1: the runs of one key never overlap. A run whose worker was
+    killed ends at the kill (its process is gone; its lease runs out after)."""
+    killed = {pid: start for start, _, kind, pid in final["faults"] if kind == "worker-kill9"}
+    starts: dict[tuple[str, str, int], Event] = {}
+    intervals: dict[str, list[tuple[float, float, Event]]] = defaultdict(list)
+    for e in events:
+        if e["kind"] not in ("run-start", "run-end") or e.get("key") is None:
+            continue
+        ident = (e["p"], e["ref"], e["attempt"])
+        if e["kind"] == "run-start":
+            starts[ident] = e
+        elif ident in starts:
+            begun = starts.pop(ident)
+            intervals[e["key"]].append((begun["t"], e["t"], begun))
+    for begun in starts.values():  # never ended: the worker was killed
+        pid = int(begun["p"].removeprefix("worker-"))
+        intervals[begun["key"]].append((begun["t"], killed.get(pid, begun["t"]), begun))
+    out = []
+    for key, spans in intervals.items():
+        spans.sort(key=lambda span: span[0])
+        latest = spans[0]  # the span that ends last of those started so far
+        for span in spans[1:]:
+            start, end, run = span
+            if start < latest[1]:
+                out.append(
+                    Violation(
+                        "no key runs above its concurrency limit (1) at any instant",
+                        f"key {key}: {run['ref']} started {latest[1] - start:.3f} s before "
+                        f"{latest[2]['ref']} ended",
+                        [latest[2], run],
+                    )
+                )
+            if end > latest[1]:
+                latest = span
+    return out
+
+
+def delayed_jobs_never_run_early(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """A job enqueued with delay_ms never starts before the send time plus the delay."""
+    out = []
+    for e in events:
+        if e["kind"] == "run-start" and e["ran"] == "later":
+            not_before = e["args"][1]
+            if e["wall_ms"] < not_before:
+                out.append(Violation("a delayed job never runs early",
+                                     f"{e['ref']} started {not_before - e['wall_ms']} ms early",
+                                     [e]))  # fmt: skip
+    return out
+
+
+def periodic_jobs_once_per_slot(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """The periodic task's schedule enqueues one job per slot, across broker kills."""
+    slots: Counter[str] = Counter()
+    for records in final["logs"].get(TASKS_QUEUE, {}).values():
+        for r in records:
+            headers = r.get("headers") or {}
+            if headers.get("brook.schedule") is not None:
+                slots[str(headers.get("brook.slot_ms"))] += 1
+    return [
+        Violation("a periodic job is enqueued once per slot", f"slot {slot} has {n} jobs", [])
+        for slot, n in sorted(slots.items())
+        if n > 1
+    ]
+
+
+def the_lake_equals_the_log(events: list[Event], final: dict[str, Any]) -> list[Violation]:
+    """After a sync, each topic's lake (the files its manifest lists) holds the log row
+    for row: every offset once, with its value, key and timestamp."""
+    out = []
+    fields = ("offset", "value", "key", "timestamp")
+    for topic, partitions in final["logs"].items():
+        lake = final.get("lake", {}).get(topic, {})
+        for partition, records in partitions.items():
+            want = [{f: r[f] for f in fields} for r in records]
+            got = lake.get(partition, [])
+            if got != want:
+                first = next(
+                    (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                    min(len(got), len(want)),
+                )
+                out.append(
+                    Violation(
+                        "the lake equals the log, row for row",
+                        f"{topic}/{partition}: the lake has {len(got)} rows, the log "
+                        f"{len(want)}; first difference at row {first}: lake "
+                        f"{got[first] if first < len(got) else None}, log "
+                        f"{want[first] if first < len(want) else None}",
+                        [],
+                    )
+                )
+    return out
+
+
+def the_stream_group_reads_everything_from_its_commits(
+    events: list[Event], final: dict[str, Any]
+) -> list[Violation]:
+    """The consumer of the stream group sees every record of its topic (at least
+    once), each as stored, and a poll never goes back before an acknowledged commit
+    (a committed position is durable through kills)."""
+    logs = final["logs"].get(EVENTS[0], {})
+    seen: set[tuple[int, int]] = set()
+    committed: dict[int, int] = {}
+    out = []
+    for e in events:
+        if e["kind"] == "commit" and e["status"] == 200:
+            for partition, offset in e["offsets"].items():
+                committed[int(partition)] = max(committed.get(int(partition), 0), offset)
+        if e["kind"] != "poll":
+            continue
+        for partition, offset, value in e["records"]:
+            seen.add((partition, offset))
+            stored = logs.get(str(partition), [])
+            if offset >= len(stored) or stored[offset]["value"] != value:
+                out.append(Violation("a stream group reads records as stored",
+                                     f"{partition}@{offset}: polled {value!r}", [e]))  # fmt: skip
+        firsts: dict[int, int] = {}
+        for partition, offset, _ in e["records"]:
+            firsts.setdefault(partition, offset)
+        for partition, first in firsts.items():
+            if first < committed.get(partition, 0):
+                out.append(
+                    Violation(
+                        "a committed position is never lost",
+                        f"partition {partition}: a poll began at {first} after a commit "
+                        f"of {committed[partition]} was acknowledged",
+                        [e],
+                    )
+                )
+    for partition, records in logs.items():
+        missing = [r["offset"] for r in records if (int(partition), r["offset"]) not in seen]
+        if missing:
+            out.append(
+                Violation(
+                    "a stream group reads every record (at least once)",
+                    f"{EVENTS[0]}/{partition}: {len(missing)} never polled, first {missing[:5]}",
+                    [],
+                )
+            )
     return out

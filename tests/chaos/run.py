@@ -25,12 +25,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import brook
+import brook.errors
 from tests.chaos import checker, faults
 from tests.chaos.history import History
+from tests.chaos.history import read as read_history
 from tests.chaos.workload import (
+    AUDIT,
     ENDPOINTS,
     EVENTS,
     ORDERS,
+    TASKS_QUEUE,
     TIMERS,
     WORK,
     Broker,
@@ -38,7 +43,12 @@ from tests.chaos.workload import (
     start_clients,
 )
 
-SRC = str(Path(__file__).parents[2] / "src")
+ROOT = Path(__file__).parents[2]
+SRC = str(ROOT / "src")
+PERIODIC = "tick"
+"""The periodic task of tests/chaos/tasks_app.py (paused before the final reads)."""
+LAKE_LAG_MS = 2000
+"""The lake is written through the run (and its faults), not only at the end."""
 QUIESCE_S = 120.0
 """After the clients stop: how long the broker may take to finish the work queued."""
 
@@ -49,14 +59,42 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class BrokerProcess:
+class Child:
+    """A process of the run, signalled by pid; `stop` drains it (SIGTERM)."""
+
+    process: subprocess.Popen[bytes] | None = None
+    log: Any
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, sig)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+
+    def stop(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        if self.process is not None:
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+class BrokerProcess(Child):
     """`brook serve` on a fixed port (clients find it again after a restart)."""
 
     def __init__(self, folder: Path, port: int) -> None:
         self.folder = folder
         self.port = port
         self.config = folder / "brook.toml"
-        self.config.write_text("delivery_allow_private_networks = true\n")
+        self.config.write_text(
+            f"delivery_allow_private_networks = true\nlake = true\nlake_lag_ms = {LAKE_LAG_MS}\n"
+        )
         self.log = (folder / "broker.log").open("a")
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -91,30 +129,36 @@ class BrokerProcess:
             time.sleep(0.05)
         raise RuntimeError(f"brook serve did not start in 60 s (see {log_path})")
 
-    def signal(self, sig: int) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, sig)
 
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        if self.process is not None:
-            self.process.wait()
+class WorkerProcess(Child):
+    """`brook worker tests.chaos.tasks_app:app`: its tasks note their runs in the
+    run's folder."""
 
-    def stop(self) -> None:
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        if self.process is not None:
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
+    def __init__(self, folder: Path, port: int, name: str) -> None:
+        self.folder = folder
+        self.port = port
+        self.log = (folder / f"{name}.log").open("a")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{SRC}{os.pathsep}{ROOT}",
+            "BROOK_CHAOS_URL": f"http://127.0.0.1:{self.port}",
+            "BROOK_CHAOS_HISTORY": str(self.folder),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "brook.cli", "worker", "tests.chaos.tasks_app:app",
+             "--concurrency", "4"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+        )  # fmt: skip
 
 
 def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None:
     calls = [
         ("PUT", f"/v1/topics/{ORDERS}", {"partitions": 3}),
         ("PUT", f"/v1/topics/{TIMERS}", {"partitions": 1}),
+        ("PUT", f"/v1/topics/{TASKS_QUEUE}", {"partitions": 2}),
         (
             "PUT",
             f"/v1/topics/{ORDERS}/queues/{WORK}",
@@ -151,6 +195,7 @@ def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None
 def apply_faults(
     plan: list[faults.Fault],
     process: BrokerProcess,
+    workers: list[WorkerProcess],
     receivers: Receivers,
     history: History,
     started: float,
@@ -161,8 +206,20 @@ def apply_faults(
         if done.wait(max(0.0, started + fault.at_s - time.monotonic())):
             return
         begin = time.monotonic()
-        history.note("fault", fault=fault.kind, length_s=fault.length_s)
-        if fault.kind == "kill9":
+        worker = workers[fault.target % len(workers)]
+        on_worker = fault.kind.startswith("worker-") and worker.process is not None
+        pid = worker.process.pid if on_worker and worker.process is not None else None
+        history.note("fault", fault=fault.kind, length_s=fault.length_s, target=fault.target,
+                     pid=pid)  # fmt: skip
+        if fault.kind == "worker-kill9":
+            worker.kill()
+            done.wait(fault.length_s)
+            worker.start()
+        elif fault.kind == "worker-pause":
+            worker.signal(signal.SIGSTOP)
+            done.wait(fault.length_s)
+            worker.signal(signal.SIGCONT)
+        elif fault.kind == "kill9":
             process.kill()
             done.wait(fault.length_s)
             process.start()
@@ -175,7 +232,7 @@ def apply_faults(
             done.wait(fault.length_s)
             receivers.down.clear()
         history.note("fault-over", fault=fault.kind)
-        applied.append([begin, time.monotonic(), fault.kind])
+        applied.append([begin, time.monotonic(), fault.kind, pid])
 
 
 def read_all(broker: Broker, topic: str, partitions: int) -> dict[str, list[dict[str, Any]]]:
@@ -206,7 +263,8 @@ def read_all(broker: Broker, topic: str, partitions: int) -> dict[str, list[dict
 
 
 def quiesce(broker: Broker, receivers: Receivers, deadline: float) -> None:
-    """Wait until the group and the endpoints have nothing left (or the deadline)."""
+    """Wait until the queue group, the endpoints and the stream group have nothing left
+    (or the deadline)."""
     base = f"/v1/topics/{ORDERS}/queues/{WORK}"
     while True:
         status, body = broker.call("GET", base)
@@ -220,9 +278,59 @@ def quiesce(broker: Broker, receivers: Receivers, deadline: float) -> None:
                 if status != 200
                 else sum(stats.get(s, 0) for s in ("ready", "leased", "retrying"))
             )
-        if (not busy and backlog == 0) or time.monotonic() > deadline:
+        status, group = broker.call("GET", f"/v1/topics/{EVENTS[0]}/groups/{AUDIT}")
+        lagging = status != 200 or any(group["lag"].values())
+        if (not busy and backlog == 0 and not lagging) or time.monotonic() > deadline:
             return
         time.sleep(0.5)
+
+
+def read_lake(folder: Path, topics: list[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each topic's rows as the lake's manifest lists them (read without Brook:
+    json and pyarrow), by partition, in offset order."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for topic in topics:
+        manifest = folder / "data" / "lake" / "topics" / topic / "manifest.json"
+        rows: dict[str, list[dict[str, Any]]] = {}
+        files = json.loads(manifest.read_text())["files"] if manifest.exists() else []
+        for entry in files:
+            table = pq.read_table(folder / "data" / entry["name"]).to_pylist()
+            for row in table:
+                rows.setdefault(str(row["partition"]), []).append(
+                    {
+                        "offset": row["offset"],
+                        "value": row["value"].decode(errors="replace"),
+                        "key": None if row["key"] is None else row["key"].decode(errors="replace"),
+                        "timestamp": int(row["timestamp"].timestamp() * 1000),
+                    }
+                )
+        for partition in rows.values():
+            partition.sort(key=lambda r: r["offset"])
+        out[topic] = rows
+    return out
+
+
+def quiesce_tasks(url: str, history: History, deadline: float) -> dict[str, dict[str, Any]]:
+    """Wait until every acknowledged job is done (or the deadline); their last states."""
+    refs = {e["ref"] for e in history.events if e["kind"] == "enqueue" and e["ref"]}
+    states: dict[str, dict[str, Any]] = {}
+    with brook.App(url) as app:
+        while True:
+            for ref in sorted(refs - {r for r, s in states.items() if s["state"] in DONE}):
+                try:
+                    status = app.job(ref)
+                except brook.errors.BrookError as exc:
+                    states[ref] = {"state": f"unreadable: {exc}", "attempts": 0}
+                    continue
+                states[ref] = {"state": status.state, "attempts": status.attempts}
+            if all(s["state"] in DONE for s in states.values()) or time.monotonic() > deadline:
+                return states
+            time.sleep(0.5)
+
+
+DONE = ("acked", "dead")
 
 
 def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
@@ -236,13 +344,16 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
     plan = faults.schedule(seed, seconds)
     applied: list[list[Any]] = []
     done = threading.Event()
+    workers = [WorkerProcess(folder, process.port, f"worker-{i}") for i in range(faults.WORKERS)]
     try:
         setup(broker, receivers, secrets)
+        for worker in workers:
+            worker.start()
         started = time.monotonic()
-        senders, workers = start_clients(broker)
+        senders, queue_workers = start_clients(broker)
         injector = threading.Thread(
             target=apply_faults,
-            args=(plan, process, receivers, history, started, done, applied),
+            args=(plan, process, workers, receivers, history, started, done, applied),
         )
         injector.start()
         done.wait(seconds)
@@ -254,19 +365,37 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
         clients_stopped = time.monotonic()
         if process.process is None or process.process.poll() is not None:
             process.start()
-        quiesce(broker, receivers, time.monotonic() + QUIESCE_S)
-        broker.stop.set()
         for worker in workers:
-            worker.join(60)
+            if worker.process is None or worker.process.poll() is not None:
+                worker.start()
+        quiesce(broker, receivers, time.monotonic() + QUIESCE_S)
+        jobs = quiesce_tasks(broker.url, history, time.monotonic() + QUIESCE_S)
+        broker.stop.set()
+        for thread in queue_workers:
+            thread.join(60)
+        for worker in workers:
+            worker.stop()
         status, body = broker.call("GET", f"/v1/topics/{ORDERS}/queues/{WORK}")
         counts = body["stats"] if status == 200 else {"unreadable": status}
-        time.sleep(3.5)  # the last timers fall due (3 s at most)
-        logs = {ORDERS: read_all(broker, ORDERS, 3), TIMERS: read_all(broker, TIMERS, 1)}
+        status, body = broker.call("POST", f"/v1/schedules/task.{PERIODIC}/pause")
+        if status != 200:
+            raise RuntimeError(f"pausing the periodic task answered {status} {body}")
+        time.sleep(3.5)  # the last timers fall due (3 s at most); nothing appends after
+        status, body = broker.call("POST", "/v1/lake/sync", {})
+        if status != 200:
+            raise RuntimeError(f"the lake's sync answered {status} {body}")
+        logs = {
+            ORDERS: read_all(broker, ORDERS, 3),
+            TIMERS: read_all(broker, TIMERS, 1),
+            TASKS_QUEUE: read_all(broker, TASKS_QUEUE, 2),
+        }
         for topic in EVENTS:
             logs[topic] = read_all(broker, topic, 2)
         final = {
             "logs": logs,
+            "lake": read_lake(folder, sorted(logs)),
             "queue": counts,
+            "jobs": jobs,
             "faults": applied,
             "clients_stopped": clients_stopped,
         }
@@ -274,11 +403,13 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
         done.set()
         broker.stop_sending.set()
         broker.stop.set()
+        for worker in workers:
+            worker.stop()
         process.stop()
         receivers.close()
         history.write()
     (folder / "final.json").write_text(json.dumps(final, sort_keys=True))
-    events = history.events
+    events = read_history(sorted(folder.glob("history-*.jsonl")))
     summary = {
         "seed": seed,
         "seconds": seconds,
@@ -289,6 +420,9 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
         "leases": sum(len(e["jobs"]) for e in events if e["kind"] == "lease"),
         "deliveries": sum(1 for e in events if e["kind"] == "delivery"),
         "timers": sum(1 for e in events if e["kind"] == "timer" and e["status"] == 200),
+        "jobs enqueued": sum(1 for e in events if e["kind"] == "enqueue" and e["status"] == 200),
+        "task runs": sum(1 for e in events if e["kind"] == "run-start"),
+        "records polled": sum(len(e["records"]) for e in events if e["kind"] == "poll"),
         "faults": [f[2] for f in applied],
     }
     print(json.dumps(summary))

@@ -54,8 +54,10 @@ def _final(values: list[str]) -> dict[str, Any]:
         for i, v in enumerate(values)
     ]
     acked = len(values)
+    lake = [{f: r[f] for f in ("offset", "value", "key", "timestamp")} for r in records]
     return {
         "logs": {"chaos.orders": {"0": records}},
+        "lake": {"chaos.orders": {"0": lake}},
         "queue": {"ready": 0, "leased": 0, "retrying": 0, "dead": 0, "acked": acked},
         "faults": [],
     }
@@ -88,3 +90,69 @@ def test_the_checker_finds_keys_leased_out_of_order() -> None:
     final = {"logs": {}, "queue": {"acked": 0}, "faults": []}
     found = [v for v in checker.check(events, final) if "offset order" in v.promise]
     assert len(found) == 1 and "offset 5 first leased" in found[0].detail
+
+
+def _run(t: float, kind: str, ref: str, ran: str, key: str | None = None, **more: Any) -> Any:
+    return {"t": t, "p": "worker-7", "kind": kind, "ref": ref, "task": ran, "ran": ran,
+            "attempt": 1, "key": key, **more}  # fmt: skip
+
+
+def test_the_checker_finds_the_tasks_broken_promises() -> None:
+    enqueue = {"t": 0.5, "p": "driver", "kind": "enqueue", "status": 200, "code": None}
+    events = [
+        {**enqueue, "task": "charge", "args": ["a"], "id": "e-1", "ref": "q/0/0", "key": "c1"},
+        {**enqueue, "task": "charge", "args": ["b"], "id": "e-2", "ref": "q/0/1", "key": "c1"},
+        {**enqueue, "task": "later", "args": [3, 5000], "id": "e-3", "ref": "q/0/2"},
+        _run(1.0, "run-start", "q/0/0", "charge", "c1", args=["a"], wall_ms=1000),
+        _run(1.1, "run-start", "q/0/1", "charge", "c1", args=["b"], wall_ms=1100),
+        _run(1.2, "run-end", "q/0/0", "charge", "c1"),
+        _run(1.3, "run-end", "q/0/1", "charge", "c1"),
+        {**_run(1.4, "run-start", "q/0/2", "urgent", args=[3, 5000], wall_ms=4000)},
+    ]
+    slot = {"offset": 3, "value": "", "key": None, "timestamp": 0,
+            "headers": {"brook.schedule": "tick", "brook.slot_ms": "1000"}}  # fmt: skip
+    final = _final([])
+    final["logs"]["chaos.tasks"] = {"0": [slot, {**slot, "offset": 4}]}
+    final["lake"]["chaos.tasks"] = {"0": []}
+    final["jobs"] = {ref: {"state": "acked", "attempts": 1} for ref in ("q/0/0", "q/0/1", "q/0/2")}
+    found = {v.promise: v.detail for v in checker.check(events, final)}
+    assert (
+        "started 0.100 s before q/0/0 ended"
+        in found["no key runs above its concurrency limit (1) at any instant"]
+    )
+    assert (
+        "urgent(3, 5000) ran for q/0/2"
+        in found["a job runs only the function it names, with its own arguments"]
+    )
+    assert found["a periodic job is enqueued once per slot"] == "slot 1000 has 2 jobs"
+    assert "the lake has 0 rows, the log 2" in found["the lake equals the log, row for row"]
+    assert "a delayed job never runs early" not in found  # urgent ran, not later
+    events[-1] = _run(1.4, "run-start", "q/0/2", "later", args=[3, 5000], wall_ms=4000)
+    found = {v.promise: v.detail for v in checker.check(events, final)}
+    assert found["a delayed job never runs early"] == "q/0/2 started 1000 ms early"
+
+
+def test_the_checker_finds_a_lost_commit_and_an_unread_record() -> None:
+    base = {"p": "driver", "status": 200, "code": None}
+    events = [
+        {**base, "t": 1.0, "kind": "poll", "records": [[0, 0, "a"], [0, 1, "b"]]},
+        {**base, "t": 1.1, "kind": "commit", "offsets": {"0": 2}},
+        {**base, "t": 2.0, "kind": "poll", "records": [[0, 1, "b"]]},
+    ]
+    final = _final([])
+    records = [{"offset": i, "value": v, "key": None, "timestamp": 0, "headers": {}}
+               for i, v in enumerate("abc")]  # fmt: skip
+    final["logs"]["chaos.events.a"] = {"0": records}
+    found = {
+        v.promise: v.detail
+        for v in checker.check(events, final)
+        if "position" in v.promise or "stream group" in v.promise
+    }
+    assert found == {
+        "a committed position is never lost": (
+            "partition 0: a poll began at 1 after a commit of 2 was acknowledged"
+        ),
+        "a stream group reads every record (at least once)": (
+            "chaos.events.a/0: 1 never polled, first [2]"
+        ),
+    }

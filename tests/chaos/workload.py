@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+import brook
 from brook.delivery.signing import verify
 from tests.chaos.history import History
 from tests.delivery.receivers import Answer, Got, Receiver
@@ -23,6 +24,8 @@ WORK = "work"
 EVENTS = ("chaos.events.a", "chaos.events.b")
 """Delivered to both endpoints (pattern `chaos.events.*`)."""
 TIMERS = "chaos.timers"
+AUDIT = "audit"
+"""A stream group on EVENTS[0], read by one consumer that commits after each poll."""
 KEYS = 12
 ENDPOINTS = ("healthy", "flaky")
 CALL_TIMEOUT_S = 5.0
@@ -123,6 +126,88 @@ def work(broker: Broker, name: str) -> None:
         )
 
 
+TASKS_QUEUE = "chaos.tasks"
+"""The queue of tests/chaos/tasks_app.py (its QUEUE)."""
+TASK_CALLS = (("charge", 6), ("flaky", 2), ("later", 2), ("urgent", 1))
+"""The tasks the enqueuer calls (tests/chaos/tasks_app.py), with their weights."""
+
+
+def enqueue_tasks(broker: Broker, name: str) -> None:
+    """Jobs through the App's own client, as an app's web process enqueues them: keyed
+    charges, flaky jobs, delayed ones, urgent ones at a high priority. Each enqueue
+    carries an idempotency key; one whose outcome is unknown is sent again under it."""
+    rng = random.Random(f"{broker.seed}-{name}")
+    app = brook.App(broker.url)  # by name, as a web process that imports no task
+    weights = [w for _, w in TASK_CALLS]
+    n = 0
+    try:
+        while not broker.stop_sending.is_set():
+            task_name = rng.choices([t for t, _ in TASK_CALLS], weights)[0]
+            ident = f"{name}-{n}"
+            options: dict[str, Any] = {"idempotency_key": ident}
+            delay_ms = None
+            if task_name == "charge":
+                options["key"] = f"customer-{rng.randrange(KEYS)}"
+                args: list[Any] = [ident]
+            elif task_name == "later":
+                delay_ms = rng.randrange(200, 3000)
+                options["delay_ms"] = delay_ms
+                args = [n, 0]
+            elif task_name == "urgent":
+                options["priority"] = 9
+                args = [n]
+            else:
+                args = [n]
+            if task_name == "later":  # never before the first send's time and delay
+                args = [n, int(time.time() * 1000) + (delay_ms or 0)]
+            for _ in range(4):
+                sent_ms = int(time.time() * 1000)
+                try:
+                    ref = str(app.send_task(task_name, args, queue=TASKS_QUEUE, **options))
+                    status, code = 200, None
+                except Exception as exc:  # the outcome, whatever it is, goes in the history
+                    ref, status, code = (
+                        None,
+                        getattr(exc, "status", None),
+                        getattr(exc, "code", type(exc).__name__),
+                    )
+                broker.history.note(
+                    "enqueue", task=task_name, args=args, id=ident, ref=ref,
+                    key=options.get("key"), sent_ms=sent_ms, delay_ms=delay_ms,
+                    status=status, code=code,
+                )  # fmt: skip
+                if status == 200 or (status is not None and status < 500):
+                    break
+                broker.stop_sending.wait(0.3)
+            n += 1
+            broker.stop_sending.wait(rng.uniform(0.01, 0.05))
+    finally:
+        app.close()
+
+
+def consume(broker: Broker, name: str) -> None:
+    """Poll the stream group, then commit the next offsets it was given: the way a
+    consumer that processes a batch before committing runs (at least once)."""
+    base = f"/v1/topics/{EVENTS[0]}/groups/{AUDIT}"
+    while not broker.stop.is_set():
+        status, body = broker.call("GET", base + "/poll?max_records=50&wait_ms=300")
+        records = body.get("records", []) if status == 200 else []
+        broker.history.note(
+            "poll",
+            status=status,
+            code=_error_code(body),
+            records=[[r["partition"], r["offset"], r.get("value")] for r in records],
+        )
+        if not records:
+            broker.stop.wait(0.05 if status == 200 else 0.3)
+            continue
+        offsets: dict[str, int] = {}
+        for r in records:
+            offsets[str(r["partition"])] = max(offsets.get(str(r["partition"]), 0), r["offset"] + 1)
+        status, body = broker.call("POST", base + "/commit", {"offsets": offsets})
+        broker.history.note("commit", status=status, code=_error_code(body), offsets=offsets)
+
+
 def schedule_timers(broker: Broker, name: str) -> None:
     rng = random.Random(f"{broker.seed}-{name}")
     n = 0
@@ -205,7 +290,8 @@ class Receivers:
 
 
 def start_clients(broker: Broker) -> tuple[list[threading.Thread], list[threading.Thread]]:
-    """(senders, workers): two producers and a timer scheduler, two queue workers."""
+    """(senders, workers): two producers, a timer scheduler and a task enqueuer; two
+    queue workers and a stream consumer."""
 
     def started(jobs: list[tuple[Callable[[Broker, str], None], str]]) -> list[threading.Thread]:
         threads = [threading.Thread(target=f, args=(broker, name), name=name) for f, name in jobs]
@@ -214,7 +300,12 @@ def start_clients(broker: Broker) -> tuple[list[threading.Thread], list[threadin
         return threads
 
     senders = started(
-        [(produce, "producer-1"), (produce, "producer-2"), (schedule_timers, "timers-1")]
+        [
+            (produce, "producer-1"),
+            (produce, "producer-2"),
+            (schedule_timers, "timers-1"),
+            (enqueue_tasks, "enqueuer-1"),
+        ]
     )
-    workers = started([(work, "worker-1"), (work, "worker-2")])
+    workers = started([(work, "worker-1"), (work, "worker-2"), (consume, "consumer-1")])
     return senders, workers
