@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import brook
 from brook import limits
 from brook.cli import main
+from tests.waiting import slow
 
 
 def run(*args: str, stdin: str = "") -> tuple[int, str]:
@@ -132,7 +133,7 @@ def test_timer_commands(tmp_path: Path) -> None:
     import brook
 
     with brook.open(data) as b:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + slow(10)
         while b.timer(timer_id).state != "fired":  # type: ignore[union-attr]
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -424,7 +425,7 @@ def test_record_bytes_max_and_the_access_log_take_effect(tmp_path: Path) -> None
             served.request("POST", "/v1/topics/t/records", {"records": [{"value": "x" * 900}]})[0]
             == 200
         )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + slow(10)
         while not any('"logger":"brook.access"' in line for line in served.log):
             assert time.monotonic() < deadline, "".join(served.log)
             time.sleep(0.05)

@@ -13,6 +13,7 @@ import pytest
 import brook
 from brook.errors import BadRequest, InvalidName, LeaseExpired
 from brook.records import Record
+from tests.waiting import slow
 
 
 def _fill(broker: Any, topic: str, values: list[bytes], key: bytes | None = None) -> None:
@@ -21,7 +22,7 @@ def _fill(broker: Any, topic: str, values: list[bytes], key: bytes | None = None
 
 def _lease_all(queue: Any, want: int, timeout: float = 5.0) -> list[brook.Job]:
     jobs: list[brook.Job] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while len(jobs) < want and time.monotonic() < deadline:
         jobs.extend(queue.lease(max_records=want - len(jobs), timeout=0.2))
     return jobs

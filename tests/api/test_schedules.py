@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from brook.errors import BadRequest, ScheduleNotFound
+from tests.waiting import slow
 
 
 def _wait(check: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         if check():
             return

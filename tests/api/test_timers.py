@@ -11,13 +11,11 @@ import pytest
 
 import brook
 from brook.errors import BadRequest, Conflict, InvalidName
+from tests import waiting
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    waiting.wait_for(condition, timeout, every_s=0.01)
 
 
 def values(b: Any, topic: str = "reminders") -> list[bytes]:

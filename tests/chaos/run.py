@@ -42,6 +42,7 @@ from tests.chaos.workload import (
     Receivers,
     start_clients,
 )
+from tests.waiting import slow
 
 ROOT = Path(__file__).parents[2]
 SRC = str(ROOT / "src")
@@ -117,7 +118,7 @@ class BrokerProcess(Child):
             stderr=subprocess.STDOUT,
             env=env,
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slow(60)
         log_path = self.folder / "broker.log"
         seen = log_path.stat().st_size if log_path.exists() else 0
         while time.monotonic() < deadline:

@@ -17,6 +17,7 @@ from brook.errors import Overloaded, RecordTooLarge, StorageError
 from brook.records import Ack, Record
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
+from tests.waiting import slow
 
 
 def run_threads(count: int, target) -> None:  # type: ignore[no-untyped-def]
@@ -259,7 +260,7 @@ def test_a_batch_cut_by_a_failed_sync_is_not_acked_with_a_later_durable_batch(
             assert release_answer.wait(10)
 
         def wait_until(check) -> None:  # type: ignore[no-untyped-def]
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + slow(10)
             while not check():
                 assert time.monotonic() < deadline
                 time.sleep(0.001)

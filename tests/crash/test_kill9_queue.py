@@ -31,6 +31,7 @@ from brook.queue.shell import QueueGroup
 from tests.crash import child
 from tests.crash.crashes import Crash
 from tests.crash.queue_worker import GROUP, MAX_ATTEMPTS, TOPIC, VISIBILITY_MS
+from tests.waiting import slow
 
 KILLS = int(os.environ.get("BROOK_QUEUE_CRASH_KILLS", "4"))
 WORKER = Path(__file__).with_name("queue_worker.py")
@@ -119,7 +120,7 @@ def test_queue_state_survives_a_crash(crash: Crash, served: bool) -> None:
     with brook.open(str(data)) as b:
         q = b.queue(TOPIC, GROUP)
         total = sum(b.topic(TOPIC).end_offsets().values())
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slow(60)
         while time.monotonic() < deadline:
             jobs = q.lease(max_records=1000, timeout=0.5)
             for job in jobs:

@@ -28,6 +28,7 @@ from brook import limits
 from tests.crash import child
 from tests.crash.crashes import Crash
 from tests.crash.timer_worker import DUE_WITHIN_MS, SMALL, TOPIC
+from tests.waiting import slow
 
 KILLS = int(os.environ.get("BROOK_TIMER_CRASH_KILLS", "4"))
 WORKER = Path(__file__).with_name("timer_worker.py")
@@ -103,7 +104,7 @@ def test_timers_survive_a_crash(
         maybe = tried - cancelled
         unanswered = {t for t in maybe if (info := b.timer(t)) and info.state == "cancelled"}
         wanted = set(due) - cancelled - unanswered
-        deadline = time.monotonic() + (max(due.values()) - time.time() * 1000) / 1000 + 30
+        deadline = time.monotonic() + slow((max(due.values()) - time.time() * 1000) / 1000 + 30)
         while True:
             counts = check(fired_records(b), due, cancelled, f"seed {seed}, at the end")
             if wanted <= set(counts) or time.monotonic() > deadline:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests import waiting
+
 
 @dataclass
 class Got:
@@ -94,8 +96,5 @@ class Receiver:
         self.close()
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def wait_for(condition: Callable[[], object], seconds: float = 20.0) -> None:
+    waiting.wait_for(condition, seconds, every_s=0.01)

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from tests.chaos.run import free_port
+from tests.waiting import slow
 
 SRC = str(Path(__file__).parents[2] / "src")
 ST = str(Path(sys.executable).with_name("st"))
@@ -48,7 +49,7 @@ def serve(folder: Path, port: int) -> subprocess.Popen[bytes]:
         env={**os.environ, "PYTHONPATH": SRC},
         cwd=folder,
     )
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slow(60)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"brook serve exited {process.returncode}: see {folder}/broker.log")

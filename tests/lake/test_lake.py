@@ -5,9 +5,11 @@ deletion; merges of small files; and the surfaces (embedded, HTTP, CLI)."""
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
 import pyarrow.parquet as pq
 import pytest
 
@@ -26,6 +29,7 @@ from brook.lake.tables import LakeTable
 from tests.lake.outside import Outside, Row
 from tests.s3server import MotoServer
 from tests.served import Served
+from tests.waiting import slow, wait_for
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -98,6 +102,20 @@ def test_the_lake_holds_every_acknowledged_record_once(location: dict[str, Any])
         assert statistics.min == files[0].first
 
 
+def test_a_topic_joining_the_lake_has_its_empty_manifest_at_once(
+    location: dict[str, Any],
+) -> None:
+    """A reader going by the manifest finds a new topic's table empty, not missing,
+    long before the lag lets its first records in."""
+    with opened(location, lake=True, lake_lag_ms=3_600_000) as b:
+        fill(b, "orders", 1)  # made by its first append
+        outside = Outside(location)
+        manifest = layout.lake_manifest_in(layout.lake_topic("orders"))
+        wait_for(lambda: manifest in outside.listing("orders"), 10, "the new topic's manifest")
+        assert outside.manifest("orders")["files"] == []
+        assert b.lake_status("orders")[0].pending == 40
+
+
 def test_duckdb_reads_the_lake_by_its_manifest_as_the_format_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,7 +144,7 @@ def test_duckdb_reads_the_lake_by_its_manifest_as_the_format_says(
 def test_the_writer_keeps_the_lake_within_its_lag(tmp_path: Path) -> None:
     with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
         fill(b, "events", 5)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + slow(20)
         while b.lake_status("events")[0].pending and time.monotonic() < deadline:
             time.sleep(0.2)
         status = b.lake_status("events")[0]
@@ -232,6 +250,51 @@ def test_the_lake_over_http_and_the_command_line(tmp_path: Path) -> None:
     assert sum(f["rows"] for f in manifest["files"]) == 160
 
 
+def test_a_sync_whose_broker_dies_says_it_was_cut_short_and_what_the_lake_holds(
+    tmp_path: Path,
+) -> None:
+    served = Served(tmp_path / "data", "--lake", "--lake-lag-ms", "3600000")
+    try:
+        with brook.connect(f"http://127.0.0.1:{served.port}") as client:
+            fill(client, "web", 2)  # type: ignore[arg-type]
+            client.lake_sync()
+        where = httpx.get(f"http://127.0.0.1:{served.port}/v1/lake").content
+    finally:
+        served.close()
+
+    class DiesMidSync(http.server.BaseHTTPRequestHandler):
+        """Answers where the lake stands; drops every sync half-way (a broker killed)."""
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(where)))
+            self.end_headers()
+            self.wfile.write(where)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.close_connection = True  # no answer: the connection just ends
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    stub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), DiesMidSync)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    try:
+        cut = subprocess.run(
+            [sys.executable, "-m", "brook.cli", "lake", "sync", "--url",
+             f"http://127.0.0.1:{stub.server_address[1]}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        stub.shutdown()
+        stub.server_close()
+    assert cut.returncode == 1 and "Traceback" not in cut.stderr
+    (line,) = cut.stderr.strip().splitlines()
+    assert "the lake's sync was cut short" in line and "80 rows of 1 topic" in line, line
+
+
 def test_a_topic_s_own_lake_setting_decides_over_the_broker_s(tmp_path: Path) -> None:
     with brook.open(tmp_path / "off") as b:  # the broker's lake is off...
         assert b.create_topic("kept", lake=True).lake is True
@@ -269,7 +332,7 @@ def test_one_topic_s_failing_lake_is_its_own(
     with brook.open(tmp_path / "data", lake=True, lake_lag_ms=0) as b:
         fill(b, "bad", 1)
         fill(b, "good", 1)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + slow(20)
         while b.lake_status("good")[0].pending and time.monotonic() < deadline:
             time.sleep(0.2)
         assert b.lake_status("good")[0].pending == 0
@@ -305,6 +368,32 @@ def test_a_broker_taken_over_on_s3_never_changes_the_lake_again(
             ), "the fenced broker left a file behind"
             fill(new, "orders", 1)
             assert new.lake_sync("orders")[0].rows == 280
+    finally:
+        with contextlib.suppress(BrookError):
+            old.close()
+
+
+def test_a_fenced_broker_stops_writing_the_lake_at_once_and_its_sync_says_so(
+    moto: MotoServer,
+) -> None:
+    """Topics the new owner has not claimed yet are not the fenced broker's to write:
+    once it knows it was taken over, it writes not one more file there."""
+    url = moto.fresh_url()
+    where = {"location": url, "endpoint_url": moto.endpoint}
+    old = brook.open(url, endpoint_url=moto.endpoint, lake=True, lake_lag_ms=3_600_000)
+    try:
+        for topic in ("a", "b"):
+            fill(old, topic, 2)
+        old.lake_sync()
+        for topic in ("a", "b"):
+            fill(old, topic, 1)  # acknowledged, not yet in the lake
+        before = {t: Outside(where).listing(t) for t in ("a", "b")}
+        with brook.open(url, endpoint_url=moto.endpoint, take_over=True):  # claims nothing
+            with pytest.raises(Fenced):
+                fill(old, "a", 1)  # the old broker learns it was taken over
+            with pytest.raises(Fenced, match=r"cut short after 0 of 2 topics"):
+                old.lake_sync()
+            assert {t: Outside(where).listing(t) for t in ("a", "b")} == before
     finally:
         with contextlib.suppress(BrookError):
             old.close()

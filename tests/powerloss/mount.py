@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.environment import unmeasured
+from tests.waiting import slow
 
 ROOT = Path(__file__).parents[2]
 
@@ -82,7 +83,7 @@ class LazyMount:
             self.process.wait()
             self.process = None
             raise RuntimeError(f"lazyfs did not mount {self.mountpoint}: {line!r}")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + slow(10)
         while not os.path.ismount(self.mountpoint):  # init runs just before the mount is visible
             assert time.monotonic() < deadline, f"{self.mountpoint} never became a mount point"
             time.sleep(0.01)

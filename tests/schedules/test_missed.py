@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import brook
 from brook import limits
 from brook.schedules.model import Spec, next_slot
+from tests.waiting import slow
 
 
 class Clock:
@@ -25,7 +26,7 @@ class Clock:
 
 
 def _wait_for(check: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         if check():  # type: ignore[operator]
             return

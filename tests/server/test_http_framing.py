@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.served import Served
+from tests.waiting import slow
 
 POST = (
     b"POST /v1/topics/t/records HTTP/1.1\r\nHost: x\r\ncontent-type: application/octet-stream\r\n"
@@ -44,7 +45,7 @@ def exchange(served: Served, raw: bytes, seconds: float = 5) -> bytes:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             connection.sendall(raw)
         answer = b""
-        deadline = time.monotonic() + seconds
+        deadline = time.monotonic() + slow(seconds)
         while time.monotonic() < deadline:
             chunk = connection.recv(65536)
             if not chunk:

@@ -7,10 +7,11 @@ import time
 import pytest
 
 from tests.served import Served
+from tests.waiting import slow
 
 
 def wait_for_state(served: Served, timer_id: str, state: str) -> dict[str, object]:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + slow(10)
     while True:
         status, info = served.request("GET", f"/v1/timers/{timer_id}")
         if status == 200 and info["state"] == state:

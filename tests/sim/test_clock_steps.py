@@ -30,6 +30,7 @@ import brook
 from brook.clock import Clock
 from brook.errors import LeaseExpired
 from brook.records import Record
+from tests import waiting
 
 HOUR_MS = 3_600_000
 
@@ -54,11 +55,8 @@ def stepped(tmp_path: Path) -> Iterator[tuple[brook.Broker, SteppedWall]]:
         yield b, wall
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+def wait_for(condition: Callable[[], object], seconds: float = 15) -> None:
+    waiting.wait_for(condition, seconds, every_s=0.02)
 
 
 def fired(b: brook.Broker) -> dict[str, brook.Record]:

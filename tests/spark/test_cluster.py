@@ -29,6 +29,7 @@ from brook.records import Record
 from tests.api.test_staging import everything
 from tests.environment import unmeasured
 from tests.served import Served
+from tests.waiting import slow
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,7 @@ def commits(work: Path) -> int:
 
 
 def wait_for_commit(work: Path, after: int) -> int:
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + slow(WAIT_S)
     while (done := commits(work)) <= after:
         assert time.monotonic() < deadline, "the stream made no progress"
         time.sleep(0.02)
@@ -132,7 +133,7 @@ def wait_for_writing(sink: Path, work: Path, after: int, rng: random.Random) -> 
     tasks to start writing, and a moment more: the moment to kill something."""
     done = wait_for_commit(work, after)
     before = stored(sink)
-    deadline = time.monotonic() + WAIT_S
+    deadline = time.monotonic() + slow(WAIT_S)
     while stored(sink) == before:
         assert time.monotonic() < deadline, "the sink wrote nothing"
         time.sleep(0.01)

@@ -10,6 +10,7 @@ import pytest
 
 import brook
 from brook.records import Record
+from tests.waiting import slow
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,7 @@ def test_a_stream_starts_at_the_end_by_default(spark: Any, tmp_path: Path) -> No
         .start()
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + slow(60)
         while not query.recentProgress and time.monotonic() < deadline:
             time.sleep(0.1)
         _fill(data, "in", 1, 100, 20)
@@ -121,7 +122,7 @@ def test_stop_and_restart_from_the_checkpoint_leaves_no_gap_and_no_duplicate(
         )
 
     query = start({"processingTime": "50 milliseconds"})
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + slow(60)
     while len(query.recentProgress) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     query.stop()

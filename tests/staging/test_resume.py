@@ -25,6 +25,7 @@ from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
 from tests.api.test_staging import everything
 from tests.environment import unmeasured
+from tests.waiting import slow
 
 PARTITIONS = 3
 KILLS = int(os.environ.get("BROOK_PUBLISH_KILLS", "4"))
@@ -72,7 +73,7 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
             assert child.stdout.readline() == b"READY\n"
             # Kill once the copy has begun, a random moment into it (a copy here takes
             # about 0.2 s): a kill drawn from a wider window lands after the end too often.
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + slow(10)
             while phase(data, "w") is None and time.monotonic() < deadline:
                 time.sleep(0.001)
             time.sleep(rng.uniform(0.0, 0.1))
@@ -85,7 +86,7 @@ def test_a_publish_killed_mid_copy_is_finished_once(tmp_path: Path) -> None:
         interrupted += phase(data, "w") == "publishing"
         with brook.open(str(data)) as b:
             t = b.topic("out")
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + slow(30)
             while phase(data, "w") != "done":  # the broker finishes it by itself
                 assert time.monotonic() < deadline, "the interrupted publish was not resumed"
                 time.sleep(0.05)

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from brook.records import Record
 from brook.storage.s3 import S3Storage
 from brook.storage.s3.merge import RUNS_JOINED_MIN, join_next_runs, merge_next_run
 from brook.storage.s3.objects import Bucket
+from tests import waiting
 from tests.s3server import MotoServer
 from tests.served import SRC
 
@@ -262,10 +262,7 @@ def test_bytes_in_flight_count_and_a_cut_cancels_them(moto: MotoServer, tmp_path
 
 
 def wait_for(condition: Any, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+    waiting.wait_for(condition, seconds, every_s=0.02)
 
 
 def test_small_chunks_are_merged_and_a_restart_reads_few_objects(

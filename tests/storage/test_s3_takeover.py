@@ -28,6 +28,7 @@ from brook.storage.s3.objects import Bucket
 from tests.s3proxy import FaultyProxy
 from tests.s3server import MotoServer
 from tests.storage.test_s3 import Wrapped, abandon
+from tests.waiting import slow
 
 TAKE_OVERS = int(os.environ.get("BROOK_TAKE_OVERS", "3"))
 
@@ -70,7 +71,7 @@ class Appenders:
                 self.acked[(ack.partition, ack.offset)] = value
 
     def wait_for(self, count: int) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + slow(30)
         while len(self.acked) < count:
             assert time.monotonic() < deadline, "the appenders made no progress"
             time.sleep(0.01)
@@ -344,7 +345,7 @@ def test_queue_acks_and_timers_the_old_owner_acknowledged_survive_a_take_over(
     threads = [threading.Thread(target=work), threading.Thread(target=schedule)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + slow(30)
     while len(acked) < 30 or len(scheduled) < 10:
         assert time.monotonic() < deadline, "the old broker made no progress"
         time.sleep(0.01)

@@ -21,6 +21,7 @@ import pytest
 
 from tests.environment import unmeasured
 from tests.served import SRC, Served
+from tests.waiting import slow
 
 TASKS = """
 import asyncio, json, os, time
@@ -143,7 +144,7 @@ class Workers:
         return [json.loads(line) for line in self.journal.read_text().splitlines() if line]
 
     def wait_for(self, done: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + slow(timeout)
         while time.monotonic() < deadline:
             notes = self.notes()
             if done(notes):

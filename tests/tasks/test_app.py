@@ -16,6 +16,7 @@ from brook.errors import BadRequest, Conflict, GroupNotFound
 from brook.tasks import payload
 from brook.tasks.worker import Worker
 from tests.served import Served
+from tests.waiting import slow
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def _run(app: brook.App, until: Any, timeout: float = 10.0) -> None:
     thread = threading.Thread(target=lambda: worker.run(install_signals=False))
     thread.start()
     try:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + slow(timeout)
         while not until() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert until(), "the jobs did not finish"
@@ -144,7 +145,7 @@ def test_the_settlers_settle_every_finished_job_at_once(app: brook.App) -> None:
                 finisher.join()
             sent += 1600
             rounds += 1
-            deadline = time.monotonic() + 1.0
+            deadline = time.monotonic() + slow(1.0)
             while settled[0] < sent and time.monotonic() < deadline:
                 time.sleep(0.001)
             assert settled[0] == sent, f"round {rounds}: {sent - settled[0]} jobs left unsettled"

@@ -24,6 +24,7 @@ from brook.tasks import App
 from tests.environment import unmeasured
 from tests.served import SRC
 from tests.tasks.conftest import Workers
+from tests.waiting import slow
 
 ROUTED = """
 import asyncio, json, os, time
@@ -92,7 +93,7 @@ def _routed(workers: Workers) -> App:
 
 
 def _wait_done(app: App, refs: list[Any], timeout: float = 30.0) -> list[Any]:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while time.monotonic() < deadline:
         states = [app.job(ref) for ref in refs]
         if all(s.done for s in states):
@@ -259,7 +260,7 @@ def test_a_producers_declaration_never_writes_the_workers_settings(workers: Work
     app = _routed(workers)
     try:
         worker = workers.start("--tasks", "charge", app="routed_app:app")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + slow(20)
         while not _queues_of(app, "tasks.charge"):
             assert time.monotonic() < deadline, "the worker did not claim its queue"
             time.sleep(0.1)

@@ -13,6 +13,7 @@ import pytest
 
 import brook
 from brook.tasks.worker import Worker
+from tests.waiting import slow
 
 BROOK_DIR = os.path.dirname(os.path.abspath(brook.__file__)) + os.sep
 
@@ -35,7 +36,7 @@ def test_five_customers_failing_alike_are_one_group_at_the_tasks_line(app: brook
     thread = threading.Thread(target=worker.run, kwargs={"install_signals": False})
     thread.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + slow(20)
         while not all(app.job(ref).done for ref in refs) and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:

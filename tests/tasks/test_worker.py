@@ -10,6 +10,7 @@ import time
 from collections import Counter
 
 from tests.tasks.conftest import Workers
+from tests.waiting import slow
 
 
 def ends(notes: list[dict[str, object]]) -> Counter[object]:
@@ -25,7 +26,7 @@ def test_a_job_runs_and_tells_its_result_and_errors(workers: Workers) -> None:
     assert app.tasks["work"]("direct") == {"job": "direct"}, "calling a task just calls it"
     workers.start("--concurrency", "4")
     workers.wait_for(lambda notes: ends(notes)["a"] and ends(notes)["b"] == 2 and ends(notes)["c"])
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + slow(10)
     while not all(app.job(r).done for r in (ref, failing, doubled)) and time.monotonic() < deadline:
         time.sleep(0.05)
     done, dead, async_done = app.job(ref), app.job(failing), app.job(doubled)
@@ -61,7 +62,7 @@ def test_every_job_of_a_killed_worker_runs_at_least_once(workers: Workers) -> No
     workers.start("--concurrency", "4")
     notes = workers.wait_for(lambda notes: len(ends(notes)) == 16, timeout=60)
     assert set(ends(notes)) == {f"k{n}" for n in range(16)}
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + slow(10)
     while time.monotonic() < deadline and not all(workers.app.job(r).done for r in refs):
         time.sleep(0.1)
     assert {workers.app.job(r).state for r in refs} == {"acked"}
@@ -116,7 +117,7 @@ def test_a_job_that_outlives_its_visibility_timeout_runs_once(workers: Workers) 
 def test_a_sync_task_past_its_timeout_fails_its_attempt(workers: Workers) -> None:
     ref = workers.app.tasks["hangs"].enqueue("h")
     workers.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + slow(10)
     while time.monotonic() < deadline and not workers.app.job(ref).done:
         time.sleep(0.05)
     status = workers.app.job(ref)

@@ -16,6 +16,7 @@ import pytest
 import brook
 from brook import limits
 from brook.tasks.worker import Worker
+from tests.waiting import slow
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def _running(worker: Worker) -> tuple[threading.Thread, list[int]]:
 
 
 def _until(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + slow(timeout)
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)

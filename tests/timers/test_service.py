@@ -13,6 +13,7 @@ import pytest
 import brook
 from brook import limits
 from brook.errors import BadRequest, Conflict, InvalidName
+from tests import waiting
 from tests.s3server import MotoServer
 
 HOUR_S = 3600.0
@@ -29,11 +30,8 @@ class Clock:
         return int(self.now * 1000)
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> None:
+    waiting.wait_for(condition, timeout, every_s=0.005)
 
 
 def values(b: brook.Broker, topic: str = "reminders") -> list[bytes]:

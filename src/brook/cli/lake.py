@@ -8,6 +8,7 @@ import click
 
 from brook.cli.common import broker_options, connect_given, plural, storage_options
 from brook.cli.errors import friendly
+from brook.errors import Unavailable
 
 
 @click.group()
@@ -25,7 +26,21 @@ def lake_sync(topic: str | None, **given: Any) -> None:
     it is durable. Through a running broker with --url; else on --data (a directory)
     or --storage (s3://bucket/prefix) when no broker serves it."""
     with connect_given(given, lake=True) as b:
-        _show(b.lake_sync(topic))
+        if given["url"] is None:
+            _show(b.lake_sync(topic))
+            return
+        before = b.lake_status(topic)  # what the lake holds, should the broker stop
+        try:
+            synced = b.lake_sync(topic)
+        except Unavailable as exc:
+            rows = sum(s.rows for s in before)
+            raise Unavailable(
+                f"the lake's sync was cut short: {exc.message.rstrip('.')}. The lake holds whole "
+                f"files only: {rows} rows of {plural(len(before), 'topic')} before this sync, and "
+                "whatever the sync finished meanwhile. Run `brook lake sync` again once a "
+                "broker serves (`brook lake status` says how far the lake reaches)"
+            ) from None
+        _show(synced)
 
 
 @lake.command("status")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
@@ -78,9 +79,17 @@ class LakeService:
         reads the manifest, claims it, and deletes the files it does not name (a
         crash's leftovers)."""
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        """Set when a topic joins the lake: its empty manifest is written at once."""
+        self._joining: set[str] = set()
+        self._joining_lock = threading.Lock()
+        """Guards `_joining` only: the hook that fills it may never wait on the lake."""
+        self._next_pass = 0.0
+        """When (monotonic) the next full pass is due."""
         core.register(
             Hooks(
                 "lake",
+                on_topic_created=self._joined,
                 on_topic_deleted=self._forget_topic,
                 on_group_deleted=self._forget_group,
                 status_log_hold=self._status_log_hold,
@@ -88,7 +97,7 @@ class LakeService:
         )
         self._thread: threading.Thread | None = None
         if not core.read_only:
-            self._thread = core.supervisor.start("lake", self._step, self._stop)
+            self._thread = core.supervisor.start("lake", self._step, self._stop, self._pause)
 
     # ------------------------------------------------------------ the API
 
@@ -101,8 +110,15 @@ class LakeService:
             raise LakeOff(f"topic {topic} is not in the lake (it was created with lake=False)")
         names = [topic] if topic is not None else self.topics()
         with self._pass:
-            for name in names:
-                self._write_topic(name, force=True)
+            for done, name in enumerate(names):
+                try:
+                    self._write_topic(name, force=True)
+                except Fenced as exc:
+                    raise Fenced(
+                        f"the lake's sync was cut short after {done} of {len(names)} topics "
+                        f"({exc}); the lake holds what its manifests name, and the broker "
+                        "that took over writes the rest"
+                    ) from None
         return names
 
     def topics(self) -> list[str]:
@@ -120,6 +136,7 @@ class LakeService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join()
 
@@ -132,14 +149,57 @@ class LakeService:
         if self.core.closed:
             raise Closed("the broker is closing")
         with self._pass:
-            for name in self.topics():
-                if self._stop.is_set():
-                    break
-                # One topic's failing lake (damage, a full disk) is that topic's alone:
-                # shown as it failing, never stopping the others or the broker's health.
-                with self.core.supervisor.isolate("lake", _subject(name), "lake"):
-                    self._write_topic(name, force=False)
-        return min(max(self.lag_ms / 4000, 1.0), 60.0)
+            self._join_new_topics()
+            if time.monotonic() >= self._next_pass:
+                for name in self.topics():
+                    if self._stop.is_set() or self._fenced():
+                        break
+                    # One topic's failing lake (damage, a full disk) is that topic's
+                    # alone: shown as it failing, never stopping the others or the
+                    # broker's health.
+                    with self.core.supervisor.isolate("lake", _subject(name), "lake"):
+                        self._write_topic(name, force=False)
+                self._next_pass = time.monotonic() + min(max(self.lag_ms / 4000, 1.0), 60.0)
+        return max(self._next_pass - time.monotonic(), 0.001)
+
+    def _pause(self, seconds: float) -> None:
+        """The loop's wait: until the next pass, or a topic joining the lake."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _joined(self, topic: str) -> None:
+        """A topic was made (the core's hook, on its writer's thread: no I/O here)."""
+        with self._joining_lock:
+            self._joining.add(topic)
+        self._wake.set()
+
+    def _join_new_topics(self) -> None:
+        """Give each topic that joined the lake its manifest, empty, at once: a reader
+        going by the manifest (the DuckDB recipe of docs/FORMAT.md) finds the table
+        empty rather than missing until the first file is written."""
+        with self._joining_lock:
+            joining, self._joining = self._joining, set()
+        for name in sorted(joining):
+            if self._stop.is_set() or self._fenced():
+                return
+            with self.core.supervisor.isolate("lake", _subject(name), "lake"):
+                try:
+                    if self.holds(name) and LakeTable(name) not in self._known:
+                        self._load(LakeTable(name))
+                except TopicNotFound:
+                    pass  # deleted meanwhile
+
+    def _fenced(self) -> bool:
+        """Whether another broker took this location over (S3): from then on this one
+        writes not one more lake file, though its manifests' If-Match would refuse only
+        the tables the new owner has claimed so far."""
+        fenced = getattr(self.storage, "fenced", None)
+        return fenced is not None and bool(fenced.is_set())
+
+    def _check_owner(self, table: LakeTable) -> None:
+        """Raise Fenced once this broker is fenced: checked before each file."""
+        if self._fenced():
+            raise Fenced(f"another broker took this location over: {table} is written by it now")
 
     def _write_topic(self, topic: str, force: bool) -> None:
         """The topic's table, then its queue groups' histories."""
@@ -148,6 +208,7 @@ class LakeService:
             self._write_table(LakeTable(topic, group), force)
 
     def _write_table(self, table: LakeTable, force: bool) -> None:
+        self._check_owner(table)
         known = self._known.get(table)
         if known is None:
             known = self._load(table)
@@ -204,8 +265,13 @@ class LakeService:
             return None
         manifest, version = read_manifest(self.files, table.prefix)
         known = _Known(view, manifest, version)
-        if self.files.epoch is not None:
-            self._claim(table, known)
+        with self._forgetting:  # never a manifest for a topic deleted meanwhile
+            if not self.core.has_topic(table.topic):
+                return None
+            if self.files.epoch is not None:
+                self._claim(table, known)
+            elif version is None:
+                self._write_manifest(table, known)  # the table exists from now on, empty
         self._sweep(table, known)
         self._known[table] = known
         return known
@@ -244,6 +310,7 @@ class LakeService:
             if active and not force and not self._waited(extent, first):
                 break
             wanted = parquet.Range(partition, first, end)
+            self._check_owner(table)
             rows = table.rows(self.storage, view, wanted, value_schema)
             if rows.num_rows == 0:  # compacted away, or no transition: nothing to hold
                 manifest.reached[partition] = end
@@ -280,6 +347,7 @@ class LakeService:
         if len(run) < limits.lake_merge_files:
             return
         shape = table.shape(self._value_schema(table))
+        self._check_owner(table)
         merged = parquet.merge(self.files, table.prefix, run, shape)
         manifest.replace(run, merged, self.core.now_ms())
         self._commit(table, known, new=merged.name)
@@ -291,6 +359,9 @@ class LakeService:
             if self._known.get(table) is not known:
                 self._drop(new)  # deleted during this pass: so goes what it just wrote
                 return
+            if self._fenced():  # taken over while the file was written: not ours to name
+                self._drop(new)
+                self._check_owner(table)
             try:
                 self._write_manifest(table, known)
             except Superseded:
