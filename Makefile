@@ -101,9 +101,10 @@ reliability: $(STAMP) $(NATIVE) system-packages
 	$(PY) -m tests.fuzz.schemathesis_run --seeds 1,7
 
 # One seeded run of everything under faults, checked by the history checker (tests/chaos):
-# `make chaos SEED=7 MINUTES=5`. A failure prints the seed and what broke.
+# `make chaos SEED=7 MINUTES=5 [STORAGE=s3]`. A failure prints the seed and what broke.
 chaos: $(STAMP) $(NATIVE)
-	$(PY) -m tests.chaos.run --seed $(or $(SEED),1) --minutes $(or $(MINUTES),5)
+	$(PY) -m tests.chaos.run --seed $(or $(SEED),1) --minutes $(or $(MINUTES),5) \
+		--storage $(or $(STORAGE),local)
 
 # The outside fuzzer: schemathesis's command line, every phase, against a plain
 # `brook serve`; it must find no server error. `make fuzz-api SEEDS=1,7 MAX_TIME_S=300`

@@ -14,14 +14,39 @@ from brook.broker import Broker
 from tests.s3server import CREDENTIALS, MotoServer
 from tests.served import Served
 
+LONG_FIRST = (
+    "spark/test_cluster.py",
+    "chaos/test_chaos.py",
+    "spark/test_pipeline_demo.py",
+    "test_readme.py",
+    "spark/test_jobs.py",
+    "spark/test_queue.py",
+    "tasks/test_worker.py",
+    "ui/test_browser.py",
+    "crash/test_kill9_timers.py",
+    "crash/test_kill9_queue.py",
+)
+"""Test files of a minute or more (`make test`'s --durations): started first, so the
+run does not end on one long test while the other processes idle."""
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`):
-    the Spark tests all go to one of them, so the run starts one SparkSession (a JVM)."""
-    spark_tests = Path(__file__).parent / "spark"
+    """`make test` runs the suite on several processes (pytest-xdist, `--dist
+    loadgroup`): the tests of the shared SparkSession all go to one of them, so the
+    run starts one session (a JVM); Spark tests that start their own (a cluster, a
+    command) go anywhere. The long ones and the session's group are handed out first."""
+    root = Path(__file__).parent
     for item in items:
-        if item.path.is_relative_to(spark_tests):
+        if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+    def rank(item: pytest.Item) -> int:
+        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        if where in LONG_FIRST:
+            return LONG_FIRST.index(where)
+        return len(LONG_FIRST) if item.get_closest_marker("xdist_group") else len(LONG_FIRST) + 1
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")

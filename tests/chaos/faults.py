@@ -10,6 +10,9 @@ KINDS = ("kill9", "pause", "kill9", "receiver-down", "worker-kill9", "worker-pau
 """Each drawn with equal chance: a broker `kill -9` (then started again), a
 SIGSTOP/SIGCONT of the broker, a receiver that stops answering for a while, a task
 worker process killed (then started again) or stopped and continued."""
+S3_KINDS = ("s3-trouble",)
+"""Drawn too when the broker keeps its data on S3: a stretch in which the store answers
+503s, loses answers, resets connections and is slow."""
 WORKERS = 2
 """How many worker processes a fault may pick from (its `target`)."""
 QUIET_S = (4.0, 12.0)
@@ -26,13 +29,15 @@ class Fault(NamedTuple):
     """Which worker process (for the worker faults)."""
 
 
-def schedule(seed: int, seconds: float) -> list[Fault]:
-    """The faults of a run of `seconds` (none in its last fifth: the run ends quiet)."""
+def schedule(seed: int, seconds: float, s3: bool = False) -> list[Fault]:
+    """The faults of a run of `seconds` (none in its last fifth: the run ends quiet);
+    with `s3`, the store's own faults among them."""
     rng = random.Random(seed)
+    kinds = KINDS + S3_KINDS if s3 else KINDS
     faults = []
     at = rng.uniform(*QUIET_S) / 2
     while at < seconds * 0.8:
-        kind = rng.choice(KINDS)
+        kind = rng.choice(kinds)
         length = round(rng.uniform(*LENGTH_S), 2)
         target = rng.randrange(WORKERS)
         faults.append(Fault(round(at, 2), kind, length, target))

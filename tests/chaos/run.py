@@ -42,12 +42,19 @@ from tests.chaos.workload import (
     Receivers,
     start_clients,
 )
+from tests.lake.outside import Outside
+from tests.s3proxy import FaultyProxy, random_faults
+from tests.s3server import CREDENTIALS, MotoServer
 from tests.waiting import slow
 
 ROOT = Path(__file__).parents[2]
 SRC = str(ROOT / "src")
 PERIODIC = "tick"
 """The periodic task of tests/chaos/tasks_app.py (paused before the final reads)."""
+S3_LEASE_MS = 3000
+"""On S3, a broker killed with SIGKILL holds the bucket this long: its restart waits."""
+S3_TROUBLE_RATE = 0.3
+"""While S3 is in trouble, the share of requests harmed (503, lost answers, resets)."""
 LAKE_LAG_MS = 2000
 """The lake is written through the run (and its faults), not only at the end."""
 QUIESCE_S = 120.0
@@ -86,21 +93,58 @@ class Child:
         self.log.close()
 
 
+class Store:
+    """Where the broker keeps its data: a directory, or a bucket of moto's S3 server
+    reached through a proxy that a fault makes answer 503s, lose answers, reset
+    connections and slow down (tests/s3proxy.py)."""
+
+    def __init__(self, kind: str, folder: Path, seed: int) -> None:
+        self.kind = kind
+        self.trouble = threading.Event()
+        self.moto: MotoServer | None = None
+        self.proxy: FaultyProxy | None = None
+        if kind == "local":
+            self.where: dict[str, Any] = {"location": str(folder / "data")}
+            self.serve_args = ["--data", self.where["location"]]
+            return
+        if kind != "s3":
+            raise ValueError(f"STORAGE is local or s3, not {kind!r}")
+        self.moto = MotoServer()
+        harm = random_faults(seed, S3_TROUBLE_RATE, delay_s=0.02)
+        self.proxy = FaultyProxy(
+            self.moto.port,
+            lambda method, path: harm(method, path) if self.trouble.is_set() else None,
+        )
+        self.where = {"location": self.moto.fresh_url(), "endpoint_url": self.moto.endpoint}
+        self.serve_args = [
+            "--storage", self.where["location"], "--endpoint-url", self.proxy.endpoint,
+            "--cache-dir", str(folder / "cache"),
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.moto is not None:
+            self.moto.close()
+
+
 class BrokerProcess(Child):
     """`brook serve` on a fixed port (clients find it again after a restart)."""
 
-    def __init__(self, folder: Path, port: int) -> None:
+    def __init__(self, folder: Path, port: int, store: Store) -> None:
         self.folder = folder
         self.port = port
+        self.store = store
         self.config = folder / "brook.toml"
         self.config.write_text(
             f"delivery_allow_private_networks = true\nlake = true\nlake_lag_ms = {LAKE_LAG_MS}\n"
+            f"lease_ms = {S3_LEASE_MS}\n"
         )
         self.log = (folder / "broker.log").open("a")
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info"}
+        env = {**os.environ, **CREDENTIALS, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info"}
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -109,8 +153,7 @@ class BrokerProcess(Child):
                 "--config",
                 str(self.config),
                 "serve",
-                "--data",
-                str(self.folder / "data"),
+                *self.store.serve_args,
                 "--port",
                 str(self.port),
             ],
@@ -228,6 +271,10 @@ def apply_faults(
             process.signal(signal.SIGSTOP)
             done.wait(fault.length_s)
             process.signal(signal.SIGCONT)
+        elif fault.kind == "s3-trouble":
+            process.store.trouble.set()
+            done.wait(fault.length_s)
+            process.store.trouble.clear()
         elif fault.kind == "receiver-down":
             receivers.down.set()
             done.wait(fault.length_s)
@@ -286,29 +333,26 @@ def quiesce(broker: Broker, receivers: Receivers, deadline: float) -> None:
         time.sleep(0.5)
 
 
-def read_lake(folder: Path, topics: list[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Each topic's rows as the lake's manifest lists them (read without Brook:
-    json and pyarrow), by partition, in offset order."""
-    import pyarrow.parquet as pq
-
+def read_lake(
+    where: dict[str, Any], topics: list[str]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each topic's rows as the lake's manifest lists them, read without Brook (json and
+    pyarrow's own filesystems: tests/lake/outside.py), by partition, in offset order."""
+    outside = Outside(where)
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for topic in topics:
-        manifest = folder / "data" / "lake" / "topics" / topic / "manifest.json"
         rows: dict[str, list[dict[str, Any]]] = {}
-        files = json.loads(manifest.read_text())["files"] if manifest.exists() else []
-        for entry in files:
-            table = pq.read_table(folder / "data" / entry["name"]).to_pylist()
-            for row in table:
-                rows.setdefault(str(row["partition"]), []).append(
-                    {
-                        "offset": row["offset"],
-                        "value": row["value"].decode(errors="replace"),
-                        "key": None if row["key"] is None else row["key"].decode(errors="replace"),
-                        "timestamp": int(row["timestamp"].timestamp() * 1000),
-                    }
-                )
-        for partition in rows.values():
-            partition.sort(key=lambda r: r["offset"])
+        for partition, offset, timestamp, key, value, _ in outside.rows(topic):
+            rows.setdefault(str(partition), []).append(
+                {
+                    "offset": offset,
+                    "value": value.decode(errors="replace"),
+                    "key": None if key is None else key.decode(errors="replace"),
+                    "timestamp": timestamp,
+                }
+            )
+        for partition_rows in rows.values():
+            partition_rows.sort(key=lambda r: r["offset"])
         out[topic] = rows
     return out
 
@@ -334,15 +378,21 @@ def quiesce_tasks(url: str, history: History, deadline: float) -> dict[str, dict
 DONE = ("acked", "dead")
 
 
-def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
+def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list[checker.Violation]:
     rng = random.Random(seed)
     secrets = {name: "whsec_" + base64.b64encode(rng.randbytes(32)).decode() for name in ENDPOINTS}
     history = History(folder / "history-driver.jsonl", "driver")
-    process = BrokerProcess(folder, free_port())
-    process.start()
+    store = Store(storage, folder, seed)
+    process = BrokerProcess(folder, free_port(), store)
+    try:
+        process.start()
+    except BaseException:
+        process.stop()
+        store.close()
+        raise
     broker = Broker(process.port, history, seed)
     receivers = Receivers(history, secrets, seed)
-    plan = faults.schedule(seed, seconds)
+    plan = faults.schedule(seed, seconds, s3=storage == "s3")
     applied: list[list[Any]] = []
     done = threading.Event()
     workers = [WorkerProcess(folder, process.port, f"worker-{i}") for i in range(faults.WORKERS)]
@@ -394,7 +444,7 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
             logs[topic] = read_all(broker, topic, 2)
         final = {
             "logs": logs,
-            "lake": read_lake(folder, sorted(logs)),
+            "lake": read_lake(store.where, sorted(logs)),
             "queue": counts,
             "jobs": jobs,
             "faults": applied,
@@ -407,6 +457,7 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
         for worker in workers:
             worker.stop()
         process.stop()
+        store.close()
         receivers.close()
         history.write()
     (folder / "final.json").write_text(json.dumps(final, sort_keys=True))
@@ -414,6 +465,7 @@ def run(seed: int, seconds: float, folder: Path) -> list[checker.Violation]:
     summary = {
         "seed": seed,
         "seconds": seconds,
+        "storage": storage,
         "appends acknowledged": sum(
             1 for e in events if e["kind"] == "append" and e["status"] == 200
         ),
@@ -443,9 +495,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SEED", "1")))
     parser.add_argument("--minutes", type=float, default=float(os.environ.get("MINUTES", "1")))
+    parser.add_argument(
+        "--storage", choices=("local", "s3"), default=os.environ.get("STORAGE", "local")
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix=f"brook-chaos-{args.seed}-"))
-    violations = run(args.seed, args.minutes * 60, folder)
+    violations = run(args.seed, args.minutes * 60, folder, args.storage)
     if violations:
         print(report(args.seed, violations, folder))
         sys.exit(1)

@@ -14,14 +14,17 @@ import random
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import brook
 from brook.errors import BrookError, StorageError
 from brook.records import Ack
+from brook.storage.s3.merge import RUN_CHUNKS_MIN
 from tests.s3proxy import Fault, FaultyProxy, random_faults
 from tests.s3server import MotoServer
+from tests.waiting import wait_for
 
 PRODUCERS = 4
 APPENDS = 40
@@ -101,3 +104,46 @@ def test_faults_lose_nothing_acknowledged_and_ack_nothing_unstored(
                         f"acknowledged {p}/{offset} lost or changed (seed {seed})"
                     )
     print(f"{proxy.harmed} of {proxy.requests} S3 requests harmed; {dict(outcomes)}")
+
+
+def test_a_chunk_given_up_after_its_put_landed_never_joins_a_merged_run(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    """A chunk PUT that lands but whose answer is lost, and whose retries are refused,
+    is given up (its number void); its bytes are in the bucket all the same. Merging
+    the chunks around it must leave them out, or the file holds the failed batch
+    beside the one written after it, and no restart can cut it back (the chaos run of
+    issue 51 found it on S3)."""
+    url = moto.fresh_url()
+    proxy = FaultyProxy(moto.port)
+    tries: Counter[str] = Counter()
+
+    def plan(method: str, path: str) -> Fault | None:
+        if method == "PUT" and "/chunks/" in path and path.endswith("/0000000005"):
+            tries[path] += 1
+            return Fault(reset_after=True) if tries[path] == 1 else Fault(refuse=True)
+        return None
+
+    proxy.plan = plan
+    acked: dict[int, bytes] = {}
+    failed = 0
+    try:
+        with brook.open(url, endpoint_url=proxy.endpoint, cache_dir=str(tmp_path / "cache"),
+                        request_timeout_s=1.0) as b:  # fmt: skip
+            topic = b.topic("t")
+            for n in range(3 * RUN_CHUNKS_MIN):
+                value = b"record %d" % n
+                try:
+                    acked[topic.append(value).offset] = value
+                except StorageError:
+                    failed += 1
+            storage: Any = b.core.storage
+            wait_for(lambda: any(e.runs for e in storage.catalog().files.values()), 30,
+                     "a merged run")  # fmt: skip
+    finally:
+        proxy.close()
+    assert failed >= 1 and tries, "the fault never hit: the test proves nothing"
+    with brook.open(url, endpoint_url=moto.endpoint) as check:
+        stored = check.topic("t").read(0, 0, 10_000)
+    assert [r.offset for r in stored] == list(range(len(stored)))
+    assert {r.offset: r.value for r in stored} == acked

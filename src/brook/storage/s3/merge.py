@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook.errors import Fenced
+from brook.errors import Fenced, StorageError
 from brook.storage.s3 import manifest as m
 
 if TYPE_CHECKING:
@@ -65,6 +65,20 @@ def _drop(storage: S3Storage, keys: list[str]) -> None:
             storage.cache.forget(key)
 
 
+def _chunk_bytes(storage: S3Storage, table: ChunkTable, seq: int, key: str) -> bytes:
+    """What chunk `seq` adds to its file: nothing for a chunk of no bytes in the table
+    (a fence, or a number given up after a PUT without an answer: that PUT may have
+    landed all the same, and its bytes belong to no file), else its bytes, checked
+    against the size the table holds for it. Raises StorageError."""
+    size = table.chunk_size(seq)
+    if size == 0:
+        return b""
+    data = table.recent.get(seq) or storage.fetch(key)
+    if len(data) != size:
+        raise StorageError(f"chunk {key} holds {len(data)} bytes; its file counts {size} there")
+    return data
+
+
 def merge_next_run(storage: S3Storage, name: str) -> bool:
     """Merge the oldest chunks of an appendable file into one run object, if enough
     small ones wait; True if it did. Safe to stop at any step: the catalog is
@@ -93,7 +107,7 @@ def merge_next_run(storage: S3Storage, name: str) -> bool:
         run_key = _store_run(
             storage,
             b"".join(
-                table.recent.get(seq) or storage.fetch(key)
+                _chunk_bytes(storage, table, seq, key)
                 for seq, key in zip(picked, keys, strict=True)
             ),
         )
