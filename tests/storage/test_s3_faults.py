@@ -147,3 +147,38 @@ def test_a_chunk_given_up_after_its_put_landed_never_joins_a_merged_run(
         stored = check.topic("t").read(0, 0, 10_000)
     assert [r.offset for r in stored] == list(range(len(stored)))
     assert {r.offset: r.value for r in stored} == acked
+
+
+def test_the_owners_own_readers_stop_at_what_was_acknowledged(
+    moto: MotoServer, tmp_path: Path
+) -> None:
+    """The broker's own views of a topic (the lake's, the dashboard's) read through
+    the owner's storage, which reads past the synced chunks into bytes still on their
+    way: they stop at the durable mark, or they read a batch whose PUT may yet fail
+    and be cut back (the chaos run of issue 51 found a failed batch in the lake)."""
+    from brook.log.view import TopicView
+
+    url = moto.fresh_url()
+    proxy = FaultyProxy(moto.port)
+    slow_puts = threading.Event()
+    proxy.plan = lambda method, path: (
+        Fault(delay_s=3.0) if slow_puts.is_set() and method == "PUT" else None
+    )
+    try:
+        with brook.open(url, endpoint_url=proxy.endpoint, cache_dir=str(tmp_path / "cache"),
+                        request_timeout_s=10.0) as b:  # fmt: skip
+            topic = b.topic("t")
+            topic.append(b"acknowledged")
+            slow_puts.set()
+            writer = threading.Thread(target=topic.append, args=(b"on its way",))
+            writer.start()
+            storage: Any = b.core.storage
+            wait_for(lambda: storage.appender("topics/t/0/00000000000000000000.seg").size()
+                     > 100, 5, "the second batch appended")  # fmt: skip
+            (extent,) = TopicView(storage, "t").extents(0)
+            assert extent.next_offset == 1, "a view read a batch not yet acknowledged"
+            slow_puts.clear()
+            writer.join(30)
+            wait_for(lambda: TopicView(storage, "t").extents(0)[0].next_offset == 2, 10)
+    finally:
+        proxy.close()

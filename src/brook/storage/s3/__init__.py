@@ -110,6 +110,8 @@ class S3Storage:
         """A manifest write whose outcome could not be learned (its bytes, its catalog)."""
         self._ids = itertools.count()
         self._tables: dict[str, ChunkTable] = {}
+        self._hints: dict[str, bytes] = {}
+        """Hints (durable marks) as this broker wrote them: kept in memory only."""
         self._appenders: dict[str, S3AppendFile] = {}
         """Appendable files open for appending in this broker, by name."""
         self.merger = Merger(self)
@@ -321,6 +323,10 @@ class S3Storage:
             self._delete_objects(old)
 
     def read_all(self, name: str) -> bytes | None:
+        with self._mutex:
+            hint = self._hints.get(name)
+        if hint is not None:
+            return hint
         entry = self.catalog().files.get(name)
         if entry is None:
             return None
@@ -439,8 +445,12 @@ class S3Storage:
         return S3ReadFile(self, name)
 
     def write_hint(self, name: str, data: bytes) -> None:
-        """Nothing to write: a sync is a chunk PUT, so readers see only synced bytes anyway
-        (a PUT per sync for a hint would double the requests)."""
+        """Kept in memory, never stored (a PUT per round for a hint would double the
+        requests): the owner's own readers read past the synced chunks (a file's bytes
+        in flight and pending), so they need its durable mark to stop at what was
+        acknowledged. Readers elsewhere find none and read only synced chunks."""
+        with self._mutex:
+            self._hints[name] = data
 
     def list(self, prefix: str) -> list[str]:
         return sorted(n for n in self.catalog().files if n.startswith(prefix))
@@ -452,6 +462,9 @@ class S3Storage:
         self._remove(lambda n: n.startswith(prefix))
 
     def _remove(self, chosen: Callable[[str], bool]) -> None:
+        with self._mutex:
+            for name in [n for n in self._hints if chosen(n)]:
+                del self._hints[name]
         gone = {n: e for n, e in self.catalog().files.items() if chosen(n)}
         if not gone:
             return
