@@ -325,7 +325,7 @@ def every_job_runs_its_own_function(events: list[Event], final: dict[str, Any]) 
 
 def every_acknowledged_job_finishes(events: list[Event], final: dict[str, Any]) -> list[Violation]:
     """Every acknowledged job is acked in the end, after a run of its own (a flaky job
-    after its second attempt); an unanswered enqueue sent again under its idempotency
+    after a second or later attempt); an unanswered enqueue sent again under its idempotency
     key makes one job."""
     jobs = _enqueued(events)
     runs: dict[str, list[Event]] = defaultdict(list)
@@ -338,7 +338,9 @@ def every_acknowledged_job_finishes(events: list[Event], final: dict[str, Any]) 
         state = states.get(ref, {}).get("state")
         ran = runs.get(ref, [])
         attempts = {r["attempt"] for r in ran}
-        if state != "acked" or not ran or (asked["task"] == "flaky" and 2 not in attempts):
+        # The retrying task succeeds at a later attempt than its first (not always the
+        # second: a lease handed to a worker killed before it ran ends an attempt too).
+        if state != "acked" or not ran or (asked["task"] == "flaky" and max(attempts) < 2):
             out.append(
                 Violation(
                     "every acknowledged job runs and is acked (at least once)",
