@@ -115,3 +115,28 @@ class LogMachine(RuleBasedStateMachine):
 
 LogMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 test_log_state_machine = LogMachine.TestCase
+
+
+def test_a_checkpoint_never_lets_go_of_a_damaged_partitions_records() -> None:
+    """Found by this machine (issue 51), replayed step for step: a failed sync, then a
+    full disk that fails writing the damaged tail again (cut back, not yet rewritten),
+    then a close whose checkpoint let the WAL go: the acknowledged record the WAL alone
+    held was lost."""
+    m = LogMachine()
+    try:
+        m.append(key=None, value=b"")
+        m.append_many(batch=[(b"", b"a")])
+        m.append_idempotent(name="x", value=b"")
+        m.reopen()
+        m.append(key=None, value=b"\x00" * 9)
+        m.reopen()
+        m.append(key=None, value=b"")
+        m.reopen()
+        m.append(key=None, value=b"")
+        m.append(key=None, value=b"")
+        m.append_fails(full_disk=False, value=b"")
+        m.append_fails(full_disk=True, value=b"")
+        m.reopen()
+        m.every_acknowledged_record_is_there()
+    finally:
+        m.teardown()

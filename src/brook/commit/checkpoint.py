@@ -72,6 +72,7 @@ class Checkpointer:
         supervisor: Supervisor,
         clock_ms: Callable[[], int],
         on_damage: Callable[[set[PartitionLog]], None],
+        damaged: Callable[[], bool] = lambda: False,
         interval_ms: int = limits.checkpoint_interval_ms_default,
         wal_bytes_max: int = limits.wal_bytes_max_default,
         dirty_files_max: int = 4096,
@@ -84,6 +85,9 @@ class Checkpointer:
         self.on_damage = on_damage
         """Told of the partitions whose sync failed: the page cache may have dropped what
         the WAL alone holds now, so their tails are written again from it."""
+        self.damaged = damaged
+        """Whether a partition still waits to be written again from the WAL: until it is,
+        no checkpoint may let the WAL go (it alone holds that partition's records)."""
         self.interval_s = interval_ms / 1000
         self.wal_bytes_max = wal_bytes_max
         self.wal_bytes_trigger = int(wal_bytes_max * limits.checkpoint_wal_bytes_share)
@@ -168,6 +172,11 @@ class Checkpointer:
                 self.dirty.give_back(dirty)
                 self.on_damage(dirty)
                 raise
+            if self.damaged():
+                raise StorageError(
+                    "a partition's segment is damaged and not yet written again: the "
+                    "write-ahead log keeps its acknowledged records until it is"
+                )
             if position > self.wal.checkpointed:
                 self.wal.write_checkpoint(position, self.clock_ms())
                 self.stats.checkpoints += 1

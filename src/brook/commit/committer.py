@@ -211,6 +211,7 @@ class Committer:
                 self.supervisor,
                 lambda: int(self.clock() * 1000),
                 self._checkpoint_damaged,
+                lambda: bool(self._damaged),
                 interval_ms=checkpoint_interval_ms,
                 wal_bytes_max=wal_bytes_max,
                 dirty_files_max=dirty_files_max,
