@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,23 @@ def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None
             raise RuntimeError(f"setting up: {method} {path} answered {status} {answer}")
 
 
+def _actions(
+    kind: str, process: BrokerProcess, worker: WorkerProcess, receivers: Receivers
+) -> tuple[Callable[[], object], Callable[[], object]]:
+    """How a fault of `kind` begins, and how it ends after its length."""
+    return {
+        "kill9": (process.kill, process.start),
+        "pause": (lambda: process.signal(signal.SIGSTOP), lambda: process.signal(signal.SIGCONT)),
+        "worker-kill9": (worker.kill, worker.start),
+        "worker-pause": (
+            lambda: worker.signal(signal.SIGSTOP),
+            lambda: worker.signal(signal.SIGCONT),
+        ),
+        "s3-trouble": (process.store.trouble.set, process.store.trouble.clear),
+        "receiver-down": (receivers.down.set, receivers.down.clear),
+    }[kind]
+
+
 def apply_faults(
     plan: list[faults.Fault],
     process: BrokerProcess,
@@ -255,30 +273,10 @@ def apply_faults(
         pid = worker.process.pid if on_worker and worker.process is not None else None
         history.note("fault", fault=fault.kind, length_s=fault.length_s, target=fault.target,
                      pid=pid)  # fmt: skip
-        if fault.kind == "worker-kill9":
-            worker.kill()
-            done.wait(fault.length_s)
-            worker.start()
-        elif fault.kind == "worker-pause":
-            worker.signal(signal.SIGSTOP)
-            done.wait(fault.length_s)
-            worker.signal(signal.SIGCONT)
-        elif fault.kind == "kill9":
-            process.kill()
-            done.wait(fault.length_s)
-            process.start()
-        elif fault.kind == "pause":
-            process.signal(signal.SIGSTOP)
-            done.wait(fault.length_s)
-            process.signal(signal.SIGCONT)
-        elif fault.kind == "s3-trouble":
-            process.store.trouble.set()
-            done.wait(fault.length_s)
-            process.store.trouble.clear()
-        elif fault.kind == "receiver-down":
-            receivers.down.set()
-            done.wait(fault.length_s)
-            receivers.down.clear()
+        begin_fault, end_fault = _actions(fault.kind, process, worker, receivers)
+        begin_fault()
+        done.wait(fault.length_s)
+        end_fault()
         history.note("fault-over", fault=fault.kind)
         applied.append([begin, time.monotonic(), fault.kind, pid])
 

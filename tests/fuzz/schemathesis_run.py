@@ -17,59 +17,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
+from tests.served import Served
 
-from tests.chaos.run import free_port
-from tests.waiting import slow
-
-SRC = str(Path(__file__).parents[2] / "src")
 ST = str(Path(sys.executable).with_name("st"))
 REQUEST_TIMEOUT_S = 45
 """Above the longest wait a request may ask (`wait_ms` is capped at 30 s)."""
 
 
-def serve(folder: Path, port: int) -> subprocess.Popen[bytes]:
-    log = (folder / "broker.log").open("ab")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "brook.cli",
-            "serve",
-            "--data",
-            str(folder / "data"),
-            "--port",
-            str(port),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": SRC},
-        cwd=folder,
-    )
-    deadline = time.monotonic() + slow(60)
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"brook serve exited {process.returncode}: see {folder}/broker.log")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise SystemExit(f"brook serve did not answer in 60 s: see {folder}/broker.log")
-
-
 def fuzz(seed: int, max_time_s: int, folder: Path) -> bool:
     """One seed's run; True when it found no server error."""
-    port = free_port()
-    process = serve(folder, port)
+    served = Served(folder / "data")
     try:
         command = [
-            ST, "run", f"http://127.0.0.1:{port}/openapi.json",
+            ST, "run", f"http://127.0.0.1:{served.port}/openapi.json",
             "--checks", "not_a_server_error",
             "--seed", str(seed),
             "--phases", "examples,coverage,fuzzing,stateful",
@@ -80,13 +42,11 @@ def fuzz(seed: int, max_time_s: int, folder: Path) -> bool:
         ]  # fmt: skip
         with (folder / "schemathesis.txt").open("wb") as out:
             code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
-        alive = process.poll() is None
+        exit_code = served.process.poll()
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        served.close()
+        (folder / "broker.log").write_text("\n".join(served.log))
+    alive = exit_code is None
     text = (folder / "schemathesis.txt").read_text(errors="replace")
     summary = [line for line in text.splitlines() if line.startswith("=")][-1:]
     print(f"seed {seed}: {'no server error' if code == 0 and alive else 'FAILED'} "
@@ -94,9 +54,7 @@ def fuzz(seed: int, max_time_s: int, folder: Path) -> bool:
     if code != 0 or not alive:
         print(text[-6000:])
         if not alive:
-            print(
-                f"the broker stopped serving (exit {process.returncode}): see {folder}/broker.log"
-            )
+            print(f"the broker stopped serving (exit {exit_code}): see {folder}/broker.log")
     return code == 0 and alive
 
 
