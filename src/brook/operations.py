@@ -100,6 +100,11 @@ WEAK_SECRET_RELATION = (
     "(all zero, one repeated letter) is refused as too easy to guess",
     r"too easy to guess",
 )
+ED25519_PAIR_RELATION = (
+    "a whsk_ secret of 64 bytes (libsodium's form) is the seed, then the seed's own public "
+    "key: another second half is refused",
+    r"second half is not its seed's public key",
+)
 
 
 PAST_THE_END = (
@@ -676,6 +681,7 @@ TABLE: tuple[Operation, ...] = (
                 r"delivery_allow_networks",
             ),
             WEAK_SECRET_RELATION,
+            ED25519_PAIR_RELATION,
         ),
         example={
             "url": "https://example.com/hooks/orders",
@@ -810,7 +816,7 @@ TABLE: tuple[Operation, ...] = (
         "A new secret (made, or the one given); the old one signs too for a day",
         wire.Rotated,
         wire.RotateIn,
-        relations=(WEAK_SECRET_RELATION,),
+        relations=(WEAK_SECRET_RELATION, ED25519_PAIR_RELATION),
         body_required=False,
         example={},
     ),
