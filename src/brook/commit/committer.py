@@ -427,9 +427,13 @@ class Committer:
 
     def checkpoint(self) -> None:
         """Make every segment durable up to the WAL's synced end now, and let the WAL go
-        of it (no-op without a WAL). Raises StorageError."""
-        if self.checkpointer is not None:
-            self.checkpointer.checkpoint()
+        of it (no-op without a WAL): damaged tails are written again from the WAL first,
+        with the writer role. Raises StorageError (while one still fails, the WAL stays)."""
+        if self.checkpointer is None:
+            return
+        if self._damaged:
+            self.call(self._ready_wal)
+        self.checkpointer.checkpoint()
 
     def topic_dropped(self, topic: str) -> None:
         """Record a topic's deletion in the WAL, with the writer role (Core's control
