@@ -182,12 +182,13 @@ class LakeService:
         for name in sorted(joining):
             if self._stop.is_set() or self._fenced():
                 return
-            with self.core.supervisor.isolate("lake", _subject(name), "lake"):
-                try:
-                    if self.holds(name) and LakeTable(name) not in self._known:
-                        self._load(LakeTable(name))
-                except TopicNotFound:
-                    pass  # deleted meanwhile
+            # A topic deleted meanwhile has nothing to join.
+            with (
+                self.core.supervisor.isolate("lake", _subject(name), "lake"),
+                contextlib.suppress(TopicNotFound),
+            ):
+                if self.holds(name) and LakeTable(name) not in self._known:
+                    self._load(LakeTable(name))
 
     def _fenced(self) -> bool:
         """Whether another broker took this location over (S3): from then on this one
