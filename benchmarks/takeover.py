@@ -1,5 +1,7 @@
-"""Ownership on S3: how long a take-over from a busy broker takes, and a cold start over
-thousands of unmerged chunks, read one at a time (the baseline) and side by side.
+"""Ownership on S3: how long a take-over from a busy broker takes, how it grows with the
+topics (each with a queue group) when the new owner opens them one at a time (the
+baseline) and side by side, and a cold start over thousands of unmerged chunks, read one
+at a time (the baseline) and side by side.
 
 On moto's server over loopback (tests/s3server.py); the cold start goes through the
 test proxy adding S3-like latency to every request (tests/s3proxy.py). Run alone with
@@ -72,6 +74,40 @@ def take_over_busy(moto: MotoServer) -> float:
     return elapsed
 
 
+MANY_TOPICS = 50
+"""Topics (two partitions and a queue group each) of the take-over by topic count."""
+
+
+def written_topics(moto: MotoServer, count: int) -> str:
+    """A prefix with `count` topics of two partitions, each with a queue group that has
+    leased and acked a record."""
+    url = moto.fresh_url()
+    with brook.open(url, endpoint_url=moto.endpoint, linger_ms=0) as b:
+        for n in range(count):
+            name = f"customer-{n}"
+            b.create_topic(name, partitions=2)
+            b.topic(name).append(b"x")
+            queue = b.queue(name, "work")
+            queue.ack(queue.lease(1, timeout=0))
+    return url
+
+
+def take_over_topics(proxy: FaultyProxy, url: str, side_by_side: bool) -> float:
+    """Seconds for a take-over (latency on every request) of a prefix whose owner is
+    still open; `side_by_side=False` opens one topic and group at a time."""
+    old = brook.open(url, endpoint_url=proxy.endpoint)
+    started = time.perf_counter()
+    storage = S3Storage(url, endpoint_url=proxy.endpoint, take_over=True)
+    if not side_by_side:
+        storage.open_threads = 1
+    new = Broker(storage)
+    elapsed = time.perf_counter() - started
+    with contextlib.suppress(BrookError):
+        old.close()
+    new.close()
+    return elapsed
+
+
 def written_unmerged(moto: MotoServer) -> str:
     """A prefix whose one partition is CHUNKS unmerged chunks (one per append)."""
     url = moto.fresh_url()
@@ -106,6 +142,14 @@ def main() -> str:
     try:
         takes = [take_over_busy(moto) for _ in range(TRIALS)]
         print("take-over of a busy broker (s):", takes, flush=True)
+        by_count = {}
+        for count in (2, MANY_TOPICS):
+            topics_url = written_topics(moto, count)
+            by_count[count] = (
+                [take_over_topics(proxy, topics_url, side_by_side=False) for _ in range(TRIALS)],
+                [take_over_topics(proxy, topics_url, side_by_side=True) for _ in range(TRIALS)],
+            )
+        print("take-over by topic count, one at a time / side by side (s):", by_count, flush=True)
         url = written_unmerged(moto)
         one = [cold_start(proxy, url, side_by_side=False) for _ in range(TRIALS)]
         many = [cold_start(proxy, url, side_by_side=True) for _ in range(TRIALS)]
@@ -119,6 +163,8 @@ def main() -> str:
         return ", ".join(f"{v:.2f}" for v in values)
 
     ratio = statistics.median(one) / statistics.median(many)
+    serial, parallel = by_count[MANY_TOPICS]
+    opening = statistics.median(serial) / statistics.median(parallel)
     return "\n".join(
         [
             f"## S3 ownership (issue 14) — {stamp}",
@@ -131,6 +177,14 @@ def main() -> str:
             "| --- | ---: | --- |",
             f"| take-over while 4 threads append (a chunk each) and 1 commits positions: s "
             f"| {statistics.median(takes):.2f} | {listed(takes)} |",
+            *[
+                f"| take-over, {count} topics with a queue group each, "
+                f"{'one at a time (the baseline)' if i == 0 else '16 side by side'}: s "
+                f"| {statistics.median(runs):.2f} | {listed(runs)} |"
+                for count, pair in by_count.items()
+                for i, runs in enumerate(pair)
+            ],
+            f"| take-over of {MANY_TOPICS} topics, speed-up side by side | {opening:.1f}x | |",
             f"| cold start, one object at a time (the baseline): s | {statistics.median(one):.2f} "
             f"| {listed(one)} |",
             f"| cold start, 16 objects side by side: s | {statistics.median(many):.2f} "

@@ -19,13 +19,12 @@ import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
 
-from brook import layout, limits, storage_format, validate
+from brook import layout, limits, side_by_side, storage_format, validate
 from brook.clock import Clock
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Committer, Waiter
@@ -57,11 +56,6 @@ from brook.supervisor import Supervisor
 log = logging.getLogger("brook")
 
 T = TypeVar("T")
-
-RECOVERY_THREADS_DEFAULT = 1
-"""Topics opened side by side at start, unless the storage says more (`open_threads`):
-on a local disk the work is the interpreter's (a thread each only contends for it),
-on an object store it is waiting for answers."""
 
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
 
@@ -253,25 +247,14 @@ class Core:
         )
 
     def _recover_topics(self) -> None:
-        names = self._topic_names()
-        if not names:
-            return
-        threads = getattr(self.storage, "open_threads", RECOVERY_THREADS_DEFAULT)
-        with ThreadPoolExecutor(min(threads, len(names)), "brook-recovery") as pool:
-            futures = [pool.submit(self._open_topic, name) for name in names]
-        failure: BaseException | None = None
-        for future in futures:
-            try:
-                state = future.result()
-            except BaseException as exc:
-                failure = failure or exc
-                continue
+        def keep(state: TopicState | None) -> None:
             if state is not None:
                 self._topics[state.name] = state  # closed by the caller if opening fails
-        if failure is not None:
-            raise failure
+
+        side_by_side.each(self.storage, self._topic_names(), self._open_topic, keep)
         self._names = sorted(self._topics)
-        log.info("opened %d topics", len(self._topics))
+        if self._topics:
+            log.info("opened %d topics", len(self._topics))
 
     def _open_topic(self, name: str) -> TopicState | None:
         """The topic, opened; None if its config was never written (a topic exists
@@ -361,11 +344,17 @@ class Core:
 
     def _rebuild_idempotency(self) -> None:
         since = self.now_ms() - self.idempotency.window_ms
-        found = []
-        for state in self._topics.values():
-            for partition_log in state.logs:
-                for key, offset, timestamp in partition_log.scan_idempotency(since):
-                    found.append((timestamp, state.name, key, partition_log.partition, offset))
+        found: list[tuple[int, str, bytes, int, int]] = []
+
+        def scan(where: tuple[str, PartitionLog]) -> list[tuple[int, str, bytes, int, int]]:
+            topic, partition_log = where
+            return [
+                (timestamp, topic, key, partition_log.partition, offset)
+                for key, offset, timestamp in partition_log.scan_idempotency(since)
+            ]
+
+        logs = [(state.name, p) for state in self._topics.values() for p in state.logs]
+        side_by_side.each(self.storage, logs, scan, found.extend, "brook-idempotency")
         for timestamp, topic, key, partition, offset in sorted(found):
             self.idempotency.add(topic, key, Ack(partition, offset, timestamp))
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import layout, names
+from brook import layout, names, side_by_side
 from brook.core import Hooks
 from brook.delivery import addresses, signing
 from brook.delivery import endpoint as ep
@@ -78,12 +78,8 @@ class EndpointStore:
         self._reconciler: threading.Thread | None = None
         self.changed: list[Callable[[str | None], None]] = []
         """Called after an endpoint changed, with its name (the delivery loop looks again)."""
-        for name in core.storage.list(layout.ENDPOINTS):
-            found = layout.parse_endpoint(name)
-            raw = core.storage.read_all(name) if found is not None else None
-            if found is not None and raw is not None:
-                self._endpoints[found] = ep.decode(raw)
-                self._patterns.put(found, self._endpoints[found].settings.topics)
+        stored = [n for n in core.storage.list(layout.ENDPOINTS) if layout.parse_endpoint(n)]
+        side_by_side.each(core.storage, stored, self._read_stored, self._keep_stored)
         for group in queues.groups():
             owner = ep.group_endpoint(group.group)
             if owner is not None:
@@ -102,6 +98,18 @@ class EndpointStore:
             self._reconciler = core.supervisor.start(
                 "endpoints", self._reconcile_step, self._stop, self._wait_for_topics
             )
+
+    def _read_stored(self, name: str) -> tuple[str, Endpoint] | None:
+        """An endpoint stored before this broker opened (None if it went meanwhile)."""
+        raw = self.core.storage.read_all(name)
+        found = layout.parse_endpoint(name)
+        return None if raw is None or found is None else (found, ep.decode(raw))
+
+    def _keep_stored(self, stored: tuple[str, Endpoint] | None) -> None:
+        if stored is not None:
+            name, endpoint = stored
+            self._endpoints[name] = endpoint
+            self._patterns.put(name, endpoint.settings.topics)
 
     # ------------------------------------------------------------ reading
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from brook import layout, limits, validate
+from brook import layout, limits, side_by_side, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.core import Hooks
@@ -57,16 +57,12 @@ class QueueStore:
             core.settings.segment_ms_max,
         )
         try:
-            for name in core.storage.list(layout.QUEUES):
-                found = layout.parse_queue_settings(name)
-                if found is None:
-                    continue
-                topic, group = found
-                raw = core.storage.read_all(name)
-                if raw is None or not core.has_topic(topic):
-                    continue
-                settings = queue_settings.decode(raw)
-                self._add(self._open(topic, group, settings))
+            stored = [
+                found
+                for found in map(layout.parse_queue_settings, core.storage.list(layout.QUEUES))
+                if found is not None and core.has_topic(found[0])
+            ]
+            side_by_side.each(core.storage, stored, self._open_stored, self._add_opened)
         except BaseException:
             self.close()
             raise
@@ -81,6 +77,16 @@ class QueueStore:
         self._ticker: threading.Thread | None = None
         if not core.read_only:  # a read-only broker lets time act on nothing
             self._ticker = core.supervisor.start("queues", self._tick, self._stop, self._sleep)
+
+    def _open_stored(self, found: tuple[str, str]) -> QueueGroup | None:
+        """A group stored before this broker opened (None if its settings went)."""
+        topic, group = found
+        raw = self.core.storage.read_all(layout.queue_settings(topic, group))
+        return None if raw is None else self._open(topic, group, queue_settings.decode(raw))
+
+    def _add_opened(self, group: QueueGroup | None) -> None:
+        if group is not None:
+            self._add(group)
 
     def _open(self, topic: str, group: str, settings: Settings) -> QueueGroup:
         return QueueGroup(

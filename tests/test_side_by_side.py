@@ -1,0 +1,85 @@
+"""Opening a broker reads its topics, queue groups and endpoints side by side when the
+storage makes each read wait (an object store): a take-over with a topic per customer
+must not wait one round trip after another for each of them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+import brook
+from brook import side_by_side
+from brook.storage.memory import MemoryStorage
+
+WAIT_S = 0.02
+"""Each read of a stored file waits this long, as a GET to an object store would."""
+
+
+class SlowReads(MemoryStorage):
+    """Memory whose whole-file reads wait a round trip; counts them side by side."""
+
+    open_threads = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = False
+        self._count = threading.Lock()
+        self._now: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
+
+    def read_all(self, name: str) -> bytes | None:
+        if not self.slow:
+            return super().read_all(name)
+        kind = name.split("/", 1)[0]
+        with self._count:
+            self._now[kind] += 1
+            self.peak[kind] = max(self.peak[kind], self._now[kind])
+        try:
+            time.sleep(WAIT_S)
+            return super().read_all(name)
+        finally:
+            with self._count:
+                self._now[kind] -= 1
+
+
+def test_a_broker_opens_topics_groups_and_endpoints_side_by_side() -> None:
+    storage = SlowReads()
+    customers = [f"customer-{n}" for n in range(12)]
+    with brook.Broker(storage, delivery_allow_private_networks=True) as b:
+        for name in customers:
+            b.topic(name).append(b"first", idempotency_key="once")
+            queue = b.queue(name, "work", max_attempts=3)
+            queue.ack(queue.lease(1, timeout=0))
+            b.create_endpoint(f"hook-{name}", "http://127.0.0.1:9/", topics=[name])
+    storage.slow = True
+    with brook.Broker(storage, delivery_allow_private_networks=True) as b:
+        assert sorted(t.name for t in b.topics() if t.name in customers) == sorted(customers)
+        for name in customers:
+            stats = b.queue(name, "work").stats()
+            assert stats["acked"] == 1 and stats["ready"] == 0
+            assert b.topic(name).append(b"again", idempotency_key="once").offset == 0
+        assert {e.name for e in b.endpoints()} >= {f"hook-{n}" for n in customers}
+    assert storage.peak["topics"] > 1, storage.peak
+    assert storage.peak["queues"] > 1, storage.peak
+    assert storage.peak["endpoints"] > 1, storage.peak
+
+
+def test_every_item_is_worked_on_kept_in_order_and_the_first_failure_raised() -> None:
+    kept: list[int] = []
+
+    def work(n: int) -> int:
+        if n in (3, 5):
+            raise ValueError(f"item {n}")
+        time.sleep(0.001 * (10 - n))  # later items finish first
+        return n
+
+    storage = SlowReads()
+    with pytest.raises(ValueError, match="item 3"):
+        side_by_side.each(storage, list(range(10)), work, kept.append)
+    assert kept == [0, 1, 2, 4, 6, 7, 8, 9]
+    kept.clear()
+    side_by_side.each(object(), [1, 2], lambda n: n * 10, kept.append)  # one at a time
+    assert kept == [10, 20]
