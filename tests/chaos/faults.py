@@ -6,13 +6,19 @@ from __future__ import annotations
 import random
 from typing import NamedTuple
 
-KINDS = ("kill9", "pause", "kill9", "receiver-down", "worker-kill9", "worker-pause")
+KINDS = ("kill9", "pause", "kill9", "restart", "receiver-down", "worker-kill9", "worker-pause")
 """Each drawn with equal chance: a broker `kill -9` (then started again), a
-SIGSTOP/SIGCONT of the broker, a receiver that stops answering for a while, a task
-worker process killed (then started again) or stopped and continued."""
-S3_KINDS = ("s3-trouble",)
+SIGSTOP/SIGCONT of the broker, an operator's restart (SIGTERM, then started again), a
+receiver that stops answering for a while, a task worker process killed (then started
+again) or stopped and continued."""
+LOCAL_KINDS = ("disk-full", "eio")
+"""Drawn too when the broker keeps its data on a local disk (behind the faulty storage
+wrapper): a disk that fills up for a while, and fsyncs that fail with EIO."""
+S3_KINDS = ("s3-trouble", "take-over")
 """Drawn too when the broker keeps its data on S3: a stretch in which the store answers
-503s, loses answers, resets connections and is slow."""
+503s, loses answers, resets connections and is slow; and a second broker taking the
+bucket over from the live one (a rolling deploy), the clients following it through a
+front as a load balancer's."""
 WORKERS = 2
 """How many worker processes a fault may pick from (its `target`)."""
 QUIET_S = (4.0, 12.0)
@@ -33,7 +39,7 @@ def schedule(seed: int, seconds: float, s3: bool = False) -> list[Fault]:
     """The faults of a run of `seconds` (none in its last fifth: the run ends quiet);
     with `s3`, the store's own faults among them."""
     rng = random.Random(seed)
-    kinds = KINDS + S3_KINDS if s3 else KINDS
+    kinds = KINDS + (S3_KINDS if s3 else LOCAL_KINDS)
     faults = []
     at = rng.uniform(*QUIET_S) / 2
     while at < seconds * 0.8:

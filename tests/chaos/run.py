@@ -83,7 +83,8 @@ class Child:
         if self.process is not None:
             self.process.wait()
 
-    def stop(self) -> None:
+    def drain(self) -> None:
+        """SIGTERM, and wait for it to finish its work and exit (SIGKILL after 30 s)."""
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGTERM)
         if self.process is not None:
@@ -91,6 +92,9 @@ class Child:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def stop(self) -> None:
+        self.drain()
         self.log.close()
 
 
@@ -130,40 +134,55 @@ class Store:
 
 
 class BrokerProcess(Child):
-    """`brook serve` on a fixed port (clients find it again after a restart)."""
+    """`brook serve` on a port of its own (a restart keeps it). On a local disk its
+    storage is wrapped by the faulty storage (tests/chaos/faulty_serve.py), so signals
+    fill the disk and fail fsyncs; on S3 it is `brook serve` itself."""
 
-    def __init__(self, folder: Path, port: int, store: Store) -> None:
+    def __init__(self, folder: Path, port: int, store: Store, name: str = "broker") -> None:
         self.folder = folder
         self.port = port
         self.store = store
+        self.name = name
         self.config = folder / "brook.toml"
         self.config.write_text(
             f"delivery_allow_private_networks = true\nlake = true\nlake_lag_ms = {LAKE_LAG_MS}\n"
             f"lease_ms = {S3_LEASE_MS}\n"
         )
-        self.log = (folder / "broker.log").open("a")
+        self.log = (folder / f"{name}.log").open("a")
         self.process: subprocess.Popen[bytes] | None = None
+        self.take_over = False
+        """Its next start takes the bucket over from a live owner (`--take-over`)."""
 
     def start(self) -> None:
-        env = {**os.environ, **CREDENTIALS, "PYTHONPATH": SRC, "BROOK_LOG_LEVEL": "info"}
+        env = {
+            **os.environ,
+            **CREDENTIALS,
+            "PYTHONPATH": f"{SRC}{os.pathsep}{ROOT}",
+            "BROOK_LOG_LEVEL": "info",
+        }
+        module = "brook.cli" if self.store.kind == "s3" else "tests.chaos.faulty_serve"
+        taking = ["--take-over"] if self.take_over else []
+        self.take_over = False  # started again after a crash, it waits out the lease
         self.process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "brook.cli",
+                module,
                 "--config",
                 str(self.config),
                 "serve",
                 *self.store.serve_args,
+                *taking,
                 "--port",
                 str(self.port),
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             env=env,
+            cwd=ROOT,
         )
         deadline = time.monotonic() + slow(60)
-        log_path = self.folder / "broker.log"
+        log_path = self.folder / f"{self.name}.log"
         seen = log_path.stat().st_size if log_path.exists() else 0
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -173,6 +192,73 @@ class BrokerProcess(Child):
                 return
             time.sleep(0.05)
         raise RuntimeError(f"brook serve did not start in 60 s (see {log_path})")
+
+
+class Front(Child):
+    """The address every client and worker uses (tests/chaos/front.py): a TCP front that
+    passes each connection to the broker it points at, as a load balancer would."""
+
+    def __init__(self, folder: Path, broker_port: int) -> None:
+        self.port = free_port()
+        self.target = folder / "front-target"
+        self.point(broker_port)
+        self.log = (folder / "front.log").open("a")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.chaos.front", str(self.port), str(self.target)],
+            stdout=subprocess.PIPE, stderr=self.log, cwd=ROOT,
+        )  # fmt: skip
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != b"ready":
+            raise RuntimeError(f"the front did not start (see {folder / 'front.log'})")
+
+    def point(self, port: int) -> None:
+        """Send new connections to the broker on `port`."""
+        written = self.target.with_suffix(".tmp")
+        written.write_text(str(port))
+        written.replace(self.target)
+
+
+class Brokers:
+    """The broker the clients reach now, and those a take-over replaced (they stop by
+    themselves once fenced: `brook serve` exits 1)."""
+
+    def __init__(self, folder: Path, store: Store) -> None:
+        self.folder = folder
+        self.store = store
+        self.current = BrokerProcess(folder, free_port(), store)
+        self.replaced: list[BrokerProcess] = []
+        self.front: Front | None = None
+
+    def start(self) -> int:
+        """Start the first broker (and on S3 the front); the port clients use."""
+        self.current.start()
+        if self.store.kind != "s3":
+            return self.current.port
+        self.front = Front(self.folder, self.current.port)
+        return self.front.port
+
+    def take_over(self) -> None:
+        """A second broker takes the bucket over from the live one (a rolling deploy):
+        once it serves, the front sends new connections to it."""
+        assert self.front is not None, "a take-over needs S3 and the front"
+        name = f"broker-{len(self.replaced) + 2}"
+        new = BrokerProcess(self.folder, free_port(), self.store, name)
+        new.take_over = True
+        new.start()
+        self.front.point(new.port)
+        self.replaced.append(self.current)
+        self.current = new
+
+    def restart(self) -> None:
+        """An operator's restart: SIGTERM (the broker drains), then start again."""
+        self.current.drain()
+        self.current.start()
+
+    def stop(self) -> None:
+        for process in [self.current, *self.replaced]:
+            process.stop()
+        if self.front is not None:
+            self.front.stop()
 
 
 class WorkerProcess(Child):
@@ -238,12 +324,20 @@ def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None
 
 
 def _actions(
-    kind: str, process: BrokerProcess, worker: WorkerProcess, receivers: Receivers
+    kind: str, brokers: Brokers, worker: WorkerProcess, receivers: Receivers
 ) -> tuple[Callable[[], object], Callable[[], object]]:
     """How a fault of `kind` begins, and how it ends after its length."""
+    process = brokers.current
     return {
         "kill9": (process.kill, process.start),
         "pause": (lambda: process.signal(signal.SIGSTOP), lambda: process.signal(signal.SIGCONT)),
+        "restart": (brokers.restart, lambda: None),
+        "take-over": (brokers.take_over, lambda: None),
+        "disk-full": (
+            lambda: process.signal(signal.SIGUSR1),
+            lambda: process.signal(signal.SIGUSR1),
+        ),
+        "eio": (lambda: process.signal(signal.SIGUSR2), lambda: None),
         "worker-kill9": (worker.kill, worker.start),
         "worker-pause": (
             lambda: worker.signal(signal.SIGSTOP),
@@ -256,7 +350,7 @@ def _actions(
 
 def apply_faults(
     plan: list[faults.Fault],
-    process: BrokerProcess,
+    brokers: Brokers,
     workers: list[WorkerProcess],
     receivers: Receivers,
     history: History,
@@ -273,7 +367,7 @@ def apply_faults(
         pid = worker.process.pid if on_worker and worker.process is not None else None
         history.note("fault", fault=fault.kind, length_s=fault.length_s, target=fault.target,
                      pid=pid)  # fmt: skip
-        begin_fault, end_fault = _actions(fault.kind, process, worker, receivers)
+        begin_fault, end_fault = _actions(fault.kind, brokers, worker, receivers)
         begin_fault()
         done.wait(fault.length_s)
         end_fault()
@@ -381,19 +475,19 @@ def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list
     secrets = {name: "whsec_" + base64.b64encode(rng.randbytes(32)).decode() for name in ENDPOINTS}
     history = History(folder / "history-driver.jsonl", "driver")
     store = Store(storage, folder, seed)
-    process = BrokerProcess(folder, free_port(), store)
+    brokers = Brokers(folder, store)
     try:
-        process.start()
+        port = brokers.start()
     except BaseException:
-        process.stop()
+        brokers.stop()
         store.close()
         raise
-    broker = Broker(process.port, history, seed)
+    broker = Broker(port, history, seed)
     receivers = Receivers(history, secrets, seed)
     plan = faults.schedule(seed, seconds, s3=storage == "s3")
     applied: list[list[Any]] = []
     done = threading.Event()
-    workers = [WorkerProcess(folder, process.port, f"worker-{i}") for i in range(faults.WORKERS)]
+    workers = [WorkerProcess(folder, port, f"worker-{i}") for i in range(faults.WORKERS)]
     try:
         setup(broker, receivers, secrets)
         for worker in workers:
@@ -402,7 +496,7 @@ def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list
         senders, queue_workers = start_clients(broker)
         injector = threading.Thread(
             target=apply_faults,
-            args=(plan, process, workers, receivers, history, started, done, applied),
+            args=(plan, brokers, workers, receivers, history, started, done, applied),
         )
         injector.start()
         done.wait(seconds)
@@ -412,8 +506,8 @@ def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list
         for sender in senders:  # (an append in flight lands before the work is counted)
             sender.join(60)
         clients_stopped = time.monotonic()
-        if process.process is None or process.process.poll() is not None:
-            process.start()
+        if brokers.current.process is None or brokers.current.process.poll() is not None:
+            brokers.current.start()
         for worker in workers:
             if worker.process is None or worker.process.poll() is not None:
                 worker.start()
@@ -454,7 +548,7 @@ def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list
         broker.stop.set()
         for worker in workers:
             worker.stop()
-        process.stop()
+        brokers.stop()
         store.close()
         receivers.close()
         history.write()

@@ -8,12 +8,15 @@ checker, and the checker itself shown to catch what it looks for.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.chaos import checker, faults, run
+from tests.chaos import checker, faults, run, workload
+from tests.chaos.history import History
+from tests.waiting import wait_for
 
 
 def _seeds() -> list[int]:
@@ -38,6 +41,56 @@ def test_the_same_seed_draws_the_same_faults() -> None:
     assert faults.schedule(7, 300) != faults.schedule(8, 300)
     plan = faults.schedule(7, 300)
     assert plan and all(f.at_s < 240 for f in plan)  # the last fifth is quiet
+
+
+def test_disk_faults_are_drawn_on_a_directory_and_take_overs_on_s3() -> None:
+    local = {f.kind for seed in range(1, 30) for f in faults.schedule(seed, 300)}
+    s3 = {f.kind for seed in range(1, 30) for f in faults.schedule(seed, 300, s3=True)}
+    assert {"disk-full", "eio", "restart"} <= local and not local & set(faults.S3_KINDS)
+    assert {"take-over", "s3-trouble", "restart"} <= s3 and not s3 & set(faults.LOCAL_KINDS)
+
+
+def test_a_client_sends_again_after_no_answer_a_5xx_or_a_fenced_broker() -> None:
+    assert not workload.settled(None, None)
+    assert not workload.settled(503, "storage_error")
+    assert not workload.settled(409, "fenced")
+    assert workload.settled(200, None) and workload.settled(409, "lease_expired")
+
+
+def test_the_faulty_broker_fills_its_disk_and_fails_fsyncs_on_signals(tmp_path: Path) -> None:
+    """The runner's disk faults reach the broker: SIGUSR1 fills the disk (and frees it
+    again), SIGUSR2 fails the next fsyncs; nothing refused is stored, and it serves on."""
+    store = run.Store("local", tmp_path, 1)
+    process = run.BrokerProcess(tmp_path, run.free_port(), store)
+    process.start()
+    try:
+        broker = workload.Broker(process.port, History(tmp_path / "h.jsonl", "test"), 1)
+
+        answers: list[tuple[int | None, Any]] = []
+
+        def append(value: str) -> int | None:
+            answers.append(
+                broker.call("POST", "/v1/topics/t/records", {"records": [{"value": value}]})
+            )
+            return answers[-1][0]
+
+        assert append("before") == 200
+        process.signal(signal.SIGUSR1)
+        wait_for(lambda: append("full") == 503, what="a full disk")
+        assert "ENOSPC" in answers[-1][1]["error"]["message"]
+        process.signal(signal.SIGUSR1)
+        wait_for(lambda: append("freed") == 200, what="the disk freed")
+        process.signal(signal.SIGUSR2)
+        wait_for(lambda: append("eio") == 503, what="a failed fsync")
+        assert "EIO" in answers[-1][1]["error"]["message"]
+        wait_for(lambda: append("after") == 200, what="fsyncs working again")
+        status, body = broker.call("GET", "/v1/topics/t/records?partition=0&offset=0")
+        assert status == 200, body
+        values = [r["value"] for r in body["records"]]
+        assert values[0] == "before" and values[-1] == "after"
+        assert "full" not in values and "eio" not in values
+    finally:
+        process.stop()
 
 
 def _append(t: float, value: str, offset: int, status: int | None = 200) -> dict[str, Any]:

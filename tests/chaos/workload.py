@@ -57,6 +57,13 @@ class Broker:
             return response.status_code, response.text[:200]
 
 
+def settled(status: int | None, code: str | None) -> bool:
+    """Whether an answer settles a send: not a 5xx, no answer at all, or a broker that
+    another has taken over (`fenced`: it stored nothing, and the front now leads to
+    the new one), each of which a careful client sends again."""
+    return status is not None and status < 500 and code != "fenced"
+
+
 def _error_code(body: Any) -> str | None:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("code"))
@@ -91,7 +98,7 @@ def produce(broker: Broker, name: str) -> None:
                 partition=None if ack is None else ack["partition"],
                 offset=None if ack is None else ack["offset"],
             )
-            if status is not None and status < 500:
+            if settled(status, _error_code(body)):
                 break
             broker.stop_sending.wait(0.2)
         n += 1
@@ -176,7 +183,7 @@ def enqueue_tasks(broker: Broker, name: str) -> None:
                     key=options.get("key"), sent_ms=sent_ms, delay_ms=delay_ms,
                     status=status, code=code,
                 )  # fmt: skip
-                if status == 200 or (status is not None and status < 500):
+                if settled(status, code):
                     break
                 broker.stop_sending.wait(0.3)
             n += 1

@@ -135,6 +135,13 @@ class FaultyStorage:
         self.inner = inner
         self.faults = faults or Faults()
 
+    def __getattr__(self, name: str) -> object:
+        """What the inner storage offers beyond the port (a local disk's `sweep_trash`
+        and `folders`, ...), as it is: the broker uses it as on the inner storage."""
+        if name in ("inner", "faults"):  # not set yet (while unpickling, copying)
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     @property
     def write_ahead_log(self) -> bool:
         return bool(getattr(self.inner, "write_ahead_log", False))
