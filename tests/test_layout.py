@@ -53,6 +53,7 @@ def test_the_documented_patterns_are_the_names_made() -> None:
         (layout.endpoint("hook"), "endpoints/<endpoint>.json"),
         (layout.schedule("nightly"), "schedules/<schedule>.json"),
         (layout.lake_manifest("t"), "lake/topics/<topic>/manifest.json"),
+        (layout.lake_note("t"), "lake/topics/<topic>/_READ_THE_MANIFEST.txt"),
         (
             layout.lake_file_in(layout.lake_topic("t"), 2, 0, 100, "0a1b2c3d"),
             "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",

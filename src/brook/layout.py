@@ -43,6 +43,8 @@ LAKE = "lake/"
 """Topics as Parquet tables (brook/lake/): files any Parquet reader reads, and manifests."""
 LAKE_MANIFEST_FILE = "manifest.json"
 LAKE_SUFFIX = ".parquet"
+LAKE_NOTE_FILE = "_READ_THE_MANIFEST.txt"
+"""Beside a topic's table: says that a glob of the folder is not the table."""
 WAL = "wal/"
 """The write-ahead log (local directories): every commit round made durable at once."""
 WAL_SUFFIX = ".wal"
@@ -225,6 +227,11 @@ def lake_manifest(topic: str) -> str:
     return lake_manifest_in(lake_topic(topic))
 
 
+def lake_note(topic: str) -> str:
+    """The note in a topic's lake folder for those who glob it (LAKE_NOTE_FILE)."""
+    return f"{lake_topic(topic)}{LAKE_NOTE_FILE}"
+
+
 def lake_file_in(table: str, partition: int, first: int, next_offset: int, tag: str) -> str:
     """A file of a lake table holding offsets [first, next_offset) of a partition (of
     the log it copies); `tag` tells apart two writings of one range (a merge)."""
@@ -250,6 +257,7 @@ PATTERNS = (
     "endpoints/<endpoint>.json",
     "schedules/<schedule>.json",
     "lake/topics/<topic>/manifest.json",
+    "lake/topics/<topic>/_READ_THE_MANIFEST.txt",
     "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",
     "lake/queues/<topic>/<group>/manifest.json",
     "lake/queues/<topic>/<group>/0/<first>-<next>-<tag>.parquet",

@@ -21,6 +21,7 @@ import brook
 from tests.lake.outside import Outside
 from tests.lake.test_lake import source_rows
 from tests.s3server import MotoServer
+from tests.waiting import wait_for
 
 KILLS = int(os.environ.get("BROOK_LAKE_CRASH_KILLS", "3"))
 SEED = int(os.environ.get("BROOK_SEED", str(random.randrange(2**32))))
@@ -70,7 +71,7 @@ def test_a_crash_at_any_step_of_writing_the_lake_leaves_whole_files(where: dict[
     options = {k: v for k, v in where.items() if k != "location"}
     outside = Outside(where)
     named = 0
-    for _ in range(KILLS):
+    for life in range(KILLS):
         process = subprocess.Popen(
             [sys.executable, "-c", WRITER, where["location"], json.dumps(options)],
             stdout=subprocess.PIPE,
@@ -78,6 +79,8 @@ def test_a_crash_at_any_step_of_writing_the_lake_leaves_whole_files(where: dict[
         )
         try:
             assert process.stdout is not None and process.stdout.readline() == "writing\n"
+            if life == KILLS - 1:  # the earlier lives may all die before their first file
+                wait_for(lambda: outside.files("crash"), 60, "a lake file before the last kill")
             time.sleep(rng.uniform(0.2, 1.5))
         finally:
             process.send_signal(signal.SIGKILL)

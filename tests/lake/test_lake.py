@@ -114,6 +114,12 @@ def test_a_topic_joining_the_lake_has_its_empty_manifest_at_once(
         wait_for(lambda: manifest in outside.listing("orders"), 10, "the new topic's manifest")
         assert outside.manifest("orders")["files"] == []
         assert b.lake_status("orders")[0].pending == 40
+        # Whoever globs the folder finds a note saying a glob is not the table.
+        note = layout.lake_note("orders")
+        wait_for(lambda: note in outside.listing("orders"), 10, "the note for globbers")
+        with outside.fs.open_input_file(outside.path(note)) as f:
+            said = f.read().decode()
+        assert "manifest.json" in said and "not the table" in said
 
 
 def test_duckdb_reads_the_lake_by_its_manifest_as_the_format_says(
@@ -139,6 +145,8 @@ def test_duckdb_reads_the_lake_by_its_manifest_as_the_format_says(
     assert Counter(got) == expected
     globbed = con.sql("SELECT count(*) FROM 'brook-data/lake/topics/orders/*/*.parquet'")
     assert globbed.fetchall()[0][0] > len(got), "the merged files are still in the folder"
+    note = (tmp_path / "brook-data" / layout.lake_note("orders")).read_text()
+    assert "A glob of *.parquet here is not the table" in note  # and the folder says so
 
 
 def test_the_writer_keeps_the_lake_within_its_lag(tmp_path: Path) -> None:

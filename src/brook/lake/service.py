@@ -53,6 +53,17 @@ from brook.storage import Superseded
 CLAIMS_MAX = 5
 """Tries at claiming a manifest that a fenced broker keeps replacing meanwhile."""
 
+LAKE_NOTE = """This folder is Brook's lake table of topic {topic}.
+
+The table is the Parquet files that manifest.json lists under "files", and only those.
+A glob of *.parquet here is not the table: for an hour after a merge or a retention pass
+it also finds the files those replaced (their rows would be counted twice), and a file
+written just before a crash that no manifest names.
+
+Read the manifest's files (recipes for DuckDB, pyarrow and Polars in Brook's
+docs/FORMAT.md, "Lake"), or from Spark use brook.spark.table(spark, location, "{topic}").
+"""
+
 if TYPE_CHECKING:
     from brook.core import Core
 
@@ -273,9 +284,19 @@ class LakeService:
                 self._claim(table, known)
             elif version is None:
                 self._write_manifest(table, known)  # the table exists from now on, empty
+            if version is None and table.group is None:
+                self._write_note(table.topic)
         self._sweep(table, known)
         self._known[table] = known
         return known
+
+    def _write_note(self, topic: str) -> None:
+        """Tell whoever globs the topic's folder that a glob is not the table (best
+        effort: the manifest, not the note, is what readers rely on)."""
+        name = layout.lake_note(topic)
+        with contextlib.suppress(BrookError):
+            if self.files.read(name) is None:
+                self.files.create(name, LAKE_NOTE.format(topic=topic).encode())
 
     def _claim(self, table: LakeTable, known: _Known) -> None:
         """Write the manifest back with this broker's epoch, so a broker it fenced can
