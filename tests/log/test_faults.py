@@ -13,6 +13,7 @@ from brook.records import Ack, Record
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage
 from brook.storage.memory import MemoryStorage
+from tests.waiting import wait_for
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -109,3 +110,23 @@ def test_every_caller_of_a_failed_batch_gets_the_error(faulty: FaultyStorage) ->
         stored = all_values(b)
         assert len(stored) == 1 + len(acked)
         assert sorted(a.offset for a in acked) == list(range(1, 1 + len(acked)))
+
+
+def test_a_damaged_segment_is_written_again_without_traffic(faulty: FaultyStorage) -> None:
+    """A checkpoint's sync fails and the disk is full for the rewrite that follows: once
+    the disk is freed, the periodic checkpoint has the segment written again and passes,
+    with no append to set it off, and nothing acknowledged is lost."""
+    with brook.Broker(faulty, checkpoint_interval_ms=100) as b:
+        t = b.topic("t")
+        for value in (b"a", b"b", b"c"):
+            t.append(value)
+        faulty.faults.disk_full = True
+        faulty.faults.sync_failures = 1
+        with pytest.raises(StorageError):
+            b.core.checkpoint()
+        wait_for(lambda: "checkpoint" in {f.loop for f in b.failing()}, 10, "the failure shown")
+        faulty.faults.disk_full = False
+        wait_for(lambda: not b.failing(), 10, "the checkpoint passing again with no traffic")
+        assert all_values(b) == [b"a", b"b", b"c"]
+    with brook.Broker(faulty) as b:
+        assert all_values(b) == [b"a", b"b", b"c"]

@@ -36,6 +36,10 @@ from brook.supervisor import Supervisor, retry_after_s
 log = logging.getLogger("brook.commit")
 
 
+class _Damaged(StorageError):
+    """A checkpoint refused while a partition waits to be written again."""
+
+
 class Dirty:
     """Partitions written since the last checkpoint (the committer adds, a checkpoint takes)."""
 
@@ -164,23 +168,33 @@ class Checkpointer:
         record that position (see the module). Raises StorageError."""
         with self._mutex:
             self._last_s = time.monotonic()
+            self._refuse_while_damaged()
             position = self.wal.synced
             dirty = self.dirty.take()
             try:
                 self._sync_all(dirty)
-            except BaseException:
-                self.dirty.give_back(dirty)
-                self.on_damage(dirty)
+                self._refuse_while_damaged()
+            except BaseException as exc:
+                self.dirty.give_back(dirty)  # the next checkpoint syncs them again
+                if not isinstance(exc, _Damaged):
+                    self.on_damage(dirty)
                 raise
-            if self.damaged():
-                raise StorageError(
-                    "a partition's segment is damaged and not yet written again: the "
-                    "write-ahead log keeps its acknowledged records until it is"
-                )
             if position > self.wal.checkpointed:
                 self.wal.write_checkpoint(position, self.clock_ms())
                 self.stats.checkpoints += 1
             self.stats.wal_pending_bytes = self.wal.bytes_since_checkpoint
+
+    def _refuse_while_damaged(self) -> None:
+        """No checkpoint while a partition waits to be written again from the WAL (it
+        alone holds that partition's records). The writer role is asked to write them
+        now, not only before the next round (none may come), and the next checkpoint,
+        with or without traffic, looks again."""
+        if self.damaged():
+            self.on_damage(set())
+            raise _Damaged(
+                "a partition's segment is damaged and not yet written again: the "
+                "write-ahead log keeps its acknowledged records until it is"
+            )
 
     def _sync_all(self, logs: set[PartitionLog]) -> None:
         if not logs:
