@@ -167,7 +167,7 @@ def main() -> str:
     opening = statistics.median(serial) / statistics.median(parallel)
     return "\n".join(
         [
-            f"## S3 ownership (issue 14) — {stamp}",
+            f"## S3 ownership (issues 14, 51) — {stamp}",
             "",
             f"- moto's server on loopback, same 2 cores; load average before {load_before:.2f}; "
             f"medians of {TRIALS} trials. Cold start: {CHUNKS} unmerged chunks of one partition, "
@@ -179,7 +179,7 @@ def main() -> str:
             f"| {statistics.median(takes):.2f} | {listed(takes)} |",
             *[
                 f"| take-over, {count} topics with a queue group each, "
-                f"{'one at a time (the baseline)' if i == 0 else '16 side by side'}: s "
+                f"{'one at a time, open_threads=1 (the baseline)' if i == 0 else '16 side by side'}: s "
                 f"| {statistics.median(runs):.2f} | {listed(runs)} |"
                 for count, pair in by_count.items()
                 for i, runs in enumerate(pair)
