@@ -769,10 +769,9 @@ class Broker:
         return self.supervisor.errors()
 
     @property
-    def fenced(self) -> threading.Event | None:
-        """Set once another broker took the storage over (S3); None where none can."""
-        fenced: threading.Event | None = getattr(self.core.storage, "fenced", None)
-        return fenced
+    def fenced(self) -> threading.Event:
+        """Set once another broker took the storage over (S3); never set on a directory."""
+        return self.core.storage.fenced
 
     # ------------------------------------------------------------ running
 

@@ -82,8 +82,7 @@ def serve(loaded: config.Config | None, **values: Any) -> None:
         with contextlib.suppress(BrookError):  # a fenced broker cannot finish its writes
             broker.close()
         brook.broker.log.info("stopped")
-    fenced = broker.fenced
-    if fenced is not None and fenced.is_set():
+    if broker.fenced.is_set():
         raise click.ClickException(
             "fenced: another broker took the storage over, so this one stopped"
         )

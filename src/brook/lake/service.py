@@ -205,8 +205,7 @@ class LakeService:
         """Whether another broker took this location over (S3): from then on this one
         writes not one more lake file, though its manifests' If-Match would refuse only
         the tables the new owner has claimed so far."""
-        fenced = getattr(self.storage, "fenced", None)
-        return fenced is not None and bool(fenced.is_set())
+        return self.storage.fenced.is_set()
 
     def _check_owner(self, table: LakeTable) -> None:
         """Raise Fenced once this broker is fenced: checked before each file."""

@@ -124,11 +124,9 @@ async def serve(server: Server, where: str = "") -> None:
         server.port,
         keys_note,
     )
-    fenced = server.broker.fenced
-    watch = asyncio.create_task(_stop_when_fenced(fenced, stop)) if fenced is not None else None
+    watch = asyncio.create_task(_stop_when_fenced(server.broker.fenced, stop))
     await stop.wait()
-    if watch is not None:
-        watch.cancel()
+    watch.cancel()
     log.info("stopping: finishing requests in flight")
     await server.stop()
 

@@ -15,6 +15,7 @@ Durability contract, the same for every backend:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -116,6 +117,10 @@ class PublicFiles(Protocol):
 
 class Storage(Protocol):
     """One storage location, owned by one broker at a time."""
+
+    fenced: threading.Event
+    """Set once another broker has taken the location over (S3): from then on this one
+    must write nothing more. Never set where ownership is a lock (a local directory)."""
 
     def public(self) -> PublicFiles:
         """The location's public files (the lake's)."""

@@ -134,6 +134,7 @@ class FaultyStorage:
     def __init__(self, inner: Storage, faults: Faults | None = None) -> None:
         self.inner = inner
         self.faults = faults or Faults()
+        self.fenced = inner.fenced
 
     def __getattr__(self, name: str) -> object:
         """What the inner storage offers beyond the port (a local disk's `sweep_trash`

@@ -18,6 +18,7 @@ import fcntl
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -212,6 +213,8 @@ class LocalStorage:
         """`open_files_max`: most files kept open at once (handles.budget_for: by
         default a share of the process's limit, which is raised to its hard limit)."""
         self.root = Path(root).absolute()
+        self.fenced = threading.Event()
+        """Never set: a directory is locked (flock), not taken over."""
         self.preallocate_bytes = preallocate_bytes
         self.handles = Handles(budget_for(raise_open_files_limit(), open_files_max))
         self._root_prefix = str(self.root) + os.sep

@@ -72,6 +72,8 @@ class MemoryStorage:
     """As a directory: rounds made durable in the WAL, segments by checkpoints."""
 
     def __init__(self) -> None:
+        self.fenced = threading.Event()
+        """Never set: every memory:// broker has a storage of its own."""
         self._files: dict[str, _File] = {}
         self._mutex = threading.Lock()
 

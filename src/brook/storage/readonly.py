@@ -58,6 +58,7 @@ class ReadOnlyStorage:
 
     def __init__(self, inner: Storage) -> None:
         self.inner = inner
+        self.fenced = inner.fenced
 
     @property
     def write_ahead_log(self) -> bool:
