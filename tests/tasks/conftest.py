@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -137,6 +138,20 @@ class Workers:
         )
         self.processes.append(process)
         return process
+
+    def started(self, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
+        """Wait for the worker's "worker started" line (its stderr is read from then on
+        by a thread, so the pipe never fills)."""
+        seen = threading.Event()
+
+        def read() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                if "worker started" in line:
+                    seen.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert seen.wait(slow(timeout)), f"the worker did not start in {timeout} s"
 
     def notes(self) -> list[dict[str, Any]]:
         if not self.journal.exists():
