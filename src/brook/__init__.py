@@ -8,24 +8,77 @@ with brook.open("./data") as b:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 # First: it chooses, before any of them is imported, whether the hot path's modules
 # run compiled or as Python (brook/compiled.py).
 from brook import compiled  # noqa: F401  (importing it installs the switch)
 
 # isort: split
-from brook import api, errors, scheduling
-from brook.broker import Broker
-from brook.client import AsyncBroker, RemoteBroker
-from brook.groups.consumer import Consumer
-from brook.queue.handle import Queue
-from brook.queue.lifecycle import Backoff, Transition
-from brook.records import Ack, Job, JobInfo, Record, TopicInfo
-from brook.tasks import App, Discard, JobContext, JobRef, JobStatus, Retry, current_job
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo
-from brook.topic import Topic
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from brook import api, errors, scheduling
+    from brook.broker import Broker
+    from brook.client import AsyncBroker, RemoteBroker
+    from brook.groups.consumer import Consumer
+    from brook.queue.handle import Queue
+    from brook.queue.lifecycle import Backoff, Transition
+    from brook.records import Ack, Job, JobInfo, Record, TopicInfo
+    from brook.tasks import App, Discard, JobContext, JobRef, JobStatus, Retry, current_job
+    from brook.timers.checks import TimerSpec
+    from brook.timers.model import TimerInfo
+    from brook.topic import Topic
+
+# The names above are imported on first use (PEP 562), not by `import brook`: the
+# engine, the HTTP client and the task runtime are each a tenth of a second or more to
+# import, and most processes use one of them (a worker never loads the engine, a
+# `brook serve` never the client); the test suite starts hundreds of them.
+_WHERE = {
+    "api": "brook",
+    "errors": "brook",
+    "scheduling": "brook",
+    "Broker": "brook.broker",
+    "AsyncBroker": "brook.client",
+    "RemoteBroker": "brook.client",
+    "Consumer": "brook.groups.consumer",
+    "Queue": "brook.queue.handle",
+    "Backoff": "brook.queue.lifecycle",
+    "Transition": "brook.queue.lifecycle",
+    "Ack": "brook.records",
+    "Job": "brook.records",
+    "JobInfo": "brook.records",
+    "Record": "brook.records",
+    "TopicInfo": "brook.records",
+    "App": "brook.tasks",
+    "Discard": "brook.tasks",
+    "JobContext": "brook.tasks",
+    "JobRef": "brook.tasks",
+    "JobStatus": "brook.tasks",
+    "Retry": "brook.tasks",
+    "current_job": "brook.tasks",
+    "TimerSpec": "brook.timers.checks",
+    "TimerInfo": "brook.timers.model",
+    "Topic": "brook.topic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use (then kept as a plain attribute)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'brook' has no attribute {name!r}")
+    if module == "brook":
+        value: Any = importlib.import_module(f"brook.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
 
 __all__ = [
     "Ack",
@@ -75,6 +128,7 @@ def open(
     lease of a crashed owner to run out). With read_only=True nothing is taken
     or written: the broker reads beside the owner and every write raises ReadOnly.
     """
+    from brook.broker import Broker
     from brook.storage import location as locations
 
     where = locations.parse(location)
@@ -85,11 +139,15 @@ def open(
 
 def connect(url: str, api_key: str | None = None, timeout: float = 60.0) -> RemoteBroker:
     """A broker served by `brook serve` at `url`, with the same methods as `open`'s."""
+    from brook.client import RemoteBroker
+
     return RemoteBroker(url, api_key=api_key, timeout=timeout)
 
 
 def connect_async(url: str, api_key: str | None = None, timeout: float = 60.0) -> AsyncBroker:
     """The same as `connect`, with coroutine methods."""
+    from brook.client import AsyncBroker
+
     return AsyncBroker(url, api_key=api_key, timeout=timeout)
 
 

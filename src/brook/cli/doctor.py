@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from brook import config
-from brook import doctor as doctors
 from brook.cli.common import setting_option
 
 
@@ -36,6 +35,8 @@ def doctor(
     """Check this machine and storage for a broker: config and keys, storage reachable
     and writable, the lock or lease, clock skew against the object store, disk space.
     One line per check; exit status 1 when one fails."""
+    from brook import doctor as doctors  # here: it loads the server's dashboard
+
     path = click.get_current_context().find_root().params.get("config_path")
     shown_path = path or config.DEFAULT_FILE
     if isinstance(settings, DoctorsNote):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from brook.cli.common import broker_options, connect
 from brook.cli.errors import friendly
-from brook.models import EventTypeInfo
+
+if TYPE_CHECKING:
+    from brook.models import EventTypeInfo
 
 
 @click.group("event-types")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime
+from typing import TYPE_CHECKING
 
 import click
 
 from brook.cli.common import broker_options, connect, shown
 from brook.cli.errors import friendly
-from brook.models import ScheduleInfo
+
+if TYPE_CHECKING:
+    from brook.models import ScheduleInfo
 
 
 @click.group()

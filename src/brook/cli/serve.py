@@ -13,15 +13,12 @@ from typing import Any
 
 import click
 import msgspec
-import uvloop
 
 import brook
-from brook import allocator, config, logs, settings
+from brook import config, logs, settings
 from brook.cli.common import is_loopback, open_broker, setting_options
 from brook.cli.errors import friendly
 from brook.errors import BrookError
-from brook.server import app
-from brook.server.http import HttpLimits
 
 
 @click.command()
@@ -34,6 +31,14 @@ def serve(loaded: config.Config | None, **values: Any) -> None:
     Every option can also be set in brook.toml (its name with underscores) or in the
     environment variable shown beside it.
     """
+    # Imported here, not at the top: every `brook` command loads this module, and the
+    # server is a third of a second to import.
+    import uvloop
+
+    from brook import allocator
+    from brook.server import app
+    from brook.server.http import HttpLimits
+
     try:
         chosen = settings.settings_from(values)
     except msgspec.ValidationError as exc:  # click checked the bounds; brook.toml types too

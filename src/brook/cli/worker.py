@@ -14,18 +14,23 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from brook import limits, logs
 from brook.errors import BrookError
 from brook.processes import EXIT_NO_RESTART, ProcessSupervisor, die_with_parent
-from brook.tasks import App
+
+if TYPE_CHECKING:
+    from brook.tasks import App
 
 
 def load_app(spec: str) -> App:
     """The App named by `module:attribute` (the module imported from the working
     directory as Python would); click errors saying what is wrong."""
+    from brook.tasks import App  # here: the other commands need not load the task runtime
+
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise click.BadParameter(f"{spec!r} is not MODULE:APP (for example myapp.tasks:app)")
