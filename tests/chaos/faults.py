@@ -11,9 +11,11 @@ KINDS = ("kill9", "pause", "kill9", "restart", "receiver-down", "worker-kill9", 
 SIGSTOP/SIGCONT of the broker, an operator's restart (SIGTERM, then started again), a
 receiver that stops answering for a while, a task worker process killed (then started
 again) or stopped and continued."""
-LOCAL_KINDS = ("disk-full", "eio")
+LOCAL_KINDS = ("disk-full", "eio", "clock-step")
 """Drawn too when the broker keeps its data on a local disk (behind the faulty storage
-wrapper): a disk that fills up for a while, and fsyncs that fail with EIO."""
+wrapper): a disk that fills up for a while, fsyncs that fail with EIO, and the broker's
+wall clock stepped forward or back for a while (then set right: a second step). Not on
+S3, whose leases compare the clocks of two brokers (docs/GUARANTEES.md asks NTP there)."""
 S3_KINDS = ("s3-trouble", "take-over")
 """Drawn too when the broker keeps its data on S3: a stretch in which the store answers
 503s, loses answers, resets connections and is slow; and a second broker taking the
@@ -24,6 +26,10 @@ WORKERS = 2
 QUIET_S = (4.0, 12.0)
 """The time between the end of one fault and the start of the next."""
 LENGTH_S = (0.5, 4.0)
+CLOCK_STEP_S = (2.0, 90.0)
+"""How far a clock step moves the broker's wall clock, either way."""
+CLOCK_WRONG_S = (5.0, 30.0)
+"""How long the clock stays wrong before it is set right (timers and leases fall due meanwhile)."""
 
 
 class Fault(NamedTuple):
@@ -33,6 +39,8 @@ class Fault(NamedTuple):
     length_s: float
     target: int = 0
     """Which worker process (for the worker faults)."""
+    step_s: float = 0.0
+    """How far the clock steps (for `clock-step`; negative: back)."""
 
 
 def schedule(seed: int, seconds: float, s3: bool = False) -> list[Fault]:
@@ -46,6 +54,10 @@ def schedule(seed: int, seconds: float, s3: bool = False) -> list[Fault]:
         kind = rng.choice(kinds)
         length = round(rng.uniform(*LENGTH_S), 2)
         target = rng.randrange(WORKERS)
-        faults.append(Fault(round(at, 2), kind, length, target))
+        step = 0.0
+        if kind == "clock-step":
+            step = round(rng.uniform(*CLOCK_STEP_S) * rng.choice((-1, 1)), 1)
+            length = round(rng.uniform(*CLOCK_WRONG_S), 2)
+        faults.append(Fault(round(at, 2), kind, length, target, step))
         at += length + rng.uniform(*QUIET_S)
     return faults

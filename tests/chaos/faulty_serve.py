@@ -4,6 +4,10 @@
 - SIGUSR1: the disk fills up (appends write half their bytes and fail with ENOSPC,
   whole-file writes and creates fail); a second SIGUSR1 frees it again.
 - SIGUSR2: the next few fsyncs fail with EIO.
+- SIGRTMIN: the wall clock steps to the real time plus the seconds written in the file
+  named by BROOK_CHAOS_CLOCK (an operator or NTP setting the clock; 0 puts it right).
+  Every wall-clock reading of the process steps, as when the machine's clock is set:
+  `time.time` is replaced before Brook is imported (its clocks default to it).
 
 Everything else is `brook serve` as users run it: the same command line, config,
 server and shutdown; only the storage it opens is wrapped.
@@ -12,14 +16,37 @@ Run as `python -m tests.chaos.faulty_serve --config FILE serve --data DIR --port
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import time
 from typing import Any
 
-from brook.cli import main
-from brook.storage import Storage
-from brook.storage import location as locations
-from brook.storage.faulty import Faults, FaultyStorage
+_real_time = time.time
+_offset_s = 0.0
+
+
+def _stepped_time() -> float:
+    return _real_time() + _offset_s
+
+
+def _step_clock(signum: int, frame: object) -> None:
+    global _offset_s
+    with open(os.environ["BROOK_CHAOS_CLOCK"]) as given:
+        _offset_s = float(given.read())
+    print(f"chaos: the wall clock is off by {_offset_s:+.1f} s", file=sys.stderr, flush=True)
+
+
+time.time = _stepped_time  # before Brook is imported: see the module's docstring
+if __name__ == "__main__" and "BROOK_CHAOS_CLOCK" in os.environ:
+    signal.signal(signal.SIGRTMIN, _step_clock)  # first thing: a step may come at any time
+    _step_clock(signal.SIGRTMIN, None)  # a broker started again keeps the machine's step
+
+# isort: split
+from brook.cli import main  # noqa: E402
+from brook.storage import Storage  # noqa: E402
+from brook.storage import location as locations  # noqa: E402
+from brook.storage.faulty import Faults, FaultyStorage  # noqa: E402
 
 EIO_SYNCS = 3
 """fsyncs that fail after each SIGUSR2."""

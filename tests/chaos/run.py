@@ -152,6 +152,14 @@ class BrokerProcess(Child):
         self.process: subprocess.Popen[bytes] | None = None
         self.take_over = False
         """Its next start takes the bucket over from a live owner (`--take-over`)."""
+        self.clock = folder / "clock-offset"
+        """Seconds the machine's wall clock is off, as the broker sees it (a clock step)."""
+        self.clock.write_text("0")
+
+    def step_clock(self, seconds: float) -> None:
+        """Set the broker's wall clock `seconds` off the real time (0: right again)."""
+        self.clock.write_text(repr(seconds))
+        self.signal(signal.SIGRTMIN)
 
     def start(self) -> None:
         env = {
@@ -159,6 +167,7 @@ class BrokerProcess(Child):
             **CREDENTIALS,
             "PYTHONPATH": f"{SRC}{os.pathsep}{ROOT}",
             "BROOK_LOG_LEVEL": "info",
+            "BROOK_CHAOS_CLOCK": str(self.clock),
         }
         module = "brook.cli" if self.store.kind == "s3" else "tests.chaos.faulty_serve"
         taking = ["--take-over"] if self.take_over else []
@@ -324,9 +333,9 @@ def setup(broker: Broker, receivers: Receivers, secrets: dict[str, str]) -> None
 
 
 def _actions(
-    kind: str, brokers: Brokers, worker: WorkerProcess, receivers: Receivers
+    fault: faults.Fault, brokers: Brokers, worker: WorkerProcess, receivers: Receivers
 ) -> tuple[Callable[[], object], Callable[[], object]]:
-    """How a fault of `kind` begins, and how it ends after its length."""
+    """How `fault` begins, and how it ends after its length."""
     process = brokers.current
     return {
         "kill9": (process.kill, process.start),
@@ -338,6 +347,7 @@ def _actions(
             lambda: process.signal(signal.SIGUSR1),
         ),
         "eio": (lambda: process.signal(signal.SIGUSR2), lambda: None),
+        "clock-step": (lambda: process.step_clock(fault.step_s), lambda: process.step_clock(0)),
         "worker-kill9": (worker.kill, worker.start),
         "worker-pause": (
             lambda: worker.signal(signal.SIGSTOP),
@@ -345,7 +355,7 @@ def _actions(
         ),
         "s3-trouble": (process.store.trouble.set, process.store.trouble.clear),
         "receiver-down": (receivers.down.set, receivers.down.clear),
-    }[kind]
+    }[fault.kind]
 
 
 def apply_faults(
@@ -366,13 +376,13 @@ def apply_faults(
         on_worker = fault.kind.startswith("worker-") and worker.process is not None
         pid = worker.process.pid if on_worker and worker.process is not None else None
         history.note("fault", fault=fault.kind, length_s=fault.length_s, target=fault.target,
-                     pid=pid)  # fmt: skip
-        begin_fault, end_fault = _actions(fault.kind, brokers, worker, receivers)
+                     pid=pid, step_s=fault.step_s)  # fmt: skip
+        begin_fault, end_fault = _actions(fault, brokers, worker, receivers)
         begin_fault()
         done.wait(fault.length_s)
         end_fault()
         history.note("fault-over", fault=fault.kind)
-        applied.append([begin, time.monotonic(), fault.kind, pid])
+        applied.append([begin, time.monotonic(), fault.kind, pid, fault.step_s])
 
 
 def read_all(broker: Broker, topic: str, partitions: int) -> dict[str, list[dict[str, Any]]]:

@@ -46,7 +46,8 @@ def test_the_same_seed_draws_the_same_faults() -> None:
 def test_disk_faults_are_drawn_on_a_directory_and_take_overs_on_s3() -> None:
     local = {f.kind for seed in range(1, 30) for f in faults.schedule(seed, 300)}
     s3 = {f.kind for seed in range(1, 30) for f in faults.schedule(seed, 300, s3=True)}
-    assert {"disk-full", "eio", "restart"} <= local and not local & set(faults.S3_KINDS)
+    assert {"disk-full", "eio", "clock-step", "restart"} <= local
+    assert not local & set(faults.S3_KINDS)
     assert {"take-over", "s3-trouble", "restart"} <= s3 and not s3 & set(faults.LOCAL_KINDS)
 
 
@@ -208,4 +209,26 @@ def test_the_checker_finds_a_lost_commit_and_an_unread_record() -> None:
         "a stream group reads every record (at least once)": (
             "chaos.events.a/0: 1 never polled, first [2]"
         ),
+    }
+
+
+def test_the_checker_allows_a_clock_step_and_no_more() -> None:
+    """A delayed job may start early by a step of the broker's clock that came while it
+    waited; by more, or with no step, it is early."""
+    enqueue = {"t": 10.0, "p": "driver", "kind": "enqueue", "status": 200, "code": None,
+               "task": "later", "args": [3, 60_000], "id": "e-1", "ref": "q/0/0"}  # fmt: skip
+    final = _final([])
+    final["jobs"] = {"q/0/0": {"state": "acked", "attempts": 1}}
+
+    def early_by(ms: int, steps: list[list[Any]]) -> set[str]:
+        run = _run(30.0, "run-start", "q/0/0", "later", args=[3, 60_000], wall_ms=60_000 - ms)
+        final["faults"] = steps
+        return {v.detail for v in checker.delayed_jobs_never_run_early([enqueue, run], final)}
+
+    step = [20.0, 25.0, "clock-step", None, 40.0]
+    assert early_by(30_000, [step]) == set()
+    assert early_by(50_000, [step]) == {"q/0/0 started 10000 ms early"}
+    assert early_by(30_000, []) == {"q/0/0 started 30000 ms early"}
+    assert early_by(30_000, [[40.0, 45.0, "clock-step", None, 40.0]]) == {
+        "q/0/0 started 30000 ms early"  # the step came after the job started
     }
