@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,64 @@ def test_every_item_is_worked_on_kept_in_order_and_the_first_failure_raised() ->
     kept.clear()
     side_by_side.each(object(), [1, 2], lambda n: n * 10, kept.append)  # one at a time
     assert kept == [10, 20]
+
+
+class GatedLogs(MemoryStorage):
+    """Memory whose logs (segments, status logs) of every topic but `open_topic` cannot be
+    opened until `gate` is set: what a broker does before it may serve shows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.open_topic = ""
+        self.opened: Counter[str] = Counter()
+
+    def _wait(self, name: str) -> None:
+        if name.startswith("topics/customer-") or name.startswith("topics/__queues/customer-"):
+            topic = name.removeprefix("topics/").removeprefix("__queues/").split("/")[0]
+            if topic != self.open_topic:
+                assert self.gate.wait(30), f"{name} opened before the gate opened"
+            self.opened[topic] += 1
+
+    def open_appendable(self, name: str) -> Any:
+        self._wait(name)
+        return super().open_appendable(name)
+
+    def open_read(self, name: str) -> Any:
+        self._wait(name)
+        return super().open_read(name)
+
+
+def test_a_broker_serves_a_topic_before_it_opens_the_others() -> None:
+    """Opening reads each topic's config and each group's name, not their logs: a call
+    on one topic opens its logs and its groups at once, while every other topic's wait;
+    the rest open in the background once they can, and serve as they did."""
+    storage = GatedLogs()
+    customers = [f"customer-{n}" for n in range(20)]
+    with brook.Broker(storage) as b:
+        for name in customers:
+            b.create_topic(name, partitions=2)
+            b.topic(name).append(b"first", key=b"k", idempotency_key="once")
+            queue = b.queue(name, "work", max_attempts=3)
+            queue.ack(queue.lease(1, timeout=0))
+            b.topic(name).append(b"second", key=b"k")
+    storage.gate.clear()
+    storage.opened.clear()
+    storage.open_topic = "customer-7"
+    with brook.Broker(storage) as b:
+        try:
+            again = b.topic("customer-7").append(b"again", key=b"k", idempotency_key="once")
+            assert again.offset == 0
+            queue = b.queue("customer-7", "work")
+            assert queue.stats()["acked"] == 1
+            [job] = queue.lease(1, timeout=0)
+            assert job.record.value == b"second"
+            assert set(storage.opened) == {"customer-7"}  # the others still wait
+        finally:
+            storage.gate.set()
+        for name in customers:
+            assert b.topic(name).append(b"x", key=b"k", idempotency_key="once").offset == 0
+            assert b.queue(name, "work").stats()["acked"] == 1
+        b.core._opening_done.wait(10)
+        assert all(state.opened for state in b.core.topic_states())

@@ -92,14 +92,60 @@ class Hooks:
 
 
 class TopicState:
-    """A topic's settings and its open partition logs."""
+    """A topic's settings and its partition logs, opened when first wanted.
 
-    def __init__(self, name: str, config: TopicConfig, logs: list[PartitionLog]) -> None:
+    A broker that opens storage reads every topic's config, but not its logs: those are
+    opened by the first call that needs them (or soon after start, in the background),
+    so a take-over serves within the time of a config read per topic, not of opening
+    every log (on S3, a dozen requests a topic; docs/ARCHITECTURE.md, "Opening")."""
+
+    def __init__(
+        self,
+        name: str,
+        config: TopicConfig,
+        logs: list[PartitionLog] | None = None,
+        opener: Callable[[TopicState], list[PartitionLog]] | None = None,
+    ) -> None:
         self.name = name
         self.config = config
-        self.logs = logs
+        self._logs = logs
+        self._opener = opener
+        """Opens the logs of a topic stored before (None once they are open)."""
+        self._opening = threading.Lock()
+        self._ended: str | None = None
+        """Why the logs can no longer be opened (the topic deleted, the broker closed)."""
         self.spread = RoundRobin()
         """Picks the partition of records without a key."""
+
+    @property
+    def logs(self) -> list[PartitionLog]:
+        """The partition logs, opened now if they are not yet (by the first caller; the
+        others wait for it). Raises what opening raises (StorageError, CorruptData: the
+        next call tries again), TopicNotFound once deleted, Closed once closed."""
+        logs = self._logs
+        if logs is not None:
+            return logs
+        with self._opening:
+            if self._logs is None:
+                if self._ended is not None:
+                    raise (Closed if self._ended == "closed" else TopicNotFound)(
+                        f"topic {self.name} is {self._ended}"
+                    )
+                assert self._opener is not None
+                self._logs = self._opener(self)
+            return self._logs
+
+    @property
+    def opened(self) -> bool:
+        return self._logs is not None
+
+    def end(self, why: str) -> list[PartitionLog]:
+        """The topic is deleted or the broker closed (`why`): its open logs, for the
+        caller to close; none will be opened again."""
+        with self._opening:
+            self._ended = why
+            logs, self._logs = self._logs or [], []
+        return logs
 
     def info(self) -> TopicInfo:
         return TopicInfo(
@@ -171,6 +217,10 @@ class Core:
         """The services' hooks (register); replaced whole, never changed in place, so
         a thread going through them never sees the tuple change under it."""
         self.idempotency = IdempotencyIndex(idempotency_window_ms)
+        self._serving = False
+        """Set once started: a topic's logs opened from then on read their idempotency keys."""
+        self._opening_done = threading.Event()
+        """Set once every stored topic's logs are open (or the broker closes)."""
         try:
             storage_format.check(storage, read_only)
             sweep = getattr(storage, "sweep_trash", None)
@@ -208,6 +258,8 @@ class Core:
             self._close_logs()
             storage.close()
             raise
+        if not read_only:
+            supervisor.start("opening", self.open_topics, self._opening_done)
 
     # ------------------------------------------------------------ state
 
@@ -249,30 +301,54 @@ class Core:
     def _recover_topics(self) -> None:
         def keep(state: TopicState | None) -> None:
             if state is not None:
-                self._topics[state.name] = state  # closed by the caller if opening fails
+                self._topics[state.name] = state
 
-        side_by_side.each(self.storage, self._topic_names(), self._open_topic, keep)
+        side_by_side.each(self.storage, self._topic_names(), self._find_topic, keep)
         self._names = sorted(self._topics)
         if self._topics:
-            log.info("opened %d topics", len(self._topics))
+            log.info("found %d topics", len(self._topics))
 
-    def _open_topic(self, name: str) -> TopicState | None:
-        """The topic, opened; None if its config was never written (a topic exists
-        once its config is durable: a crash while it was made leaves a folder only)."""
+    def _find_topic(self, name: str) -> TopicState | None:
+        """The stored topic, its logs not opened yet; None if its config was never written
+        (a topic exists once its config is durable: a crash while it was made leaves a
+        folder only). A read-only broker opens them now: it reads the owner's WAL into them."""
         raw = self.storage.read_all(layout.topic_config(name))
         if raw is None:
             return None
-        config = _decode_config(raw)
+        state = TopicState(name, _decode_config(raw), opener=self._open_logs)
+        if self.read_only:
+            state.logs  # noqa: B018  (opened now)
+        return state
+
+    def _open_logs(self, state: TopicState) -> list[PartitionLog]:
+        """Open a stored topic's logs (TopicState.logs): once the broker serves, also
+        learn their recent idempotency keys, before any append can reach them."""
+        self.check_open()
         logs: list[PartitionLog] = []
         try:
-            for p in range(config.partitions):
-                logs.append(self.open_log(name, p))
+            for p in range(state.config.partitions):
+                logs.append(self.open_log(state.name, p))
+            if self._serving and not self.read_only:
+                for timestamp, key, partition, offset in self._recent_keys(logs):
+                    self.idempotency.add(state.name, key, Ack(partition, offset, timestamp))
         except BaseException:
             for opened in logs:
                 opened.close()
             raise
-        log.debug("opened topic %s: end offsets %s", name, [p.durable_offset for p in logs])
-        return TopicState(name, config, logs)
+        log.debug("opened topic %s: end offsets %s", state.name, [p.durable_offset for p in logs])
+        return logs
+
+    def open_topics(self) -> float:
+        """Open the logs of topics no call has needed yet, a slice at a time, side by
+        side (the "opening" loop after start); seconds until the next slice, or stop."""
+        waiting = [state for state in self._topics.values() if not state.opened]
+        if not waiting:
+            self._opening_done.set()
+            return 0.0
+        side_by_side.each(
+            self.storage, waiting[:OPEN_SLICE_TOPICS], _open_unless_deleted, lambda _: None
+        )
+        return 0.0
 
     def _replay_wal(self, keep: bool = True) -> WriteAheadLog | None:
         """Put what the write-ahead log holds past its checkpoint into the segments,
@@ -293,7 +369,7 @@ class Core:
 
         def find_log(topic: str, partition: int) -> PartitionLog | None:
             if topic in self._topics:
-                return self._topic_log(topic, partition)
+                return self._topic_log(topic, partition)  # opens the topic's logs
             if (topic, partition) not in others:
                 prefix = layout.partition_prefix(topic, partition)
                 stored = any(n.endswith(layout.SEGMENT_SUFFIX) for n in self.storage.list(prefix))
@@ -338,25 +414,30 @@ class Core:
     def _topic_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log of a topic's partition, or None when the topic or partition is gone."""
         state = self._topics.get(topic)
-        if state is None or not 0 <= partition < len(state.logs):
+        if state is None or not 0 <= partition < state.config.partitions:
             return None
         return state.logs[partition]
 
     def _rebuild_idempotency(self) -> None:
-        since = self.now_ms() - self.idempotency.window_ms
+        """The recent idempotency keys of the topics opened while starting (those the
+        write-ahead log named); every other topic's are read as its logs open."""
         found: list[tuple[int, str, bytes, int, int]] = []
-
-        def scan(where: tuple[str, PartitionLog]) -> list[tuple[int, str, bytes, int, int]]:
-            topic, partition_log = where
-            return [
-                (timestamp, topic, key, partition_log.partition, offset)
-                for key, offset, timestamp in partition_log.scan_idempotency(since)
-            ]
-
-        logs = [(state.name, p) for state in self._topics.values() for p in state.logs]
-        side_by_side.each(self.storage, logs, scan, found.extend, "brook-idempotency")
+        for state in self._topics.values():
+            if state.opened:
+                found += [(t, state.name, k, p, o) for t, k, p, o in self._recent_keys(state.logs)]
         for timestamp, topic, key, partition, offset in sorted(found):
             self.idempotency.add(topic, key, Ack(partition, offset, timestamp))
+        self._serving = True
+
+    def _recent_keys(self, logs: list[PartitionLog]) -> list[tuple[int, bytes, int, int]]:
+        """(timestamp, key, partition, offset) of the idempotency keys in `logs` that are
+        still within the window."""
+        since = self.now_ms() - self.idempotency.window_ms
+        return [
+            (timestamp, key, partition_log.partition, offset)
+            for partition_log in logs
+            for key, offset, timestamp in partition_log.scan_idempotency(since)
+        ]
 
     def open_log(
         self, topic: str, partition: int, settings: LogSettings | None = None
@@ -479,7 +560,7 @@ class Core:
         del topics[name]
         self._topics = topics
         self._names = [n for n in self._names if n != name]
-        for partition_log in state.logs:
+        for partition_log in state.end("deleted"):
             partition_log.close()
         # The config goes first, so a crash mid-way leaves no half-topic behind.
         self.storage.delete(layout.topic_config(name))
@@ -596,6 +677,8 @@ class Core:
             with guard("maintenance", "open files"):
                 close_idle()  # cold topics and idle groups hold no descriptor
         for state in list(self._topics.values()):
+            if not state.opened:  # maintained once its logs open (soon: open_topics)
+                continue
             config = state.config
             for partition_log in state.logs if config.compaction else []:
                 with guard("maintenance", f"compaction of {state.name}/{partition_log.partition}"):
@@ -646,6 +729,7 @@ class Core:
         """Refuse new calls, answer every in-flight append, stop the committer and
         wake every waiting reader. Services' threads must have stopped first."""
         self._closed = True
+        self._opening_done.set()
         self.committer.close()
         self._wake_readers()
 
@@ -656,13 +740,21 @@ class Core:
         self.storage.close()
 
     def _close_logs(self) -> None:
+        self._opening_done.set()
         for state in self._topics.values():
-            for partition_log in state.logs:
+            for partition_log in state.end("closed"):  # waits for an opening under way
                 partition_log.close()
 
 
+OPEN_SLICE_TOPICS = 64
+"""Topics the opening loop opens in one step (between steps it checks for closing)."""
 WAL_READ_ATTEMPTS = 3
 """A reader's reads of the owner's WAL, which a checkpoint may cut short meanwhile."""
+
+
+def _open_unless_deleted(state: TopicState) -> None:
+    with contextlib.suppress(TopicNotFound):  # deleted since the slice was chosen
+        state.logs  # noqa: B018  (opens them)
 
 
 def _files_budget(storage: Storage) -> int:

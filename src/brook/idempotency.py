@@ -1,8 +1,10 @@
 """Idempotent produce: remembering which idempotency keys were appended recently.
 
 Keys are stored in the log itself, inside the batches (docs/FORMAT.md), so this
-index is only a cache: on open the broker rebuilds it by scanning the batches
-newer than the window. Only the committer thread adds to it.
+index is only a cache: the broker rebuilds it by scanning the batches newer than
+the window as it opens each topic's logs (at start for those the write-ahead log
+named, later for the others, before any append reaches them). The committer thread
+adds what it appends; a topic's opening adds what it found.
 
 A key is one row of arrays found through its digest (id_index.RowLog), about 100
 to 160 bytes: as a dict of (topic, key) to Ack it cost about 320 bytes in Python
@@ -56,19 +58,21 @@ class IdempotencyIndex:
             return Ack(self._partition[i], self._offset[i], self._timestamp[i])
 
     def add(self, topic: str, key: bytes, ack: Ack) -> None:
-        number = self._topics.number(topic)
         with self._mutex:
+            number = self._topics.number(topic)
             self._rows.add(_name(topic, key), ack.timestamp, ack.offset, ack.partition, number)
             if len(self._rows) > self.keys_max:
                 self._rows.forget_oldest("timestamp", -(2**63), self.keys_max)
 
     def expire(self, now_ms: int) -> None:
-        """Forget keys older than the window (they are in timestamp order)."""
+        """Forget keys older than the window (they are in timestamp order, but for the
+        keys of a topic opened after start: those may stay until the keys added before
+        them go, up to a window longer; keys_max bounds them all)."""
         with self._mutex:
             self._rows.forget_oldest("timestamp", now_ms - self.window_ms, self.keys_max)
 
     def forget_topic(self, topic: str) -> None:
-        number = self._topics.known(topic)
-        if number is not None:
-            with self._mutex:
+        with self._mutex:
+            number = self._topics.known(topic)
+            if number is not None:
                 self._rows.forget_where("topic", number)

@@ -80,7 +80,7 @@ class EndpointStore:
         """Called after an endpoint changed, with its name (the delivery loop looks again)."""
         stored = [n for n in core.storage.list(layout.ENDPOINTS) if layout.parse_endpoint(n)]
         side_by_side.each(core.storage, stored, self._read_stored, self._keep_stored)
-        for group in queues.groups():
+        for group in queues.groups(named=ep.GROUP_PREFIX):  # users' groups open later
             owner = ep.group_endpoint(group.group)
             if owner is not None:
                 self._index(owner, group)

@@ -1,7 +1,8 @@
-"""Every queue group of a broker: found in storage at start, opened on first use,
-and one supervised loop that lets time act on them (expired leases, due
-retries, dead letters) even when no caller comes by. Owns `queues/` and the
-status logs (layout.queue_status_log)."""
+"""Every queue group of a broker: found in storage at start, opened on first use
+(or soon after start, by the "opening queue groups" loop: a take-over serves before
+it has read every group's status log), and one supervised loop that lets time act
+on them (expired leases, due retries, dead letters) even when no caller comes by.
+Owns `queues/` and the status logs (layout.queue_status_log)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from brook.commit import AppendRequest, Waiter
 from brook.core import Hooks
 from brook.errors import BrookError, GroupNotFound
 from brook.log.partition import LogSettings, PartitionLog
+from brook.name_locks import NameLocks
 from brook.queue import settings as queue_settings
 from brook.queue import status
 from brook.queue.due import DueTimes
@@ -37,12 +39,20 @@ PASS_MS_MIN = 5
 """The ticker's passes are at least this far apart."""
 STATUS_SEGMENT_BYTES_MAX = 8 * limits.MIB
 """Status-log segments stay small, so those behind a snapshot can be deleted soon."""
+OPEN_SLICE_GROUPS = 64
+"""Stored groups the opening loop opens in one step (between steps it checks for stop)."""
 
 
 class QueueStore:
     def __init__(self, core: Core) -> None:
         self.core = core
         self._groups: dict[tuple[str, str], QueueGroup] = {}
+        self._stored: dict[tuple[str, str], None] = {}
+        """Groups found in storage at start whose status logs are not opened yet."""
+        self._opening = NameLocks()
+        """Per group: its opening and its topic's deletion take turns."""
+        self._opened_all = threading.Event()
+        """Set once no stored group waits to be opened (or the store stops)."""
         self.batches = BatchCache(limits.queue_batches_bytes_max)
         """Batches read lately, shared by every group (a record is read about once)."""
         self._mutex = threading.Lock()
@@ -62,7 +72,10 @@ class QueueStore:
                 for found in map(layout.parse_queue_settings, core.storage.list(layout.QUEUES))
                 if found is not None and core.has_topic(found[0])
             ]
-            side_by_side.each(core.storage, stored, self._open_stored, self._add_opened)
+            if core.read_only:  # it follows no group's changes: opened as they are now
+                side_by_side.each(core.storage, stored, self._open_stored, self._add_opened)
+            else:
+                self._stored = dict.fromkeys(stored)
         except BaseException:
             self.close()
             raise
@@ -75,8 +88,40 @@ class QueueStore:
             )
         )
         self._ticker: threading.Thread | None = None
+        self._opener: threading.Thread | None = None
         if not core.read_only:  # a read-only broker lets time act on nothing
             self._ticker = core.supervisor.start("queues", self._tick, self._stop, self._sleep)
+            self._opener = core.supervisor.start(
+                "opening queue groups", self._open_some, self._opened_all
+            )
+        else:
+            self._opened_all.set()
+
+    def _open_some(self) -> float:
+        """One step of the opening loop: a slice of the stored groups no call has
+        opened yet, side by side; 0 (the next slice at once), having stopped when done."""
+        with self._mutex:
+            waiting = list(self._stored)[:OPEN_SLICE_GROUPS]
+        if not waiting or self._stop.is_set():
+            self._opened_all.set()
+            return 0.0
+        side_by_side.each(self.core.storage, waiting, lambda key: self.find(*key), lambda _: None)
+        return 0.0
+
+    def _open_when_wanted(self, topic: str, group: str) -> QueueGroup | None:
+        """A stored group opened now, by its first caller (others wait for it); None if
+        it went meanwhile (deleted, or its topic). Raises what opening raises."""
+        key = (topic, group)
+        with self._opening.hold(f"{topic}\0{group}"):
+            with self._mutex:
+                if key not in self._stored:
+                    return self._groups.get(key)
+            opened = self._open_stored(key)
+            with self._mutex:
+                del self._stored[key]
+            if opened is not None:
+                self._add(opened)
+            return opened
 
     def _open_stored(self, found: tuple[str, str]) -> QueueGroup | None:
         """A group stored before this broker opened (None if its settings went)."""
@@ -265,18 +310,38 @@ class QueueStore:
             self.core.call(on_writer)
         return found is not None
 
-    def groups(self) -> list[QueueGroup]:
+    def groups(self, named: str = "") -> list[QueueGroup]:
+        """Every group whose name starts with `named` (all by default), opening those
+        not opened yet."""
+        with self._mutex:
+            waiting = [key for key in self._stored if key[1].startswith(named)]
+        side_by_side.each(self.core.storage, waiting, lambda key: self.find(*key), lambda _: None)
+        with self._mutex:
+            return [g for g in self._groups.values() if g.group.startswith(named)]
+
+    def _opened(self) -> list[QueueGroup]:
         with self._mutex:
             return list(self._groups.values())
 
     def find(self, topic: str, group: str) -> QueueGroup | None:
+        """The group, opened now if it was stored and no call has opened it yet; None if
+        the broker has no such group."""
+        key = (topic, group)
         with self._mutex:
-            return self._groups.get((topic, group))
+            found = self._groups.get(key)
+            if found is not None or key not in self._stored:
+                return found
+        return self._open_when_wanted(topic, group)
 
     def forget_topic(self, topic: str) -> None:
         """Writer role: the topic is deleted; so are its groups and their status logs."""
         self.batches.forget(topic)
         self.core.log_dropped(layout.queue_status_log(topic, "_").rsplit("/", 1)[0])
+        with self._mutex:
+            stored = [key for key in self._stored if key[0] == topic]
+        for key in stored:  # one being opened finishes first (and is forgotten below)
+            with self._opening.hold(f"{key[0]}\0{key[1]}"), self._mutex:
+                self._stored.pop(key, None)
         with self._mutex:
             for key in [k for k in self._groups if k[0] == topic]:
                 gone = self._groups.pop(key)
@@ -290,7 +355,11 @@ class QueueStore:
         """For retention: which offsets of a range of `partition` the topic's queue
         groups still need (records not yet finished, dead ones included, since they
         may be redriven); None when the topic has no queue group."""
-        groups = [g for g in self.groups() if g.topic == topic]
+        with self._mutex:
+            unopened = any(key[0] == topic for key in self._stored)
+        if unopened:  # what it needs is not known yet: all of it, until it opens
+            return lambda base, next_offset: Ranges([(base, next_offset)])
+        groups = [g for g in self._opened() if g.topic == topic]
         if not groups:
             return None
 
@@ -305,7 +374,7 @@ class QueueStore:
     def maintain(self) -> None:
         """Writer role: delete status-log segments wholly behind each group's snapshot
         (and what the lake already took of them, when it keeps their history)."""
-        for group in self.groups():
+        for group in self._opened():
             below = group.snapshot_offset
             held = self.core.status_log_hold(group.topic, group.group)
             if held is not None:
@@ -354,15 +423,17 @@ class QueueStore:
         self._wake.clear()
 
     def stop(self) -> None:
-        """Stop the ticker (before the committer closes)."""
+        """Stop the ticker and the opening loop (before the committer closes)."""
         self._stop.set()
         self._wake.set()
-        if self._ticker is not None:
-            self._ticker.join()
+        self._opened_all.set()
+        for thread in (self._ticker, self._opener):
+            if thread is not None:
+                thread.join()
 
     def close(self) -> None:
         """Close every status log (after the committer closed)."""
-        for group in self.groups():
+        for group in self._opened():
             group.status_log.close()
 
 
