@@ -4,6 +4,7 @@ must not wait one round trip after another for each of them."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import Counter
@@ -145,3 +146,53 @@ def test_a_broker_serves_a_topic_before_it_opens_the_others() -> None:
             assert b.queue(name, "work").stats()["acked"] == 1
         b.core._opening_done.wait(10)
         assert all(state.opened for state in b.core.topic_states())
+
+
+def test_topics_opened_deleted_and_made_again_while_the_broker_opens_them(tmp_path: Any) -> None:
+    """Calls race the background opening: appends, reads, listings, and deletions and
+    re-creations of the same names. Nothing but TopicNotFound (a topic deleted under a
+    call) is raised, and every append acknowledged since a topic was last made is read."""
+    customers = [f"customer-{n}" for n in range(24)]
+    with brook.open(tmp_path) as b:
+        for name in customers:
+            b.topic(name).append(b"0", idempotency_key="first")
+            queue = b.queue(name, "work")
+            queue.ack(queue.lease(1, timeout=0))
+    acked: dict[str, list[bytes]] = {name: [b"0"] for name in customers}
+    errors: list[BaseException] = []
+    guard = threading.Lock()
+
+    with brook.open(tmp_path) as b:
+
+        def work(n: int) -> None:
+            rng = random.Random(n)
+            for i in range(40):
+                name = rng.choice(customers)
+                try:
+                    if n == 0 and i % 5 == 0:
+                        with guard:
+                            b.delete_topic(name)
+                            acked[name] = []
+                    elif i % 7 == 0:
+                        b.topics()
+                    else:
+                        value = f"{n}-{i}".encode()
+                        with guard:
+                            b.topic(name).append(value)
+                            acked[name].append(value)
+                        b.queue(name, "work").stats()
+                        b.topic(name).read(0, 0, 10)
+                except brook.errors.TopicNotFound:
+                    pass
+                except BaseException as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        for name, values in acked.items():
+            if values:
+                assert [r.value for r in b.topic(name).read(0, 0, 1000)] == values, name

@@ -290,7 +290,11 @@ class Broker:
 
     def topics(self) -> list[TopicInfo]:
         self.core.check_open()
-        return [state.info() for state in self.core.topic_states()]
+        found = []
+        for state in self.core.topic_states(opened=True):
+            with contextlib.suppress(TopicNotFound):  # deleted meanwhile
+                found.append(state.info())
+        return found
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its records and group positions. Raises TopicNotFound."""

@@ -137,14 +137,15 @@ class TopicState:
 
     @property
     def opened(self) -> bool:
-        return self._logs is not None
+        """Whether the logs are open (or can no longer be: deleted, closed)."""
+        return self._logs is not None or self._ended is not None
 
     def end(self, why: str) -> list[PartitionLog]:
         """The topic is deleted or the broker closed (`why`): its open logs, for the
         caller to close; none will be opened again."""
         with self._opening:
             self._ended = why
-            logs, self._logs = self._logs or [], []
+            logs, self._logs = self._logs or [], None
         return logs
 
     def info(self) -> TopicInfo:
@@ -466,9 +467,14 @@ class Core:
     def has_topic(self, name: str) -> bool:
         return name in self._topics
 
-    def topic_states(self) -> list[TopicState]:
-        """Every topic, by name."""
-        return [state for _, state in sorted(self._topics.items())]
+    def topic_states(self, opened: bool = False) -> list[TopicState]:
+        """Every topic, by name; with `opened`, their logs opened first (side by side,
+        where the storage makes reads wait)."""
+        states = [state for _, state in sorted(self._topics.items())]
+        if opened:
+            waiting = [state for state in states if not state.opened]
+            side_by_side.each(self.storage, waiting, _open_unless_deleted, lambda _: None)
+        return states
 
     def topics_starting(self, prefixes: Iterable[str]) -> list[str]:
         """The names of the topics that begin with one of `prefixes`, sorted: found
