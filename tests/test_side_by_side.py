@@ -15,6 +15,7 @@ import pytest
 import brook
 from brook import side_by_side
 from brook.storage.memory import MemoryStorage
+from tests.in_process import InProcess
 
 WAIT_S = 0.02
 """Each read of a stored file waits this long, as a GET to an object store would."""
@@ -196,3 +197,34 @@ def test_topics_opened_deleted_and_made_again_while_the_broker_opens_them(tmp_pa
         for name, values in acked.items():
             if values:
                 assert [r.value for r in b.topic(name).read(0, 0, 1000)] == values, name
+
+
+def test_a_topic_opening_on_the_server_never_stalls_the_others() -> None:
+    """Over HTTP, the first append to (and listing of) a topic whose logs are not open
+    yet opens them off the event loop: while they cannot open, the server answers every
+    other call, and the append is answered once they do."""
+    storage = GatedLogs()
+    with brook.Broker(storage) as b:
+        b.topic("customer-1").append(b"first")
+        b.topic("other").append(b"first")
+    storage.gate.clear()
+    b = brook.Broker(storage)
+    server = InProcess(b)
+    answers: list[tuple[int, Any]] = []
+    try:
+        waiting = threading.Thread(
+            target=lambda: answers.append(
+                server.request("POST", "/v1/topics/customer-1/records", b"second")
+            )
+        )
+        waiting.start()
+        for _ in range(5):
+            assert server.get("/v1/health")[0] == 200
+            assert server.request("POST", "/v1/topics/other/records", b"x")[0] == 200
+        assert not answers  # customer-1's logs still cannot open
+    finally:
+        storage.gate.set()
+        waiting.join(30)
+        server.close()
+        b.close()
+    assert answers[0][0] == 200 and answers[0][1]["acks"][0]["offset"] == 1

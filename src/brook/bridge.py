@@ -137,6 +137,8 @@ class LoopBridge:
         result's `result()`: the acks, or the error raised); None for anything else:
         then `append`."""
         state = self.state(topic)
+        if not state.opened:  # its logs are opened off the loop (append)
+            return None
         routed = route(state, columns, partition)
         if len(routed) != 1:
             return None
@@ -154,6 +156,8 @@ class LoopBridge:
             state = await self.loop.run_in_executor(
                 None, functools.partial(self._core.topic_state, topic, create=True)
             )
+        if not state.opened:  # stored before the broker started: opening reads storage
+            await self.loop.run_in_executor(None, lambda: state.logs)
         routed = route(state, columns, partition)
         if len(routed) == 1:  # the common case, one coroutine less on every resumption
             only, _, part = routed[0]

@@ -168,10 +168,11 @@ class Api:
         return json_response(openapi.document(self.router, self.auth.enabled))
 
     async def metrics(self, request: Request) -> Response:
-        return Response(200, render(self.registry), "text/plain; version=0.0.4; charset=utf-8")
+        body = await self._read(render, self.registry)  # walks every topic and group
+        return Response(200, body, "text/plain; version=0.0.4; charset=utf-8")
 
     async def list_topics(self, request: Request) -> Response:
-        topics = self.broker.topics()
+        topics = await self._read(self.broker.topics)  # may open topics' logs (on S3, GETs)
         if request.key is not None:
             topics = [t for t in topics if may_use(request.key, t.name)]
         return json_response(wire.Topics(topics=[TopicOut.of(t) for t in topics]))
@@ -182,9 +183,12 @@ class Api:
         return json_response(TopicOut.of(info))
 
     async def get_topic(self, request: Request, topic: str) -> Response:
-        info = self.broker.topic_info(topic)
-        starts = {p.partition: p.start_offset for p in self.broker.partitions(topic)}
-        return json_response(wire.TopicDetail.detail(info, starts))
+        def described() -> wire.TopicDetail:
+            info = self.broker.topic_info(topic)
+            starts = {p.partition: p.start_offset for p in self.broker.partitions(topic)}
+            return wire.TopicDetail.detail(info, starts)
+
+        return json_response(await self._read(described))  # may open the topic's logs
 
     async def delete_topic(self, request: Request, topic: str) -> Response:
         await self._blocking(self.broker.delete_topic, topic)
