@@ -77,7 +77,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+    return sorted({*__all__, "__version__"})
 
 
 __all__ = [
