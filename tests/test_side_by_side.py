@@ -84,7 +84,7 @@ def test_every_item_is_worked_on_kept_in_order_and_the_first_failure_raised() ->
         side_by_side.each(storage, list(range(10)), work, kept.append)
     assert kept == [0, 1, 2, 4, 6, 7, 8, 9]
     kept.clear()
-    side_by_side.each(object(), [1, 2], lambda n: n * 10, kept.append)  # one at a time
+    side_by_side.each(MemoryStorage(), [1, 2], lambda n: n * 10, kept.append)  # one at a time
     assert kept == [10, 20]
 
 

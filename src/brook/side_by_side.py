@@ -12,33 +12,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from brook.storage import Storage
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-THREADS_DEFAULT = 1
-"""Without `open_threads` on the storage (a local disk, memory): one at a time."""
-
-
-def threads_for(storage: object) -> int:
-    """How many opening reads `storage` is worth waiting on at once."""
-    threads = getattr(storage, "open_threads", THREADS_DEFAULT)
-    return threads if isinstance(threads, int) and threads > 0 else THREADS_DEFAULT
-
 
 def each(
-    storage: object,
+    storage: Storage,
     items: Sequence[T],
     work: Callable[[T], R],
     keep: Callable[[R], None],
     name: str = "brook-open",
 ) -> None:
-    """Run `work` on every item, up to `threads_for(storage)` at once, and hand each
+    """Run `work` on every item, up to `storage.open_threads` at once, and hand each
     result to `keep` in the items' order, in the calling thread. Every item is worked on
     even when one fails: the first failure is raised after the others are kept, so the
     caller can close what was opened."""
-    threads = min(threads_for(storage), len(items))
+    threads = min(storage.open_threads, len(items))
     if threads <= 1:
         results = [_attempt(work, item) for item in items]
     else:

@@ -122,6 +122,11 @@ class Storage(Protocol):
     """Set once another broker has taken the location over (S3): from then on this one
     must write nothing more. Never set where ownership is a lock (a local directory)."""
 
+    open_threads: int
+    """How many start-up reads are worth waiting on at once (side_by_side.py): 1 where
+    reads are the interpreter's work (a disk, memory), more where each waits on the
+    network (S3)."""
+
     def public(self) -> PublicFiles:
         """The location's public files (the lake's)."""
         ...

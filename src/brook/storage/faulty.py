@@ -135,6 +135,7 @@ class FaultyStorage:
         self.inner = inner
         self.faults = faults or Faults()
         self.fenced = inner.fenced
+        self.open_threads = inner.open_threads
 
     def __getattr__(self, name: str) -> object:
         """What the inner storage offers beyond the port (a local disk's `sweep_trash`

@@ -203,6 +203,8 @@ class LocalStorage:
 
     write_ahead_log = True
     """Rounds are made durable in one WAL file (log/wal.py): one fdatasync each."""
+    open_threads = 1
+    """Opening is the interpreter's work here: threads would only contend for it."""
 
     def __init__(
         self,

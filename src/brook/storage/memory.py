@@ -70,6 +70,7 @@ class MemoryStorage:
 
     write_ahead_log = True
     """As a directory: rounds made durable in the WAL, segments by checkpoints."""
+    open_threads = 1
 
     def __init__(self) -> None:
         self.fenced = threading.Event()

@@ -59,6 +59,7 @@ class ReadOnlyStorage:
     def __init__(self, inner: Storage) -> None:
         self.inner = inner
         self.fenced = inner.fenced
+        self.open_threads = inner.open_threads
 
     @property
     def write_ahead_log(self) -> bool:

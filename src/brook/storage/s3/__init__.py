@@ -62,7 +62,7 @@ REQUESTS_IN_FLIGHT_MAX = 16
 
 class S3Storage:
     open_threads = 16
-    """Topics a broker opens side by side at start (Core): each waits on requests."""
+    """Start-up reads side by side (side_by_side.py): each waits on requests."""
 
     write_ahead_log = False
     """With `write_ahead_log=True`, a commit round is one PUT: a chunk of the write-ahead log
