@@ -204,3 +204,12 @@ def test_local_start_sweeps_what_a_crash_left_half_done(tmp_path: Path) -> None:
     assert scratch.is_dir()
     store.delete_prefix("topics/a/")
     assert store.list("") == [] and list(scratch.iterdir()) == []
+
+
+def test_the_faulty_wrapper_defines_every_method_of_the_port() -> None:
+    """Whatever it does not define passes through to the inner storage unfaulted
+    (`__getattr__`): a method added to the port must be added to the wrapper too, or the
+    fault tests would silently stop covering it."""
+    port = {name for name in dir(Storage) if not name.startswith("_")}
+    assert port, "the port lists its methods"
+    assert port - set(vars(FaultyStorage)) == set()
