@@ -1,7 +1,9 @@
 """Ownership on S3: how long a take-over from a busy broker takes, how it grows with the
 topics (each with a queue group) when the new owner opens them one at a time (the
-baseline) and side by side, and a cold start over thousands of unmerged chunks, read one
-at a time (the baseline) and side by side.
+baseline) and side by side, how much sooner it serves than it has opened them all (issue
+51: logs and queue groups open on first use or in the background), the same on a local
+directory of thousands of topics, and a cold start over thousands of unmerged chunks, read
+one at a time (the baseline) and side by side.
 
 On moto's server over loopback (tests/s3server.py); the cold start goes through the
 test proxy adding S3-like latency to every request (tests/s3proxy.py). Run alone with
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import statistics
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -117,6 +120,29 @@ def take_over_topics(proxy: FaultyProxy, url: str, side_by_side: bool) -> tuple[
     return serving, opened
 
 
+LOCAL_TOPICS = 5_000
+"""Topics of the start on a local directory (each with one record)."""
+
+
+def local_start(folder: Path) -> tuple[float, float]:
+    """Seconds until a broker on a directory of LOCAL_TOPICS topics serves, and until it
+    has opened every topic's logs in the background (files in the kernel's cache)."""
+    started = time.perf_counter()
+    b = brook.open(folder)
+    serving = time.perf_counter() - started
+    assert b.core._opening_done.wait(300) and b.queues._opened_all.wait(300)
+    opened = time.perf_counter() - started
+    b.close()
+    return serving, opened
+
+
+def written_local(folder: Path) -> Path:
+    with brook.open(folder) as b:
+        for n in range(LOCAL_TOPICS):
+            b.topic(f"customer-{n}").append(b"x")
+    return folder
+
+
 def written_unmerged(moto: MotoServer) -> str:
     """A prefix whose one partition is CHUNKS unmerged chunks (one per append)."""
     url = moto.fresh_url()
@@ -162,6 +188,10 @@ def main() -> str:
                 [serving for serving, _ in parallel],
             )
         print("take-over by topic count, one at a time / side by side (s):", by_count, flush=True)
+        with tempfile.TemporaryDirectory() as scratch:
+            local = written_local(Path(scratch))
+            starts = [local_start(local) for _ in range(TRIALS)]
+        print("local start, serving / all opened (s):", starts, flush=True)
         url = written_unmerged(moto)
         one = [cold_start(proxy, url, side_by_side=False) for _ in range(TRIALS)]
         many = [cold_start(proxy, url, side_by_side=True) for _ in range(TRIALS)]
@@ -200,6 +230,10 @@ def main() -> str:
             f"| {opening:.1f}x | |",
             f"| take-over of {MANY_TOPICS} topics, serving before all is opened, sooner by "
             f"| {served_sooner:.1f}x | |",
+            f"| start on a local directory of {LOCAL_TOPICS:,} topics, every topic opened: s "
+            f"| {statistics.median(o for _, o in starts):.2f} | {listed([o for _, o in starts])} |",
+            f"| start on a local directory of {LOCAL_TOPICS:,} topics, serving: s "
+            f"| {statistics.median(s for s, _ in starts):.2f} | {listed([s for s, _ in starts])} |",
             f"| cold start, one object at a time (the baseline): s | {statistics.median(one):.2f} "
             f"| {listed(one)} |",
             f"| cold start, 16 objects side by side: s | {statistics.median(many):.2f} "
