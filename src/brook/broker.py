@@ -143,6 +143,7 @@ class Broker:
         lake_lag_ms: int = limits.lake_lag_ms_default,
         checkpoint_interval_ms: int = limits.checkpoint_interval_ms_default,
         wal_bytes_max: int = limits.wal_bytes_max_default,
+        queue_batches_bytes_max: int = limits.queue_batches_bytes_max_default,
     ) -> None:
         """A broker owning `storage` (locked, recovered), or with `read_only` one that
         looks at it beside its owner: nothing is locked, recovered or written, and
@@ -155,7 +156,8 @@ class Broker:
         (names or glob patterns) are the endpoints /metrics gives series of their own
         while they are healthy too (delivery_summary). With `lake`, every topic
         is also written as Parquet under `lake/`, an active segment's records within
-        `lake_lag_ms` (brook/lake/)."""
+        `lake_lag_ms` (brook/lake/). The queue groups keep batches they read for each
+        other within `queue_batches_bytes_max` (queue/reader.py)."""
         if (
             isinstance(linger_ms, bool)
             or not isinstance(linger_ms, int | float)
@@ -179,6 +181,12 @@ class Broker:
             limits.checkpoint_interval_ms_max,
         )
         validate.whole(wal_bytes_max, "wal_bytes_max", limits.wal_bytes_max_min)
+        validate.whole(
+            queue_batches_bytes_max,
+            "queue_batches_bytes_max",
+            0,
+            limits.queue_batches_bytes_max_ceiling,
+        )
         self._metrics_chosen = Chosen(metrics_endpoints)
         if delivery_workers and delivery_resolver is not system_resolver:
             raise BadRequest("delivery_resolver is this process's: it takes delivery_workers=0")
@@ -202,7 +210,7 @@ class Broker:
         self._closed = False
         try:
             self.groups = self._started(GroupStore(self.core))
-            self.queues = self._started(QueueStore(self.core))
+            self.queues = self._started(QueueStore(self.core, queue_batches_bytes_max))
             self.timers = self._started(TimerService(self.core, start=False))
             self.schedules = self._started(ScheduleService(self.core, self.timers))
             self.timers.start()  # once the schedules skipped what they were down over

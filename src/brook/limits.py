@@ -127,9 +127,11 @@ read_records_max = 10_000
 read_bytes_max = 8 * MIB
 """A read fetches at most about this many bytes of batches from storage."""
 poll_records_default = 500
-queue_batches_bytes_max = 64 * MIB
+queue_batches_bytes_max_default = 64 * MIB
 """Batches the queue groups read lately, kept for each other (queue/reader.py): a record
-fanned out to many groups (endpoints) is read from storage about once."""
+fanned out to many groups (endpoints) is read from storage about once. The most of a
+broker's memory that grows with its traffic (docs/RELIABILITY.md, the soak)."""
+queue_batches_bytes_max_ceiling = 16 * 1024 * MIB
 read_task_bytes_max_default = 64 * MIB
 """An outside reader (a Spark task) reads at most about this much of one segment."""
 read_threads = 4

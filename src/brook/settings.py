@@ -134,6 +134,17 @@ class ServeSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             ge=limits.wal_bytes_max_min,
         ),
     ] = limits.wal_bytes_max_default
+    queue_batches_bytes_max: Annotated[
+        int,
+        _setting(
+            "Bytes of record batches the queue groups keep for each other once read (a record "
+            "fanned out to many endpoints is read once); the most of the broker's memory that "
+            "grows with traffic. Smaller on a small machine whose groups rarely share records.",
+            "broker",
+            ge=0,
+            le=limits.queue_batches_bytes_max_ceiling,
+        ),
+    ] = limits.queue_batches_bytes_max_default
     idempotency_window_ms: Annotated[
         int,
         _setting(

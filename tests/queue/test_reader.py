@@ -6,12 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import brook
-from brook import limits
 from brook.queue.reader import BatchCache, _Batches
 from brook.records import Record
 
@@ -46,11 +44,9 @@ def test_a_topic_made_again_under_its_name_is_read_afresh(tmp_path: Path) -> Non
         ]
 
 
-def test_what_is_kept_stays_within_its_bound(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(limits, "queue_batches_bytes_max", 20_000)
-    with brook.open(str(tmp_path)) as b:
+def test_what_is_kept_stays_within_its_bound(tmp_path: Path) -> None:
+    """The bound is the broker's setting (queue_batches_bytes_max, brook serve's flag too)."""
+    with brook.open(str(tmp_path), queue_batches_bytes_max=20_000) as b:
         for t in range(10):
             b.topic(f"t{t}").append_many([Record(bytes(1_000)) for _ in range(8)])
             assert len(b.queue(f"t{t}", "g").lease(max_records=8)) == 8

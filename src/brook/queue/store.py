@@ -44,7 +44,9 @@ OPEN_SLICE_GROUPS = 64
 
 
 class QueueStore:
-    def __init__(self, core: Core) -> None:
+    def __init__(
+        self, core: Core, batches_bytes_max: int = limits.queue_batches_bytes_max_default
+    ) -> None:
         self.core = core
         self._groups: dict[tuple[str, str], QueueGroup] = {}
         self._stored: dict[tuple[str, str], None] = {}
@@ -53,7 +55,7 @@ class QueueStore:
         """Per group: its opening and its topic's deletion take turns."""
         self._opened_all = threading.Event()
         """Set once no stored group waits to be opened (or the store stops)."""
-        self.batches = BatchCache(limits.queue_batches_bytes_max)
+        self.batches = BatchCache(batches_bytes_max)
         """Batches read lately, shared by every group (a record is read about once)."""
         self._mutex = threading.Lock()
         self._create_mutex = threading.Lock()
