@@ -180,3 +180,23 @@ def test_a_delayed_record_waits_and_in_an_ordered_key_holds_the_ones_behind_it()
     assert ordered.pop() == ("k", "first") and ordered.pop() is None
     ordered.release("k")
     assert ordered.pop() == ("k", "second")
+
+
+def test_a_not_before_time_is_never_early_after_the_clock_steps_back() -> None:
+    """The clock reached 10,000, then stepped back to 5,000 (found by the chaos run, seed
+    11: timestamps stayed at the furthest time, so a delayed job's not-before fell between
+    the clock and the furthest time, and it was leased at once). A record due at 8,000 by
+    its not-before waits until the clock has passed the furthest time again: late by the
+    step at most, never early; one due by the clock's reading goes at once."""
+    for ordered in (False, True):
+        queue: FairQueue[int] = FairQueue(ordered=ordered)
+        queue.advance(10_000)
+        queue.advance(5_000)
+        queue.add("k", 1, not_before=8_000)
+        queue.add("j", 2, not_before=4_000)
+        assert queue.pop() == ("j", 2)
+        assert queue.pop() is None
+        queue.advance(9_000)  # by the clock, due; but the clock has not caught up yet
+        assert queue.pop() is None
+        queue.advance(10_001)
+        assert queue.pop() == ("k", 1)

@@ -82,6 +82,11 @@ class FairQueue(Generic[Item]):
         self.rate = rate_per_s
         self.lower_share = lower_share
         self.now_ms = 0
+        """The furthest time `advance` has reached: a clock stepped back does not move it
+        back (what was released stays released; the rest waits for the clock)."""
+        self.clock_ms = 0
+        """What the clock said at the last `advance`, back steps included: a not-before
+        time is due only once the clock says so again (never early after a step back)."""
         self._lanes: dict[Lane, deque[Item]] = {}
         self._turns: dict[int, OrderedDict[Lane, None]] = {}
         """Per priority, the lanes with a record ready and not held, in turn order."""
@@ -136,7 +141,7 @@ class FairQueue(Generic[Item]):
         self._count += 1
         if priority:
             self._priority[item] = priority
-        if not_before is not None and not_before > self.now_ms:
+        if not_before is not None and not_before > self.clock_ms:
             self.delayed += 1
             self._due[item] = not_before
             if not (self.ordered and key is not None):
@@ -338,7 +343,7 @@ class FairQueue(Generic[Item]):
         if priority is None:
             front = items[0]
             due = self._due.get(front)
-            if due is not None and due > self.now_ms:
+            if due is not None and due > self.clock_ms:
                 self._wake(due, _LANE, lane)  # a wake-up found stale places nothing
                 return
             priority = self._priority.get(front, 0)
@@ -371,6 +376,7 @@ class FairQueue(Generic[Item]):
     def advance(self, now_ms: int) -> None:
         """Time is now `now_ms`: delayed records that are due join their lanes, and
         keys whose bucket refilled flow again."""
+        self.clock_ms = now_ms
         if now_ms < self.now_ms:
             return  # the wall clock stepped back: wait for it
         self.now_ms = now_ms
