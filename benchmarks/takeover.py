@@ -106,6 +106,8 @@ def take_over_topics(proxy: FaultyProxy, url: str, side_by_side: bool) -> tuple[
     and every queue group in the background (what it waited for before it served, until
     issue 51); `side_by_side=False` opens one topic and group at a time."""
     old = brook.open(url, endpoint_url=proxy.endpoint)
+    # A live owner has long opened everything: its background opening must not compete.
+    assert old.core._opening_done.wait(300) and old.queues._opened_all.wait(300)
     started = time.perf_counter()
     storage = S3Storage(url, endpoint_url=proxy.endpoint, take_over=True)
     if not side_by_side:
