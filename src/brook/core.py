@@ -97,7 +97,7 @@ class TopicState:
     A broker that opens storage reads every topic's config, but not its logs: those are
     opened by the first call that needs them (or soon after start, in the background),
     so a take-over serves within the time of a config read per topic, not of opening
-    every log (on S3, a dozen requests a topic; docs/ARCHITECTURE.md, "Opening")."""
+    every log (on S3, a dozen requests a topic; docs/ARCHITECTURE.md, "Recovery")."""
 
     def __init__(
         self,
@@ -110,7 +110,8 @@ class TopicState:
         self.config = config
         self._logs = logs
         self._opener = opener
-        """Opens the logs of a topic stored before (None once they are open)."""
+        """Opens the logs of a topic stored before this broker started (a topic made
+        here is given its logs, and has none)."""
         self._opening = threading.Lock()
         self._ended: str | None = None
         """Why the logs can no longer be opened (the topic deleted, the broker closed)."""
