@@ -10,7 +10,7 @@ PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py
 	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_sans_io.py \
 	tests/server/test_bad_input.py
 
-.PHONY: run test coverage lint unasync profile wrk redis-server system-packages reliability bench screenshots pipeline-demo chaos fuzz-api clean
+.PHONY: run test coverage lint unasync profile wrk redis-server system-packages bytecode reliability bench screenshots pipeline-demo chaos fuzz-api clean
 
 # The broker's own dependencies only (what `make run` needs), not compiled: serving
 # first (a new user's first `make run` waited ~55 s for the compiler, 3 minutes on a busy
@@ -66,15 +66,21 @@ system-packages:
 		(apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fuse3 nodejs >/dev/null)
 
+# Brook's and the tests' modules as bytecode, written now: where PYTHONDONTWRITEBYTECODE is
+# set (as on this project's machines) every process would compile them from source again,
+# 0.25 of the 0.5 s a `brook serve` spends importing, and the suites start hundreds.
+bytecode: $(STAMP)
+	$(PY) -m compileall -q src tests benchmarks > /dev/null
+
 # Two processes (the machine's two cores; most tests wait on real servers and fsyncs).
 # Then the compiled modules' own tests again, as Python (BROOK_PURE=1): the fallback
 # for machines without a compiler passes the same tests.
-test: lint system-packages
+test: lint system-packages bytecode
 	$(PY) -m pytest --durations=25 -n 2 --dist loadgroup
 	BROOK_PURE=1 $(PY) -m pytest -n 2 --dist loadgroup $(PURE_TESTS)
 
 # The same suite measured by coverage (a quarter slower: kept out of `make test`'s budget).
-coverage: $(STAMP) $(NATIVE) system-packages
+coverage: $(STAMP) $(NATIVE) system-packages bytecode
 	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
 
 # The reliability suite at scale (docs/RELIABILITY.md has each figure and its command):
@@ -82,7 +88,7 @@ coverage: $(STAMP) $(NATIVE) system-packages
 # coverage-guided fuzz inputs per target, a 30-minute soak plotted to docs/soak.png, and
 # 10,000 topics and 1,000 endpoints served under a descriptor limit of 1,024.
 # Every randomized test prints its seed; BROOK_SEED replays one.
-reliability: $(STAMP) $(NATIVE) system-packages
+reliability: $(STAMP) $(NATIVE) system-packages bytecode
 	BROOK_CRASH_KILLS=200 BROOK_QUEUE_CRASH_KILLS=100 BROOK_SERVER_CRASH_KILLS=100 \
 	BROOK_TIMER_CRASH_KILLS=100 BROOK_DELIVERY_CRASH_KILLS=100 BROOK_POWER_CUTS=50 \
 	BROOK_LAKE_CRASH_KILLS=100 BROOK_WORKER_SIM_SEEDS=4000 BROOK_WAL_SIM_EXAMPLES=2000 \
@@ -102,13 +108,13 @@ reliability: $(STAMP) $(NATIVE) system-packages
 
 # One seeded run of everything under faults, checked by the history checker (tests/chaos):
 # `make chaos SEED=7 MINUTES=5 [STORAGE=s3]`. A failure prints the seed and what broke.
-chaos: $(STAMP) $(NATIVE)
+chaos: $(STAMP) $(NATIVE) bytecode
 	$(PY) -m tests.chaos.run --seed $(or $(SEED),1) --minutes $(or $(MINUTES),5) \
 		--storage $(or $(STORAGE),local)
 
 # The outside fuzzer: schemathesis's command line, every phase, against a plain
 # `brook serve`; it must find no server error. `make fuzz-api SEEDS=1,7 MAX_TIME_S=300`
-fuzz-api: $(STAMP) $(NATIVE)
+fuzz-api: $(STAMP) $(NATIVE) bytecode
 	$(PY) -m tests.fuzz.schemathesis_run $(if $(SEEDS),--seeds $(SEEDS)) $(if $(MAX_TIME_S),--max-time $(MAX_TIME_S))
 
 # The HTTP load generator the server benchmarks and profiles drive (Debian's package).
@@ -120,7 +126,7 @@ redis-server:
 	@command -v redis-server >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null)
 
-bench: $(STAMP) $(NATIVE) wrk redis-server
+bench: $(STAMP) $(NATIVE) wrk redis-server bytecode
 	$(PY) -m benchmarks.run
 
 # Where the time goes on the hot paths: py-spy samples the benchmarks' runs (and the
@@ -139,4 +145,5 @@ pipeline-demo: $(STAMP) $(NATIVE)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis pipeline-demo build
 	find src -name '*.so' -delete -o -name '*.c' -delete
+	find src tests benchmarks -name __pycache__ -type d -prune -exec rm -rf {} +
 	rm -f src/brook/compiled.json

@@ -68,9 +68,17 @@ class Outside:
 
     def listing_in(self, prefix: str) -> list[str]:
         selector = pafs.FileSelector(self.path(prefix), recursive=True, allow_not_found=True)
+        for _ in range(5):
+            try:
+                found = self.fs.get_file_info(selector)
+                break
+            except FileNotFoundError:  # a temporary file renamed while pyarrow listed it
+                continue
+        else:
+            raise AssertionError(f"{prefix} changed under every listing")
         return sorted(
             info.path.removeprefix(self.root + "/")
-            for info in self.fs.get_file_info(selector)
+            for info in found
             if info.type == pafs.FileType.File
         )
 

@@ -142,6 +142,9 @@ def test_scheduling_an_id_again_keeps_the_first(tmp_path: Path) -> None:
         move(b, clock, 5)
         wait_for(lambda: len(values(b)) == 2)
         assert values(b) == [b"first", b"other"]
+        # A timer is marked fired just after its record is appended.
+        fired = lambda t: (info := b.timer(t)) is not None and info.state == "fired"  # noqa: E731
+        wait_for(lambda: fired("x") and fired("y"))
         # Fired: the topic is still checked (the record is no longer held).
         with pytest.raises(Conflict, match="exists already for topic reminders"):
             b.schedule("other", b"first", timer_id="x")
