@@ -44,7 +44,7 @@ def main() -> None:
         master=CLUSTER,
         **{
             "spark.sql.shuffle.partitions": "3",
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "500",
             # Executors on one machine would read each other's shuffle files from disk
             # in a fixed order; on a real cluster blocks come over the network in the
             # order they arrive. Do that here too.
@@ -74,7 +74,7 @@ def main() -> None:
         .option("topic", "in")
         .option("startingOffsets", "earliest")
         .option("maxRecordsPerTrigger", per_trigger)
-        .option("maxBytesPerTask", "65536")  # many map tasks: blocks fetched in any order
+        .option("maxBytesPerTask", "16384")  # many map tasks: blocks fetched in any order
         .load()
         .repartition(3, "key")  # a shuffle: rows reach the sink's tasks in any order
         .select("key", "value")
