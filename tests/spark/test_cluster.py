@@ -41,8 +41,7 @@ DRIVER_KILLS = int(os.environ.get("BROOK_SPARK_DRIVER_KILLS", "1"))
 cluster costing half a minute; 10 in make reliability)."""
 PER_TRIGGER = int(os.environ.get("BROOK_SPARK_ROWS_PER_TRIGGER", "1500"))
 """Rows per micro-batch (1,500 in make test; 10,000 in make reliability): every row is
-shuffled, staged and published, and the test's cost on two cores grows with them; a
-micro-batch of 1,500 is still read by four map tasks (cluster_jobs.py)."""
+shuffled, staged and published, and the test's cost on two cores grows with them."""
 ROWS = PER_TRIGGER * (5 + 2 * DRIVER_KILLS)
 """Enough micro-batches for every kill to come in the middle of one."""
 
