@@ -74,7 +74,10 @@ def main() -> None:
         .option("topic", "in")
         .option("startingOffsets", "earliest")
         .option("maxRecordsPerTrigger", per_trigger)
-        .option("maxBytesPerTask", "16384")  # many map tasks: blocks fetched in any order
+        # About three map tasks per partition a micro-batch (rows take some 20 bytes
+        # stored; the source is written in small appends and a task reads whole
+        # batches): the shuffle's blocks are fetched in any order.
+        .option("maxBytesPerTask", str(3 * int(per_trigger)))
         .load()
         .repartition(3, "key")  # a shuffle: rows reach the sink's tasks in any order
         .select("key", "value")

@@ -44,6 +44,8 @@ PER_TRIGGER = int(os.environ.get("BROOK_SPARK_ROWS_PER_TRIGGER", "1500"))
 shuffled, staged and published, and the test's cost on two cores grows with them."""
 ROWS = PER_TRIGGER * (5 + 2 * DRIVER_KILLS)
 """Enough micro-batches for every kill to come in the middle of one."""
+SOURCE_APPEND_ROWS = 250
+"""The source's rows are appended this many at a time (a batch each)."""
 
 
 def source_rows() -> list[Record]:
@@ -153,8 +155,10 @@ def test_the_sink_is_exactly_once_through_kills_on_a_cluster(tmp_path: Path) -> 
     with brook.open(str(source)) as b:
         b.create_topic("in", partitions=2)
         rows = source_rows()
-        for start in range(0, ROWS, 5_000):
-            b.topic("in").append_many(rows[start : start + 5_000])
+        # Small appends: a task reads whole batches, so with the job's maxBytesPerTask
+        # a micro-batch is read by several map tasks per partition.
+        for start in range(0, ROWS, SOURCE_APPEND_ROWS):
+            b.topic("in").append_many(rows[start : start + SOURCE_APPEND_ROWS])
     expected = Counter((r.key, r.value) for r in rows)
     with brook.open(str(sink)) as b:
         b.create_topic("out", partitions=3)

@@ -229,11 +229,14 @@ def test_a_process_run_is_killed_and_an_async_one_cancelled_at_the_bound(
         assert not [n for n in notes if n.get("event") == "end"]
         # Dead (the failed attempt durable) within a little of the bound: the run is
         # stopped within 100 ms; the broker's durable write and the clocks' reading add
-        # a little (the trace's times are the broker's).
+        # a little (the trace's times are the broker's), more on a loaded machine.
+        allowed_ms = slow(0.25) * 1000
         for fn, ref, bound_ms in (("stuck", stuck, 500), ("dawdle", dawdle, 300)):
             dead_ms = _trace_times(app, ref)["dead"]
             late_ms = dead_ms - started[fn]["at"] * 1000 - bound_ms
-            assert -20 <= late_ms <= 250, f"{fn} ended {late_ms:.0f} ms after its bound"
+            assert -20 <= late_ms <= allowed_ms, (
+                f"{fn} ended {late_ms:.0f} ms after its bound ({allowed_ms:.0f} allowed)"
+            )
         child = started["stuck"]["pid_child"]
         assert not Path(f"/proc/{child}").exists() or _is_zombie(child)
     finally:

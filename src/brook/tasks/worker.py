@@ -365,7 +365,10 @@ class Worker:
                     raise
                 failures += 1
                 pause = retry_after_s(failures)
-                if self.connect_timeout_s and time.monotonic() + pause > deadline:
+                if self.connect_timeout_s:
+                    # The last try is at the deadline, so the whole wait asked for is used.
+                    pause = min(pause, deadline - time.monotonic())
+                if self.connect_timeout_s and pause <= 0:
                     raise type(exc)(
                         f"the broker at {self.app.location} could not be reached within "
                         f"{self.connect_timeout_s:g} s ({exc.message})"
