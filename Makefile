@@ -82,7 +82,7 @@ test: lint system-packages bytecode
 
 # The same suite measured by coverage (a quarter slower: kept out of `make test`'s budget).
 coverage: $(STAMP) $(NATIVE) system-packages bytecode
-	$(PY) -m pytest --cov=brook --cov-report=term:skip-covered
+	BROOK_TEST_SLOWDOWN=3 $(PY) -m pytest --cov=brook --cov-report=term:skip-covered
 
 # The reliability suite at scale (docs/RELIABILITY.md has each figure and its command):
 # many more kills, power cuts, deaths and take-overs than `make test` runs, 200,000
