@@ -25,7 +25,16 @@ if TYPE_CHECKING:
     from brook.queue.handle import Queue
     from brook.queue.lifecycle import Backoff, Transition
     from brook.records import Ack, Job, JobInfo, Record, TopicInfo
-    from brook.tasks import App, Discard, JobContext, JobRef, JobStatus, Retry, current_job
+    from brook.tasks import (
+        App,
+        Discard,
+        JobContext,
+        JobRef,
+        JobStatus,
+        Retry,
+        TaskFailed,
+        current_job,
+    )
     from brook.timers.checks import TimerSpec
     from brook.timers.model import TimerInfo
     from brook.topic import Topic
@@ -56,6 +65,7 @@ _WHERE = {
     "JobRef": "brook.tasks",
     "JobStatus": "brook.tasks",
     "Retry": "brook.tasks",
+    "TaskFailed": "brook.tasks",
     "current_job": "brook.tasks",
     "TimerSpec": "brook.timers.checks",
     "TimerInfo": "brook.timers.model",
@@ -97,6 +107,7 @@ __all__ = [
     "Record",
     "RemoteBroker",
     "Retry",
+    "TaskFailed",
     "TimerInfo",
     "TimerSpec",
     "Topic",

@@ -203,6 +203,17 @@ class LoopBridge:
         core = self._core
         return await self._wait(deadline, found.has_work, found.next_due_ms, core.now_ms)
 
+    async def wait_for_job(
+        self, topic: str, group: str, partition: int, offset: int, deadline: float
+    ) -> bool:
+        """Wait until `deadline` at most until the record at (partition, offset) is
+        finished in queue group `group` (acked or dead, durably); True if it is (or
+        the group is gone: the next look says so)."""
+        found = self._queues.find(topic, group)
+        if found is None:
+            return True
+        return await self._wait(deadline, functools.partial(found.finished, partition, offset))
+
     async def _wait(
         self,
         deadline: float,

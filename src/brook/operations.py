@@ -405,11 +405,13 @@ TABLE: tuple[Operation, ...] = (
         QUEUE + "/job",
         "consume",
         True,
-        "Where one record stands in the group: state, attempts, last error, its result",
+        "Where one record stands in the group: state, attempts, last error, its result "
+        "(with wait_ms, answered once it is acked or dead, durably, or the wait ends)",
         wire.JobInfoOut,
         query=(
             ("partition", COUNT, "The record's partition", True),
             ("offset", COUNT, "The record's offset", True),
+            WAIT,
         ),
     ),
     Operation(

@@ -528,9 +528,9 @@ class AsyncQueue:
         checked = validate.results(results, len(validate.receipts(jobs)))
         await self._settle("ack", jobs, results_b64=checked)
 
-    async def job(self, partition: int, offset: int) -> JobInfo:
+    async def job(self, partition: int, offset: int, timeout: float = 0.0) -> JobInfo:
         info: JobInfo = await self._broker._do(
-            protocol.job(self.topic, self.group, partition, offset)
+            protocol.job(self.topic, self.group, partition, offset, timeout)
         )
         return info
 

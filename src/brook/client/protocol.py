@@ -418,11 +418,14 @@ def settle(topic: str, group_name: str, action: str, receipts: list[str], **fiel
     return _call(action, _queue(topic, group_name), {}, body, headers, parse)
 
 
-def job(topic: str, group_name: str, partition: int, offset: int) -> Call:
+def job(topic: str, group_name: str, partition: int, offset: int, timeout: float = 0.0) -> Call:
+    seconds = min(validate.seconds(timeout, "timeout"), limits.wait_ms_max / 1000)
     params = {
         "partition": validate.whole(partition, "partition"),
         "offset": validate.whole(offset, "offset"),
     }
+    if seconds:
+        params["wait_ms"] = int(seconds * 1000)
 
     def parse(status: int, headers: dict[str, str], body: bytes) -> JobInfo:
         return _answer(body, wire.JobInfoOut).info()

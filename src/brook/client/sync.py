@@ -518,8 +518,10 @@ class RemoteQueue:
         checked = validate.results(results, len(validate.receipts(jobs)))
         self._settle("ack", jobs, results_b64=checked)
 
-    def job(self, partition: int, offset: int) -> JobInfo:
-        info: JobInfo = self._broker._do(protocol.job(self.topic, self.group, partition, offset))
+    def job(self, partition: int, offset: int, timeout: float = 0.0) -> JobInfo:
+        info: JobInfo = self._broker._do(
+            protocol.job(self.topic, self.group, partition, offset, timeout)
+        )
         return info
 
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:

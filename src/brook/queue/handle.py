@@ -60,12 +60,18 @@ class Queue:
             }
         self._group.settle(receipts, "ack", outcome=outcome or None)
 
-    def job(self, partition: int, offset: int) -> JobInfo:
+    def job(self, partition: int, offset: int, timeout: float = 0.0) -> JobInfo:
         """Where the record at (partition, offset) stands: its state, attempts, last
-        error, and the result its ack gave (while kept)."""
-        return self._group.job(
-            validate.whole(partition, "partition"), validate.whole(offset, "offset")
-        )
+        error, and the result its ack gave (while kept). With `timeout` (seconds,
+        capped at limits.wait_ms_max), first waits up to that long for it to be
+        finished (acked or dead): answered once the ack or death is durable."""
+        partition = validate.whole(partition, "partition")
+        offset = validate.whole(offset, "offset")
+        seconds = min(validate.seconds(timeout, "timeout"), limits.wait_ms_max / 1000)
+        group = self._group
+        if seconds:
+            group.wait_finished(partition, offset, seconds)
+        return group.job(partition, offset)
 
     def nack(self, jobs: Any, delay_ms: int | None = None, reason: str = "") -> None:
         """The attempts failed: retry after `delay_ms` (default: the group's

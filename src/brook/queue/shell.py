@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import hashlib
 import logging
 import random
@@ -87,6 +88,8 @@ class QueueGroup:
         self._unlettered: dict[Position, int] = {}
         """Dead records whose dead-letter copy is not known durable: the death's at_ms."""
         self.results = Results()
+        self._finishing: dict[Position, AppendRequest] = {}
+        """Jobs whose ack or death is in a status-log entry not known durable yet."""
         self._changes_since_snapshot = 0
         self.snapshot_offset = 0
         """Status-log offset of the newest durable snapshot: nothing before it is needed."""
@@ -118,6 +121,7 @@ class QueueGroup:
 
     def _load(self) -> None:
         """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
+        self._finishing = {}  # what is read back is durable
         snapshot, snapshot_offset, changes, unlettered = status.fold(self._entries())
         logs = self.core.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
@@ -346,10 +350,22 @@ class QueueGroup:
         request = AppendRequest(
             self.status_log, Columns([value], size_bytes=len(value)), on_done or Waiter()
         )
+        self._note_finishing(changes, request)
         self.core.submit(request)
         self._changes_since_snapshot += len(changes)
         self.on_change(self, self.machine.next_due_ms(), bool(unlettered))
         return request
+
+    def _note_finishing(self, changes: list[Change], request: AppendRequest) -> None:
+        """Holding the mutex: remember which entry finishes which job, so `finished`
+        tells a job done only once that entry is durable."""
+        finishing = self._finishing
+        if len(finishing) >= FINISHING_PRUNE:
+            for position in [p for p, r in finishing.items() if r.answered]:
+                del finishing[position]
+        for position, transition in changes:
+            if transition.state in _FINISHED:
+                finishing[position] = request
 
     def _keep_results(self, changes: list[Change]) -> None:
         """Keep the results acks carry (queue/results.py)."""
@@ -668,6 +684,41 @@ class QueueGroup:
             found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
         return found
 
+    def finished(self, partition: int, offset: int) -> bool:
+        """Whether the record at (partition, offset) is done with for good (acked or
+        dead) or is no record at all: what a long-poll on `job` waits for. Cheap
+        (dictionary lookups under the mutex), for the server's event loop."""
+        position = (partition, offset)
+        with self.mutex:
+            pending = self._finishing.get(position)
+            if pending is not None:
+                if not pending.answered or pending.error is not None:
+                    return False  # not durable yet (or failed: the group is rebuilt)
+                del self._finishing[position]
+            job = self.machine.jobs.get(position)
+            if job is not None:
+                return job.state in _FINISHED
+            if self.results.get(position, self._now_ms()) is not None:
+                return True
+            logs = self.core.topic_state(self.topic).logs
+            if partition >= len(logs) or self._replays(position):
+                return partition >= len(logs)
+            log_ = logs[partition]
+            if offset >= log_.durable_offset or offset < log_.start_offset:
+                return True  # unknown
+            return offset < self.offered.get(partition, 0)
+
+    def wait_finished(self, partition: int, offset: int, seconds: float) -> None:
+        """Wait up to `seconds` for `finished(partition, offset)`; returns either way."""
+        monotonic = self.core.clock.monotonic
+        deadline = monotonic() + seconds
+        ready = functools.partial(self.finished, partition, offset)
+        while not ready() and not self.core.closed:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return
+            self.core.wait_for_records(ready, remaining)
+
     def job(self, partition: int, offset: int) -> JobInfo:
         """Where the record at (partition, offset) stands in the group."""
         logs = self.core.topic_state(self.topic).logs
@@ -910,6 +961,11 @@ def _within(runs: list[tuple[int, int]], offset: int) -> bool:
 
 
 _ENDS_ATTEMPT = (State.ACKED, State.RETRYING, State.DEAD)
+
+
+_FINISHED = (State.ACKED, State.DEAD)
+FINISHING_PRUNE = 1024
+"""Entries remembered as finishing jobs before the durable ones are forgotten."""
 
 
 def _position_of(receipt: str) -> Position:

@@ -17,6 +17,7 @@ import msgspec
 from brook import limits, validate, wire
 from brook.models import Job, Outcome, Queue, Record, Transition
 from brook.operations import OPERATIONS
+from brook.records import JOB_STATES_FINAL
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
@@ -159,7 +160,12 @@ class QueueEndpoints:
         queue = await self._queue(request, topic, group)
         partition = query.number(request.query, "partition")
         offset = query.number(request.query, "offset")
+        wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
         info = await self.run(queue.job, partition, offset)
+        if wait_ms and info.state not in JOB_STATES_FINAL:
+            deadline = time.monotonic() + wait_ms / 1000
+            await self.api.bridge.wait_for_job(topic, group, partition, offset, deadline)
+            info = await self.run(queue.job, partition, offset)
         return json_response(wire.JobInfoOut.of(info))
 
     async def redrive(self, request: Request, topic: str, group: str) -> Response:

@@ -7,5 +7,16 @@ from __future__ import annotations
 
 from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
 from brook.tasks.context import JobContext, current_job
+from brook.tasks.results import TaskFailed
 
-__all__ = ["App", "Discard", "JobContext", "JobRef", "JobStatus", "Retry", "Task", "current_job"]
+__all__ = [
+    "App",
+    "Discard",
+    "JobContext",
+    "JobRef",
+    "JobStatus",
+    "Retry",
+    "Task",
+    "TaskFailed",
+    "current_job",
+]

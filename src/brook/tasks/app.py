@@ -24,12 +24,13 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 import msgspec
 
-from brook import limits, names, scheduling
+from brook import limits, names, scheduling, validate
 from brook.api import BrokerApi, QueueApi, TopicApi
 from brook.errors import BadRequest, Conflict, DataLoss, NotFound
 from brook.models import Backoff, Record
 from brook.queue import settings as queue_settings
-from brook.tasks import payload
+from brook.tasks import payload, results
+from brook.tasks.asynchronous import AsyncSide
 
 log = logging.getLogger("brook.tasks")
 
@@ -219,6 +220,21 @@ class Task(Generic[P, R]):
         durable batch, with no options (`options(...).enqueue_many` gives them)."""
         return self.app._enqueue_many(self, calls, NO_OPTIONS)
 
+    async def enqueue_async(self, *args: Any, **kwargs: Any) -> JobRef:
+        """`enqueue`, as a coroutine: the event loop is free while the job's record
+        is made durable. The same keywords, checks and errors."""
+        options = NO_OPTIONS
+        if not self.options_only:
+            given = {name: kwargs.pop(name) for name in OPTIONS if name in kwargs}
+            options = EnqueueOptions(**given).checked() if given else NO_OPTIONS
+        return await self.app._enqueue_async(self, args, kwargs, options)
+
+    async def enqueue_many_async(
+        self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]
+    ) -> list[JobRef]:
+        """`enqueue_many`, as a coroutine."""
+        return await self.app._async.append_many(self.topic, job_records(self, calls, NO_OPTIONS))
+
     def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """Raise BadRequest unless the function can be called so (a missing or an
         unexpected argument): at enqueue, not in the worker later."""
@@ -273,6 +289,17 @@ class Options(Generic[P, R]):
         """As `Task.enqueue_many`, each job with these options. An idempotency key
         names one job: BadRequest here."""
         return self.task.app._enqueue_many(self.task, calls, self.given)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
+        """As `Task.enqueue_async`, with these options."""
+        return await self.task.app._enqueue_async(self.task, args, kwargs, self.given)
+
+    async def enqueue_many_async(
+        self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]
+    ) -> list[JobRef]:
+        """As `Task.enqueue_many_async`, each job with these options."""
+        task = self.task
+        return await task.app._async.append_many(task.topic, job_records(task, calls, self.given))
 
 
 class App:
@@ -493,6 +520,17 @@ class App:
         task.check_call(args, kwargs)
         return self._append(task.topic, task.name, args, kwargs, options)
 
+    async def _enqueue_async(
+        self,
+        task: Task[Any, Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> JobRef:
+        task.check_call(args, kwargs)
+        record = job_record(task.name, args, kwargs, options)
+        return await self._async.append(task.topic, record, options)
+
     def _append(
         self,
         topic: str,
@@ -502,17 +540,17 @@ class App:
         options: EnqueueOptions,
     ) -> JobRef:
         """Append one job's record, the only write an enqueue makes."""
-        value = payload.encode_call(task_name, tuple(args), kwargs)
-        key = options.key.encode() if isinstance(options.key, str) else options.key
+        return self._append_record(
+            topic, job_record(task_name, args, kwargs, options), options.idempotency_key
+        )
+
+    def _append_record(self, topic: str, record: Record, idempotency_key: str | None) -> JobRef:
         ack = self._topic(topic).append(
-            value,
-            key=key,
-            headers=_headers(task_name, options),
-            idempotency_key=options.idempotency_key,
+            record.value, key=record.key, headers=record.headers, idempotency_key=idempotency_key
         )
         ref = JobRef(topic, ack.partition, ack.offset)
-        if options.idempotency_key is not None:
-            self._check_same_job(ref, value, key, options.idempotency_key)
+        if idempotency_key is not None:
+            self._check_same_job(ref, record.value, record.key, idempotency_key)
         return ref
 
     def _enqueue_many(
@@ -521,17 +559,7 @@ class App:
         calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
         options: EnqueueOptions,
     ) -> list[JobRef]:
-        if options.idempotency_key is not None:
-            raise BadRequest(
-                "an idempotency_key names one job: give it to enqueue, not enqueue_many"
-            )
-        key = options.key.encode() if isinstance(options.key, str) else options.key
-        headers = _headers(task.name, options)
-        records = []
-        for args, kwargs in calls:
-            task.check_call(args, kwargs)
-            value = payload.encode_call(task.name, tuple(args), kwargs)
-            records.append(Record(value, key=key, headers=headers))
+        records = job_records(task, calls, options)
         acks = self._topic(task.topic).append_many(records)
         return [JobRef(task.topic, ack.partition, ack.offset) for ack in acks]
 
@@ -660,11 +688,50 @@ class App:
         )
 
     def _unqueued_state(self, ref: JobRef) -> str:
+        return "pending" if self._record_exists(ref) else "unknown"
+
+    def _record_exists(self, ref: JobRef) -> bool:
         try:
             records = self.broker.topic(ref.topic).read(ref.partition, ref.offset, limit=1)
         except (NotFound, DataLoss):
-            return "unknown"
-        return "pending" if any(r.offset == ref.offset for r in records) else "unknown"
+            return False
+        return any(r.offset == ref.offset for r in records)
+
+    def result(self, ref: JobRef | str, timeout: float | None = None) -> Any:
+        """What job `ref` returned, once it is acked (decoded JSON; None when it
+        returned nothing or its result was not kept: docs/TASKS.md, Results). Waits by
+        long-poll on the broker, answered as soon as the ack is durable, up to
+        `timeout` seconds (None: as long as it takes). Raises `brook.TaskFailed` (with
+        the job's error) when it ended dead, TimeoutError when it is not finished in
+        time, NotFound when there is no such job."""
+        if not isinstance(ref, JobRef):
+            ref = JobRef.parse(ref)
+        if timeout is not None:
+            timeout = validate.seconds(timeout, "timeout")
+
+        def queue_of(topic: str) -> QueueApi:
+            return self.broker.queue(topic, GROUP, create=False)
+
+        return results.wait(queue_of, ref, timeout, self._record_exists)
+
+    async def result_async(self, ref: JobRef | str, timeout: float | None = None) -> Any:
+        """`result`, as a coroutine: the event loop is free while it waits."""
+        if not isinstance(ref, JobRef):
+            ref = JobRef.parse(ref)
+        if timeout is not None:
+            timeout = validate.seconds(timeout, "timeout")
+        return await self._async.result(ref, timeout)
+
+    @functools.cached_property
+    def _async(self) -> AsyncSide:
+        return AsyncSide(self)
+
+    async def aclose(self) -> None:
+        """Close the async client of the running event loop (if `*_async` calls made
+        one), then the rest as `close` does."""
+        if "_async" in self.__dict__:
+            await self._async.close()
+        self.close()
 
     def close(self) -> None:
         with self._mutex:
@@ -740,6 +807,30 @@ def _normalized(setting: str, value: Any) -> Any:
     if setting in ("rate_limit_per_s", "key_rate_limit_per_s"):
         return float(value) or None
     return value
+
+
+def job_record(
+    task_name: str, args: Sequence[Any], kwargs: dict[str, Any], options: EnqueueOptions
+) -> Record:
+    """The record of one job: its call, key and headers (the idempotency key apart)."""
+    value = payload.encode_call(task_name, tuple(args), kwargs)
+    key = options.key.encode() if isinstance(options.key, str) else options.key
+    return Record(value, key=key, headers=_headers(task_name, options))
+
+
+def job_records(
+    task: Task[Any, Any],
+    calls: Sequence[tuple[Sequence[Any], dict[str, Any]]],
+    options: EnqueueOptions,
+) -> list[Record]:
+    """The records of many jobs of `task`, each call checked against its signature."""
+    if options.idempotency_key is not None:
+        raise BadRequest("an idempotency_key names one job: give it to enqueue, not enqueue_many")
+    records = []
+    for args, kwargs in calls:
+        task.check_call(args, kwargs)
+        records.append(job_record(task.name, args, kwargs, options))
+    return records
 
 
 def _headers(task_name: str, options: EnqueueOptions) -> dict[str, bytes]:

@@ -1,0 +1,77 @@
+"""Waiting for a job's result (`app.result`): by long-poll on the broker, one request
+answered when the job is finished (its ack or death durable), never a loop of looks.
+
+A job acked returns what it returned (decoded JSON; None when the task returned
+nothing, or when the result was not kept: larger than 64 KiB, not JSON, or older than
+the group keeps results). A job dead raises `TaskFailed` with its error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from brook import limits
+from brook.errors import NotFound
+from brook.tasks import payload
+
+if TYPE_CHECKING:
+    from brook.api import QueueApi
+    from brook.tasks.app import JobRef
+
+GROUP = "tasks"
+UNCLAIMED_PAUSE_S = 0.2
+"""How often a wait looks again for a queue no worker has claimed yet (nothing on the
+broker to long-poll: the group does not exist)."""
+
+
+class TaskFailed(Exception):
+    """The job ended dead: `ref` names it, `error` is why (its last attempt's error,
+    as `app.job(ref).error` gives it)."""
+
+    def __init__(self, ref: JobRef, error: str) -> None:
+        super().__init__(f"job {ref} failed: {error}")
+        self.ref = ref
+        self.error = error
+
+
+def outcome(ref: JobRef, state: str, error: str, result: bytes | None) -> Any:
+    """What `app.result` gives for a finished job: its result, or TaskFailed raised."""
+    if state == "dead":
+        raise TaskFailed(ref, error or "dead")
+    if state == "unknown":
+        raise NotFound(f"no job {ref}: its topic has no record there (or retention removed it)")
+    return payload.decode_result(result)
+
+
+def wait(
+    queue_of: Any,
+    ref: JobRef,
+    timeout: float | None,
+    exists: Any,
+) -> Any:
+    """The result of job `ref` once finished, waiting up to `timeout` seconds (None:
+    as long as it takes). `queue_of(topic)` opens the task group (raising NotFound
+    while no worker claimed it); `exists(ref)` tells whether the job's record is there.
+    Raises TaskFailed (dead), NotFound (no such job), TimeoutError (not finished in time)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    queue: QueueApi | None = None
+    state = "pending"
+    while True:
+        remaining = limits.wait_ms_max / 1000
+        if deadline is not None:
+            remaining = min(remaining, deadline - time.monotonic())
+            if remaining <= 0:
+                raise TimeoutError(f"job {ref} did not finish within {timeout:g} s (it is {state})")
+        if queue is None:
+            try:
+                queue = queue_of(ref.topic)
+            except NotFound:
+                if not exists(ref):
+                    raise NotFound(f"no job {ref}: its topic has no record there") from None
+                time.sleep(min(remaining, UNCLAIMED_PAUSE_S))
+                continue
+        info = queue.job(ref.partition, ref.offset, timeout=remaining)
+        state = info.state
+        if state in ("acked", "dead", "unknown"):
+            return outcome(ref, state, info.error, info.result)

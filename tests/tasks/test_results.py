@@ -1,0 +1,230 @@
+"""Results you can wait on (`app.result`, `result_async`) and enqueueing from an event
+loop (`enqueue_async`), embedded and against a real `brook serve`; and the long-poll
+under them, `q.job(..., timeout=)` / `GET .../job?wait_ms=`, on the raw queue API."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import brook
+from brook.errors import BadRequest, NotFound
+from brook.tasks.worker import Worker
+from tests.served import Served
+from tests.waiting import slow
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[brook.App]:
+    served = None
+    if request.param == "remote":
+        served = Served(tmp_path / "data")
+        application = brook.App(f"http://127.0.0.1:{served.port}")
+    else:
+        application = brook.App(str(tmp_path / "data"))
+    yield application
+    application.close()
+    if served is not None:
+        served.close()
+
+
+class Running:
+    """A worker of `app` on a thread of this process, stopped at the end."""
+
+    def __init__(self, app: brook.App) -> None:
+        self.worker = Worker(app, concurrency=4)
+        self.thread = threading.Thread(target=lambda: self.worker.run(install_signals=False))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(timeout=30)
+
+
+def _declare(app: brook.App) -> tuple[Any, Any]:
+    @app.task(max_attempts=1)
+    def total(order: str, amounts: list[int], seconds: float = 0.0) -> dict[str, Any]:
+        time.sleep(seconds)
+        if not amounts:
+            raise ValueError(f"order {order} has no lines")
+        return {"order": order, "total": sum(amounts)}
+
+    @app.task
+    def nothing() -> None:
+        return None
+
+    return total, nothing
+
+
+def test_result_waits_for_the_ack_and_gives_what_the_task_returned(app: brook.App) -> None:
+    total, nothing = _declare(app)
+    slow_one = total.enqueue("o-1", [1, 2, 3], seconds=0.3)
+    failing = total.enqueue("o-2", [])
+    empty = nothing.enqueue()
+    with pytest.raises(TimeoutError, match=r"o?did not finish within 0\.2 s \(it is pending\)"):
+        app.result(slow_one, timeout=0.2)  # no worker has claimed the queue yet
+    worker = Running(app)
+    try:
+        assert app.result(slow_one, timeout=slow(20)) == {"order": "o-1", "total": 6}
+        assert app.job(slow_one).state == "acked"
+        assert app.result(str(slow_one)) == {"order": "o-1", "total": 6}  # again, by its text
+        with pytest.raises(brook.TaskFailed) as failed:
+            app.result(failing, timeout=slow(20))
+        assert failed.value.ref == failing
+        assert "ValueError: order o-2 has no lines" in failed.value.error
+        assert app.result(empty, timeout=slow(20)) is None
+    finally:
+        worker.stop()
+
+
+def test_result_of_no_job_and_bad_timeouts_are_refused(app: brook.App) -> None:
+    total, _ = _declare(app)
+    ref = total.enqueue("o-1", [1])
+    with pytest.raises(NotFound, match="no job tasks.total/0/7"):
+        app.result(brook.JobRef(ref.topic, 0, 7), timeout=1)
+    with pytest.raises(NotFound):
+        app.result("tasks.nowhere/0/0", timeout=1)
+    with pytest.raises(BadRequest, match="timeout must be a number of seconds"):
+        app.result(ref, timeout=-1)
+    with pytest.raises(BadRequest, match="is not a job reference"):
+        app.result("tasks.total/zero/0")
+
+
+def test_a_long_result_wait_is_a_few_long_polls_not_a_loop(app: brook.App) -> None:
+    """A job acked 1.5 s after `result` began waiting: answered at once after the ack,
+    though the wait is one long-poll (a loop of looks would answer up to a pause late)."""
+    total, _ = _declare(app)
+    ref = total.enqueue("o-1", [4], seconds=1.5)
+    worker = Running(app)
+    try:
+        assert app.result(ref, timeout=slow(20)) == {"order": "o-1", "total": 4}
+        finished_ms = app.job(ref).finished_ms
+        assert finished_ms is not None
+        late_ms = time.time() * 1000 - finished_ms
+        assert late_ms < slow(0.5) * 1000, f"answered {late_ms:.0f} ms after the ack"
+    finally:
+        worker.stop()
+
+
+def test_enqueue_async_and_result_async_leave_the_event_loop_free(app: brook.App) -> None:
+    total, _ = _declare(app)
+    worker = Running(app)
+
+    async def main() -> tuple[list[Any], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beat = asyncio.create_task(ticker())
+        first = await total.enqueue_async("o-1", [1, 1], seconds=0.3)
+        keyed = await total.options(key="customer-7").enqueue_async("o-2", [2])
+        many = await total.enqueue_many_async([(("o-3", [3]), {}), (("o-4", [4]), {})])
+        refs = [first, keyed, *many]
+        got = await asyncio.gather(*(app.result_async(r, timeout=slow(20)) for r in refs))
+        beat.cancel()
+        await app.aclose()
+        return got, ticks
+
+    try:
+        got, ticks = asyncio.run(main())
+    finally:
+        worker.stop()
+    assert [g["total"] for g in got] == [2, 2, 3, 4]
+    assert ticks >= 10, "the event loop was blocked while waiting"
+
+
+def test_enqueue_async_checks_what_enqueue_checks(app: brook.App) -> None:
+    total, _ = _declare(app)
+
+    async def main() -> None:
+        with pytest.raises(BadRequest, match="has no parameter 'amount'"):
+            await total.enqueue_async("o-1", amount=3)
+        with pytest.raises(BadRequest, match="is of type set"):
+            await total.enqueue_async("o-1", {1, 2})
+        first = await total.enqueue_async("o-1", [1], idempotency_key="order-1")
+        assert await total.enqueue_async("o-1", [1], idempotency_key="order-1") == first
+        await app.aclose()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------- the long-poll itself
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "remote":
+        served = Served(tmp_path / "data")
+        remote = brook.connect(f"http://127.0.0.1:{served.port}")
+        yield remote
+        remote.close()
+        served.close()
+    else:
+        with brook.open(str(tmp_path / "data")) as embedded:
+            yield embedded
+
+
+def test_a_job_long_poll_answers_when_the_record_is_acked_or_dead(broker: Any) -> None:
+    queue = broker.queue("work", "g", max_attempts=1)
+    first = broker.topic("work").append(b"a")
+    second = broker.topic("work").append(b"b")
+    started = time.monotonic()
+    assert queue.job(0, first.offset, timeout=0.3).state == "ready"
+    assert 0.25 <= time.monotonic() - started < slow(5)
+    jobs = queue.lease(max_records=2, timeout=slow(5))
+    assert len(jobs) == 2
+
+    def settle() -> None:
+        time.sleep(0.3)
+        queue.ack([jobs[0]], results=[b'"done"'])
+        time.sleep(0.2)
+        queue.nack([jobs[1]], reason="no")
+
+    settler = threading.Thread(target=settle)
+    settler.start()
+    try:
+        acked = queue.job(0, first.offset, timeout=slow(10))
+        assert (acked.state, acked.result) == ("acked", b'"done"')
+        dead = queue.job(0, second.offset, timeout=slow(10))
+        assert (dead.state, dead.error) == ("dead", "no")
+    finally:
+        settler.join()
+    assert queue.job(0, 99, timeout=slow(10)).state == "unknown"  # at once: no such record
+    with pytest.raises(BadRequest, match="timeout must be a number of seconds"):
+        queue.job(0, 0, timeout=-1)
+
+
+def test_the_job_route_long_polls_with_wait_ms(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data")
+    try:
+        path = "/v1/topics/work/queues/g"
+        assert served.request("PUT", path, {})[0] == 200
+        assert (
+            served.request("POST", "/v1/topics/work/records", {"records": [{"value": "a"}]})[0]
+            == 200
+        )
+        started = time.monotonic()
+        status, info = served.request("GET", f"{path}/job?partition=0&offset=0&wait_ms=300")
+        assert (status, info["state"]) == (200, "ready")
+        assert time.monotonic() - started >= 0.25
+        status, leased = served.request("POST", f"{path}/lease", {"max_records": 1})
+        receipt = leased["jobs"][0]["receipt"]
+        threading.Timer(
+            0.3, served.request, ("POST", f"{path}/ack", {"receipts": [receipt]})
+        ).start()
+        status, info = served.request("GET", f"{path}/job?partition=0&offset=0&wait_ms=10000")
+        assert (status, info["state"]) == (200, "acked")
+        status, error = served.request("GET", f"{path}/job?partition=0&offset=0&wait_ms=-5")
+        assert status == 400 and "wait_ms" in error["error"]["message"]
+    finally:
+        served.close()
