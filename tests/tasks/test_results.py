@@ -86,7 +86,7 @@ def test_result_waits_for_the_ack_and_gives_what_the_task_returned(app: brook.Ap
 def test_result_of_no_job_and_bad_timeouts_are_refused(app: brook.App) -> None:
     total, _ = _declare(app)
     ref = total.enqueue("o-1", [1])
-    with pytest.raises(NotFound, match="no job tasks.total/0/7"):
+    with pytest.raises(NotFound, match=r"no job tasks\.total/0/7"):
         app.result(brook.JobRef(ref.topic, 0, 7), timeout=1)
     with pytest.raises(NotFound):
         app.result("tasks.nowhere/0/0", timeout=1)
