@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from brook.records import Ack, Job, JobInfo, Record, TopicInfo
     from brook.tasks import (
         App,
+        CurrentJob,
         Discard,
         JobContext,
         JobRef,
@@ -60,6 +61,7 @@ _WHERE = {
     "Record": "brook.records",
     "TopicInfo": "brook.records",
     "App": "brook.tasks",
+    "CurrentJob": "brook.tasks",
     "Discard": "brook.tasks",
     "JobContext": "brook.tasks",
     "JobRef": "brook.tasks",
@@ -97,6 +99,7 @@ __all__ = [
     "Backoff",
     "Broker",
     "Consumer",
+    "CurrentJob",
     "Discard",
     "Job",
     "JobContext",

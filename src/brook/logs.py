@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Sequence
 
 import msgspec
 
@@ -32,13 +33,38 @@ class JsonFormatter(logging.Formatter):
         return _encode(entry).decode()
 
 
-def setup(level: str = "info") -> None:
+class TextFormatter(logging.Formatter):
+    """For a terminal: time, level, logger, message, and the job a task's line was
+    logged in (brook.tasks.JobContext sets `job`)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        job = getattr(record, "job", None)
+        if job is not None:
+            text += f" [job {job} attempt {getattr(record, 'attempt', '?')}]"
+        return text
+
+
+def setup(
+    level: str = "info",
+    filters: Sequence[logging.Filter] = (),
+    unconfigured_root: bool = False,
+) -> None:
+    """Log Brook's lines to stderr (JSON lines, or text on a terminal), through
+    `filters`. With `unconfigured_root`, the root logger gets the same handler when
+    the program configured none, so the lines of a worker's tasks show too."""
     handler = logging.StreamHandler(sys.stderr)
-    if sys.stderr.isatty():
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
-    else:
-        handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("brook")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    handler.setFormatter(TextFormatter() if sys.stderr.isatty() else JsonFormatter())
+    for given in filters:
+        handler.addFilter(given)
+    own = logging.getLogger("brook")
+    own.handlers[:] = [handler]
+    own.setLevel(level.upper())
+    own.propagate = False
+    root = logging.getLogger()
+    if unconfigured_root and not root.handlers:
+        root.addHandler(handler)
+        root.setLevel(level.upper())

@@ -64,7 +64,7 @@ def test_done_is_logged_only_once_the_ack_landed(
 
 
 def test_a_task_sees_its_job(app: brook.App) -> None:
-    seen: list[brook.JobContext] = []
+    seen: list[brook.CurrentJob] = []
 
     @app.task(timeout_ms=5_000)
     def sync_one() -> None:

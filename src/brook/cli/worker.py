@@ -103,7 +103,7 @@ def worker(
         config_path = click.get_current_context().find_root().params.get("config_path")
         sys.exit(_supervise(processes, ["--config", config_path, *one] if config_path else one))
     try:
-        sys.exit(_run_one(app_spec, concurrency, tasks, connect_timeout))
+        sys.exit(_run_one(app_spec, concurrency, tasks, connect_timeout, log_level))
     except click.ClickException as exc:
         if not supervised:
             raise
@@ -117,12 +117,18 @@ class _CannotRun(click.ClickException):
     exit_code = EXIT_NO_RESTART
 
 
-def _run_one(app_spec: str, concurrency: int, tasks: str | None, connect_timeout: float) -> int:
+def _run_one(
+    app_spec: str, concurrency: int, tasks: str | None, connect_timeout: float, log_level: str
+) -> int:
     """Run one worker process until it drains; its exit status. Click errors for what
     the user must change, or for a broker that stayed out of reach."""
+    from brook.tasks.context import JobContext
     from brook.tasks.worker import Worker
 
     app = load_app(app_spec)
+    # After the app's import, which may configure logging itself: then its handlers
+    # stay, and only Brook's own lines gain the job they were logged in.
+    logs.setup(log_level, filters=[JobContext(missing=None)], unconfigured_root=True)
     chosen = [name.strip() for name in tasks.split(",") if name.strip()] if tasks else None
     try:
         runner = Worker(

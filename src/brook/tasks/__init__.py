@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
-from brook.tasks.context import JobContext, current_job
+from brook.tasks.context import CurrentJob, JobContext, current_job
 from brook.tasks.results import TaskFailed
 
 __all__ = [
     "App",
+    "CurrentJob",
     "Discard",
     "JobContext",
     "JobRef",

@@ -185,7 +185,7 @@ def _run(call: Call, sock: socket.socket) -> Answer:
         return Answer("nack", reason=payload.error_summary(exc))
     _send(sock, Answer(STARTED))
     token = context.enter(
-        context.JobContext(call.ref, call.task, call.attempt, call.key, call.deadline)
+        context.CurrentJob(call.ref, call.task, call.attempt, call.key, call.deadline)
     )
     try:
         value = fn(*arguments.args, **arguments.kwargs)

@@ -491,11 +491,11 @@ class Worker:
         if timed:
             self._deadlines_wake.set()
 
-    def _context(self, holding: _Holding, deadline_ms: float | None) -> context.JobContext:
+    def _context(self, holding: _Holding, deadline_ms: float | None) -> context.CurrentJob:
         """What `brook.current_job()` tells the run of `holding`."""
         assert holding.task is not None
         record = holding.job.record
-        return context.JobContext(
+        return context.CurrentJob(
             ref=str(JobRef(holding.topic, record.partition, record.offset)),
             task=holding.task.name,
             attempt=holding.job.attempt,
