@@ -31,6 +31,7 @@ from brook.models import Backoff, Record
 from brook.queue import settings as queue_settings
 from brook.tasks import payload, results
 from brook.tasks.asynchronous import AsyncSide
+from brook.tasks.hooks import Hooks
 
 log = logging.getLogger("brook.tasks")
 
@@ -235,6 +236,26 @@ class Task(Generic[P, R]):
         """`enqueue_many`, as a coroutine."""
         return await self.app._async.append_many(self.topic, job_records(self, calls, NO_OPTIONS))
 
+    def on_start(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`@task.on_start`: as `app.on_start`, for this task's jobs only."""
+        self.app.hooks.add("on_start", fn, self.name)
+        return fn
+
+    def on_success(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`@task.on_success`: as `app.on_success`, for this task's jobs only."""
+        self.app.hooks.add("on_success", fn, self.name)
+        return fn
+
+    def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`@task.on_retry`: as `app.on_retry`, for this task's jobs only."""
+        self.app.hooks.add("on_retry", fn, self.name)
+        return fn
+
+    def on_failure(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """`@task.on_failure`: as `app.on_failure`, for this task's jobs only."""
+        self.app.hooks.add("on_failure", fn, self.name)
+        return fn
+
     def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         """Raise BadRequest unless the function can be called so (a missing or an
         unexpected argument): at enqueue, not in the worker later."""
@@ -323,6 +344,8 @@ class App:
         self._queues: dict[str, QueueApi] = {}
         self._claimed: set[str] = set()
         self._mutex = threading.Lock()
+        self.hooks = Hooks()
+        """What the workers call at points of a job's life (tasks/hooks.py)."""
 
     def __repr__(self) -> str:
         return f"<brook.App {self.location} tasks={sorted(self.tasks)}>"
@@ -470,6 +493,44 @@ class App:
         return register(fn) if fn is not None else register
 
     # ------------------------------------------------------------ enqueueing
+
+    # ------------------------------------------------------------ hooks
+
+    def on_start(self, fn: Any = None, *, task: Task[Any, Any] | str | None = None) -> Any:
+        """`@app.on_start`: call `fn(job)` before each run (of `task`'s jobs only, when
+        given). tasks/hooks.py says when each hook runs; a hook that raises is logged
+        and changes no job's outcome."""
+        return self._hook("on_start", fn, task)
+
+    def on_success(self, fn: Any = None, *, task: Task[Any, Any] | str | None = None) -> Any:
+        """`@app.on_success`: call `fn(job, result)` once a job's ack is durable."""
+        return self._hook("on_success", fn, task)
+
+    def on_retry(self, fn: Any = None, *, task: Task[Any, Any] | str | None = None) -> Any:
+        """`@app.on_retry`: call `fn(job, error)` once a failed attempt's nack is
+        durable and another attempt follows."""
+        return self._hook("on_retry", fn, task)
+
+    def on_failure(self, fn: Any = None, *, task: Task[Any, Any] | str | None = None) -> Any:
+        """`@app.on_failure`: call `fn(job, error)` once a job is dead (its last
+        attempt failed, or it raised Discard)."""
+        return self._hook("on_failure", fn, task)
+
+    def on_worker_start(self, fn: Any = None) -> Any:
+        """`@app.on_worker_start`: call `fn()` once in each worker process (and each
+        child of process-isolated tasks) before its first job: open pools here."""
+        return self._hook("on_worker_start", fn, None)
+
+    def _hook(self, point: str, fn: Any, task: Task[Any, Any] | str | None) -> Any:
+        name = task.name if isinstance(task, Task) else task
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"task= is a task or its name, not {type(task).__name__}")
+
+        def register(hook: Callable[..., Any]) -> Callable[..., Any]:
+            self.hooks.add(point, hook, name)
+            return hook
+
+        return register if fn is None else register(fn)
 
     def send_task(
         self,

@@ -28,6 +28,7 @@ import msgspec
 
 from brook import limits, processes
 from brook.tasks import context, payload
+from brook.tasks.hooks import Hooks
 
 _LENGTH = struct.Struct(">I")
 STARTED = "started"
@@ -167,27 +168,47 @@ class Child:
 # ------------------------------------------------------------------ the child's side
 
 
-def _function(module: str, qualname: str) -> Any:
-    """The task's function, found as its worker found it: its module imported here."""
+def _found(module: str, qualname: str) -> Any:
+    """The task (or its bare function), found as its worker found it: its module
+    imported here."""
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)
-    return getattr(found, "fn", found)  # a Task wraps its function
+    return found
+
+
+_STARTED: set[int] = set()
+"""The hooks of the apps whose on_worker_start ran in this child."""
+
+
+def _hooks_of(found: Any) -> Hooks | None:
+    """The hooks of the task's app (on_worker_start called on the first meeting)."""
+    hooks = getattr(getattr(found, "app", None), "hooks", None)
+    if not isinstance(hooks, Hooks):
+        return None
+    if id(hooks) not in _STARTED:
+        _STARTED.add(id(hooks))
+        hooks.call("on_worker_start", None)
+    return hooks
 
 
 def _run(call: Call, sock: socket.socket) -> Answer:
     from brook.tasks.app import Discard, Retry
 
     try:
-        fn = _function(call.module, call.qualname)
+        found = _found(call.module, call.qualname)
+        fn = getattr(found, "fn", found)  # a Task wraps its function
         arguments = payload.decode_call(call.value)
     except Exception as exc:
         return Answer("nack", reason=payload.error_summary(exc))
+    hooks = _hooks_of(found)
     _send(sock, Answer(STARTED))
     token = context.enter(
         context.CurrentJob(call.ref, call.task, call.attempt, call.key, call.deadline)
     )
     try:
+        if hooks is not None and hooks.wanted("on_start", call.task):
+            hooks.call("on_start", call.task, context.current_job())
         value = fn(*arguments.args, **arguments.kwargs)
         if asyncio.iscoroutine(value):
             value = asyncio.run(value)

@@ -134,6 +134,7 @@ class Worker:
         if connect_timeout_s < 0:
             raise ValueError("connect_timeout_s must be at least 0 (0: wait forever)")
         self.app = app
+        self._hooks = app.hooks
         self.concurrency = concurrency
         self.tasks = [app.tasks[name] for name in chosen]
         for task in self.tasks:
@@ -163,6 +164,8 @@ class Worker:
         self._holding: dict[str, _Holding] = {}
         self._queues: dict[str, QueueApi] = {}
         self._visibility_ms: dict[str, int] = {}
+        self._max_attempts: dict[str, int] = {}
+        """Per queue, as claimed: an attempt that fails at it ends the job (on_failure)."""
         self._stopping = threading.Event()
         self._loops_stop = threading.Event()
         """Set once drained: the settle, deadline and lease loops end."""
@@ -203,6 +206,7 @@ class Worker:
         if install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
             signal.signal(signal.SIGINT, lambda *_: self._interrupted())
+        self._hooks.call("on_worker_start", None)
         self._connect()
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
@@ -354,9 +358,9 @@ class Worker:
                 for topic in self.topics:
                     if topic not in self._queues:
                         queue_api, _ = self.app.claim_queue(topic)  # (it logs what changed)
-                        self._visibility_ms[topic] = int(
-                            queue_api.settings()["visibility_timeout_ms"]
-                        )
+                        settings = queue_api.settings()
+                        self._visibility_ms[topic] = int(settings["visibility_timeout_ms"])
+                        self._max_attempts[topic] = int(settings["max_attempts"])
                         self._queues[topic] = queue_api
                 self.app.sync_schedules([task.name for task in self.tasks])
                 return
@@ -536,6 +540,8 @@ class Worker:
             return self._run_in_child(holding)
         token = context.enter(functools.partial(self._context, holding, deadline_ms))
         try:
+            if self._hooks.wanted("on_start", task.name):
+                self._hooks.call("on_start", task.name, context.current_job())
             value = task.fn(*call.args, **call.kwargs)
         except BaseException as exc:
             return self._failed(exc)
@@ -592,6 +598,8 @@ class Worker:
         assert task is not None and call is not None
         token = context.enter(functools.partial(self._context, holding, deadline_ms))
         try:
+            if self._hooks.wanted("on_start", task.name):
+                await self._hooks.call_async("on_start", task.name, context.current_job())
             value = await task.fn(*call.args, **call.kwargs)
         except asyncio.CancelledError:
             # Cancelled at its deadline (the ledger has its attempt failed already).
@@ -781,6 +789,8 @@ class Worker:
                 self.stats.ack_failures += len(done)
             for settle in done:
                 self._log(settle, landed)
+                if landed:
+                    self._after_settle(settle)
 
     def _settle_one(self, settle: Settle) -> None:
         queue_api = self._queues[settle.topic]
@@ -800,6 +810,38 @@ class Worker:
         if outcome.action != "release":
             self.stats.failed += 1
         self._log(settle, landed)
+        if landed:
+            self._after_settle(settle)
+
+    def _after_settle(self, settle: Settle) -> None:
+        """The outcome hooks of a settled job (tasks/hooks.py), in its context."""
+        point = self._outcome_point(settle)
+        if point is None or not self._hooks.wanted(point, settle.task):
+            return
+        holding = self._holding[settle.receipt]
+        job = self._context(holding, None)
+        token = context.enter(job)
+        try:
+            if point == "on_success":
+                self._hooks.call(
+                    point, settle.task, job, payload.decode_result(settle.outcome.result)
+                )
+            else:
+                self._hooks.call(point, settle.task, job, settle.outcome.reason)
+        finally:
+            context.leave(token)
+
+    def _outcome_point(self, settle: Settle) -> str | None:
+        action = settle.outcome.action
+        if settle.task is None or action == "release":
+            return None
+        if action == "ack":
+            return "on_success"
+        if action == "discard":
+            return "on_failure"
+        attempt = self._holding[settle.receipt].job.attempt
+        last = attempt >= self._max_attempts.get(settle.topic, 1)
+        return "on_failure" if last else "on_retry"
 
     def _call(self, settle: Callable[[], None]) -> bool:
         """Settle, trying again while the broker cannot be reached; whether it landed
