@@ -16,6 +16,11 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 """A LogRecord's own attributes; any other was given as `extra` and is logged as a field."""
 
 
+QUIET = ("httpx", "httpcore", "asyncio", "urllib3")
+"""Libraries that log every request at info: kept to warnings when Brook configures
+the root logger (a worker's own calls to its broker would be most of its lines)."""
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -68,3 +73,7 @@ def setup(
     if unconfigured_root and not root.handlers:
         root.addHandler(handler)
         root.setLevel(level.upper())
+        for name in QUIET:
+            chatty = logging.getLogger(name)
+            if chatty.level == logging.NOTSET:
+                chatty.setLevel(logging.WARNING)

@@ -5,6 +5,7 @@ under them, `q.job(..., timeout=)` / `GET .../job?wait_ms=`, on the raw queue AP
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import brook
 from brook.errors import BadRequest, NotFound
 from brook.tasks.worker import Worker
 from tests.served import Served
-from tests.waiting import slow
+from tests.waiting import slow, wait_for
 
 
 @pytest.fixture(params=["embedded", "remote"])
@@ -228,3 +229,28 @@ def test_the_job_route_long_polls_with_wait_ms(tmp_path: Path) -> None:
         assert status == 400 and "wait_ms" in error["error"]["message"]
     finally:
         served.close()
+
+
+def test_an_eta_is_a_not_before_time_never_early(app: brook.App) -> None:
+    @app.task
+    def stamp() -> float:
+        return time.time()
+
+    eta = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.6)
+    ref = stamp.options(eta=eta).enqueue()
+    shortcut = stamp.enqueue(eta=eta.astimezone(datetime.timezone(datetime.timedelta(hours=5))))
+    past = stamp.options(eta=eta - datetime.timedelta(days=1)).enqueue()
+    worker = Running(app)
+    try:
+        wait_for(lambda: app.job(ref).state != "pending", 20)  # the worker claimed the queue
+        status = app.job(ref)
+        assert status.state == "delayed" and status.due_ms == int(eta.timestamp() * 1000)
+        for job in (ref, shortcut):
+            assert app.result(job, timeout=slow(20)) >= eta.timestamp()
+        assert app.result(past, timeout=slow(20)) < eta.timestamp()
+    finally:
+        worker.stop()
+    with pytest.raises(BadRequest, match="eta must be timezone-aware"):
+        stamp.options(eta=datetime.datetime.now())
+    with pytest.raises(BadRequest, match="eta must be a datetime, not int"):
+        stamp.options(eta=1_800_000_000)  # type: ignore[arg-type]

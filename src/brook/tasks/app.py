@@ -14,6 +14,7 @@ serve` URL (remote): only the location differs.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
 import inspect
@@ -40,7 +41,7 @@ GROUP = "tasks"
 TOPIC_PREFIX = "tasks."
 SCHEDULE_PREFIX = "task."
 """A periodic task's schedule is named this and the task's name."""
-OPTIONS = ("key", "priority", "delay_ms", "idempotency_key")
+OPTIONS = ("key", "priority", "delay_ms", "eta", "idempotency_key")
 """Enqueue options: `task.enqueue` takes them as keywords, so no parameter may be
 named so (unless the task is declared options_only)."""
 ISOLATIONS = ("thread", "process")
@@ -123,6 +124,8 @@ class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
     priority: int | None = None
     delay_ms: int | None = None
     idempotency_key: str | None = None
+    eta: datetime.datetime | None = None
+    """Not before this time (timezone-aware); with delay_ms too, the later one holds."""
 
     def checked(self) -> EnqueueOptions:
         """Itself; raises BadRequest naming the option that is not what it must be."""
@@ -136,8 +139,22 @@ class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise BadRequest(f"{name} must be an int, not {type(value).__name__}")
-        scheduling.headers(priority=self.priority, delay_ms=self.delay_ms)  # their bounds
+        if self.eta is not None:
+            if not isinstance(self.eta, datetime.datetime):
+                raise BadRequest(f"eta must be a datetime, not {type(self.eta).__name__}")
+            if self.eta.utcoffset() is None:
+                raise BadRequest(
+                    "eta must be timezone-aware (a naive datetime names no moment): "
+                    "datetime.now(timezone.utc) + timedelta(...), or .astimezone()"
+                )
+        scheduling.headers(  # their bounds
+            priority=self.priority, delay_ms=self.delay_ms, not_before=self.not_before_ms
+        )
         return self
+
+    @property
+    def not_before_ms(self) -> int | None:
+        return None if self.eta is None else int(self.eta.timestamp() * 1000)
 
 
 NO_OPTIONS = EnqueueOptions()
@@ -191,19 +208,20 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         delay_ms: int | None = None,
         idempotency_key: str | None = None,
+        eta: datetime.datetime | None = None,
     ) -> Options[P, R]:
         """This task with enqueue options, whose `enqueue(*args, **kwargs)` passes every
         argument to the function: `charge.options(key="customer-7").enqueue("o-1",
         amount=100)`. Raises BadRequest for an option out of its bounds."""
         given = EnqueueOptions(
-            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key
+            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key, eta=eta
         )
         return Options(self, given.checked())
 
     def enqueue(self, *args: Any, **kwargs: Any) -> JobRef:
         """A job of this call, durable when this returns: its reference.
 
-        The keywords `key`, `priority`, `delay_ms` and `idempotency_key` are enqueue
+        The keywords `key`, `priority`, `delay_ms`, `eta` and `idempotency_key` are enqueue
         options (as in `options(...)`), the rest the function's; a task declared
         `options_only=True` passes every keyword to the function. Raises BadRequest
         when an argument is not a plain JSON value or the call does not fit the
@@ -395,7 +413,7 @@ class App:
         group's settings, written by the worker that runs the task. `timeout_ms`
         bounds one run; `isolation="process"` runs each job in a child process, killed
         at that bound. A parameter named like an enqueue option (key, priority,
-        delay_ms, idempotency_key) needs `options_only=True`: `enqueue` then passes
+        delay_ms, eta, idempotency_key) needs `options_only=True`: `enqueue` then passes
         every keyword to the function, and options go through `task.options(...)`.
         Raises ValueError for a declaration that cannot work, saying what to do."""
 
@@ -543,6 +561,7 @@ class App:
         priority: int | None = None,
         delay_ms: int | None = None,
         idempotency_key: str | None = None,
+        eta: datetime.datetime | None = None,
     ) -> JobRef:
         """Enqueue a job of task `name` by its name, for a worker elsewhere to run (the
         function need not be here): its reference, durable. Its topic is
@@ -557,7 +576,7 @@ class App:
         if kwargs is not None and not isinstance(kwargs, dict):
             raise BadRequest("kwargs is the dict of the keyword arguments")
         options = EnqueueOptions(
-            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key
+            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key, eta=eta
         ).checked()
         declared = self.tasks.get(name)
         if declared is not None:
@@ -896,7 +915,11 @@ def job_records(
 
 def _headers(task_name: str, options: EnqueueOptions) -> dict[str, bytes]:
     headers = {payload.TASK_HEADER: task_name.encode(), "content-type": b"application/json"}
-    headers.update(scheduling.headers(priority=options.priority, delay_ms=options.delay_ms))
+    headers.update(
+        scheduling.headers(
+            priority=options.priority, delay_ms=options.delay_ms, not_before=options.not_before_ms
+        )
+    )
     return headers
 
 
