@@ -256,22 +256,22 @@ class Task(Generic[P, R]):
 
     def on_start(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`@task.on_start`: as `app.on_start`, for this task's jobs only."""
-        self.app.hooks.add("on_start", fn, self.name)
-        return fn
+        return self._hook("on_start", fn)
 
     def on_success(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`@task.on_success`: as `app.on_success`, for this task's jobs only."""
-        self.app.hooks.add("on_success", fn, self.name)
-        return fn
+        return self._hook("on_success", fn)
 
     def on_retry(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`@task.on_retry`: as `app.on_retry`, for this task's jobs only."""
-        self.app.hooks.add("on_retry", fn, self.name)
-        return fn
+        return self._hook("on_retry", fn)
 
     def on_failure(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`@task.on_failure`: as `app.on_failure`, for this task's jobs only."""
-        self.app.hooks.add("on_failure", fn, self.name)
+        return self._hook("on_failure", fn)
+
+    def _hook(self, point: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self.app.hooks.add(point, fn, self.name)
         return fn
 
     def check_call(self, args: Sequence[Any], kwargs: dict[str, Any]) -> None:

@@ -15,7 +15,6 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from brook import limits
 from brook.errors import DataLoss, NotFound
 from brook.models import Record
 from brook.tasks import results
@@ -88,13 +87,7 @@ class AsyncSide:
         queue = None
         state = "pending"
         while True:
-            remaining = limits.wait_ms_max / 1000
-            if deadline is not None:
-                remaining = min(remaining, deadline - time.monotonic())
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"job {ref} did not finish within {timeout:g} s (it is {state})"
-                    )
+            remaining = results.next_wait_s(ref, deadline, timeout, state)
             if queue is None:
                 try:
                     queue = await client.queue(ref.topic, results.GROUP, create=False)

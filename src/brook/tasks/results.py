@@ -44,6 +44,17 @@ def outcome(ref: JobRef, state: str, error: str, result: bytes | None) -> Any:
     return payload.decode_result(result)
 
 
+def next_wait_s(ref: JobRef, deadline: float | None, timeout: float | None, state: str) -> float:
+    """How long the next long-poll may wait: the broker's cap, or what is left before
+    `deadline` (time.monotonic()); raises TimeoutError when nothing is left."""
+    remaining = limits.wait_ms_max / 1000
+    if deadline is not None:
+        remaining = min(remaining, deadline - time.monotonic())
+        if remaining <= 0:
+            raise TimeoutError(f"job {ref} did not finish within {timeout:g} s (it is {state})")
+    return remaining
+
+
 def wait(
     queue_of: Any,
     ref: JobRef,
@@ -58,11 +69,7 @@ def wait(
     queue: QueueApi | None = None
     state = "pending"
     while True:
-        remaining = limits.wait_ms_max / 1000
-        if deadline is not None:
-            remaining = min(remaining, deadline - time.monotonic())
-            if remaining <= 0:
-                raise TimeoutError(f"job {ref} did not finish within {timeout:g} s (it is {state})")
+        remaining = next_wait_s(ref, deadline, timeout, state)
         if queue is None:
             try:
                 queue = queue_of(ref.topic)
