@@ -139,16 +139,21 @@ class Workers:
         self.processes.append(process)
         return process
 
-    def started(self, process: subprocess.Popen[str], timeout: float = 60.0) -> None:
-        """Wait for the worker's "worker started" line (its stderr is read from then on
-        by a thread, so the pipe never fills)."""
+    def started(
+        self, process: subprocess.Popen[str], timeout: float = 60.0, count: int = 1
+    ) -> None:
+        """Wait for `count` "worker started" lines (one per process of `--processes`;
+        its stderr is read from then on by a thread, so the pipe never fills)."""
         seen = threading.Event()
 
         def read() -> None:
             assert process.stderr is not None
+            started = 0
             for line in process.stderr:
                 if "worker started" in line:
-                    seen.set()
+                    started += 1
+                    if started >= count:
+                        seen.set()
 
         threading.Thread(target=read, daemon=True).start()
         assert seen.wait(slow(timeout)), f"the worker did not start in {timeout} s"

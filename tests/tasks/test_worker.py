@@ -148,8 +148,11 @@ def test_a_periodic_job_runs_once_per_slot_with_two_workers_and_a_broker_restart
 
 def test_processes_share_the_work_and_all_drain_on_sigterm(workers: Workers) -> None:
     work = workers.app.tasks["work"]
-    work.enqueue_many([((f"p{n}",), {"seconds": 0.05}) for n in range(40)])
     parent = workers.start("--processes", "2", "--concurrency", "2")
+    # Both up before the jobs come (on a busy machine one could run all 40 before the
+    # other has started).
+    workers.started(parent, count=2)
+    work.enqueue_many([((f"p{n}",), {"seconds": 0.05}) for n in range(40)])
     notes = workers.wait_for(lambda notes: len(ends(notes)) == 40)
     assert len({n["pid"] for n in notes}) == 2, "both processes ran jobs"
     parent.send_signal(signal.SIGTERM)

@@ -18,7 +18,7 @@ from brook.records import DeadRecord, Job, JobInfo
 
 
 class Queue:
-    EMBEDDED_ONLY = frozenset({"counts", "dead_errors", "dead_records"})
+    EMBEDDED_ONLY = frozenset({"counts", "dead_errors", "dead_records", "next_due_ms"})
     """Looks for the dashboard and /metrics in this process (they write nothing)."""
 
     def __init__(self, group: QueueGroup) -> None:
@@ -96,6 +96,12 @@ class Queue:
     def discard(self, jobs: Any, reason: str = "") -> None:
         """Dead at once, copied to the dead-letter topic. Raises LeaseExpired as ack does."""
         self._group.settle(validate.receipts(jobs), "discard", validate.reason(reason))
+
+    def next_due_ms(self) -> int | None:
+        """When time alone next changes something in the group (a retry or a delayed
+        record comes due, a lease ends), in epoch ms; None if nothing waits on time.
+        May be early (an entry already moot): look again then."""
+        return self._group.next_due_ms()
 
     def stats(self) -> dict[str, int]:
         """Records by state (ready, leased, retrying, dead; acked counts all ever

@@ -21,7 +21,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 import msgspec
 
@@ -33,6 +33,9 @@ from brook.queue import settings as queue_settings
 from brook.tasks import payload, results
 from brook.tasks.asynchronous import AsyncSide
 from brook.tasks.hooks import Hooks
+
+if TYPE_CHECKING:
+    from brook.tasks.testing import Testing
 
 log = logging.getLogger("brook.tasks")
 
@@ -805,6 +808,15 @@ class App:
     @functools.cached_property
     def _async(self) -> AsyncSide:
         return AsyncSide(self)
+
+    def testing(self) -> Testing:
+        """`with app.testing() as t:` this app's tasks run in the calling thread on a
+        fresh in-memory broker whose clock the test moves: `t.drain()` runs every job
+        due (delays and backoffs fast-forwarded), `t.advance(seconds)` moves the
+        clock. The app is as before once the block ends (tasks/testing.py)."""
+        from brook.tasks.testing import Testing
+
+        return Testing(self)
 
     async def aclose(self) -> None:
         """Close the async client of the running event loop (if `*_async` calls made

@@ -86,8 +86,10 @@ class AsyncSide:
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = None
         state = "pending"
+        looked = False
         while True:
-            remaining = results.next_wait_s(ref, deadline, timeout, state)
+            remaining = results.next_wait_s(ref, deadline, timeout, state, looked)
+            looked = True
             if queue is None:
                 try:
                     queue = await client.queue(ref.topic, results.GROUP, create=False)

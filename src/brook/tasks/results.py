@@ -44,13 +44,16 @@ def outcome(ref: JobRef, state: str, error: str, result: bytes | None) -> Any:
     return payload.decode_result(result)
 
 
-def next_wait_s(ref: JobRef, deadline: float | None, timeout: float | None, state: str) -> float:
+def next_wait_s(
+    ref: JobRef, deadline: float | None, timeout: float | None, state: str, looked: bool
+) -> float:
     """How long the next long-poll may wait: the broker's cap, or what is left before
-    `deadline` (time.monotonic()); raises TimeoutError when nothing is left."""
+    `deadline` (time.monotonic()), 0 for a first look; raises TimeoutError when
+    nothing is left after a look."""
     remaining = limits.wait_ms_max / 1000
     if deadline is not None:
-        remaining = min(remaining, deadline - time.monotonic())
-        if remaining <= 0:
+        remaining = max(0.0, min(remaining, deadline - time.monotonic()))
+        if remaining <= 0 and looked:
             raise TimeoutError(f"job {ref} did not finish within {timeout:g} s (it is {state})")
     return remaining
 
@@ -68,8 +71,10 @@ def wait(
     deadline = None if timeout is None else time.monotonic() + timeout
     queue: QueueApi | None = None
     state = "pending"
+    looked = False
     while True:
-        remaining = next_wait_s(ref, deadline, timeout, state)
+        remaining = next_wait_s(ref, deadline, timeout, state, looked)
+        looked = True
         if queue is None:
             try:
                 queue = queue_of(ref.topic)

@@ -46,8 +46,8 @@ from brook.api import QueueApi
 from brook.errors import BrookError, LeaseExpired
 from brook.models import Job
 from brook.supervisor import Supervisor, retry_after_s
-from brook.tasks import context, payload
-from brook.tasks.app import App, Discard, JobRef, Retry, Task
+from brook.tasks import context, outcomes, payload
+from brook.tasks.app import App, JobRef, Task
 from brook.tasks.isolation import Call as ChildCall
 from brook.tasks.isolation import Child
 from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle
@@ -82,7 +82,6 @@ class _Holding:
     """Why its record is not a task's call (when `call` is None)."""
 
 
-_ACKED = Outcome("ack")
 _Run = tuple[_Holding, float | None]
 """A job for a runner thread, and its deadline."""
 _Ended = tuple[_Holding, Outcome, float]
@@ -613,21 +612,14 @@ class Worker:
             self._async_runs.pop(holding.job.receipt, None)
         self._ended.put((holding, outcome, _now_ms()))
 
-    def _succeeded(self, task: Task[Any, Any], value: Any) -> Outcome:
-        if value is None:  # nothing to keep: app.job tells None for it all the same
-            return _ACKED
-        result, why_not = payload.encode_result(value)
+    @staticmethod
+    def _succeeded(task: Task[Any, Any], value: Any) -> Outcome:
+        outcome, why_not = outcomes.of_return(value)
         if why_not:
             log.warning("task %s: %s", task.name, why_not)
-        return Outcome("ack", result=result)
+        return outcome
 
-    @staticmethod
-    def _failed(error: BaseException) -> Outcome:
-        if isinstance(error, Retry):
-            return Outcome("nack", reason=error.reason or "Retry", delay_ms=error.delay_ms)
-        if isinstance(error, Discard):
-            return Outcome("discard", reason=error.reason or "Discard")
-        return Outcome("nack", reason=payload.error_summary(error))
+    _failed = staticmethod(outcomes.of_error)
 
     def _ends_step(self) -> float:
         """Take the runs that ended (waits for the first, then takes all there are):
@@ -832,16 +824,10 @@ class Worker:
             context.leave(token)
 
     def _outcome_point(self, settle: Settle) -> str | None:
-        action = settle.outcome.action
-        if settle.task is None or action == "release":
+        if settle.task is None:
             return None
-        if action == "ack":
-            return "on_success"
-        if action == "discard":
-            return "on_failure"
         attempt = self._holding[settle.receipt].job.attempt
-        last = attempt >= self._max_attempts.get(settle.topic, 1)
-        return "on_failure" if last else "on_retry"
+        return outcomes.hook_point(settle.outcome, attempt, self._max_attempts.get(settle.topic, 1))
 
     def _call(self, settle: Callable[[], None]) -> bool:
         """Settle, trying again while the broker cannot be reached; whether it landed
