@@ -384,6 +384,7 @@ def main() -> None:
         "spread",
         "queues",
         "tasks",
+        "canvas",
         "timers",
         "delivery",
         "tenants",
