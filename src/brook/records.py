@@ -397,9 +397,6 @@ JobStateName = Literal[
     "pending", "ready", "delayed", "leased", "retrying", "acked", "dead", "unknown"
 ]
 JOB_STATES: tuple[JobStateName, ...] = get_args(JobStateName)
-JOB_STATES_FINAL: tuple[JobStateName, ...] = ("acked", "dead", "unknown")
-"""What a long-poll on a job (`q.job(..., timeout=)`) waits no longer for: done for
-good, or no such record."""
 
 
 class JobInfo(msgspec.Struct, frozen=True, kw_only=True):

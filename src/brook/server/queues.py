@@ -17,7 +17,6 @@ import msgspec
 from brook import limits, validate, wire
 from brook.models import Job, Outcome, Queue, Record, Transition
 from brook.operations import OPERATIONS
-from brook.records import JOB_STATES_FINAL
 from brook.server import query
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
@@ -161,8 +160,9 @@ class QueueEndpoints:
         partition = query.number(request.query, "partition")
         offset = query.number(request.query, "offset")
         wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
-        info = await self.run(queue.job, partition, offset)
-        if wait_ms and info.state not in JOB_STATES_FINAL:
+        info = await self.run(queue.job, partition, offset)  # (its errors before a wait)
+        if wait_ms and info.state != "unknown":
+            # Finished only once durable: the state alone may show an ack in flight.
             deadline = time.monotonic() + wait_ms / 1000
             await self.api.bridge.wait_for_job(topic, group, partition, offset, deadline)
             info = await self.run(queue.job, partition, offset)
