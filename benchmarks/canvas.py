@@ -81,16 +81,25 @@ def result_trial() -> tuple[float, ...]:
     saved = dict(os.environ)
     os.environ.update(BROOK_URL=url, ACKED_FILE=str(acked), ENDED_FILE=str(ended))
     sys.path.insert(0, str(folder))
-    import bench_canvas
-
-    os.environ.clear()
-    os.environ.update(saved)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "brook.cli", "worker", "bench_canvas:app", "--log-level", "warning"],
-        cwd=folder,
-        env=env,
-    )
+    worker = None
     try:
+        import bench_canvas
+
+        os.environ.clear()
+        os.environ.update(saved)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "brook.cli",
+                "worker",
+                "bench_canvas:app",
+                "--log-level",
+                "warning",
+            ],
+            cwd=folder,
+            env=env,
+        )
         app, noop = bench_canvas.app, bench_canvas.noop
         app.result(noop.enqueue(-1), timeout=60)  # the worker is up and has claimed its queue
         after_ack, after_end, polled = [], [], []
@@ -106,8 +115,11 @@ def result_trial() -> tuple[float, ...]:
             polled.append((time.time() - _time_of(ended, str(ref))) * 1000)
         app.close()
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        os.environ.clear()
+        os.environ.update(saved)
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
         stop(server)
         sys.modules.pop("bench_canvas", None)
         sys.path.remove(str(folder))
