@@ -100,6 +100,7 @@ CALLS = [
     ("trace", protocol.trace("t", "g", 0, 0)),
     ("job", protocol.job("t", "g", 0, 0)),
     ("redrive_queue", protocol.redrive("t", "g", None, None)),
+    ("cancel_records", protocol.cancel("t", "g", [(0, 1)], None, "")),
     ("list_timers", protocol.list_timers("t", 0, None, "1:tm", 10)),
     ("describe_timer", protocol.timer("tm")),
     ("cancel_timer", protocol.cancel_timer("tm")),

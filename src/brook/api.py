@@ -131,6 +131,13 @@ class QueueApi(Protocol):
         self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
     ) -> int: ...
 
+    def cancel(
+        self,
+        records: Iterable[tuple[int, int]] | None = None,
+        key: bytes | str | None = None,
+        reason: str = "",
+    ) -> list[tuple[int, int]]: ...
+
     def settings(self) -> dict[str, Any]: ...
 
 

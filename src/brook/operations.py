@@ -415,6 +415,19 @@ TABLE: tuple[Operation, ...] = (
         ),
     ),
     Operation(
+        "cancel_records",
+        "POST",
+        QUEUE + "/cancel",
+        "consume",
+        True,
+        "Cancel waiting records (those named in records, or every one of key): each that is "
+        "ready, delayed or waiting to retry is dead at once with the reason, never delivered "
+        "again unless redriven; leased and finished ones are left; idempotent",
+        wire.RecordsCancelled,
+        wire.CancelIn,
+        example={"records": [{"partition": 0, "offset": 12}], "reason": "revoked"},
+    ),
+    Operation(
         "redrive_queue",
         "POST",
         QUEUE + "/redrive",

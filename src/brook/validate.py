@@ -244,6 +244,15 @@ def seconds(value: Any, what: str) -> float:
     return float(value)
 
 
+def cancelled(records: Any, key: Any) -> tuple[list[tuple[int, int]] | None, bytes | None]:
+    """What a cancel names: (partition, offset) pairs, or a key (bytes or text); exactly one."""
+    if (records is None) == (key is None):
+        raise BadRequest("name the records to cancel (records=) or their key (key=), one of them")
+    if key is not None and not isinstance(key, str | bytes):
+        raise BadRequest(f"key must be bytes or str, not {type(key).__name__}")
+    return positions(records), key.encode() if isinstance(key, str) else key
+
+
 def reason(text: Any) -> str:
     """Why a record was nacked or discarded: a string, cut at queue_reason_chars_max."""
     if not isinstance(text, str):

@@ -577,6 +577,46 @@ class Redriven(Out):
     redriven: Count
 
 
+class CancelIn(In):
+    """Cancel the records named, or every waiting record of a key."""
+
+    shape: ClassVar[str] = '{"records": [{"partition", "offset"}, ...]} or {"key": ...}'
+    one_at_most: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("records", "key"),
+        ("records", "key_b64"),
+        ("key", "key_b64"),
+    )
+    one_at_least: ClassVar[tuple[tuple[str, ...], ...]] = (("records", "key", "key_b64"),)
+
+    records: Annotated[list[PositionIn], Meta(max_length=limits.redrive_records_max)] | None = None
+    key: str | None = None
+    key_b64: bytes | None = None
+    reason: Reason = ""
+
+    def __post_init__(self) -> None:
+        for first, second in self.one_at_most:
+            if getattr(self, first) is not None and getattr(self, second) is not None:
+                raise ValueError(f"give {first} or {second}, not both")
+        if all(getattr(self, name) is None for name in self.one_at_least[0]):
+            raise ValueError("name the records to cancel (records) or their key (key, key_b64)")
+
+    def key_bytes(self) -> bytes | None:
+        return self.key_b64 if self.key is None else self.key.encode()
+
+    def positions(self) -> list[tuple[int, int]] | None:
+        return None if self.records is None else [(r.partition, r.offset) for r in self.records]
+
+
+class PositionOut(Out):
+    partition: int
+    offset: int
+
+
+class RecordsCancelled(Out):
+    cancelled: list[PositionOut]
+    """The records cancelled: those that were waiting (ready, delayed or retrying)."""
+
+
 # ---------------------------------------------------------------- timers
 
 
@@ -1061,6 +1101,7 @@ REQUESTS: tuple[type[In], ...] = (
     NackIn,
     ExtendIn,
     RedriveIn,
+    CancelIn,
     TimerIn,
     ScheduleIn,
     TimersIn,
@@ -1091,6 +1132,7 @@ ANSWERS: tuple[type[Out], ...] = (
     ScheduleOut,
     Schedules,
     Redriven,
+    RecordsCancelled,
     Replayed,
     Scheduled,
     ScheduledMany,

@@ -215,6 +215,41 @@ def test_redrive_of_chosen_records_touches_only_the_dead_among_them(broker: Any)
         q.redrive(records="0:1")
 
 
+def test_cancel_takes_waiting_records_out_for_good_and_leaves_the_others(broker: Any) -> None:
+    topic = broker.topic("jobs")
+    for value, key in [(b"a", b"k1"), (b"b", b"k2"), (b"c", b"k1"), (b"d", None)]:
+        topic.append(value, key=key)
+    later = topic.append(b"later", headers=brook.scheduling.headers(delay_ms=3_600_000))
+    q = broker.queue("jobs", "workers", visibility_timeout_ms=60_000, max_attempts=3)
+    (first,) = q.lease(max_records=1, timeout=5)  # offset 0 is out
+    q.nack(first, delay_ms=60_000)  # and now waits to retry
+    (leased,) = q.lease(max_records=1, timeout=5)  # offset 1 is out
+    assert leased.record.offset == 1
+    # Waiting (retrying, ready, delayed) ones are cancelled; the leased one, an unknown
+    # offset and a repeat are left.
+    done = q.cancel(records=[(0, 0), (0, 1), (0, 3), (0, later.offset), (0, 99)], reason="nope")
+    assert done == [(0, 0), (0, 3), (0, later.offset)]
+    assert q.cancel(records=[(0, 0)]) == []  # idempotent
+    assert q.job(0, 0).state == "dead" and q.job(0, 0).error == "nope"
+    assert q.job(0, 1).state == "leased"
+    # By key: every waiting record of k1 (offset 2; offset 0 is dead already).
+    assert q.cancel(key="k1") == [(0, 2)]
+    assert q.job(0, 2).error == "cancelled"
+    q.ack(leased)
+    assert q.lease(max_records=10, timeout=0) == []  # nothing cancelled is handed out
+    stats = q.stats()
+    assert (stats["dead"], stats["acked"], stats["ready"], stats["delayed"]) == (4, 1, 0, 0)
+    assert q.redrive(records=[(0, 3)]) == 1  # a redrive brings one back
+    (again,) = q.lease(max_records=10, timeout=5)
+    assert again.record.value == b"d"
+    with pytest.raises(BadRequest, match="one of them"):
+        q.cancel()
+    with pytest.raises(BadRequest, match="one of them"):
+        q.cancel(records=[(0, 1)], key="k1")
+    with pytest.raises(BadRequest):
+        q.cancel(records=[(0, -1)])
+
+
 def test_records_appended_while_waiting_are_leased(broker: Any) -> None:
     q = broker.queue("jobs", "workers")
     appender = threading.Timer(0.3, lambda: broker.topic("jobs").append(b"late"))

@@ -48,6 +48,7 @@ SCOPES = {
     ("GET", "/v1/topics/{topic}/queues/{group}/trace"): "consume",
     ("GET", "/v1/topics/{topic}/queues/{group}/job"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/redrive"): "consume",
+    ("POST", "/v1/topics/{topic}/queues/{group}/cancel"): "consume",
     ("PUT", "/v1/topics/{topic}/staged/{writer}/{seq}/{part}/{chunk}"): "produce",
     ("POST", "/v1/topics/{topic}/staged/{writer}/{seq}/publish"): "produce",
     ("DELETE", "/v1/topics/{topic}/staged/{writer}/{seq}"): "produce",

@@ -1,5 +1,6 @@
 """A seeded simulation of one queue group: many workers lease, ack, nack, extend,
-discard, release (at once or for later), crash or wander off; an operator redrives dead records; the broker itself
+discard, release (at once or for later), crash or wander off; an operator redrives dead
+records and cancels waiting ones (a task's revoke); the broker itself
 crashes and rebuilds from its status log. Records carry priorities and not-before
 times; keys have limits. Checked at every step against the lifecycle's promises,
 each computed here from the log alone. Set BROOK_SEED to replay; the seed is printed.
@@ -252,6 +253,17 @@ def test_every_record_ends_exactly_once(case: str) -> None:
             log.extend(core.tick(now))
         elif roll < 0.96:  # an operator redrives some dead records
             log.extend(core.redrive(now, rng.choice([None, 1, 5])))
+        elif roll < 0.97:  # some records are cancelled (a task's revoke)
+            log.extend(core.tick(now))
+            chosen = [records[rng.randrange(RECORDS)][0] for _ in range(rng.randrange(1, 4))]
+            before = {p: core.jobs.get(p) for p in chosen}
+            changes, cancelled = core.cancel(now, chosen, "revoked")
+            log.extend(changes)
+            for p, was in before.items():
+                waiting = was is not None and was.state in (State.READY, State.RETRYING)
+                assert (p in cancelled) == waiting, f"{p} cancelled: {p in cancelled} ({context})"
+                if waiting:
+                    assert core.jobs[p].state is State.DEAD and core.jobs[p].error == "revoked"
         check(core, oracle, now, context)
 
     for _ in range(10_000):  # drain: everything still open gets leased and acked

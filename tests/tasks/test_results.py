@@ -254,3 +254,34 @@ def test_an_eta_is_a_not_before_time_never_early(app: brook.App) -> None:
         stamp.options(eta=datetime.datetime.now())
     with pytest.raises(BadRequest, match="eta must be a datetime, not int"):
         stamp.options(eta=1_800_000_000)  # type: ignore[arg-type]
+
+
+def test_revoke_stops_a_waiting_job_and_leaves_a_finished_one(app: brook.App) -> None:
+    ran: list[str] = []
+
+    @app.task
+    def send(email: str) -> str:
+        ran.append(email)
+        return email
+
+    later = send.options(delay_ms=3_600_000).enqueue("later")
+    keyed = [send.options(key="customer-7").enqueue(f"c7-{n}") for n in range(2)]
+    other = send.options(key="customer-8").enqueue("c8")
+    # Before any worker claimed the queue: revoking opens its group (with the defaults
+    # a worker's claim then replaces).
+    assert app.revoke(later) is True
+    assert app.revoke(str(later)) is False  # dead already: nothing more to stop
+    assert app.revoke_key(send, "customer-7") == 2
+    assert app.revoke_key("send", b"customer-7") == 0
+    worker = Running(app)
+    try:
+        assert app.result(other, timeout=slow(20)) == "c8"
+        for ref in (later, *keyed):
+            with pytest.raises(brook.TaskFailed, match="revoked"):
+                app.result(ref, timeout=slow(5))
+        assert app.revoke(other) is False  # it ran
+    finally:
+        worker.stop()
+    assert ran == ["c8"]
+    with pytest.raises(BadRequest, match="is not a task name"):
+        app.revoke_key("no such/task", "k")

@@ -107,3 +107,20 @@ def test_a_job_of_a_task_the_app_does_not_declare_ends_dead_saying_so() -> None:
         t.drain()
         with pytest.raises(brook.TaskFailed, match=r"no task named unknown \(the app has: known\)"):
             app.result(ref, timeout=0)
+
+
+def test_a_revoked_job_is_not_run_by_the_drain() -> None:
+    app = brook.App("memory://")
+    ran: list[int] = []
+
+    @app.task
+    def work(n: int) -> None:
+        ran.append(n)
+
+    with app.testing() as t:
+        refs = [work.enqueue(n) for n in range(3)]
+        assert app.revoke(refs[1]) is True
+        assert t.drain() == 2
+        assert ran == [0, 2]
+        with pytest.raises(brook.TaskFailed, match="revoked"):
+            app.result(refs[1], timeout=0)

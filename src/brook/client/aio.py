@@ -572,6 +572,17 @@ class AsyncQueue:
         )
         return count
 
+    async def cancel(
+        self,
+        records: Iterable[tuple[int, int]] | None = None,
+        key: bytes | str | None = None,
+        reason: str = "",
+    ) -> list[tuple[int, int]]:
+        done: list[tuple[int, int]] = await self._broker._do(
+            protocol.cancel(self.topic, self.group, records, key, reason)
+        )
+        return done
+
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.topic} group={self.group}>"
 

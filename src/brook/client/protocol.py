@@ -479,6 +479,30 @@ def redrive(
     return _call("redrive_queue", _queue(topic, group_name), {}, body, headers, parse)
 
 
+def cancel(
+    topic: str,
+    group_name: str,
+    records: Iterable[tuple[int, int]] | None,
+    key: bytes | str | None,
+    reason: str,
+) -> Call:
+    chosen, key_bytes = validate.cancelled(records, key)
+    body, headers = _json_body(
+        wire.CancelIn(
+            records=None
+            if chosen is None
+            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
+            key_b64=key_bytes,
+            reason=validate.reason(reason),
+        )
+    )
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[tuple[int, int]]:
+        return [(r.partition, r.offset) for r in _answer(body, wire.RecordsCancelled).cancelled]
+
+    return _call("cancel_records", _queue(topic, group_name), {}, body, headers, parse)
+
+
 # ---------------------------------------------------------------- timers
 
 

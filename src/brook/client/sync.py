@@ -560,6 +560,17 @@ class RemoteQueue:
         count: int = self._broker._do(protocol.redrive(self.topic, self.group, limit, records))
         return count
 
+    def cancel(
+        self,
+        records: Iterable[tuple[int, int]] | None = None,
+        key: bytes | str | None = None,
+        reason: str = "",
+    ) -> list[tuple[int, int]]:
+        done: list[tuple[int, int]] = self._broker._do(
+            protocol.cancel(self.topic, self.group, records, key, reason)
+        )
+        return done
+
     def __repr__(self) -> str:
         return f"<RemoteQueue {self.topic} group={self.group}>"
 

@@ -189,6 +189,43 @@ class FairQueue(Generic[Item]):
         self.release(key)
         self._place(lane)  # its front changed
 
+    def remove(self, key: Hashable, item: Item) -> bool:
+        """A record waiting here leaves without being handed out (cancelled): out of
+        its lane, or out of the delayed ones (its wake-up then finds nothing). It was
+        not out, so nothing of its key is released. False when it is not here. Costs
+        the length of its lane."""
+        due = self._due.pop(item, None)
+        if due is not None:
+            self.delayed -= 1
+            if not (self.ordered and key is not None):  # not in a lane yet
+                self._count -= 1
+                self._priority.pop(item, None)
+                return True
+        priority = self._priority.get(item, 0)
+        lanes: tuple[Lane, ...] = (
+            ((None, key),)
+            if self.ordered and key is not None
+            else ((priority, key), (priority, Again(key)))
+        )
+        for lane in lanes:
+            items = self._lanes.get(lane)
+            if not items or item not in items:
+                continue
+            front = items[0] == item
+            items.remove(item)
+            self._count -= 1
+            self._priority.pop(item, None)
+            if not items:
+                del self._lanes[lane]
+                if self._limited and key is not None:
+                    self._lanes_gone(key, lane)
+                self._unplace(lane)
+            elif front and lane[0] is None:  # an ordered lane's turns follow its front
+                self._unplace(lane)
+                self._place(lane)
+            return True
+        return False
+
     def _lane_of(self, key: Hashable, priority: int) -> Lane:
         return (None, key) if self.ordered and key is not None else (priority, key)
 
@@ -385,10 +422,14 @@ class FairQueue(Generic[Item]):
             at, _, kind, what = heapq.heappop(wakes)
             if kind == _ITEM:
                 key, item = cast("tuple[Hashable, Item]", what)
+                if self._due.get(item) != at:
+                    continue  # removed meanwhile (and perhaps back, due another time)
                 self.delayed -= 1
                 del self._due[item]
                 self._append(self._lane_of(key, self._priority.get(item, 0)), item)
             elif kind == _DUE:
+                if self._due.get(what) != at:  # type: ignore[arg-type]
+                    continue  # removed meanwhile
                 self.delayed -= 1
                 del self._due[what]  # type: ignore[arg-type]
             elif kind == _LANE:

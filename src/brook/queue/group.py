@@ -260,6 +260,31 @@ class GroupCore:
             raise ValueError(f"unknown action {action!r}")
         self._record(position, result, changes)
 
+    def cancel(
+        self, now_ms: int, positions: Sequence[Position], reason: str
+    ) -> tuple[list[Change], list[Position]]:
+        """Make the records at `positions` that are not out (ready, delayed, waiting to
+        retry) dead at once with `reason`; the others are left as they are (out: leased;
+        finished: acked or dead; or not in the group). The changes, and the positions
+        cancelled."""
+        changes = self.tick(now_ms)
+        cancelled: list[Position] = []
+        for position in dict.fromkeys(positions):
+            job = self.jobs.get(position)
+            if job is None or job.state not in (_READY, _RETRYING):
+                continue
+            if job.state is _READY:
+                key = self.keys.get(position)
+                removed = self._ready.remove(key, position)
+                assert removed, f"ready record {position} was not in the ready queue"
+                # Counted as if handed out, so that _enter's release (which ends a
+                # handed-out record's hold) leaves its key as it was.
+                self._ready.holding(key)
+                self.not_before.pop(position, None)
+            self._record(position, lc.cancel(job, now_ms, reason), changes)
+            cancelled.append(position)
+        return changes, cancelled
+
     def redrive(
         self, now_ms: int, limit: int | None = None, positions: Sequence[Position] | None = None
     ) -> list[Change]:

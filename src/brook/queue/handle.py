@@ -153,6 +153,21 @@ class Queue:
             validate.optional_whole(limit, "limit", 1), validate.positions(records)
         )
 
+    def cancel(
+        self,
+        records: Iterable[tuple[int, int]] | None = None,
+        key: bytes | str | None = None,
+        reason: str = "",
+    ) -> list[tuple[int, int]]:
+        """Cancel waiting records: those of `records` ((partition, offset) pairs), or
+        every one of `key`. Each that is ready, delayed or waiting to retry is dead at
+        once with `reason` (default "cancelled"; copied to the dead-letter topic as any
+        death is), durably, and never delivered again unless redriven; leased,
+        finished and unknown ones are left as they are. The positions cancelled, in
+        order. Idempotent."""
+        chosen, key_bytes = validate.cancelled(records, key)
+        return self._group.cancel(chosen, key_bytes, validate.reason(reason))
+
     def settings(self) -> dict[str, Any]:
         """The group's stored settings, the dead-letter topic resolved."""
         return queue_settings.as_json(self._group.settings, self.topic)

@@ -10,6 +10,8 @@
      ▲       release later   ├── lease expiry (attempts left): ready at once    │
      │                       └── release: ready at once                         │
      └──────────────────────────────────────── redrive (attempts from 0) ◀──────┘
+
+   ready, retrying ── cancel (not out: never delivered again) ──────────────▶ dead
 ```
 
 Attempts count deliveries: the first lease is attempt 1; a nack or an expired
@@ -238,6 +240,13 @@ def extend(job: JobState, receipt: str, now_ms: int, ms: int) -> tuple[JobState,
 def discard(job: JobState, receipt: str, now_ms: int, reason: str) -> tuple[JobState, Transition]:
     _live(job, receipt, now_ms)
     return _dead(job, now_ms, reason or "discarded")
+
+
+def cancel(job: JobState, now_ms: int, reason: str) -> tuple[JobState, Transition]:
+    """A record not out (ready, delayed, or waiting to retry) made dead at once: it is
+    never delivered again unless redriven (a task's `app.revoke`)."""
+    assert job.state in (State.READY, State.RETRYING), f"cancelling a {job.state.value} record"
+    return _dead(job, now_ms, reason or "cancelled")
 
 
 def release(

@@ -513,6 +513,22 @@ class QueueGroup:
         self._after(request, changes)
         return len(changes)
 
+    def cancel(
+        self, positions: list[Position] | None, key: bytes | None, reason: str
+    ) -> list[Position]:
+        """Cancel the waiting records of `positions`, or every one of `key`, durably
+        (GroupCore.cancel); the positions cancelled."""
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            if positions is None:
+                positions = sorted(p for p, k in self.machine.keys.items() if k == key)
+            changes, cancelled = self.machine.cancel(self._now_ms(), positions, reason)
+            request = self._submit(changes) if changes else None
+            self._maybe_snapshot()
+        self._after(request, changes)
+        return cancelled
+
     def resend(self, partition: int, offset: int) -> str:
         """Send the record at (partition, offset) once more, whatever became of it: an
         acked one is brought back alone (a replay of one offset), a dead one redriven;

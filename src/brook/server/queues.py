@@ -68,6 +68,7 @@ class QueueEndpoints:
         serve(OPERATIONS["trace"], self.trace)
         serve(OPERATIONS["job"], self.job)
         serve(OPERATIONS["redrive_queue"], self.redrive)
+        serve(OPERATIONS["cancel_records"], self.cancel)
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
@@ -173,6 +174,16 @@ class QueueEndpoints:
         queue = await self._queue(request, topic, group)
         count = await self.run(queue.redrive, asked.limit, asked.positions())
         return json_response(wire.Redriven(redriven=count))
+
+    async def cancel(self, request: Request, topic: str, group: str) -> Response:
+        asked = decode_request(request.body, wire.CancelIn)
+        queue = await self._queue(request, topic, group)
+        done = await self.run(queue.cancel, asked.positions(), asked.key_bytes(), asked.reason)
+        return json_response(
+            wire.RecordsCancelled(
+                cancelled=[wire.PositionOut(partition=p, offset=o) for p, o in done]
+            )
+        )
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

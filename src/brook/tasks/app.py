@@ -809,6 +809,33 @@ class App:
     def _async(self) -> AsyncSide:
         return AsyncSide(self)
 
+    def revoke(self, ref: JobRef | str, reason: str = "revoked") -> bool:
+        """Make sure job `ref` does not run: True if it was waiting (ready, delayed or
+        retrying) and is now dead with `reason`, durably (redrive brings it back);
+        False if it is running or finished (acked or dead), or unknown. A job not yet
+        taken into its queue's window (behind a backlog of queue_window_records_max)
+        is not reached: False, and it runs."""
+        if not isinstance(ref, JobRef):
+            ref = JobRef.parse(ref)
+        cancelled = self.queue(ref.topic).cancel([(ref.partition, ref.offset)], reason=reason)
+        return bool(cancelled)
+
+    def revoke_key(
+        self, task: Task[Any, Any] | str, key: str | bytes, reason: str = "revoked"
+    ) -> int:
+        """Revoke every waiting job of `task` (its queue, when tasks share one: every
+        task's) with record key `key`; how many. Running and finished ones are left."""
+        topic = task.topic if isinstance(task, Task) else self._topic_of(task)
+        return len(self.queue(topic).cancel(key=key, reason=reason))
+
+    def _topic_of(self, name: str) -> str:
+        declared = self.tasks.get(name)
+        if declared is not None:
+            return declared.topic
+        if not isinstance(name, str) or not names.NAME.fullmatch(name):
+            raise BadRequest(f"{name!r} is not a task name (A-Z a-z 0-9 . _ -)")
+        return TOPIC_PREFIX + name
+
     def testing(self) -> Testing:
         """`with app.testing() as t:` this app's tasks run in the calling thread on a
         fresh in-memory broker whose clock the test moves: `t.drain()` runs every job
