@@ -200,3 +200,24 @@ def test_a_not_before_time_is_never_early_after_the_clock_steps_back() -> None:
         assert queue.pop() is None
         queue.advance(10_001)
         assert queue.pop() == ("k", 1)
+
+
+def test_a_removed_record_is_never_handed_out_and_frees_its_lane() -> None:
+    for ordered in (False, True):
+        q: FairQueue[str] = FairQueue(ordered=ordered)
+        q.add("k", "k0")
+        q.add("k", "k1")
+        q.add("k", "late", not_before=1_000)  # delayed: in no lane yet (or held, ordered)
+        q.add(None, "n0", priority=5)
+        assert q.remove("k", "k0") and q.remove(None, "n0") and q.remove("k", "late")
+        assert not q.remove("k", "k0"), "removed twice"
+        assert len(q) == 1 and q.delayed == 0
+        assert q.pop() == ("k", "k1")  # an ordered lane's new front goes at once
+        q.advance(2_000)  # the removed delayed record's wake-up finds it gone
+        assert q.pop() is None and len(q) == 0
+        q.add("k", "late", not_before=3_000)  # back again, due at another time
+        q.advance(2_500)
+        assert q.pop() is None
+        q.release("k")
+        q.advance(3_000)
+        assert q.pop() == ("k", "late")
