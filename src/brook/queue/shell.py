@@ -717,8 +717,10 @@ class QueueGroup:
             if self.results.get(position, self._now_ms()) is not None:
                 return True
             logs = self.core.topic_state(self.topic).logs
-            if partition >= len(logs) or self._replays(position):
-                return partition >= len(logs)
+            if partition >= len(logs):
+                return True  # no such record
+            if self._replays(position):
+                return False  # acked, and brought back to run again
             log_ = logs[partition]
             if offset >= log_.durable_offset or offset < log_.start_offset:
                 return True  # unknown

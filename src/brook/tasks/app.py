@@ -231,11 +231,14 @@ class Task(Generic[P, R]):
         function's signature, Conflict when the idempotency key was used for other
         arguments within the broker's window (the same arguments return the first
         job's reference and enqueue nothing)."""
+        return self.app._enqueue(self, args, kwargs, self._options_from(kwargs))
+
+    def _options_from(self, kwargs: dict[str, Any]) -> EnqueueOptions:
+        """The enqueue options among `kwargs` (taken out of it), unless options_only."""
         if self.options_only:
-            return self.app._enqueue(self, args, kwargs, NO_OPTIONS)
+            return NO_OPTIONS
         given = {name: kwargs.pop(name) for name in OPTIONS if name in kwargs}
-        options = EnqueueOptions(**given).checked() if given else NO_OPTIONS
-        return self.app._enqueue(self, args, kwargs, options)
+        return EnqueueOptions(**given).checked() if given else NO_OPTIONS
 
     def enqueue_many(self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobRef]:
         """Jobs of many calls ((args, kwargs) each, every keyword the function's) in one
@@ -245,11 +248,7 @@ class Task(Generic[P, R]):
     async def enqueue_async(self, *args: Any, **kwargs: Any) -> JobRef:
         """`enqueue`, as a coroutine: the event loop is free while the job's record
         is made durable. The same keywords, checks and errors."""
-        options = NO_OPTIONS
-        if not self.options_only:
-            given = {name: kwargs.pop(name) for name in OPTIONS if name in kwargs}
-            options = EnqueueOptions(**given).checked() if given else NO_OPTIONS
-        return await self.app._enqueue_async(self, args, kwargs, options)
+        return await self.app._enqueue_async(self, args, kwargs, self._options_from(kwargs))
 
     async def enqueue_many_async(
         self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]
@@ -572,8 +571,7 @@ class App:
         queue group, no settings). The arguments are checked as `enqueue` checks them;
         when this app declares the task, against its signature and on its queue too.
         Raises BadRequest, or Conflict for an idempotency key used for other arguments."""
-        if not isinstance(name, str) or not names.NAME.fullmatch(name):
-            raise BadRequest(f"{name!r} is not a task name (A-Z a-z 0-9 . _ -)")
+        _check_task_name(name)
         if isinstance(args, str | bytes) or not isinstance(args, Sequence):
             raise BadRequest("args is the list (or tuple) of the positional arguments")
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -832,8 +830,7 @@ class App:
         declared = self.tasks.get(name)
         if declared is not None:
             return declared.topic
-        if not isinstance(name, str) or not names.NAME.fullmatch(name):
-            raise BadRequest(f"{name!r} is not a task name (A-Z a-z 0-9 . _ -)")
+        _check_task_name(name)
         return TOPIC_PREFIX + name
 
     def testing(self) -> Testing:
@@ -880,6 +877,11 @@ def _plain_signature(signature: inspect.Signature) -> str:
     empty = inspect.Parameter.empty
     parameters = [p.replace(annotation=empty) for p in signature.parameters.values()]
     return str(signature.replace(parameters=parameters, return_annotation=empty))
+
+
+def _check_task_name(name: Any) -> None:
+    if not isinstance(name, str) or not names.NAME.fullmatch(name):
+        raise BadRequest(f"{name!r} is not a task name (A-Z a-z 0-9 . _ -)")
 
 
 def _check_no_option_parameters(task: Task[Any, Any]) -> None:
