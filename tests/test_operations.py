@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from brook import names
 from brook.client import protocol
-from brook.models import TimerSpec
+from brook.models import JoinContinuation, JoinMember, JoinSpec, TimerSpec
 from brook.operations import BY_ROUTE, OPERATIONS, PATH_PARAMETERS, TABLE, path_of
 from brook.server.router import Router
 
@@ -35,6 +35,7 @@ VALUES = {
     "endpoint": st.from_regex(names.USER_NAME_PATTERN, fullmatch=True),
     "schedule": st.from_regex(PATH_PARAMETERS["schedule"]["pattern"], fullmatch=True),
     "timer": st.from_regex(names.ID_PATTERN, fullmatch=True),
+    "join": st.from_regex(names.ID_PATTERN, fullmatch=True),
     "writer": st.from_regex(names.ID_PATTERN, fullmatch=True),
     "part": st.from_regex(names.ID_PATTERN, fullmatch=True),
     "message": st.from_regex(PATH_PARAMETERS["message"]["pattern"], fullmatch=True),
@@ -99,6 +100,19 @@ CALLS = [
     ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
     ("trace", protocol.trace("t", "g", 0, 0)),
     ("job", protocol.job("t", "g", 0, 0)),
+    (
+        "create_joins",
+        protocol.create_joins(
+            [
+                JoinSpec(
+                    id="j",
+                    members=[JoinMember(topic="t", group="g", partition=0, offset=0)],
+                    then=JoinContinuation(topic="u", group="g", value=b"v"),
+                )
+            ]
+        ),
+    ),
+    ("describe_join", protocol.join("j", timeout=1)),
     ("redrive_queue", protocol.redrive("t", "g", None, None)),
     ("cancel_records", protocol.cancel("t", "g", [(0, 1)], None, "")),
     ("list_timers", protocol.list_timers("t", 0, None, "1:tm", 10)),

@@ -23,6 +23,8 @@ from brook.models import (
     EventTypeInfo,
     Job,
     JobInfo,
+    JoinInfo,
+    JoinSpec,
     LakeStatus,
     MessageAttempts,
     PortalLink,
@@ -220,6 +222,10 @@ class BrokerApi(Protocol):
         lower_priority_share: float | None = None,
         create: bool = True,
     ) -> QueueApi: ...
+
+    def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]: ...
+
+    def join(self, join_id: str, timeout: float = 0.0) -> JoinInfo: ...
 
     def put_schedule(
         self,

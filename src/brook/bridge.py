@@ -214,6 +214,12 @@ class LoopBridge:
             return True
         return await self._wait(deadline, functools.partial(found.finished, partition, offset))
 
+    async def wait_until(self, ready: Callable[[], bool], deadline: float) -> bool:
+        """Wait until `deadline` at most for `ready()`, looked at after each commit
+        round (and when a service wakes the waiters); `ready` must take no lock the
+        committer waits on. True if it is."""
+        return await self._wait(deadline, ready)
+
     async def _wait(
         self,
         deadline: float,

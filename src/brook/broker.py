@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import msgspec
+
 from brook import layout, limits, names, portal_links, validate
 from brook import value_schema as value_schemas
 from brook.bridge import LoopBridge
@@ -42,6 +44,7 @@ from brook.errors import (
     TopicNotFound,
 )
 from brook.groups.consumer import Consumer, GroupStore
+from brook.joins.service import JoinService
 from brook.lake.status import LakeWatch, lake_topics
 from brook.log.partition import LogSettings
 from brook.portal_links import PortalLinks
@@ -52,6 +55,8 @@ from brook.records import (
     DeliverySummary,
     EndpointInfo,
     EventTypeInfo,
+    JoinInfo,
+    JoinSpec,
     LakeStatus,
     MessageAttempts,
     PartitionInfo,
@@ -213,6 +218,7 @@ class Broker:
             self.queues = self._started(QueueStore(self.core, queue_batches_bytes_max))
             self.timers = self._started(TimerService(self.core, start=False))
             self.schedules = self._started(ScheduleService(self.core, self.timers))
+            self.joins = self._started(JoinService(self.core, self.queues, self.timers))
             self.timers.start()  # once the schedules skipped what they were down over
             self.staging = self._started(StagingService(self.core))
             self.endpoint_store = self._started(
@@ -398,6 +404,33 @@ class Broker:
                 lower_priority_share=lower_priority_share,
             )
         )
+
+    # ------------------------------------------------------------ joins
+
+    def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
+        """Make joins (brook/joins): each appends its continuation once, after every
+        member finished acked (or fails, a member dead). Durable when it returns;
+        idempotent by join id (the same definition again changes nothing; another
+        is a Conflict)."""
+        return self.joins.create([_join_spec(j) for j in joins])
+
+    def join(self, join_id: str, timeout: float = 0.0) -> JoinInfo:
+        """Where join `join_id` stands, waiting up to `timeout` seconds for it to end
+        (and, if it fired, for its continuation to be appended). JoinNotFound."""
+        if timeout:
+            self.joins.wait(join_id, validate.seconds(timeout, "timeout"))
+        return self.joins.get(join_id)
+
+    def joins_idle(self, timeout: float = 0.0) -> bool:
+        """Whether every join moved as far as the jobs finished so far let it (no
+        finish left to count, no join to decide, no continuation on its way), waiting
+        up to `timeout` seconds for it: for tests that run jobs by hand."""
+        return self.joins.wait_idle(timeout) if timeout else self.joins.idle()
+
+    def join_settled(self, join_id: str) -> bool:
+        """Whether `join(join_id)` would tell an end (True for an unknown join): what
+        a long-poll waits on. Takes no lock."""
+        return self.joins.settled(join_id)
 
     # ------------------------------------------------------------ periodic schedules
 
@@ -812,6 +845,14 @@ class Broker:
 
     def __repr__(self) -> str:
         return f"<Broker {self.storage!r}>"
+
+
+def _join_spec(given: Any) -> JoinSpec:
+    """A join as given (a JoinSpec, or a dict of its fields), its types checked."""
+    try:
+        return msgspec.msgpack.decode(msgspec.msgpack.encode(given), type=JoinSpec)
+    except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as exc:
+        raise BadRequest(f"not a join: {exc}") from None
 
 
 def _lake_writer(core: Core, lag_ms: int, every_topic: bool) -> LakeService:

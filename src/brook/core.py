@@ -649,6 +649,11 @@ class Core:
 
     # ------------------------------------------------------------ waiting
 
+    def wake_waiters(self) -> None:
+        """Wake every wait on commit rounds (`wait_for_records`, the event loops'
+        long-polls) to look again: a service changed what they wait for without one."""
+        self._wake_readers(frozenset())
+
     def _wake_readers(self, topics: frozenset[str] | None = None) -> None:
         with self.appended:
             self.appended.notify_all()

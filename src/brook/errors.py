@@ -10,7 +10,8 @@
     │   ├── PartitionNotFound       404
     │   ├── TimerNotFound           404  no timer by that id is known
     │   ├── GroupNotFound           404  no queue group by that name on the topic
-    │   └── EndpointNotFound        404  no delivery endpoint by that name
+    │   ├── EndpointNotFound        404  no delivery endpoint by that name
+    │   └── JoinNotFound            404  no join by that id (never made, or ended long ago)
     ├── MethodNotAllowed            405  the path exists, the method does not
     ├── RequestTimeout              408  headers or body sent too slowly; the connection closes
     ├── Conflict                    409
@@ -97,6 +98,10 @@ class EndpointNotFound(NotFound):
 
 class ScheduleNotFound(NotFound):
     code = "schedule_not_found"
+
+
+class JoinNotFound(NotFound):
+    code = "join_not_found"
 
 
 class MessageNotFound(NotFound):

@@ -38,6 +38,7 @@ EVENT_TYPES = "event-types/"
 PORTAL_KEY = "portal.key"
 """What customers' portal links are signed with (brook/portal_links.py)."""
 SCHEDULES = "schedules/"
+JOINS = "joins/"
 STAGING_STATE_FILE = "state.json"
 LAKE = "lake/"
 """Topics as Parquet tables (brook/lake/): files any Parquet reader reads, and manifests."""
@@ -199,6 +200,18 @@ def parse_schedule(name: str) -> str | None:
     return name[len(SCHEDULES) : -len(".json")]
 
 
+def join(join_id: str) -> str:
+    """A join's definition, the members that arrived, and how it ended (brook/joins)."""
+    return f"{JOINS}{join_id}.json"
+
+
+def parse_join(name: str) -> str | None:
+    """The join id named by a `join` file name, or None if it is not one."""
+    if not name.startswith(JOINS) or not name.endswith(".json") or name.count("/") != 1:
+        return None
+    return name[len(JOINS) : -len(".json")]
+
+
 def lake_topic(topic: str) -> str:
     """Everything the lake holds of `topic`'s records: one table."""
     return f"{LAKE}topics/{topic}/"
@@ -256,6 +269,7 @@ PATTERNS = (
     "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
     "endpoints/<endpoint>.json",
     "schedules/<schedule>.json",
+    "joins/<join>.json",
     "lake/topics/<topic>/manifest.json",
     "lake/topics/<topic>/_READ_THE_MANIFEST.txt",
     "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",

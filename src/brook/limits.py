@@ -306,6 +306,22 @@ schedules_max = 10_000
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""
 
+# ---------------------------------------------------------------- joins (brook/joins)
+join_members_max = 10_000
+"""The most jobs one join (a chord's group) may wait for."""
+joins_per_call_max = 1_000
+"""The most joins one create_joins call (a canvas: a chain has one a link) may make."""
+joins_open_max = 100_000
+"""Joins not yet ended a broker keeps; creating more is refused until some end."""
+join_error_bytes_max = 4 * KIB
+"""A failed join's error (its dead member's) as an on_error record carries it."""
+join_flush_ms = 200
+"""A join's members that arrived are written to its file at most this long after:
+a broker restarting in between reads them back from their queue groups instead."""
+join_history_ms = 24 * 60 * 60 * 1000
+"""An ended join is remembered (for `join(id)`, and against a second create of its id)
+this long, as long as timer_history_ms keeps its continuation's timer."""
+
 # ---------------------------------------------------------------- open files (storage/handles.py)
 open_files_share = 0.5
 """By default the file cache keeps at most this share of the process's descriptor limit
@@ -397,6 +413,8 @@ _RELATIONS = (
     (queue_lease_records_max <= read_records_max, "a lease fits a read"),
     (poll_records_default <= read_records_max, "a default poll fits a read"),
     (background_retry_ms_min < background_retry_ms_max, "background retry bounds"),
+    (join_history_ms <= timer_history_ms, "a join remembered no longer than its timer"),
+    (joins_per_call_max <= schedule_timers_max, "a call's joins fit a timer call"),
     (child_restart_ms_min < child_restart_ms_max, "child restart bounds"),
     (endpoint_timeout_ms_min < endpoint_timeout_ms_max, "endpoint timeout bounds"),
     (open_files_min <= open_files_raise_max, "open files bounds"),

@@ -32,6 +32,7 @@ PATH_PARAMETERS = {
     "topic": NAME,
     "group": NAME,
     "timer": ID,
+    "join": ID,
     "writer": ID,
     "part": ID,
     "endpoint": NAME,
@@ -539,6 +540,51 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Drop what was staged for seq (false if it was published)",
         wire.Dropped,
+    ),
+    Operation(
+        "create_joins",
+        "POST",
+        "/v1/joins",
+        "produce",
+        True,
+        "Make joins: each appends its continuation record once, after every member job "
+        "is acked (or fails when one is dead, appending its on_error record); the same "
+        "join id with the same definition again changes nothing",
+        wire.Joins,
+        wire.JoinsIn,
+        relations=(
+            ("a member gives partition and offset, or join", r"partition and offset, or join"),
+            (
+                "a member names a join made before or in the same request",
+                r"names no join",
+            ),
+            ("no member is named twice in a join", r"a member is named twice"),
+            ("a join id names one definition", r"exists with another definition"),
+            ("the key may use every topic the joins name", r"may not use topic"),
+        ),
+        example={
+            "joins": [
+                {
+                    "id": "order-42-chord",
+                    "members": [
+                        {"topic": "tasks.resize", "group": "tasks", "partition": 0, "offset": 7},
+                        {"topic": "tasks.resize", "group": "tasks", "partition": 0, "offset": 8},
+                    ],
+                    "then": {"topic": "tasks.publish", "group": "tasks", "value": "{}"},
+                }
+            ]
+        },
+    ),
+    Operation(
+        "describe_join",
+        "GET",
+        "/v1/joins/{join}",
+        "consume",
+        True,
+        "Where a join stands (with wait_ms, answered once it ended and, if it fired, its "
+        "continuation is appended, or the wait ends)",
+        wire.JoinOut,
+        query=(WAIT,),
     ),
     Operation(
         "list_schedules",

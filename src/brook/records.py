@@ -422,6 +422,60 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     """When a delayed or retrying record is due, or a leased one's lease ends."""
 
 
+class JoinMember(msgspec.Struct, frozen=True, kw_only=True):
+    """A job the join waits for: the record at (partition, offset) of `topic`,
+    finished in queue group `group`; or, with `join`, the continuation of that join
+    (appended to `topic`, leased through `group`) once it is appended."""
+
+    topic: str
+    group: str
+    partition: int = -1
+    offset: int = -1
+    join: str | None = None
+
+
+class JoinContinuation(msgspec.Struct, frozen=True, kw_only=True):
+    """The record a join appends: to `topic`, leased through `group`."""
+
+    topic: str
+    group: str
+    value: bytes
+    key: bytes | None = None
+    headers: dict[str, bytes] | None = None
+
+
+class JoinSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A join as its creator gave it."""
+
+    id: str
+    members: list[JoinMember]
+    then: JoinContinuation | None = None
+    """What it appends once every member is acked (None: nothing; a join that only
+    watches its members, for its on_error)."""
+    on_error: JoinContinuation | None = None
+    allow_failures: bool = False
+
+
+class JoinInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A join (`b.create_joins`, brook/joins): `state` is `open` (members still to
+    finish), `fired` (every member acked: its continuation is appended to `topic`, at
+    `partition`/`offset` once it is; a join with no continuation names its first
+    member's topic) or `failed` (a member dead: `error` and
+    `failed_ref`, that member's record, say which; the continuation never runs)."""
+
+    id: str
+    state: str
+    members: int
+    arrived: int
+    topic: str
+    partition: int | None = None
+    offset: int | None = None
+    error: str = ""
+    failed_ref: str = ""
+    created_ms: int = 0
+    ended_ms: int | None = None
+
+
 class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     """A periodic schedule (`b.put_schedule`): what it appends, when, and where it stands."""
 

@@ -43,6 +43,10 @@ from brook.records import (
     EventTypeInfo,
     JobInfo,
     JobStateName,
+    JoinContinuation,
+    JoinInfo,
+    JoinMember,
+    JoinSpec,
     PortalLink,
     Published,
     Record,
@@ -617,6 +621,101 @@ class RecordsCancelled(Out):
     """The records cancelled: those that were waiting (ready, delayed or retrying)."""
 
 
+# ---------------------------------------------------------------- joins
+
+
+class JoinMemberIn(In):
+    """A job a join waits for: its record (partition, offset), or the continuation of
+    an earlier join (`join`)."""
+
+    topic: Name
+    group: Name
+    partition: Count | None = None
+    offset: Offset | None = None
+    join: Id | None = None
+
+    def __post_init__(self) -> None:
+        placed = self.partition is not None and self.offset is not None
+        if placed == (self.join is not None) or (self.partition is None) != (self.offset is None):
+            raise ValueError("a member gives partition and offset, or join")
+
+
+class JoinRecordIn(RecordFields, kw_only=True):
+    """The record a join appends, and the queue group that will lease it."""
+
+    topic: Name
+    group: Name
+
+
+class JoinIn(In):
+    id: Id
+    members: Annotated[list[JoinMemberIn], Meta(min_length=1, max_length=limits.join_members_max)]
+    then: JoinRecordIn | None = None
+    on_error: JoinRecordIn | None = None
+    allow_failures: bool = False
+
+    def spec(self) -> JoinSpec:
+        return JoinSpec(
+            id=self.id,
+            members=[
+                JoinMember(
+                    topic=m.topic,
+                    group=m.group,
+                    partition=-1 if m.partition is None else m.partition,
+                    offset=-1 if m.offset is None else m.offset,
+                    join=m.join,
+                )
+                for m in self.members
+            ],
+            then=None if self.then is None else _continuation(self.then),
+            on_error=None if self.on_error is None else _continuation(self.on_error),
+            allow_failures=self.allow_failures,
+        )
+
+
+def _continuation(given: JoinRecordIn) -> JoinContinuation:
+    record = given.record()
+    return JoinContinuation(
+        topic=given.topic,
+        group=given.group,
+        value=record.value,
+        key=record.key,
+        headers=record.headers,
+    )
+
+
+class JoinsIn(In):
+    """POST /v1/joins: joins to make (a canvas: a chain makes one a link)."""
+
+    shape: ClassVar[str] = '{"joins": [{"id", "members": [...], "then": {...}}, ...]}'
+    joins: Annotated[list[JoinIn], Meta(min_length=1, max_length=limits.joins_per_call_max)]
+
+
+class JoinOut(Out, omit_defaults=True):
+    id: str
+    state: Literal["open", "fired", "failed"]
+    members: Count
+    arrived: Count
+    topic: str
+    partition: Count | None = None
+    offset: Offset | None = None
+    error: str = ""
+    failed_ref: str = ""
+    created_ms: int = 0
+    ended_ms: int | None = None
+
+    @classmethod
+    def of(cls, info: JoinInfo) -> JoinOut:
+        return cls(**msgspec.structs.asdict(info))
+
+    def info(self) -> JoinInfo:
+        return JoinInfo(**msgspec.structs.asdict(self))
+
+
+class Joins(Out):
+    joins: list[JoinOut]
+
+
 # ---------------------------------------------------------------- timers
 
 
@@ -1102,6 +1201,7 @@ REQUESTS: tuple[type[In], ...] = (
     ExtendIn,
     RedriveIn,
     CancelIn,
+    JoinsIn,
     TimerIn,
     ScheduleIn,
     TimersIn,
@@ -1133,6 +1233,8 @@ ANSWERS: tuple[type[Out], ...] = (
     Schedules,
     Redriven,
     RecordsCancelled,
+    JoinOut,
+    Joins,
     Replayed,
     Scheduled,
     ScheduledMany,

@@ -38,6 +38,8 @@ from brook.records import (
     EndpointInfo,
     EventTypeInfo,
     Job,
+    JoinInfo,
+    JoinSpec,
     PortalLink,
     Published,
     Record,
@@ -313,6 +315,17 @@ class AsyncBroker:
     async def delete_event_type(self, name: str) -> None:
         """Remove a type from the catalog. Raises EventTypeNotFound."""
         await self._do(protocol.delete_event_type(name))
+
+    async def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
+        """Make joins (see Broker.create_joins)."""
+        made: list[JoinInfo] = await self._do(protocol.create_joins(joins))
+        return made
+
+    async def join(self, join_id: str, timeout: float = 0.0) -> JoinInfo:
+        """Where a join stands, waiting up to `timeout` (at most wait_ms_max) for its
+        end. Raises JoinNotFound."""
+        info: JoinInfo = await self._do(protocol.join(join_id, timeout))
+        return info
 
     async def put_schedule(
         self,

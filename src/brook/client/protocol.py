@@ -36,6 +36,10 @@ from brook.records import (
     EndpointInfo,
     EventTypeInfo,
     Job,
+    JoinContinuation,
+    JoinInfo,
+    JoinMember,
+    JoinSpec,
     PortalLink,
     Published,
     Record,
@@ -802,6 +806,65 @@ def rotate_secret(name: str, secret: str | None) -> Call:
 
 def _schedule(status: int, headers: dict[str, str], body: bytes) -> ScheduleInfo:
     return _answer(body, wire.ScheduleOut).info()
+
+
+# ---------------------------------------------------------------- joins
+
+
+def create_joins(specs: Sequence[JoinSpec]) -> Call:
+    """Retry-safe as the table says: a join id with the same definition is made once."""
+    joins = []
+    for spec in specs:
+        if not isinstance(spec, JoinSpec):
+            raise BadRequest(f"a join is a brook.JoinSpec, not {type(spec).__name__}")
+        joins.append(
+            {
+                "id": spec.id,
+                "members": [_member(m) for m in spec.members],
+                "then": None if spec.then is None else _join_record(spec.then),
+                "on_error": None if spec.on_error is None else _join_record(spec.on_error),
+                "allow_failures": spec.allow_failures,
+            }
+        )
+    body, headers = _json_body(wire.request(wire.JoinsIn, joins=joins))
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> list[JoinInfo]:
+        return [out.info() for out in _answer(body, wire.Joins).joins]
+
+    return _call("create_joins", {}, {}, body, headers, parse)
+
+
+def _member(member: JoinMember) -> dict[str, Any]:
+    if member.join is not None:
+        return {"topic": member.topic, "group": member.group, "join": member.join}
+    return {
+        "topic": member.topic,
+        "group": member.group,
+        "partition": member.partition,
+        "offset": member.offset,
+    }
+
+
+def _join_record(record: JoinContinuation) -> dict[str, Any]:
+    return {
+        "topic": record.topic,
+        "group": record.group,
+        "value_b64": record.value,
+        "key_b64": record.key,
+        "headers_b64": record.headers or None,
+    }
+
+
+def join(join_id: str, timeout: float = 0.0) -> Call:
+    if not isinstance(join_id, str) or not names.ID.fullmatch(join_id):
+        raise BadRequest(f"{join_id!r} is not a join id")
+    seconds = min(validate.seconds(timeout, "timeout"), limits.wait_ms_max / 1000)
+    params = {"wait_ms": int(seconds * 1000)} if seconds else {}
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> JoinInfo:
+        return _answer(body, wire.JoinOut).info()
+
+    return _call("describe_join", {"join": join_id}, params, None, {}, parse)
 
 
 def _schedule_name(name: str) -> dict[str, str]:

@@ -90,6 +90,11 @@ class QueueGroup:
         self.results = Results()
         self._finishing: dict[Position, AppendRequest] = {}
         """Jobs whose ack or death is in a status-log entry not known durable yet."""
+        self.finish_feed: list[Position] | None = None
+        """When a list (the joins watch the group, brook/joins): every job acked or
+        killed is added to it, to look at once its entry is durable (`finished`)."""
+        self.generation = 0
+        """Counts rebuilds from the log (`_load`): what a watcher saw before may be gone."""
         self._changes_since_snapshot = 0
         self.snapshot_offset = 0
         """Status-log offset of the newest durable snapshot: nothing before it is needed."""
@@ -122,6 +127,7 @@ class QueueGroup:
     def _load(self) -> None:
         """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
         self._finishing = {}  # what is read back is durable
+        self.generation += 1
         snapshot, snapshot_offset, changes, unlettered = status.fold(self._entries())
         logs = self.core.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
@@ -363,9 +369,12 @@ class QueueGroup:
         if len(finishing) >= FINISHING_PRUNE:
             for position in [p for p, r in finishing.items() if r.answered]:
                 del finishing[position]
+        feed = self.finish_feed
         for position, transition in changes:
             if transition.state in _FINISHED:
                 finishing[position] = request
+                if feed is not None:
+                    feed.append(position)
 
     def _keep_results(self, changes: list[Change]) -> None:
         """Keep the results acks carry (queue/results.py)."""

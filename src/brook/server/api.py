@@ -22,6 +22,7 @@ from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
 from brook.server.event_types import EventTypeEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
+from brook.server.joins import JoinEndpoints
 from brook.server.lake import LakeEndpoints
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
@@ -72,6 +73,7 @@ class Api:
         self.queues = QueueEndpoints(self)
         self.timers = TimerEndpoints(self)
         self.schedules = ScheduleEndpoints(self)
+        self.joins = JoinEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
         self.event_types = EventTypeEndpoints(self)

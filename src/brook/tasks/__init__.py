@@ -6,18 +6,27 @@
 from __future__ import annotations
 
 from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
+from brook.tasks.canvas import Chain, Chord, Group, GroupRef, Signature, chain, chord, group
 from brook.tasks.context import CurrentJob, JobContext, current_job
 from brook.tasks.results import TaskFailed
 
 __all__ = [
     "App",
+    "Chain",
+    "Chord",
     "CurrentJob",
     "Discard",
+    "Group",
+    "GroupRef",
     "JobContext",
     "JobRef",
     "JobStatus",
     "Retry",
+    "Signature",
     "Task",
     "TaskFailed",
+    "chain",
+    "chord",
     "current_job",
+    "group",
 ]

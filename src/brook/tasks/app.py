@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
@@ -30,8 +31,9 @@ from brook.api import BrokerApi, QueueApi, TopicApi
 from brook.errors import BadRequest, Conflict, DataLoss, NotFound
 from brook.models import Backoff, Record
 from brook.queue import settings as queue_settings
-from brook.tasks import payload, results
+from brook.tasks import canvas, payload, results
 from brook.tasks.asynchronous import AsyncSide
+from brook.tasks.canvas import GroupRef, Signature
 from brook.tasks.hooks import Hooks
 
 if TYPE_CHECKING:
@@ -82,21 +84,32 @@ class Discard(Exception):
 
 class JobRef(msgspec.Struct, frozen=True):
     """Names one job: its record. `str(ref)` is `topic/partition/offset`, and
-    `JobRef.parse` reads it back (to keep in a database, or pass in a URL)."""
+    `JobRef.parse` reads it back (to keep in a database, or pass in a URL).
+
+    A job a canvas enqueues later (a chain's link, a chord's callback) is named by
+    the broker join that will append it (`join`; partition and offset are -1 until
+    then): `topic/after/<join>`. `app.result`, `app.job` and `app.revoke` take either."""
 
     topic: str
     partition: int
     offset: int
+    join: str | None = None
 
     def __str__(self) -> str:
+        if self.join is not None:
+            return f"{self.topic}/after/{self.join}"
         return f"{self.topic}/{self.partition}/{self.offset}"
 
     @classmethod
     def parse(cls, text: str) -> JobRef:
         topic, _, rest = str(text).partition("/")
         partition, _, offset = rest.partition("/")
+        if names.NAME.fullmatch(topic) and partition == "after" and names.ID.fullmatch(offset):
+            return cls(topic, -1, -1, offset)
         if not (names.NAME.fullmatch(topic) and partition.isdigit() and offset.isdigit()):
-            raise BadRequest(f"{text!r} is not a job reference (topic/partition/offset)")
+            raise BadRequest(
+                f"{text!r} is not a job reference (topic/partition/offset, or topic/after/join)"
+            )
         return cls(topic, int(partition), int(offset))
 
 
@@ -221,6 +234,16 @@ class Task(Generic[P, R]):
         )
         return Options(self, given.checked())
 
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """This call as a signature, not made yet (brook.chain, group, chord): in a
+        canvas it takes the result before it as its first argument. Every keyword is
+        the function's; options with `.options(...)`."""
+        return Signature(self.app, self.name, self.topic, args, kwargs, NO_OPTIONS)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """`s`, immutable: in a canvas it takes no result from the job before it."""
+        return Signature(self.app, self.name, self.topic, args, kwargs, NO_OPTIONS, True)
+
     def enqueue(self, *args: Any, **kwargs: Any) -> JobRef:
         """A job of this call, durable when this returns: its reference.
 
@@ -325,6 +348,16 @@ class Options(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobRef:
         """As `Task.enqueue`, with these options; every keyword is the function's."""
         return self.task.app._enqueue(self.task, args, kwargs, self.given)
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """As `Task.s`, with these options."""
+        task = self.task
+        return Signature(task.app, task.name, task.topic, args, kwargs, self.given)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """As `Task.si`, with these options."""
+        task = self.task
+        return Signature(task.app, task.name, task.topic, args, kwargs, self.given, True)
 
     def enqueue_many(self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobRef]:
         """As `Task.enqueue_many`, each job with these options. An idempotency key
@@ -552,6 +585,70 @@ class App:
 
         return register if fn is None else register(fn)
 
+    def signature(self, name: str, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of task `name` by its name, for a task this process does not
+        import (as `send_task`): on this app's queue of it if declared here, else
+        `tasks.<name>`. Every keyword is the function's; a task on another queue:
+        `signature_from({"task": name, "queue": ..., "args": [...]})`."""
+        _check_task_name(name)
+        return Signature(self, name, self._topic_of(name), args, kwargs, NO_OPTIONS)
+
+    def signature_from(self, given: dict[str, Any]) -> Signature:
+        """A signature from its JSON form (`Signature.to_dict()`)."""
+        if not isinstance(given, dict) or not isinstance(given.get("task"), str):
+            raise BadRequest('a signature is a dict with "task", "args", "kwargs", "options"')
+        name = given["task"]
+        _check_task_name(name)
+        topic = given.get("queue") or self._topic_of(name)
+        if not isinstance(topic, str) or not names.NAME.fullmatch(topic):
+            raise BadRequest(f"queue {topic!r} is not a valid topic name")
+        args, kwargs = given.get("args") or [], given.get("kwargs") or {}
+        if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+            raise BadRequest("a signature's args is a list and its kwargs a dict")
+        opts = dict(given.get("options") or {})
+        if isinstance(opts.get("eta"), str):
+            try:
+                opts["eta"] = datetime.datetime.fromisoformat(opts["eta"])
+            except ValueError:
+                raise BadRequest(f"eta {opts['eta']!r} is not an ISO 8601 time") from None
+        sig = Signature(self, name, topic, args, kwargs, NO_OPTIONS, bool(given.get("immutable")))
+        return sig.options(**opts) if opts else sig
+
+    def _signature_record(self, sig: Signature, passing: str) -> Record:
+        """The record of a signature's job, as a join appends it (`passing`: how it
+        takes the results before it), its call checked against what it will get."""
+        args = canvas.placeholders(passing) + sig.args
+        declared = self.tasks.get(sig.task)
+        if declared is not None:
+            declared.check_call(args, sig.kwargs)
+        record = job_record(sig.task, sig.args, sig.kwargs, sig.opts)
+        if sig.opts.idempotency_key is not None:
+            raise BadRequest(
+                f"{sig!r}: a job a join enqueues is enqueued once already; it takes no "
+                "idempotency_key"
+            )
+        return canvas.continuation_headers(record, passing)
+
+    def _append_signature(self, sig: Signature) -> JobRef:
+        declared = self.tasks.get(sig.task)
+        if declared is not None and declared.topic == sig.topic:
+            return self._enqueue(declared, sig.args, sig.kwargs, sig.opts)
+        return self._append(sig.topic, sig.task, sig.args, sig.kwargs, sig.opts)
+
+    def _append_signatures(self, topic: str, sigs: list[Signature]) -> list[tuple[int, int]]:
+        """Append the first jobs of a canvas on `topic`, in order: their positions."""
+        if any(sig.opts.idempotency_key is not None for sig in sigs):
+            refs = [self._append_signature(sig) for sig in sigs]
+            return [(ref.partition, ref.offset) for ref in refs]
+        records = []
+        for sig in sigs:
+            declared = self.tasks.get(sig.task)
+            if declared is not None:
+                declared.check_call(sig.args, sig.kwargs)
+            records.append(job_record(sig.task, sig.args, sig.kwargs, sig.opts))
+        acks = self._topic(topic).append_many(records)
+        return [(ack.partition, ack.offset) for ack in acks]
+
     def send_task(
         self,
         name: str,
@@ -754,6 +851,17 @@ class App:
         it); one whose record is not there either is `unknown`. Creates nothing."""
         if not isinstance(ref, JobRef):
             ref = JobRef.parse(ref)
+        if ref.join is not None:
+            try:
+                now = results.placed(ref, self.broker.join(ref.join))
+            except results.TaskFailed as failed:
+                error = failed.error
+                if failed.failed != str(ref):
+                    error = f"job {failed.failed} before it failed: {error}"
+                return JobStatus(ref=ref, state="dead", attempts=0, error=error)
+            if now is None:
+                return JobStatus(ref=ref, state=results.WAITING, attempts=0, error="")
+            ref = now
         try:
             info = self.broker.queue(ref.topic, GROUP, create=False).job(ref.partition, ref.offset)
         except NotFound:  # no such topic or group yet
@@ -778,29 +886,36 @@ class App:
             return False
         return any(r.offset == ref.offset for r in records)
 
-    def result(self, ref: JobRef | str, timeout: float | None = None) -> Any:
+    def result(self, ref: JobRef | GroupRef | str, timeout: float | None = None) -> Any:
         """What job `ref` returned, once it is acked (decoded JSON; None when it
         returned nothing or its result was not kept: docs/TASKS.md, Results). Waits by
         long-poll on the broker, answered as soon as the ack is durable, up to
         `timeout` seconds (None: as long as it takes). Raises `brook.TaskFailed` (with
         the job's error) when it ended dead, TimeoutError when it is not finished in
-        time, NotFound when there is no such job."""
-        if not isinstance(ref, JobRef):
-            ref = JobRef.parse(ref)
+        time, NotFound when there is no such job. A GroupRef gives the list of its
+        jobs' results (TaskFailed for the first dead one), all within `timeout`."""
         if timeout is not None:
             timeout = validate.seconds(timeout, "timeout")
+        if isinstance(ref, GroupRef):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            return [self.result(r, _left(deadline)) for r in ref.refs]
+        if not isinstance(ref, JobRef):
+            ref = JobRef.parse(ref)
 
         def queue_of(topic: str) -> QueueApi:
             return self.broker.queue(topic, GROUP, create=False)
 
-        return results.wait(queue_of, ref, timeout, self._record_exists)
+        return results.wait(queue_of, ref, timeout, self._record_exists, self.broker.join)
 
-    async def result_async(self, ref: JobRef | str, timeout: float | None = None) -> Any:
+    async def result_async(self, ref: JobRef | GroupRef | str, timeout: float | None = None) -> Any:
         """`result`, as a coroutine: the event loop is free while it waits."""
-        if not isinstance(ref, JobRef):
-            ref = JobRef.parse(ref)
         if timeout is not None:
             timeout = validate.seconds(timeout, "timeout")
+        if isinstance(ref, GroupRef):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            return [await self.result_async(r, _left(deadline)) for r in ref.refs]
+        if not isinstance(ref, JobRef):
+            ref = JobRef.parse(ref)
         return await self._async.result(ref, timeout)
 
     @functools.cached_property
@@ -815,6 +930,14 @@ class App:
         is not reached: False, and it runs."""
         if not isinstance(ref, JobRef):
             ref = JobRef.parse(ref)
+        if ref.join is not None:
+            try:
+                now = results.placed(ref, self.broker.join(ref.join))
+            except results.TaskFailed:
+                return False
+            if now is None:
+                return False  # not enqueued yet: revoke the job running before it
+            ref = now
         cancelled = self.queue(ref.topic).cancel([(ref.partition, ref.offset)], reason=reason)
         return bool(cancelled)
 
@@ -863,6 +986,11 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _left(deadline: float | None) -> float | None:
+    """The seconds left before `deadline` (time.monotonic()), or None for none."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:

@@ -84,6 +84,15 @@ class AsyncSide:
             return await asyncio.to_thread(self.app.result, ref, timeout)
         client = self._client()
         deadline = None if timeout is None else time.monotonic() + timeout
+        if ref.join is not None:
+            looked = False
+            while True:
+                remaining = results.next_wait_s(ref, deadline, timeout, results.WAITING, looked)
+                looked = True
+                found = results.placed(ref, await client.join(ref.join, remaining))
+                if found is not None:
+                    ref = found
+                    break
         queue = None
         state = "pending"
         looked = False

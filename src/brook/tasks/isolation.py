@@ -40,6 +40,8 @@ class Call(msgspec.Struct, frozen=True):
     qualname: str
     value: bytes
     """The record's value: the call's JSON."""
+    headers: dict[str, bytes] | None
+    """The record's headers (a join's results ride in them)."""
     ref: str
     task: str
     attempt: int
@@ -198,7 +200,7 @@ def _run(call: Call, sock: socket.socket) -> Answer:
     try:
         found = _found(call.module, call.qualname)
         fn = getattr(found, "fn", found)  # a Task wraps its function
-        arguments = payload.decode_call(call.value)
+        arguments = payload.decode_job(call.value, call.headers)
     except Exception as exc:
         return Answer("nack", reason=payload.error_summary(exc))
     hooks = _hooks_of(found)

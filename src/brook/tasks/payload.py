@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 import brook
-from brook import limits
+from brook import join_headers, limits
 from brook.errors import BadRequest
 from brook.tasks import arguments
 
@@ -55,6 +55,38 @@ def decode_call(value: bytes) -> Call:
         return _decode_call(value)
     except msgspec.DecodeError as exc:
         raise ValueError(f"not a task record: {exc}") from None
+
+
+def decode_job(value: bytes, headers: dict[str, bytes] | None) -> Call:
+    """The call a job's record makes: its own arguments, after those a join passes
+    it (brook/join_headers.py) when the record is a join's continuation: the result
+    before it (a chain's link), the list of results (a chord's callback; a failed
+    member, where failures are allowed, as a brook.TaskFailed), or the failed job's
+    reference and error (an on_error record). ValueError when it holds no call."""
+    call = decode_call(value)
+    if not headers or join_headers.JOIN not in headers:
+        return call
+    error = headers.get(join_headers.ERROR)
+    if error is not None:
+        failed = headers.get(join_headers.FAILED, b"").decode(errors="replace")
+        given: list[Any] = [failed, error.decode(errors="replace")]
+        return Call(call.task, given + call.args, call.kwargs)
+    passing = headers.get(join_headers.PASS, b"none").decode(errors="replace")
+    raw = headers.get(join_headers.RESULTS)
+    if passing == "none" or raw is None:
+        return call
+    results = [_member_result(o) for o in join_headers.decode_results(raw)]
+    first: Any = results[0] if passing == "one" and results else results
+    return Call(call.task, [first, *call.args], call.kwargs)
+
+
+def _member_result(outcome: join_headers.Outcome) -> Any:
+    ok, data, ref = outcome
+    if ok:
+        return decode_result(data or None)
+    from brook.tasks.results import TaskFailed
+
+    return TaskFailed(ref, data.decode(errors="replace"))
 
 
 def encode_result(value: Any) -> tuple[bytes | None, str]:

@@ -17,6 +17,7 @@ from brook.tasks import payload
 
 if TYPE_CHECKING:
     from brook.api import QueueApi
+    from brook.models import JoinInfo
     from brook.tasks.app import JobRef
 
 GROUP = "tasks"
@@ -27,12 +28,17 @@ broker to long-poll: the group does not exist)."""
 
 class TaskFailed(Exception):
     """The job ended dead: `ref` names it, `error` is why (its last attempt's error,
-    as `app.job(ref).error` gives it)."""
+    as `app.job(ref).error` gives it). For a job a canvas had not enqueued yet (a
+    chain's link, a chord's callback) that never ran because a job before it died,
+    `failed` names that job (else it is `str(ref)`)."""
 
-    def __init__(self, ref: JobRef, error: str) -> None:
-        super().__init__(f"job {ref} failed: {error}")
+    def __init__(self, ref: JobRef | str, error: str, failed: str = "") -> None:
+        failed = failed or str(ref)
+        where = "" if failed == str(ref) else f" (job {failed} before it failed)"
+        super().__init__(f"job {ref} failed: {error}{where}")
         self.ref = ref
         self.error = error
+        self.failed = failed
 
 
 def outcome(ref: JobRef, state: str, error: str, result: bytes | None) -> Any:
@@ -58,17 +64,49 @@ def next_wait_s(
     return remaining
 
 
+def placed(ref: JobRef, info: JoinInfo) -> JobRef | None:
+    """The job a join's reference names, once its join appended it; None while the
+    join waits. Raises TaskFailed when the join failed (a job before it died)."""
+    from brook.tasks.app import JobRef
+
+    if info.state == "failed":
+        raise TaskFailed(ref, info.error, info.failed_ref)
+    if info.state == "fired" and info.partition is not None and info.offset is not None:
+        return JobRef(ref.topic, info.partition, info.offset)
+    return None
+
+
+def wait_placed(join_of: Any, ref: JobRef, deadline: float | None, timeout: float | None) -> JobRef:
+    """The job a join's reference names, waiting by long-poll on the join until it
+    is appended (TaskFailed if it never will be, TimeoutError)."""
+    assert ref.join is not None
+    looked = False
+    while True:
+        remaining = next_wait_s(ref, deadline, timeout, WAITING, looked)
+        looked = True
+        found = placed(ref, join_of(ref.join, remaining))
+        if found is not None:
+            return found
+
+
+WAITING = "waiting"
+"""The state of a job a join has not enqueued yet (the jobs before it run)."""
+
+
 def wait(
     queue_of: Any,
     ref: JobRef,
     timeout: float | None,
     exists: Any,
+    join_of: Any = None,
 ) -> Any:
     """The result of job `ref` once finished, waiting up to `timeout` seconds (None:
     as long as it takes). `queue_of(topic)` opens the task group (raising NotFound
     while no worker claimed it); `exists(ref)` tells whether the job's record is there.
     Raises TaskFailed (dead), NotFound (no such job), TimeoutError (not finished in time)."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    if ref.join is not None:
+        ref = wait_placed(join_of, ref, deadline, timeout)
     queue: QueueApi | None = None
     state = "pending"
     looked = False

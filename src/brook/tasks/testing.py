@@ -23,18 +23,20 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from brook.clock import Clock
-from brook.errors import BrookError
 from brook.tasks import context, outcomes, payload
 from brook.tasks.app import JobRef
 
 if TYPE_CHECKING:
     from brook.api import QueueApi
+    from brook.broker import Broker
     from brook.models import Job, Queue
     from brook.tasks.app import App
     from brook.tasks.ledger import Outcome
 
 LEASE_BATCH = 100
 """Jobs leased at a time by `drain` (each run before the next lease)."""
+JOINS_IDLE_S = 10.0
+"""How long `drain` waits at most for the broker's joins to take in the jobs run."""
 
 
 class ManualClock:
@@ -105,6 +107,7 @@ class Testing:
             for topic in sorted({task.topic for task in self.app.tasks.values()})
         }
         ran = 0
+        looked_at_joins = False
         while True:
             leased = False
             for topic, queue in queues.items():
@@ -115,22 +118,34 @@ class Testing:
                     ran += 1
                     leased = True
             if leased:
+                looked_at_joins = False
                 continue
             waiting = [q for q in queues.values() if _waiting(q)]
             due = [d for q in waiting if (d := q.next_due_ms()) is not None]
             if not due:
-                return ran
+                if looked_at_joins:
+                    return ran
+                # A canvas's next jobs are appended by the broker's joins, on their
+                # own thread: let them move, then look for jobs once more.
+                self._broker().joins_idle(timeout=JOINS_IDLE_S)
+                looked_at_joins = True
+                continue
             wait_ms = min(due) - int(self.clock.time() * 1000)
             self.clock.advance(max(wait_ms, 0) / 1000 + 0.001)
+
+    def _broker(self) -> Broker:
+        broker = self.app._broker  # brook.open("memory://"): a Broker (__enter__)
+        assert broker is not None
+        return cast("Broker", broker)
 
     def _run(self, topic: str, queue: QueueApi, job: Job) -> None:
         """One run as a worker does it: the function, the settle, the hooks."""
         record = job.record
         ref = JobRef(topic, record.partition, record.offset)
         try:
-            call = payload.decode_call(record.value)
-        except BrookError as exc:
-            queue.discard(job, reason=exc.message)
+            call = payload.decode_job(record.value, record.headers)
+        except ValueError as exc:
+            queue.discard(job, reason=str(exc))
             return
         task = self.app.tasks.get(call.task)
         if task is None:

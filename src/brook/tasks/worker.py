@@ -453,7 +453,7 @@ class Worker:
 
     def _holding_of(self, topic: str, job: Job) -> _Holding:
         try:
-            call = payload.decode_call(job.record.value)
+            call = payload.decode_job(job.record.value, job.record.headers)
         except ValueError as exc:
             return _Holding(job, topic, None, None, str(exc))
         task = self.app.tasks.get(call.task) if call.task in self.ledger.runs else None
@@ -568,6 +568,7 @@ class Worker:
             module=task.fn.__module__,
             qualname=task.fn.__qualname__,
             value=record.value,
+            headers=record.headers,
             ref=str(JobRef(holding.topic, record.partition, record.offset)),
             task=task.name,
             attempt=holding.job.attempt,

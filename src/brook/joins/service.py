@@ -1,0 +1,515 @@
+"""The broker's joins: counted from the queue groups, durably, fired by timers.
+
+Each join is one file (`joins/<id>.json`, written atomically): its definition,
+written before `create` answers, and the members that arrived, written within
+join_flush_ms of their arrival (a broker that stops in between reads them back
+from their queue groups: the acks and deaths are in the groups' status logs,
+and the results in what the groups keep of them).
+
+A loop, woken by every commit round while a join is open, counts members: it
+watches the queue groups the open joins wait in (`QueueGroup.finish_feed`, the
+positions acked or killed since it last looked) and takes a member as arrived
+once its group says it is finished durably. A join whose members all arrived
+fires (or fails) by scheduling its timer, due at once, whose id names the join:
+a timer id is taken once, so whatever crash comes between scheduling it and
+writing the join's end, the continuation is appended once. A restart decides
+again and schedules the same timer, which is a no-op.
+
+A member that is another join's continuation waits for that timer to fire (its
+record's position is then known) and is then watched like the others; if that
+join failed, the member arrives failed with its error, so a chain fails through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from brook import layout, limits, names, validate
+from brook.core import Hooks
+from brook.errors import BadRequest, Conflict, JoinNotFound
+from brook.joins import model
+from brook.joins.model import Arrival, Member, Spec, Stored
+from brook.records import JoinInfo
+from brook.timers.model import Timer
+
+if TYPE_CHECKING:
+    from brook.core import Core
+    from brook.queue.shell import QueueGroup
+    from brook.queue.store import QueueStore
+    from brook.timers.service import TimerService
+
+log = logging.getLogger("brook.joins")
+
+Position = tuple[int, int]
+GroupKey = tuple[str, str]
+Waiter = tuple[str, int]
+"""(join id, member index)."""
+
+_decode = msgspec.json.Decoder(Stored).decode
+_encode = msgspec.json.encode
+
+
+class JoinService:
+    def __init__(self, core: Core, queues: QueueStore, timers: TimerService) -> None:
+        self.core = core
+        self.queues = queues
+        self.timers = timers
+        self.mutex = threading.Lock()
+        self._joins: dict[str, Stored] = {}
+        """Every join open, and those ended within join_history_ms."""
+        self._waiting: dict[GroupKey, dict[Position, list[Waiter]]] = {}
+        """Members appended and not arrived, by the queue group they finish in."""
+        self._after: dict[str, list[Waiter]] = {}
+        """Members that are a join's continuation, by that join, until it is appended."""
+        self._watched: dict[GroupKey, tuple[QueueGroup, int]] = {}
+        """The group object (and its generation) whose finish feed this loop reads."""
+        self._unsure: dict[GroupKey, set[Position]] = {}
+        """Fed positions whose finish was not durable yet when looked at."""
+        self._changed: set[str] = set()
+        """Joins with new arrivals, to decide."""
+        self._unwritten: dict[str, int] = {}
+        """Joins whose file lags what happened: since when (ms)."""
+        self._appending: set[str] = set()
+        """Fired joins whose continuation's timer has not fired yet."""
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        for name in core.storage.list(layout.JOINS):
+            join_id = layout.parse_join(name)
+            raw = core.storage.read_all(name) if join_id is not None else None
+            if join_id is None or raw is None:
+                continue
+            try:
+                self._joins[join_id] = _decode(raw)
+            except msgspec.DecodeError as exc:
+                log.error("join %s is unreadable (%s): left as it is", join_id, exc)
+        for stored in list(self._joins.values()):
+            self._register(stored)
+        core.register(Hooks("joins", maintain=self.maintain))
+        if not core.read_only:
+            self._thread = core.supervisor.start("joins", self._step, self._stop, self._pause)
+
+    # ------------------------------------------------------------ calls
+
+    def create(self, specs: list[Spec]) -> list[JoinInfo]:
+        """Make the joins (durable when it returns); a join whose id exists with the
+        same definition is left as it is (so a create sent twice is one), another
+        definition is a Conflict. A member may be the continuation of a join made
+        before or earlier in the same call."""
+        self.core.check_writable("create a join")
+        if not specs:
+            raise BadRequest("give at least one join")
+        if len(specs) > limits.joins_per_call_max:
+            raise BadRequest(f"at most {limits.joins_per_call_max} joins per call")
+        for spec in specs:
+            self._check(spec)
+        with self.mutex:
+            made = {s.id for s in specs}
+            new = []
+            for spec in specs:
+                old = self._joins.get(spec.id)
+                if old is not None:
+                    if old.spec != spec:
+                        raise Conflict(f"join {spec.id!r} exists with another definition")
+                    continue
+                for member in spec.members:
+                    known = member.join in made or member.join in self._joins
+                    if member.join is not None and not known:
+                        raise BadRequest(
+                            f"join {spec.id}: member {model.member_ref(member)} names no join "
+                            "(create it first, or in the same call)"
+                        )
+                new.append(spec)
+            if self._open_count() + len(new) > limits.joins_open_max:
+                raise Conflict(
+                    f"at most {limits.joins_open_max} joins may be open: wait for some to end"
+                )
+            now = self.core.now_ms()
+            for spec in new:
+                stored = Stored(spec=spec, created_ms=now)
+                self._write(stored)
+                self._register(stored)
+            self._wake.set()
+            return [self._info(self._joins[s.id]) for s in specs]
+
+    def get(self, join_id: str) -> JoinInfo:
+        with self.mutex:
+            stored = self._joins.get(join_id)
+            if stored is None:
+                raise JoinNotFound(f"no join {join_id!r} (never made, or ended long ago)")
+            return self._info(stored)
+
+    def settled(self, join_id: str) -> bool:
+        """Whether the join ended and, if it fired, its continuation is appended:
+        what a long-poll on `join` waits for. True for an unknown join (the next
+        look says so). Takes no lock (single reads of a dict and a set), so it may be
+        called holding the core's `appended` condition, as waits do."""
+        stored = self._joins.get(join_id)
+        return stored is None or (stored.ended is not None and join_id not in self._appending)
+
+    def wait(self, join_id: str, seconds: float) -> None:
+        """Wait up to `seconds` for `settled(join_id)`; returns either way."""
+        monotonic = self.core.clock.monotonic
+        deadline = monotonic() + seconds
+        while not self.settled(join_id) and not self.core.closed:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                return
+            self.core.wait_for_records(lambda: self.settled(join_id), remaining)
+
+    def idle(self) -> bool:
+        """Whether the loop has nothing to do until another job finishes: no member
+        finished and not yet counted, no join to decide, no continuation on its way.
+        For a test that runs jobs by hand (`app.testing()`), to know a canvas moved
+        as far as it can."""
+        with self.mutex:
+            if self._changed or self._appending or self._unsure:
+                return False
+            if any(self._ended(join_id) for join_id in self._after):
+                return False
+            for key in self._waiting:
+                group = self.queues.find(*key)
+                if group is None:
+                    continue
+                seen = self._watched.get(key)
+                if seen is None or seen[0] is not group or group.finish_feed:
+                    return False
+            return True
+
+    def wait_idle(self, seconds: float) -> bool:
+        """Wait up to `seconds` for `idle()`, waking the loop; whether it is."""
+        monotonic = self.core.clock.monotonic
+        deadline = monotonic() + seconds
+        while not self.idle():
+            if monotonic() >= deadline or self.core.closed:
+                return False
+            self._wake.set()
+            self._stop.wait(0.002)
+        return True
+
+    def _ended(self, join_id: str) -> bool:
+        stored = self._joins.get(join_id)
+        return stored is None or stored.ended is not None
+
+    def open_count(self) -> int:
+        with self.mutex:
+            return self._open_count()
+
+    # ------------------------------------------------------------ checks
+
+    def _check(self, spec: Spec) -> None:
+        if not names.ID.fullmatch(spec.id):
+            raise BadRequest(
+                f"join id {spec.id!r} must be 1 to {limits.timer_id_chars_max - 11} "
+                "of A-Z a-z 0-9 . _ : -"
+            )
+        if len(spec.id) > limits.timer_id_chars_max - len(model.timer_id("", error=True)):
+            raise BadRequest(f"join id {spec.id[:40]!r}... is too long")
+        if not 1 <= len(spec.members) <= limits.join_members_max:
+            raise BadRequest(
+                f"join {spec.id}: give 1 to {limits.join_members_max} members, "
+                f"not {len(spec.members)}"
+            )
+        for member in spec.members:
+            validate.topic_name(member.topic)
+            validate.group_name(member.group)
+            if member.join is None and (member.partition < 0 or member.offset < 0):
+                raise BadRequest(
+                    f"join {spec.id}: a member names a join, or its partition and offset"
+                )
+        for continuation in (spec.then, spec.on_error):
+            if continuation is None:
+                continue
+            validate.topic_name(continuation.topic)
+            validate.group_name(continuation.group)
+            validate.record(
+                continuation.value,
+                continuation.key,
+                continuation.headers,
+                record_bytes_max=self.core.record_bytes_max,
+            )
+        if len({(m.topic, m.partition, m.offset, m.join) for m in spec.members}) < len(
+            spec.members
+        ):
+            raise BadRequest(f"join {spec.id}: a member is named twice")
+
+    # ------------------------------------------------------------ registering
+
+    def _register(self, stored: Stored) -> None:
+        """Holding the mutex (or alone): know the join, and wait for its members."""
+        spec = stored.spec
+        self._joins[spec.id] = stored
+        if stored.ended is not None:
+            if stored.ended == "fired" and spec.then is not None:
+                self._appending.add(spec.id)  # until its timer is seen fired
+            return
+        for index, member in enumerate(spec.members):
+            if index in stored.arrived:
+                continue
+            if member.join is not None:
+                self._after.setdefault(member.join, []).append((spec.id, index))
+            else:
+                self._wait_for(member, (member.partition, member.offset), (spec.id, index))
+        self._changed.add(spec.id)  # arrivals read back may complete it
+
+    def _wait_for(self, member: Member, position: Position, waiter: Waiter) -> None:
+        key = (member.topic, member.group)
+        self._waiting.setdefault(key, {}).setdefault(position, []).append(waiter)
+        self._watched.pop(key, None)  # look at every member of the group again
+
+    # ------------------------------------------------------------ the loop
+
+    def _pause(self, seconds: float) -> None:
+        """Between steps: woken by every commit round while joins wait for members
+        (an ack or a death may have become durable), else only by a create."""
+        if self._waiting or self._appending or self._after:
+            self.core.wait_for_records(self._wake.is_set, seconds)
+        else:
+            self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _step(self) -> float:
+        with self.mutex:
+            now = self.core.now_ms()
+            self._count_arrivals()
+            self._resolve_appended()
+            self._decide(now)
+            self._write_lagging(now)
+            if self._unwritten:
+                return limits.join_flush_ms / 1000
+        return 1.0
+
+    def _count_arrivals(self) -> None:
+        """Holding the mutex: take the members their groups finished durably."""
+        for key in list(self._waiting):
+            positions = self._waiting[key]
+            if not positions:
+                del self._waiting[key]
+                self._unwatch(key)
+                continue
+            group = self._group(key)
+            if group is None:
+                continue
+            seen = self._watched.get(key)
+            if seen is None or seen[0] is not group or seen[1] != group.generation:
+                with group.mutex:
+                    group.finish_feed = []
+                    self._watched[key] = (group, group.generation)
+                candidates = set(positions)
+            else:
+                with group.mutex:
+                    fed, group.finish_feed = group.finish_feed or [], []
+                candidates = {p for p in fed if p in positions}
+                candidates |= self._unsure.pop(key, set())
+            unsure = set()
+            for position in candidates:
+                if not group.finished(*position):
+                    unsure.add(position)
+                    continue
+                arrival = self._arrival_in(group, key[0], position)
+                for join_id, index in positions.pop(position, []):
+                    self._arrive(join_id, index, arrival)
+            if unsure:
+                self._unsure[key] = unsure
+
+    def _group(self, key: GroupKey) -> QueueGroup | None:
+        """The queue group, if it exists; members of a deleted topic arrive failed."""
+        topic, group_name = key
+        if not self.core.has_topic(topic):
+            gone = self._waiting.pop(key, {})
+            self._unwatch(key)
+            for position, waiters in gone.items():
+                failure = Arrival(
+                    False,
+                    f"topic {topic} was deleted".encode(),
+                    f"{topic}/{position[0]}/{position[1]}",
+                )
+                for join_id, index in waiters:
+                    self._arrive(join_id, index, failure)
+            return None
+        return self.queues.find(topic, group_name)  # None until a consumer makes it
+
+    def _unwatch(self, key: GroupKey) -> None:
+        seen = self._watched.pop(key, None)
+        self._unsure.pop(key, None)
+        if seen is not None:
+            with seen[0].mutex:
+                seen[0].finish_feed = None
+
+    @staticmethod
+    def _arrival_in(group: QueueGroup, topic: str, position: Position) -> Arrival:
+        """How the member at `position` finished, as its group tells it."""
+        ref = f"{topic}/{position[0]}/{position[1]}"
+        info = group.job(*position)
+        if info.state == "acked":
+            return Arrival(True, info.result or b"", ref)
+        if info.state == "dead":
+            return Arrival(False, (info.error or "dead").encode(), ref)
+        return Arrival(
+            False, f"no record {ref} (past its partition's end, or removed)".encode(), ref
+        )
+
+    def _arrive(self, join_id: str, index: int, arrival: Arrival) -> None:
+        stored = self._joins.get(join_id)
+        if stored is None:
+            return
+        after = model.arrive(stored, index, arrival)
+        if after is not stored:
+            self._joins[join_id] = after
+            self._changed.add(join_id)
+            self._unwritten.setdefault(join_id, self.core.now_ms())
+
+    def _resolve_appended(self) -> None:
+        """Members that are continuations of joins now appended (or failed)."""
+        for join_id in list(self._appending):
+            info = self.timers.info(model.timer_id(join_id))
+            if info is None or info.state == "pending":
+                continue
+            self._appending.discard(join_id)
+            stored = self._joins.get(join_id)
+            then = None if stored is None else stored.spec.then
+            if info.state == "fired" and then is not None:
+                member = Member(topic=then.topic, group=then.group)
+                assert info.partition is not None and info.offset is not None
+                for waiter in self._after.pop(join_id, []):
+                    self._wait_for(member, (info.partition, info.offset), waiter)
+            else:  # cancelled by hand (the timers API): the continuation never runs
+                self._fail_after(join_id, f"join {join_id}'s continuation timer was cancelled", "")
+        for join_id in list(self._after):
+            stored = self._joins.get(join_id)
+            if stored is None:
+                self._fail_after(join_id, f"join {join_id} is unknown", "")
+            elif stored.ended == "failed":
+                self._fail_after(join_id, stored.error, stored.failed_ref)
+
+    def _fail_after(self, join_id: str, error: str, failed_ref: str) -> None:
+        for waiting_id, index in self._after.pop(join_id, []):
+            stored = self._joins.get(waiting_id)
+            ref = failed_ref or (
+                model.member_ref(stored.spec.members[index]) if stored else join_id
+            )
+            self._arrive(waiting_id, index, Arrival(False, error.encode(), ref))
+
+    def _decide(self, now: int) -> None:
+        """Fire or fail every join whose members decide it. Members of a failed join
+        that arrive later change nothing (`model.arrive`)."""
+        ended = False
+        while self._changed:
+            join_id = self._changed.pop()
+            stored = self._joins.get(join_id)
+            if stored is None:
+                continue
+            how = model.verdict(stored)
+            if how == "fired":
+                stored = self._fire(stored, now)
+            elif how == "failed":
+                stored = self._fail(model.ended(stored, "failed", now), now)
+            else:
+                continue
+            self._joins[join_id] = stored
+            self._write(stored)  # the timer is durable: this only spares a restart the work
+            self._unwritten.pop(join_id, None)
+            ended = True
+        if ended:
+            self.core.wake_waiters()  # long-polls on a join that failed with no record
+
+    def _fire(self, stored: Stored, now: int) -> Stored:
+        timer = model.fire_timer(stored, now)
+        if timer is None:
+            return model.ended(stored, "fired", now)
+        size = model.record_bytes(timer)
+        if size > self.core.record_bytes_max:
+            too_big = (
+                f"the members' results make a record of {size} bytes, more than the "
+                f"broker's record_bytes_max ({self.core.record_bytes_max})"
+            )
+            ref = f"{timer.topic}/after/{stored.spec.id}"
+            return self._fail(model.ended(stored, "failed", now, too_big, ref), now)
+        self._schedule(timer)
+        self._appending.add(stored.spec.id)
+        return model.ended(stored, "fired", now)
+
+    def _fail(self, stored: Stored, now: int) -> Stored:
+        timer = model.error_timer(stored, now)
+        if timer is not None:
+            self._schedule(timer)
+        self._fail_after(stored.spec.id, stored.error, stored.failed_ref)
+        return stored
+
+    def _schedule(self, timer: Timer) -> None:
+        # Conflict: scheduled before a restart with other results read back; the first stands.
+        with contextlib.suppress(Conflict):
+            self.timers.schedule([timer])
+
+    def _write_lagging(self, now: int) -> None:
+        for join_id, since in list(self._unwritten.items()):
+            if now - since >= limits.join_flush_ms or self._stop.is_set():
+                stored = self._joins.get(join_id)
+                if stored is not None:
+                    self._write(stored)
+                del self._unwritten[join_id]
+
+    def _write(self, stored: Stored) -> None:
+        self.core.storage.write_atomic(layout.join(stored.spec.id), _encode(stored))
+
+    def _open_count(self) -> int:
+        return sum(1 for s in self._joins.values() if s.ended is None)
+
+    def _info(self, stored: Stored) -> JoinInfo:
+        spec = stored.spec
+        state = "open" if stored.ended is None else stored.ended
+        partition = offset = None
+        if stored.ended == "fired" and spec.id not in self._appending:
+            fired = self.timers.info(model.timer_id(spec.id))
+            if fired is not None and fired.state == "fired":
+                partition, offset = fired.partition, fired.offset
+        return JoinInfo(
+            id=spec.id,
+            state=state,
+            members=len(spec.members),
+            arrived=len(stored.arrived),
+            topic=spec.members[0].topic if spec.then is None else spec.then.topic,
+            partition=partition,
+            offset=offset,
+            error=stored.error,
+            failed_ref=stored.failed_ref,
+            created_ms=stored.created_ms,
+            ended_ms=stored.ended_ms,
+        )
+
+    # ------------------------------------------------------------ the broker's
+
+    def maintain(self) -> None:
+        """Forget joins ended more than join_history_ms ago (their files deleted)."""
+        if self.core.read_only:
+            return
+        now = self.core.now_ms()
+        with self.mutex:
+            old = [
+                join_id
+                for join_id, stored in self._joins.items()
+                if stored.ended_ms is not None
+                and now - stored.ended_ms > limits.join_history_ms
+                and join_id not in self._appending
+                and join_id not in self._unwritten
+            ]
+            for join_id in old:
+                self.core.storage.delete(layout.join(join_id))
+                del self._joins[join_id]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self.mutex:
+            if not self.core.read_only:
+                self._write_lagging(self.core.now_ms())
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,224 @@
+"""The broker's joins, embedded on a directory: members counted from their queue
+groups once each, the continuation appended once across restarts, failures passed
+down a chain, and every bad request refused with nothing made."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import brook
+from brook import join_headers
+from brook.errors import BadRequest, Conflict, JoinNotFound, ReadOnly
+from brook.models import JoinContinuation, JoinMember, JoinSpec
+from tests.waiting import slow, wait_for
+
+
+def _members(acks: list[brook.Ack], topic: str = "t") -> list[JoinMember]:
+    return [
+        JoinMember(topic=topic, group="g", partition=a.partition, offset=a.offset) for a in acks
+    ]
+
+
+def _then(topic: str = "out", value: bytes = b"callback") -> JoinContinuation:
+    return JoinContinuation(topic=topic, group="g", value=value)
+
+
+def _ack_all(q: brook.Queue, count: int, result: bytes = b"r") -> list[int]:
+    done: list[int] = []
+    while len(done) < count:
+        jobs = q.lease(count, timeout=slow(5))
+        assert jobs, f"only {len(done)} of {count} jobs came"
+        q.ack(jobs, results=[result + str(j.record.offset).encode() for j in jobs])
+        done.extend(j.record.offset for j in jobs)
+    return done
+
+
+def _records(b: brook.Broker, topic: str) -> list[brook.Record]:
+    if topic not in {t.name for t in b.topics()}:
+        return []
+    return b.topic(topic).read(0, 0, 1000)
+
+
+def test_a_chord_appends_its_record_once_with_the_results_in_member_order(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        acks = b.topic("t").append_many([brook.Record(f"m{i}".encode()) for i in range(5)])
+        q = b.queue("t", "g")
+        [made] = b.create_joins([JoinSpec(id="c1", members=_members(acks[::-1]), then=_then())])
+        assert (made.state, made.members, made.arrived) == ("open", 5, 0)
+        _ack_all(q, 5)
+        info = b.join("c1", timeout=slow(10))
+        assert (info.state, info.arrived, info.partition, info.offset) == ("fired", 5, 0, 0)
+        [record] = _records(b, "out")
+        assert record.value == b"callback" and record.headers is not None
+        assert record.headers[join_headers.JOIN] == b"c1"
+        outcomes = join_headers.decode_results(record.headers[join_headers.RESULTS])
+        assert outcomes == [(True, b"r%d" % i, f"t/0/{i}") for i in (4, 3, 2, 1, 0)]
+    with brook.open(tmp_path) as b:  # a restart decides nothing again
+        assert b.join("c1").state == "fired"
+        assert len(_records(b, "out")) == 1
+
+
+def test_members_acked_before_a_restart_count_after_it(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        acks = b.topic("t").append_many([brook.Record(b"m")] * 4)
+        q = b.queue("t", "g")
+        b.create_joins([JoinSpec(id="c2", members=_members(acks), then=_then())])
+        jobs = q.lease(2, timeout=slow(5))
+        q.ack(jobs, results=[b"a", b"b"])
+    with brook.open(tmp_path) as b:
+        assert b.join("c2").state == "open"
+        _ack_all(b.queue("t", "g"), 2)
+        assert b.join("c2", timeout=slow(10)).state == "fired"
+        assert len(_records(b, "out")) == 1
+
+
+def test_a_broker_killed_after_the_acks_appends_the_record_once(tmp_path: Path) -> None:
+    """The members' acks are durable, the join's file may not say so yet, the timer may
+    or may not be scheduled: whatever the moment of the kill, one record in the end."""
+    child = textwrap.dedent(
+        f"""
+        import os, sys, time, brook
+        from brook.models import JoinContinuation, JoinMember, JoinSpec
+        b = brook.open({str(tmp_path)!r})
+        acks = b.topic("t").append_many([brook.Record(b"m")] * 3)
+        q = b.queue("t", "g")
+        members = [JoinMember(topic="t", group="g", partition=a.partition, offset=a.offset)
+                   for a in acks]
+        then = JoinContinuation(topic="out", group="g", value=b"cb")
+        b.create_joins([JoinSpec(id="k", members=members, then=then)])
+        jobs = q.lease(3, timeout=5)
+        q.ack(jobs, results=[b"x", b"y", b"z"])
+        time.sleep(float(sys.argv[1]))
+        os._exit(0)
+        """
+    )
+    for delay in (0.0, 0.001, 0.005, 0.02):
+        data = tmp_path
+        for stale in data.glob("*"):
+            subprocess.run(["rm", "-rf", str(stale)], check=True)
+        subprocess.run([sys.executable, "-c", child, str(delay)], check=True, timeout=slow(60))
+        with brook.open(data) as b:
+            assert b.join("k", timeout=slow(10)).state == "fired", delay
+            [record] = _records(b, "out")
+            assert record.headers is not None
+            outcomes = join_headers.decode_results(record.headers[join_headers.RESULTS])
+            assert [o[1] for o in outcomes] == [b"x", b"y", b"z"], delay
+
+
+def test_a_dead_member_fails_the_join_and_the_joins_after_it(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        [first] = b.topic("t").append_many([brook.Record(b"a")])
+        q = b.queue("t", "g")
+        b.create_joins(
+            [
+                JoinSpec(id="l1", members=_members([first]), then=_then("t2")),
+                JoinSpec(
+                    id="l2",
+                    members=[JoinMember(topic="t2", group="g", join="l1")],
+                    then=_then("t3"),
+                    on_error=JoinContinuation(topic="errs", group="g", value=b"eb"),
+                ),
+            ]
+        )
+        [job] = q.lease(1, timeout=slow(5))
+        q.discard([job], reason="ValueError: bad input")
+        one, two = b.join("l1", timeout=slow(10)), b.join("l2", timeout=slow(10))
+        assert (one.state, one.error, one.failed_ref) == ("failed", "ValueError: bad input", "t/0/0")
+        assert (two.state, two.error, two.failed_ref) == ("failed", "ValueError: bad input", "t/0/0")
+        assert _records(b, "t2") == [] and _records(b, "t3") == []
+        wait_for(lambda: _records(b, "errs"), what="the on_error record")
+        [errback] = _records(b, "errs")
+        assert errback.headers is not None
+        assert errback.headers[join_headers.FAILED] == b"t/0/0"
+        assert errback.headers[join_headers.ERROR] == b"ValueError: bad input"
+
+
+def test_a_chain_moves_link_by_link_and_a_late_group_is_watched(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        [first] = b.topic("a").append_many([brook.Record(b"1")])
+        b.create_joins(
+            [
+                JoinSpec(id="s1", members=_members([first], "a"), then=_then("b", b"2")),
+                JoinSpec(
+                    id="s2", members=[JoinMember(topic="b", group="g", join="s1")], then=_then("c")
+                ),
+            ]
+        )
+        _ack_all(b.queue("a", "g"), 1)  # the group is made after the joins
+        assert b.join("s1", timeout=slow(10)).state == "fired"
+        assert b.join("s2").state == "open"
+        _ack_all(b.queue("b", "g"), 1, result=b"second")
+        info = b.join("s2", timeout=slow(10))
+        assert info.state == "fired"
+        [last] = _records(b, "c")
+        assert last.headers is not None
+        [(ok, data, ref)] = join_headers.decode_results(last.headers[join_headers.RESULTS])
+        assert (ok, data, ref) == (True, b"second0", "b/0/0")
+
+
+def test_results_too_large_for_one_record_fail_the_join(tmp_path: Path) -> None:
+    with brook.open(tmp_path, record_bytes_max=4096) as b:
+        acks = b.topic("t").append_many([brook.Record(b"m")] * 3)
+        q = b.queue("t", "g")
+        b.create_joins([JoinSpec(id="big", members=_members(acks), then=_then())])
+        _ack_all(q, 3, result=b"x" * 2000)
+        info = b.join("big", timeout=slow(10))
+        assert info.state == "failed" and "more than the broker's record_bytes_max" in info.error
+
+
+def test_members_of_a_deleted_topic_fail_the_join(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        acks = b.topic("gone").append_many([brook.Record(b"m")])
+        b.create_joins([JoinSpec(id="d", members=_members(acks, "gone"), then=_then())])
+        b.delete_topic("gone")
+        info = b.join("d", timeout=slow(10))
+        assert (info.state, info.error) == ("failed", "topic gone was deleted")
+
+
+def test_bad_joins_are_refused_and_nothing_is_made(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        acks = b.topic("t").append_many([brook.Record(b"m")] * 2)
+        good = JoinSpec(id="ok", members=_members(acks), then=_then())
+        b.create_joins([good])
+        assert b.create_joins([good])[0].id == "ok"  # the same again: nothing new
+        with pytest.raises(Conflict, match="exists with another definition"):
+            b.create_joins([JoinSpec(id="ok", members=_members(acks[:1]), then=_then())])
+        bad = [
+            (JoinSpec(id="e", members=[], then=_then()), "give 1 to 10000 members"),
+            (JoinSpec(id="bad id!", members=_members(acks), then=_then()), "join id"),
+            (
+                JoinSpec(id="two", members=_members(acks[:1] * 2), then=_then()),
+                "a member is named twice",
+            ),
+            (
+                JoinSpec(id="n", members=[JoinMember(topic="t", group="g", join="nope")]),
+                "names no join",
+            ),
+            (
+                JoinSpec(id="p", members=[JoinMember(topic="t", group="g")], then=_then()),
+                "partition and offset",
+            ),
+            (
+                JoinSpec(id="x", members=_members(acks), then=_then("__internal")),
+                "reserved",
+            ),
+        ]
+        for spec, message in bad:
+            with pytest.raises(BadRequest, match=message):
+                b.create_joins([good, spec])
+        with pytest.raises(BadRequest, match="not a join"):
+            b.create_joins([{"id": "d", "members": "all"}])  # type: ignore[list-item]
+        with pytest.raises(BadRequest, match="at least one join"):
+            b.create_joins([])
+        for spec, _ in bad:
+            with pytest.raises(JoinNotFound):
+                b.join(spec.id)
+    with brook.open(tmp_path, read_only=True) as reader:
+        assert reader.join("ok").state == "open"
+        with pytest.raises(ReadOnly):
+            reader.create_joins([good])
