@@ -94,7 +94,7 @@ reliability: $(STAMP) $(NATIVE) system-packages bytecode
 	BROOK_TIMER_CRASH_KILLS=100 BROOK_DELIVERY_CRASH_KILLS=100 BROOK_POWER_CUTS=50 \
 	BROOK_LAKE_CRASH_KILLS=100 BROOK_WORKER_SIM_SEEDS=4000 BROOK_WAL_SIM_EXAMPLES=2000 \
 	BROOK_MANY_TOPICS=1000 BROOK_MANY_GROUPS=50 BROOK_MANY_CRASH_KILLS=20 \
-	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 \
+	BROOK_MACHINE_DEATHS=30 BROOK_TAKE_OVERS=60 BROOK_CHORD_CRASH_ROUNDS=200 \
 	BROOK_SPARK_DRIVER_KILLS=10 BROOK_SPARK_ROWS_PER_TRIGGER=10000 BROOK_PUBLISH_KILLS=60 BROOK_DEMO_MASTER='local-cluster[2,1,1024]' \
 	BROOK_FUZZ_RUNS=200000 BROOK_SOAK_S=1800 BROOK_SOAK_PNG=docs/soak.png \
 	BROOK_TENANT_TOPICS=10000 BROOK_TENANT_ENDPOINTS=1000 BROOK_TENANT_OPEN_FILES=1024 \
@@ -103,7 +103,7 @@ reliability: $(STAMP) $(NATIVE) system-packages bytecode
 	tests/sim/test_clock_steps.py tests/sim/test_worker_sim.py tests/sim/test_wal_state_machine.py tests/upgrade tests/server/test_http_framing.py \
 	tests/server/test_security.py tests/storage/test_s3_takeover.py \
 	tests/spark/test_cluster.py tests/spark/test_pipeline_demo.py tests/staging/test_resume.py \
-	tests/tenants tests/lake/test_crash.py \
+	tests/tenants tests/lake/test_crash.py tests/tasks/test_canvas_crash.py \
 	--timeout 7200
 	$(PY) -m tests.fuzz.schemathesis_run --seeds 1,7
 

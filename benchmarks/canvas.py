@@ -1,5 +1,6 @@
 """The Celery user's toolbox (issue 52): how soon `app.result` answers after a job's
-ack is durable, through `brook serve` and one `brook worker`.
+ack is durable, how long a chain takes, and how soon a chord's callback starts after
+its last member's ack, through `brook serve` and one `brook worker`.
 
 Result latency: one no-op job at a time to an idle worker; the app waits with
 `app.result(ref)` (one long-poll). The task writes the time it returns, and the worker's
@@ -7,6 +8,12 @@ Result latency: one no-op job at a time to an idle worker; the app waits with
 between the two, so `app.result`'s answer after the task returned bounds its latency
 after the durable ack from above, and after the hook from below. The baseline, measured
 in the same run: a client polling `app.job(ref)` every 50 ms, as the user of issue 52 did.
+
+Chain: `chain(link.s(0), link.s(), link.s())` of no-op links, from before `enqueue()`
+to the return of `app.result(ref)`; the baseline is one no-op job enqueued and waited
+for the same way (a chain of three costs at least three of those). Chord: a thousand
+no-op members and a callback that notes when it starts; each member's `on_success`
+hook notes when its ack call returned; the callback's start after the last of those.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.run import machine, scratch
 from benchmarks.server import brook_serve, stop
@@ -25,6 +33,9 @@ from benchmarks.server import brook_serve, stop
 TRIALS = 3
 RESULT_JOBS = 200
 POLL_S = 0.05
+CHAINS = 100
+CHORD_MEMBERS = 1000
+CHORDS = 2
 
 APP = """
 import os, time
@@ -49,6 +60,29 @@ def noop(n):
 def landed(job, result):
     with open(ACKED, "a") as f:
         f.write(f"{job.ref} {time.time()}\\n")
+
+
+@app.task
+def link(n=0):
+    return n + 1
+
+
+@app.task
+def member(chord, i):
+    return i
+
+
+@member.on_success
+def member_acked(job, result):
+    with open(ACKED, "a") as f:
+        f.write(f"member {time.time()}\\n")
+
+
+@app.task
+def gathered(results, chord):
+    with open(ENDED, "a") as f:
+        f.write(f"callback-{chord} {time.time()}\\n")
+    return len(results)
 """
 
 
@@ -96,6 +130,8 @@ def result_trial() -> tuple[float, ...]:
                 "bench_canvas:app",
                 "--log-level",
                 "warning",
+                "--concurrency",
+                "8",
             ],
             cwd=folder,
             env=env,
@@ -113,6 +149,8 @@ def result_trial() -> tuple[float, ...]:
             while not app.job(ref).done:
                 time.sleep(POLL_S)
             polled.append((time.time() - _time_of(ended, str(ref))) * 1000)
+        chained, single = _chains(bench_canvas)
+        chord_lags = [_chord_lag(bench_canvas, c, acked, ended) for c in range(CHORDS)]
         app.close()
     finally:
         os.environ.clear()
@@ -124,7 +162,44 @@ def result_trial() -> tuple[float, ...]:
         sys.modules.pop("bench_canvas", None)
         sys.path.remove(str(folder))
         shutil.rmtree(folder, ignore_errors=True)
-    return (*_p50_p99(after_end), *_p50_p99(polled), *_p50_p99(after_ack))
+    return (
+        *_p50_p99(after_end),
+        *_p50_p99(polled),
+        *_p50_p99(after_ack),
+        *_p50_p99(chained),
+        *_p50_p99(single),
+        statistics.median(chord_lags),
+    )
+
+
+def _chains(module: Any) -> tuple[list[float], list[float]]:
+    """Enqueue-to-result times (ms) of chains of three no-op links, and of single jobs."""
+    import brook
+
+    app, link = module.app, module.link
+    chained, single = [], []
+    for _ in range(CHAINS):
+        started = time.perf_counter()
+        ref = brook.chain(link.s(0), link.s(), link.s()).enqueue()
+        assert app.result(ref, timeout=30) == 3
+        chained.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        assert app.result(link.enqueue(0), timeout=30) == 1
+        single.append((time.perf_counter() - started) * 1000)
+    return chained, single
+
+
+def _chord_lag(module: Any, chord: int, acked: Path, ended: Path) -> float:
+    """How long (ms) after the last member's ack call returned the callback started."""
+    import brook
+
+    app = module.app
+    acked.write_text("")
+    header = brook.group(module.member.s(chord, i) for i in range(CHORD_MEMBERS))
+    ref = brook.chord(header, module.gathered.s(chord)).enqueue()
+    assert app.result(ref, timeout=300) == CHORD_MEMBERS
+    last_ack = max(float(line.split()[1]) for line in acked.read_text().splitlines())
+    return (_time_of(ended, f"callback-{chord}") - last_ack) * 1000
 
 
 def _p50_p99(values: list[float]) -> tuple[float, float]:
@@ -141,7 +216,9 @@ def main() -> str:
         print(
             f"canvas: app.result after the task returned p50 {trial[0]:.1f} ms p99 "
             f"{trial[1]:.1f} ms; polling every {POLL_S * 1000:.0f} ms p50 {trial[2]:.1f} ms "
-            f"p99 {trial[3]:.1f} ms; after the ack call returned p50 {trial[4]:.1f} ms",
+            f"p99 {trial[3]:.1f} ms; after the ack call returned p50 {trial[4]:.1f} ms; "
+            f"chain of 3 p50 {trial[6]:.1f} ms (one job {trial[8]:.1f} ms); chord callback "
+            f"{trial[10]:.0f} ms after the last ack",
             flush=True,
         )
 
@@ -171,6 +248,13 @@ def main() -> str:
         f"| app.result after the ack call returned, p50 (ms) | {median(4):.1f} | {runs(4)} | |",
         f"| polling every {POLL_S * 1000:.0f} ms, p50 (ms) | {median(2):.1f} | {runs(2)} | |",
         f"| polling every {POLL_S * 1000:.0f} ms, p99 (ms) | {median(3):.1f} | {runs(3)} | |",
+        f"| chain of 3 no-op links, enqueue to result, p50 (ms) | {median(6):.1f} | {runs(6)} "
+        "| <= 30 |",
+        f"| chain of 3, p99 (ms) | {median(7):.1f} | {runs(7)} | |",
+        f"| baseline: one no-op job, enqueue to result, p50 (ms) | {median(8):.1f} | "
+        f"{runs(8)} | |",
+        f"| chord of {CHORD_MEMBERS}: callback started after the last member's ack (ms; "
+        f"median of {CHORDS} a trial) | {median(10):.0f} | {runs(10)} | <= 2000 |",
     ]
     return "\n".join(lines) + "\n"
 

@@ -128,8 +128,16 @@ def test_a_dead_member_fails_the_join_and_the_joins_after_it(tmp_path: Path) -> 
         [job] = q.lease(1, timeout=slow(5))
         q.discard([job], reason="ValueError: bad input")
         one, two = b.join("l1", timeout=slow(10)), b.join("l2", timeout=slow(10))
-        assert (one.state, one.error, one.failed_ref) == ("failed", "ValueError: bad input", "t/0/0")
-        assert (two.state, two.error, two.failed_ref) == ("failed", "ValueError: bad input", "t/0/0")
+        assert (one.state, one.error, one.failed_ref) == (
+            "failed",
+            "ValueError: bad input",
+            "t/0/0",
+        )
+        assert (two.state, two.error, two.failed_ref) == (
+            "failed",
+            "ValueError: bad input",
+            "t/0/0",
+        )
         assert _records(b, "t2") == [] and _records(b, "t3") == []
         wait_for(lambda: _records(b, "errs"), what="the on_error record")
         [errback] = _records(b, "errs")

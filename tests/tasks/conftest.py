@@ -78,6 +78,20 @@ def fails(job):
 def hangs(job):
     time.sleep(2)
     note(job, event="end", at=time.time())
+
+
+@app.task(visibility_timeout_ms=1000, max_attempts=20, backoff={"min_ms": 10, "max_ms": 100})
+def square(job, i):
+    time.sleep(i % 3 / 100)
+    note(job, event="member", i=i, at=time.time())
+    return i * i
+
+
+@app.task(visibility_timeout_ms=1000, max_attempts=20, backoff={"min_ms": 10, "max_ms": 100})
+def gathered(results, job):
+    run = brook.current_job()
+    note(job, event="callback", ref=run.ref, attempt=run.attempt, results=results, at=time.time())
+    return sum(results)
 """
 
 

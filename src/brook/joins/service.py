@@ -1,7 +1,8 @@
 """The broker's joins: counted from the queue groups, durably, fired by timers.
 
-Each join is one file (`joins/<id>.json`, written atomically): its definition,
-written before `create` answers, and the members that arrived, written within
+The joins one `create` call makes share one file (`joins/<first id>.json`, written
+atomically): their definitions, written before `create` answers (one durable write
+for a whole chain), and the members that arrived, written within
 join_flush_ms of their arrival (a broker that stops in between reads them back
 from their queue groups: the acks and deaths are in the groups' status logs,
 and the results in what the groups keep of them).
@@ -50,7 +51,15 @@ GroupKey = tuple[str, str]
 Waiter = tuple[str, int]
 """(join id, member index)."""
 
-_decode = msgspec.json.Decoder(Stored).decode
+
+class JoinFile(msgspec.Struct, frozen=True):
+    """What a join file holds: the joins made by one `create` call (a canvas's), so
+    making them costs one durable write however many there are."""
+
+    joins: list[Stored]
+
+
+_decode = msgspec.json.Decoder(JoinFile).decode
 _encode = msgspec.json.encode
 
 
@@ -79,18 +88,27 @@ class JoinService:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._file_of: dict[str, str] = {}
+        """Each join's file (named by the first join its create call made)."""
+        self._files: dict[str, list[str]] = {}
+        """The joins each file holds."""
         for name in core.storage.list(layout.JOINS):
-            join_id = layout.parse_join(name)
-            raw = core.storage.read_all(name) if join_id is not None else None
-            if join_id is None or raw is None:
+            file_id = layout.parse_join(name)
+            raw = core.storage.read_all(name) if file_id is not None else None
+            if file_id is None or raw is None:
                 continue
             try:
-                self._joins[join_id] = _decode(raw)
+                joins = _decode(raw).joins
             except msgspec.DecodeError as exc:
-                log.error("join %s is unreadable (%s): left as it is", join_id, exc)
+                log.error("join file %s is unreadable (%s): left as it is", name, exc)
+                continue
+            self._files[file_id] = [stored.spec.id for stored in joins]
+            for stored in joins:
+                self._joins[stored.spec.id] = stored
+                self._file_of[stored.spec.id] = file_id
         for stored in list(self._joins.values()):
             self._register(stored)
-        core.register(Hooks("joins", maintain=self.maintain))
+        core.register(Hooks("joins", on_round=self._on_round, maintain=self.maintain))
         if not core.read_only:
             self._thread = core.supervisor.start("joins", self._step, self._stop, self._pause)
 
@@ -130,10 +148,21 @@ class JoinService:
                     f"at most {limits.joins_open_max} joins may be open: wait for some to end"
                 )
             now = self.core.now_ms()
-            for spec in new:
-                stored = Stored(spec=spec, created_ms=now)
-                self._write(stored)
-                self._register(stored)
+            if new:
+                file_id = new[0].id
+                self._files[file_id] = [spec.id for spec in new]
+                for spec in new:
+                    self._joins[spec.id] = Stored(spec=spec, created_ms=now)
+                    self._file_of[spec.id] = file_id
+                try:
+                    self._write_file(file_id)
+                except BaseException:
+                    for spec in new:
+                        del self._joins[spec.id], self._file_of[spec.id]
+                    del self._files[file_id]
+                    raise
+                for spec in new:
+                    self._register(self._joins[spec.id])
             self._wake.set()
             return [self._info(self._joins[s.id]) for s in specs]
 
@@ -264,13 +293,16 @@ class JoinService:
 
     # ------------------------------------------------------------ the loop
 
-    def _pause(self, seconds: float) -> None:
-        """Between steps: woken by every commit round while joins wait for members
-        (an ack or a death may have become durable), else only by a create."""
+    def _on_round(self, topics: frozenset[str]) -> None:
+        """After every commit round (the syncer's thread): an ack or a death may have
+        become durable, or a continuation been appended. Quick: reads, and an Event."""
         if self._waiting or self._appending or self._after:
-            self.core.wait_for_records(self._wake.is_set, seconds)
-        else:
-            self._wake.wait(seconds)
+            self._wake.set()
+
+    def _pause(self, seconds: float) -> None:
+        """Between steps: until a commit round while joins wait (`_on_round`), a
+        create, or `seconds`. A round during a step is not lost: the Event stays set."""
+        self._wake.wait(seconds)
         self._wake.clear()
 
     def _step(self) -> float:
@@ -412,8 +444,9 @@ class JoinService:
             else:
                 continue
             self._joins[join_id] = stored
-            self._write(stored)  # the timer is durable: this only spares a restart the work
-            self._unwritten.pop(join_id, None)
+            # Written by this step's _write_lagging, after every timer is scheduled: the
+            # timer is durable already; the file only spares a restart the work.
+            self._unwritten[join_id] = now - limits.join_flush_ms
             ended = True
         if ended:
             self.core.wake_waiters()  # long-polls on a join that failed with no record
@@ -447,15 +480,23 @@ class JoinService:
             self.timers.schedule([timer])
 
     def _write_lagging(self, now: int) -> None:
-        for join_id, since in list(self._unwritten.items()):
-            if now - since >= limits.join_flush_ms or self._stop.is_set():
-                stored = self._joins.get(join_id)
-                if stored is not None:
-                    self._write(stored)
-                del self._unwritten[join_id]
+        due = {
+            self._file_of[join_id]
+            for join_id, since in self._unwritten.items()
+            if now - since >= limits.join_flush_ms or self._stop.is_set()
+        }
+        for file_id in due:
+            self._write_file(file_id)
 
     def _write(self, stored: Stored) -> None:
-        self.core.storage.write_atomic(layout.join(stored.spec.id), _encode(stored))
+        """The join's file, written with it as it stands now."""
+        self._write_file(self._file_of[stored.spec.id])
+
+    def _write_file(self, file_id: str) -> None:
+        joins = [self._joins[join_id] for join_id in self._files[file_id]]
+        self.core.storage.write_atomic(layout.join(file_id), _encode(JoinFile(joins)))
+        for join_id in self._files[file_id]:
+            self._unwritten.pop(join_id, None)
 
     def _open_count(self) -> int:
         return sum(1 for s in self._joins.values() if s.ended is None)
@@ -490,17 +531,19 @@ class JoinService:
             return
         now = self.core.now_ms()
         with self.mutex:
-            old = [
-                join_id
-                for join_id, stored in self._joins.items()
-                if stored.ended_ms is not None
-                and now - stored.ended_ms > limits.join_history_ms
-                and join_id not in self._appending
-                and join_id not in self._unwritten
-            ]
-            for join_id in old:
-                self.core.storage.delete(layout.join(join_id))
-                del self._joins[join_id]
+            for file_id, join_ids in list(self._files.items()):
+                joins = [self._joins[join_id] for join_id in join_ids]
+                if all(
+                    stored.ended_ms is not None
+                    and now - stored.ended_ms > limits.join_history_ms
+                    and stored.spec.id not in self._appending
+                    and stored.spec.id not in self._unwritten
+                    for stored in joins
+                ):
+                    self.core.storage.delete(layout.join(file_id))
+                    del self._files[file_id]
+                    for join_id in join_ids:
+                        del self._joins[join_id], self._file_of[join_id]
 
     def stop(self) -> None:
         self._stop.set()

@@ -629,6 +629,13 @@ class App:
             )
         return canvas.continuation_headers(record, passing)
 
+    def _check_signature(self, sig: Signature) -> None:
+        """A signature's call checked as its enqueue would check it (BadRequest)."""
+        declared = self.tasks.get(sig.task)
+        if declared is not None:
+            declared.check_call(sig.args, sig.kwargs)
+        job_record(sig.task, sig.args, sig.kwargs, sig.opts)  # JSON arguments
+
     def _append_signature(self, sig: Signature) -> JobRef:
         declared = self.tasks.get(sig.task)
         if declared is not None and declared.topic == sig.topic:

@@ -253,6 +253,11 @@ def chord(
 # ---------------------------------------------------------------- enqueuing
 
 
+_Join = tuple[str, list["_End"], Signature | None, Passing, bool, Signature | None]
+"""A join to make: (id, what it waits for, what it appends, how that takes the
+results, whether failures are allowed, its on_error)."""
+
+
 class _Enqueuing:
     """One canvas being enqueued: the jobs that start now are appended first (their
     positions are the first joins' members), then every join is made in one call.
@@ -275,8 +280,13 @@ class _Enqueuing:
             # A join with no continuation that watches the last jobs: whichever job
             # dies first, before or at the end, fails it, and its on_error runs once.
             self.joins.append((self._id(), ends, None, "none", False, on_error))
+        # Every call is checked (and every record made) before anything is appended:
+        # a canvas refused leaves nothing behind.
+        records = [self._records_of(j) for j in self.joins]
+        for sig in self.now:
+            self.app._check_signature(sig)
         placed = self._append_now()
-        specs = [self._spec(j, placed) for j in self.joins]
+        specs = [self._spec(j, r, placed) for j, r in zip(self.joins, records, strict=True)]
         if specs:
             self.app.broker.create_joins(specs)
         refs = [self._ref(end, placed) for end in ends]
@@ -330,17 +340,26 @@ class _Enqueuing:
             placed.extend(self.app._append_signatures(topic, run))
         return placed
 
+    def _records_of(self, join: _Join) -> tuple[JoinContinuation | None, JoinContinuation | None]:
+        """The join's continuation and on_error records, their calls checked."""
+        _, _, then, passing, _, on_error = join
+        return (
+            None if then is None else self._continuation(then, passing),
+            None if on_error is None else self._continuation(on_error, "error"),
+        )
+
+    @staticmethod
     def _spec(
-        self,
-        join: tuple[str, list[_End], Signature | None, Passing, bool, Signature | None],
+        join: _Join,
+        records: tuple[JoinContinuation | None, JoinContinuation | None],
         placed: list[tuple[int, int]],
     ) -> JoinSpec:
-        join_id, after, then, passing, allow_failures, on_error = join
+        join_id, after, _, _, allow_failures, _ = join
         return JoinSpec(
             id=join_id,
             members=[end.member(placed) for end in after],
-            then=None if then is None else self._continuation(then, passing),
-            on_error=None if on_error is None else self._continuation(on_error, "error"),
+            then=records[0],
+            on_error=records[1],
             allow_failures=allow_failures,
         )
 
