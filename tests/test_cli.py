@@ -588,3 +588,31 @@ def test_worker_processes_are_started_with_every_option_given(
         ["3", "--config", str(config), "worker", "jobs:app", "--concurrency", "8",
          "--connect-timeout", "60", "--log-level", "info", "--tasks", "a,b"]
     ]  # fmt: skip
+
+
+def test_queue_cancel(tmp_path: Path) -> None:
+    import brook
+
+    data = str(tmp_path / "d")
+    with brook.open(data) as b:
+        b.topic("jobs").append_many(
+            [
+                brook.Record(b"a", key=b"k1"),
+                brook.Record(b"b", key=b"k2"),
+                brook.Record(b"c", key=b"k1"),
+            ]
+        )
+        b.queue("jobs", "w")
+    code, out = run(
+        "queue", "cancel", "jobs", "w", "--record", "0/1", "--reason", "typo", "--data", data
+    )
+    assert (code, out) == (0, "cancelled: 1 record\n  0/1\n")
+    code, out = run("queue", "cancel", "jobs", "w", "--key", "k1", "--data", data)
+    assert (code, out) == (0, "cancelled: 2 records\n  0/0\n  0/2\n")
+    code, out = run("queue", "cancel", "jobs", "w", "--record", "0/1", "--data", data)
+    assert (code, out) == (0, "cancelled: 0 records\n"), "a dead record is left as it is"
+    with brook.open(data) as b:
+        assert b.queue("jobs", "w").job(0, 1).error == "typo"
+    for bad in (["--record", "zero"], [], ["--record", "0/0", "--key", "k1"]):
+        code, out = run("queue", "cancel", "jobs", "w", *bad, "--data", data)
+        assert code == 2 and "Traceback" not in out and len(out.strip().splitlines()) <= 4

@@ -306,6 +306,13 @@ schedules_max = 10_000
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""
 
+# ---------------------------------------------------------------- tasks (brook/tasks)
+revocation_poll_ms = 250
+"""How often a worker reads the revocations of running jobs (`app.revoke(ref,
+terminate=True)`): a terminate takes effect within about this."""
+revocation_retention_ms = 24 * 60 * 60 * 1000
+"""A revocation is kept a day: a worker down longer has no run of it to stop."""
+
 # ---------------------------------------------------------------- joins (brook/joins)
 join_members_max = 10_000
 """The most jobs one join (a chord's group) may wait for."""

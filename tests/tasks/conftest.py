@@ -80,6 +80,27 @@ def hangs(job):
     note(job, event="end", at=time.time())
 
 
+@app.task
+async def nap_async(job, seconds):
+    note(job, event="start", at=time.time())
+    await asyncio.sleep(seconds)
+    note(job, event="end", at=time.time())
+
+
+@app.task(isolation="process")
+def nap_process(job, seconds):
+    note(job, event="start", at=time.time())
+    time.sleep(seconds)
+    note(job, event="end", at=time.time())
+
+
+@app.task
+def nap_thread(job, seconds):
+    note(job, event="start", at=time.time())
+    time.sleep(seconds)
+    note(job, event="end", at=time.time())
+
+
 @app.task(visibility_timeout_ms=1000, max_attempts=20, backoff={"min_ms": 10, "max_ms": 100})
 def square(job, i):
     time.sleep(i % 3 / 100)

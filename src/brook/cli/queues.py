@@ -20,7 +20,7 @@ from brook.cli.errors import friendly
 
 @click.group()
 def queue() -> None:
-    """Look into a queue group: counts, leases, dead records, redrive."""
+    """Look into a queue group: counts, leases, dead records, redrive, cancel."""
 
 
 @queue.command("stats")
@@ -229,3 +229,52 @@ def queue_redrive(
     with connect(data, url, api_key) as b:
         count = b.queue(topic, group, create=False).redrive(limit=limit)
         click.echo(f"redriven: {plural(count, 'record')}")
+
+
+@queue.command("cancel")
+@click.argument("topic")
+@click.argument("group")
+@click.option(
+    "--record",
+    "records",
+    multiple=True,
+    metavar="PARTITION/OFFSET",
+    help="A record to cancel (again for more).",
+)
+@click.option("--key", default=None, help="Cancel every waiting record of this key.")
+@click.option("--reason", default="cancelled", show_default=True)
+@broker_options
+@friendly
+def queue_cancel(
+    topic: str,
+    group: str,
+    records: tuple[str, ...],
+    key: str | None,
+    reason: str,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Cancel waiting records (ready, delayed, retrying): dead at once with the reason,
+    never delivered unless redriven. Records leased or finished are left as they are."""
+    if bool(records) == (key is not None):
+        raise click.UsageError("give --record PARTITION/OFFSET (one or more) or --key, one of them")
+    positions = [_position(text) for text in records] or None
+    with connect(data, url, api_key) as b:
+        q = b.queue(topic, group, create=False)
+        if positions is not None:
+            done = q.cancel(records=positions, reason=reason)
+        else:
+            done = q.cancel(key=key, reason=reason)
+        click.echo(f"cancelled: {plural(len(done), 'record')}")
+        for partition, offset in done:
+            click.echo(f"  {partition}/{offset}")
+
+
+def _position(text: str) -> tuple[int, int]:
+    partition, _, offset = text.partition("/")
+    if not (partition.isdigit() and offset.isdigit()):
+        raise click.BadParameter(
+            f"{text!r} is not PARTITION/OFFSET (such as 0/42)", param_hint="--record"
+        )
+    return int(partition), int(offset)

@@ -31,7 +31,7 @@ from brook.api import BrokerApi, QueueApi, TopicApi
 from brook.errors import BadRequest, Conflict, DataLoss, NotFound
 from brook.models import Backoff, Record
 from brook.queue import settings as queue_settings
-from brook.tasks import canvas, payload, results
+from brook.tasks import canvas, payload, results, revocations
 from brook.tasks.asynchronous import AsyncSide
 from brook.tasks.canvas import GroupRef, Signature
 from brook.tasks.hooks import Hooks
@@ -929,12 +929,19 @@ class App:
     def _async(self) -> AsyncSide:
         return AsyncSide(self)
 
-    def revoke(self, ref: JobRef | str, reason: str = "revoked") -> bool:
+    def revoke(
+        self, ref: JobRef | str, reason: str = "revoked", *, terminate: bool = False
+    ) -> bool:
         """Make sure job `ref` does not run: True if it was waiting (ready, delayed or
         retrying) and is now dead with `reason`, durably (redrive brings it back);
         False if it is running or finished (acked or dead), or unknown. A job not yet
         taken into its queue's window (behind a backlog of queue_window_records_max)
-        is not reached: False, and it runs."""
+        is not reached: False, and it runs. With `terminate`, a running job is stopped
+        too, by the worker running it, within about limits.revocation_poll_ms (an
+        async task cancelled, a process-isolated one's child killed; a thread runs to
+        its end) and settled dead with `reason` (tasks/revocations.py); still False.
+        A canvas's job not enqueued yet (a chain's later link): False; revoke the job
+        running before it, and the canvas fails there."""
         if not isinstance(ref, JobRef):
             ref = JobRef.parse(ref)
         if ref.join is not None:
@@ -943,9 +950,11 @@ class App:
             except results.TaskFailed:
                 return False
             if now is None:
-                return False  # not enqueued yet: revoke the job running before it
+                return False
             ref = now
         cancelled = self.queue(ref.topic).cancel([(ref.partition, ref.offset)], reason=reason)
+        if not cancelled and terminate and self.job(ref).state == "leased":
+            revocations.send(self.broker, str(ref), reason)
         return bool(cancelled)
 
     def revoke_key(

@@ -46,7 +46,7 @@ from brook.api import QueueApi
 from brook.errors import BrookError, LeaseExpired
 from brook.models import Job
 from brook.supervisor import Supervisor, retry_after_s
-from brook.tasks import context, outcomes, payload
+from brook.tasks import context, outcomes, payload, revocations
 from brook.tasks.app import App, JobRef, Task
 from brook.tasks.isolation import Call as ChildCall
 from brook.tasks.isolation import Child
@@ -191,6 +191,9 @@ class Worker:
         self._children: dict[str, Child] = {}
         """The child process running each process-isolated job now, by receipt."""
         self._idle_children: list[Child] = []
+        self._revoked: dict[str, str] = {}
+        """Receipts of runs revoked while running (tasks/revocations.py): the reason
+        they are settled dead with when they end, whatever the run returned."""
         self._supervisor = Supervisor()
         self._interrupts = 0
         self._last_lease_s = time.monotonic()
@@ -226,6 +229,14 @@ class Worker:
         loops.append(
             self._supervisor.start(
                 "leases", self._leases_step, self._loops_stop, self._leases_wake_wait
+            )
+        )
+        loops.append(
+            self._supervisor.start(
+                "revocations",
+                revocations.Reader(self.app.broker, self._revoked_run).step,
+                self._loops_stop,
+                self._loops_stop.wait,
             )
         )
         feeders = [
@@ -483,6 +494,9 @@ class Worker:
             holding = self._holding[held.leased.receipt]
             task = holding.task
             assert task is not None and holding.call is not None
+            if held.leased.receipt in self._revoked:  # revoked before it started: not run
+                self._ended.put((holding, Outcome("discard"), _now_ms()))
+                continue
             timed = timed or held.deadline_ms is not None
             if task.is_async and task.isolation != "process":
                 assert self._loop is not None
@@ -641,7 +655,17 @@ class Worker:
             ended.append(more)
         with self._lock:
             ledger = self.ledger
-            settles = [ledger.returned(h.job.receipt, at, outcome) for h, outcome, at in ended]
+            revoked = self._revoked
+            settles = [
+                ledger.returned(
+                    h.job.receipt,
+                    at,
+                    outcome
+                    if h.job.receipt not in revoked
+                    else Outcome("discard", reason=revoked.pop(h.job.receipt)),
+                )
+                for h, outcome, at in ended
+            ]
             starting = ledger.startable(_now_ms())
             self._lock.notify_all()  # room for the feeders
         for settle in settles:
@@ -691,6 +715,42 @@ class Worker:
             how,
             extra={"task": task.name, "job": str(self._ref(held)), "outcome": "timed out"},
         )
+
+    def _revoked_run(self, ref: str, reason: str) -> None:
+        """A revocation read (tasks/revocations.py): stop the run of job `ref` if it is
+        running here, and settle it dead with `reason` when it ends."""
+        with self._lock:
+            found = [
+                (receipt, holding)
+                for receipt, holding in self._holding.items()
+                if str(
+                    JobRef(holding.topic, holding.job.record.partition, holding.job.record.offset)
+                )
+                == ref
+            ]
+            for receipt, _ in found:
+                self._revoked[receipt] = reason
+        for receipt, holding in found:
+            task = holding.task
+            if task is None:
+                continue
+            if task.isolation == "process":
+                child = self._children.get(receipt)
+                if child is not None:
+                    child.kill()
+            elif task.is_async:
+                run = self._async_runs.get(receipt)
+                if run is not None and self._loop is not None:
+                    self._loop.call_soon_threadsafe(run.cancel)
+            else:
+                log.warning(
+                    "%s %s revoked while running: a thread cannot be stopped; it runs to "
+                    'its end and is then settled dead (isolation="process" or an async '
+                    "task stops at once)",
+                    task.name,
+                    ref,
+                )
+            log.info("%s %s revoked: %s", task.name, ref, reason)
 
     def _ref(self, held: Held) -> JobRef:
         record = self._holding[held.leased.receipt].job.record
