@@ -341,7 +341,8 @@ class JoinService:
             unsure = set()
             for position in candidates:
                 if not group.finished(*position):
-                    unsure.add(position)
+                    if group.finish_pending(*position):
+                        unsure.add(position)  # its entry is not durable yet: look again
                     continue
                 arrival = self._arrival_in(group, key[0], position)
                 for join_id, index in positions.pop(position, []):

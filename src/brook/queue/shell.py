@@ -735,6 +735,13 @@ class QueueGroup:
                 return True  # unknown
             return offset < self.offered.get(partition, 0)
 
+    def finish_pending(self, partition: int, offset: int) -> bool:
+        """Whether an ack or death of the record is on its way to the status log (not
+        known durable yet): `finished` will say True once it is."""
+        with self.mutex:
+            pending = self._finishing.get((partition, offset))
+            return pending is not None and not pending.answered
+
     def wait_finished(self, partition: int, offset: int, seconds: float) -> None:
         """Wait up to `seconds` for `finished(partition, offset)`; returns either way."""
         monotonic = self.core.clock.monotonic
