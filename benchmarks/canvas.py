@@ -90,9 +90,9 @@ def _time_of(path: Path, ref: str, timeout_s: float = 10) -> float:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for line in path.read_text().splitlines() if path.exists() else []:
-            seen, at = line.split()
-            if seen == ref:
-                return float(at)
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == ref:  # (a line being written is cut short)
+                return float(parts[1])
         time.sleep(0.005)
     raise RuntimeError(f"the worker never wrote {ref} to {path.name}")
 
@@ -198,7 +198,9 @@ def _chord_lag(module: Any, chord: int, acked: Path, ended: Path) -> float:
     header = brook.group(module.member.s(chord, i) for i in range(CHORD_MEMBERS))
     ref = brook.chord(header, module.gathered.s(chord)).enqueue()
     assert app.result(ref, timeout=300) == CHORD_MEMBERS
-    last_ack = max(float(line.split()[1]) for line in acked.read_text().splitlines())
+    last_ack = max(
+        float(parts[1]) for line in acked.read_text().splitlines() if len(parts := line.split()) == 2
+    )
     return (_time_of(ended, f"callback-{chord}") - last_ack) * 1000
 
 
