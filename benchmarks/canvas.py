@@ -199,7 +199,9 @@ def _chord_lag(module: Any, chord: int, acked: Path, ended: Path) -> float:
     ref = brook.chord(header, module.gathered.s(chord)).enqueue()
     assert app.result(ref, timeout=300) == CHORD_MEMBERS
     last_ack = max(
-        float(parts[1]) for line in acked.read_text().splitlines() if len(parts := line.split()) == 2
+        float(parts[1])
+        for line in acked.read_text().splitlines()
+        if len(parts := line.split()) == 2
     )
     return (_time_of(ended, f"callback-{chord}") - last_ack) * 1000
 
@@ -253,8 +255,7 @@ def main() -> str:
         f"| chain of 3 no-op links, enqueue to result, p50 (ms) | {median(6):.1f} | {runs(6)} "
         "| <= 30 |",
         f"| chain of 3, p99 (ms) | {median(7):.1f} | {runs(7)} | |",
-        f"| baseline: one no-op job, enqueue to result, p50 (ms) | {median(8):.1f} | "
-        f"{runs(8)} | |",
+        f"| baseline: one no-op job, enqueue to result, p50 (ms) | {median(8):.1f} | {runs(8)} | |",
         f"| chord of {CHORD_MEMBERS}: callback started after the last member's ack (ms; "
         f"median of {CHORDS} a trial) | {median(10):.0f} | {runs(10)} | <= 2000 |",
     ]

@@ -100,6 +100,7 @@ CALLS = [
     ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
     ("trace", protocol.trace("t", "g", 0, 0)),
     ("job", protocol.job("t", "g", 0, 0)),
+    ("enqueue_unique", protocol.enqueue_unique("t", "g", "id-1", b"v", None, None, False)),
     (
         "create_joins",
         protocol.create_joins(

@@ -38,6 +38,7 @@ from brook.models import (
     TimerSpec,
     TopicInfo,
     Transition,
+    UniqueAck,
 )
 
 
@@ -139,6 +140,15 @@ class QueueApi(Protocol):
         key: bytes | str | None = None,
         reason: str = "",
     ) -> list[tuple[int, int]]: ...
+
+    def enqueue_unique(
+        self,
+        identity: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        replace: bool = False,
+    ) -> UniqueAck: ...
 
     def settings(self) -> dict[str, Any]: ...
 

@@ -306,6 +306,13 @@ schedules_max = 10_000
 schedule_timers_max = 100_000
 """Most timers one schedule_many call (or request) may carry."""
 
+# ---------------------------------------------------------------- unique records (queue/unique.py)
+unique_identity_chars_max = 256
+"""The longest identity a unique record may have (the task layer sends a 64-character hash)."""
+unique_scan_records_max = 100_000
+"""After a start, the first unique call of a group reads the identities of its live records
+in the window and at most this many beyond (a backlog deeper than that is not seen)."""
+
 # ---------------------------------------------------------------- tasks (brook/tasks)
 revocation_poll_ms = 250
 """How often a worker reads the revocations of running jobs (`app.revoke(ref,

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         TimerStats,
         TopicConfig,
         TopicInfo,
+        UniqueAck,
     )
     from brook.stats import CommitStats
     from brook.supervisor import Failure
@@ -98,6 +99,7 @@ _WHERE = {
     "Topic": "brook.topic",
     "TopicConfig": "brook.records",
     "TopicInfo": "brook.records",
+    "UniqueAck": "brook.records",
     "Transition": "brook.queue.lifecycle",
 }
 
@@ -161,4 +163,5 @@ __all__ = [
     "TopicConfig",
     "TopicInfo",
     "Transition",
+    "UniqueAck",
 ]

@@ -429,6 +429,20 @@ TABLE: tuple[Operation, ...] = (
         example={"records": [{"partition": 0, "offset": 12}], "reason": "revoked"},
     ),
     Operation(
+        "enqueue_unique",
+        "POST",
+        QUEUE + "/unique",
+        "produce",
+        False,
+        "Append a record unless a live record (waiting, delayed, retrying or leased) of its "
+        "identity is in the group: then nothing is appended and that one is answered "
+        "(existing). With replace (debounce), waiting ones are cancelled instead and the "
+        "record appended. Safe to resend without replace",
+        wire.UniqueOut,
+        wire.UniqueIn,
+        example={"identity": "report:customer-7", "value": "{}", "replace": False},
+    ),
+    Operation(
         "redrive_queue",
         "POST",
         QUEUE + "/redrive",

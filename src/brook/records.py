@@ -422,6 +422,17 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     """When a delayed or retrying record is due, or a leased one's lease ends."""
 
 
+class UniqueAck(msgspec.Struct, frozen=True, kw_only=True):
+    """What `q.enqueue_unique` did: the live record of the identity (`existing`: one
+    that was there already, nothing appended) and, with `replace`, the waiting records
+    it cancelled to take their place."""
+
+    partition: int
+    offset: int
+    existing: bool
+    replaced: list[tuple[int, int]] = []
+
+
 class JoinMember(msgspec.Struct, frozen=True, kw_only=True):
     """A job the join waits for: the record at (partition, offset) of `topic`,
     finished in queue group `group`; or, with `join`, the continuation of that join

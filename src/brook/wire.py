@@ -53,6 +53,7 @@ from brook.records import (
     Resent,
     ScheduleInfo,
     TopicInfo,
+    UniqueAck,
 )
 
 JSON_TYPE = "application/json"
@@ -716,6 +717,40 @@ class Joins(Out):
     joins: list[JoinOut]
 
 
+# ---------------------------------------------------------------- unique records
+
+
+class UniqueIn(RecordFields, kw_only=True):
+    """POST .../queues/{group}/unique: a record unless one of its identity is live."""
+
+    identity: Annotated[str, Meta(min_length=1, max_length=limits.unique_identity_chars_max)]
+    replace: bool = False
+
+
+class UniqueOut(Out):
+    partition: int
+    offset: int
+    existing: bool
+    replaced: list[PositionOut] = []
+
+    @classmethod
+    def of(cls, ack: UniqueAck) -> UniqueOut:
+        return cls(
+            partition=ack.partition,
+            offset=ack.offset,
+            existing=ack.existing,
+            replaced=[PositionOut(partition=p, offset=o) for p, o in ack.replaced],
+        )
+
+    def ack(self) -> UniqueAck:
+        return UniqueAck(
+            partition=self.partition,
+            offset=self.offset,
+            existing=self.existing,
+            replaced=[(r.partition, r.offset) for r in self.replaced],
+        )
+
+
 # ---------------------------------------------------------------- timers
 
 
@@ -1201,6 +1236,7 @@ REQUESTS: tuple[type[In], ...] = (
     ExtendIn,
     RedriveIn,
     CancelIn,
+    UniqueIn,
     JoinsIn,
     TimerIn,
     ScheduleIn,
@@ -1233,6 +1269,7 @@ ANSWERS: tuple[type[Out], ...] = (
     Schedules,
     Redriven,
     RecordsCancelled,
+    UniqueOut,
     JoinOut,
     Joins,
     Replayed,

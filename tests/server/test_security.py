@@ -62,6 +62,7 @@ SCOPES = {
     ("PUT", "/v1/event-types/{event_type}"): "admin",
     ("GET", "/v1/event-types/{event_type}"): "any",
     ("DELETE", "/v1/event-types/{event_type}"): "admin",
+    ("POST", "/v1/topics/{topic}/queues/{group}/unique"): "produce",
     ("POST", "/v1/joins"): "produce",
     ("GET", "/v1/joins/{join}"): "consume",
     ("GET", "/v1/schedules"): "admin",

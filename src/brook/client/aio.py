@@ -46,6 +46,7 @@ from brook.records import (
     Resent,
     TestResult,
     TopicInfo,
+    UniqueAck,
 )
 
 
@@ -595,6 +596,21 @@ class AsyncQueue:
             protocol.cancel(self.topic, self.group, records, key, reason)
         )
         return done
+
+    async def enqueue_unique(
+        self,
+        identity: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        replace: bool = False,
+    ) -> UniqueAck:
+        """Append unless a live record of `identity` is in the group (see
+        Queue.enqueue_unique)."""
+        ack: UniqueAck = await self._broker._do(
+            protocol.enqueue_unique(self.topic, self.group, identity, value, key, headers, replace)
+        )
+        return ack
 
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.topic} group={self.group}>"

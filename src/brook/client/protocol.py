@@ -45,6 +45,7 @@ from brook.records import (
     Record,
     Resent,
     TestResult,
+    UniqueAck,
 )
 
 BATCH_TYPE = wire.BATCH_TYPE
@@ -505,6 +506,36 @@ def cancel(
         return [(r.partition, r.offset) for r in _answer(body, wire.RecordsCancelled).cancelled]
 
     return _call("cancel_records", _queue(topic, group_name), {}, body, headers, parse)
+
+
+def enqueue_unique(
+    topic: str,
+    group_name: str,
+    identity: str,
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, bytes] | None,
+    replace: bool,
+) -> Call:
+    """Safe to resend without `replace` (the record appended first is then found live)."""
+    record, _ = validate.record(value, key, headers, record_bytes_max=RECORD_CEILING)
+    body, sent = _json_body(
+        wire.request(
+            wire.UniqueIn,
+            identity=identity,
+            replace=bool(replace),
+            value_b64=record.value,
+            key_b64=record.key,
+            headers_b64=record.headers or None,
+        )
+    )
+
+    def parse(status: int, headers: dict[str, str], body: bytes) -> UniqueAck:
+        return _answer(body, wire.UniqueOut).ack()
+
+    return _call(
+        "enqueue_unique", _queue(topic, group_name), {}, body, sent, parse, retry_safe=not replace
+    )
 
 
 # ---------------------------------------------------------------- timers

@@ -10,11 +10,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from brook import limits, validate
+from brook.errors import BadRequest
+from brook.partitioner import partition_for_key
 from brook.queue import settings as queue_settings
 from brook.queue.error_groups import ErrorGroup
 from brook.queue.lifecycle import Outcome, Transition
 from brook.queue.shell import QueueGroup
-from brook.records import DeadRecord, Job, JobInfo
+from brook.records import DeadRecord, Job, JobInfo, Record, UniqueAck
 
 
 class Queue:
@@ -167,6 +169,52 @@ class Queue:
         order. Idempotent."""
         chosen, key_bytes = validate.cancelled(records, key)
         return self._group.cancel(chosen, key_bytes, validate.reason(reason))
+
+    def enqueue_unique(
+        self,
+        identity: str,
+        value: bytes,
+        key: bytes | None = None,
+        headers: dict[str, bytes] | None = None,
+        replace: bool = False,
+    ) -> UniqueAck:
+        """Append a record unless a live record (waiting, delayed, retrying or leased)
+        of `identity` is in the group: then nothing is appended and that one is given
+        (`existing`). With `replace` (debounce), a waiting one of the identity is
+        cancelled instead and the new record appended (a leased one is left to run).
+        The record carries the header brook.unique. Durable when it returns. Claims of
+        one group take turns, so racing producers append one record between them."""
+        if (
+            not isinstance(identity, str)
+            or not 1 <= len(identity) <= limits.unique_identity_chars_max
+        ):
+            raise BadRequest(
+                f"identity must be a string of 1 to {limits.unique_identity_chars_max} characters"
+            )
+        core = self._group.core
+        record, _ = validate.record(value, key, headers, record_bytes_max=core.record_bytes_max)
+
+        def append(record: Record) -> tuple[int, int]:
+            columns = validate.one(
+                record.value,
+                record.key,
+                record.headers,
+                None,
+                record_bytes_max=core.record_bytes_max,
+            )
+            state = core.topic_state(self.topic)
+            partitions = state.config.partitions
+            if record.key is None:
+                partition = state.spread.next(partitions)
+            else:
+                partition = partition_for_key(record.key, partitions)
+            ack = core.append_to(state.logs[partition], columns)[0]
+            return ack.partition, ack.offset
+
+        (partition, offset), existing, replaced = self._group.enqueue_unique(
+            identity, record, bool(replace), append
+        )
+        return UniqueAck(partition=partition, offset=offset, existing=existing, replaced=replaced)
 
     def settings(self) -> dict[str, Any]:
         """The group's stored settings, the dead-letter topic resolved."""

@@ -45,6 +45,8 @@ from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition
 from brook.queue.reader import BatchCache, RecordReader
 from brook.queue.replay import Replay
 from brook.queue.results import Kept, Results
+from brook.queue.unique import HEADER as UNIQUE_HEADER
+from brook.queue.unique import UniqueIndex
 from brook.ranges import Ranges
 from brook.records import Job, JobInfo, JobStateName, Record
 from brook.scheduling import Schedule
@@ -95,6 +97,8 @@ class QueueGroup:
         killed is added to it, to look at once its entry is durable (`finished`)."""
         self.generation = 0
         """Counts rebuilds from the log (`_load`): what a watcher saw before may be gone."""
+        self.unique = UniqueIndex()
+        """Identities of the live unique records (queue/unique.py)."""
         self._changes_since_snapshot = 0
         self.snapshot_offset = 0
         """Status-log offset of the newest durable snapshot: nothing before it is needed."""
@@ -128,6 +132,7 @@ class QueueGroup:
         """Rebuild the core from the status log and the topic (holding the mutex, or alone)."""
         self._finishing = {}  # what is read back is durable
         self.generation += 1
+        self.unique.reset()
         snapshot, snapshot_offset, changes, unlettered = status.fold(self._entries())
         logs = self.core.topic_state(self.topic).logs
         floor = {pl.partition: pl.start_offset for pl in logs}
@@ -370,9 +375,11 @@ class QueueGroup:
             for position in [p for p, r in finishing.items() if r.answered]:
                 del finishing[position]
         feed = self.finish_feed
+        unique = self.unique
         for position, transition in changes:
             if transition.state in _FINISHED:
                 finishing[position] = request
+                unique.ended(position)
                 if feed is not None:
                     feed.append(position)
 
@@ -537,6 +544,78 @@ class QueueGroup:
             self._maybe_snapshot()
         self._after(request, changes)
         return cancelled
+
+    def enqueue_unique(
+        self,
+        identity: str,
+        record: Record,
+        replace: bool,
+        append: Callable[[Record], tuple[int, int]],
+    ) -> tuple[Position, bool, list[Position]]:
+        """Append `record` (with the header brook.unique: `identity`) unless a live
+        record of `identity` is in the group: then (its position, True, []). With
+        `replace`, a waiting one (ready, delayed, retrying) is cancelled instead and the
+        record appended: (new position, False, [the cancelled]); a leased one is left
+        to run. `append` makes the record durable and gives its position."""
+        replaced: list[Position] = []
+        with self.unique.lock:
+            self._load_unique()
+            with self.mutex:
+                self._check_usable()
+                self._offer()
+                held = self.unique.by_identity.get(identity)
+                state = self._live_state(held) if held is not None else None
+            if held is not None and state is not None:
+                if not replace:
+                    return held, True, []
+                if state is not State.LEASED:
+                    reason = "debounced: a later enqueue of its identity replaced it"
+                    replaced = self.cancel([held], None, reason)
+            headers = {**(record.headers or {}), UNIQUE_HEADER: identity.encode()}
+            position = append(Record(record.value, record.key, headers))
+            with self.mutex:
+                self.unique.add(identity, position)
+        return position, False, replaced
+
+    def _live_state(self, position: Position) -> State | None:
+        """Holding the mutex: the record's state if it is live (not acked or dead; one
+        not yet taken into the window is READY), else None."""
+        job = self.machine.jobs.get(position)
+        if job is not None:
+            return None if job.state in _FINISHED else job.state
+        if self._replays(position):
+            return State.READY
+        return State.READY if position[1] >= self.offered.get(position[0], 0) else None
+
+    def _load_unique(self) -> None:
+        """Holding the unique lock: read the identities of the live records once after
+        each (re)build: those in the window, and up to unique_scan_records_max beyond."""
+        if self.unique.loaded:
+            return
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            live = sorted(p for p, job in self.machine.jobs.items() if job.state not in _FINISHED)
+            tails = dict(self.offered)
+        records = self._fetch(live)
+        left = limits.unique_scan_records_max
+        for partition_log in self.core.topic_state(self.topic).logs:
+            offset = tails.get(partition_log.partition, 0)
+            while left > 0 and offset < partition_log.durable_offset:
+                got = partition_log.read(offset, min(left, limits.read_records_max))
+                if not got:
+                    break
+                records.extend(got)
+                left -= len(got)
+                offset = got[-1].offset + 1
+        with self.mutex:
+            for record in records:
+                identity = (record.headers or {}).get(UNIQUE_HEADER)
+                if identity is not None:
+                    position = (record.partition, record.offset)
+                    if self._live_state(position) is not None:
+                        self.unique.add(identity.decode(errors="replace"), position)
+            self.unique.loaded = True
 
     def resend(self, partition: int, offset: int) -> str:
         """Send the record at (partition, offset) once more, whatever became of it: an

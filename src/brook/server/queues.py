@@ -69,6 +69,7 @@ class QueueEndpoints:
         serve(OPERATIONS["job"], self.job)
         serve(OPERATIONS["redrive_queue"], self.redrive)
         serve(OPERATIONS["cancel_records"], self.cancel)
+        serve(OPERATIONS["enqueue_unique"], self.enqueue_unique)
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
@@ -174,6 +175,20 @@ class QueueEndpoints:
         queue = await self._queue(request, topic, group)
         count = await self.run(queue.redrive, asked.limit, asked.positions())
         return json_response(wire.Redriven(redriven=count))
+
+    async def enqueue_unique(self, request: Request, topic: str, group: str) -> Response:
+        asked = decode_request(request.body, wire.UniqueIn)
+        record = asked.record()
+        queue = await self._queue(request, topic, group)
+        ack = await self.run(
+            queue.enqueue_unique,
+            asked.identity,
+            record.value,
+            record.key,
+            record.headers,
+            asked.replace,
+        )
+        return json_response(wire.UniqueOut.of(ack))
 
     async def cancel(self, request: Request, topic: str, group: str) -> Response:
         asked = decode_request(request.body, wire.CancelIn)

@@ -14,6 +14,7 @@ serve` URL (remote): only the location differs.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import difflib
 import functools
@@ -31,7 +32,7 @@ from brook.api import BrokerApi, QueueApi, TopicApi
 from brook.errors import BadRequest, Conflict, DataLoss, NotFound
 from brook.models import Backoff, Record
 from brook.queue import settings as queue_settings
-from brook.tasks import canvas, payload, results, revocations
+from brook.tasks import canvas, payload, results, revocations, uniqueness
 from brook.tasks.asynchronous import AsyncSide
 from brook.tasks.canvas import GroupRef, Signature
 from brook.tasks.hooks import Hooks
@@ -46,7 +47,7 @@ GROUP = "tasks"
 TOPIC_PREFIX = "tasks."
 SCHEDULE_PREFIX = "task."
 """A periodic task's schedule is named this and the task's name."""
-OPTIONS = ("key", "priority", "delay_ms", "eta", "idempotency_key")
+OPTIONS = ("key", "priority", "delay_ms", "eta", "idempotency_key", "debounce_ms")
 """Enqueue options: `task.enqueue` takes them as keywords, so no parameter may be
 named so (unless the task is declared options_only)."""
 ISOLATIONS = ("thread", "process")
@@ -94,6 +95,18 @@ class JobRef(msgspec.Struct, frozen=True):
     partition: int
     offset: int
     join: str | None = None
+    existing: bool = False
+    """From `enqueue` of a unique task: True when a live job of the same identity was
+    there already and nothing was enqueued (this is that job). Not part of equality."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobRef) and (
+            (self.topic, self.partition, self.offset, self.join)
+            == (other.topic, other.partition, other.offset, other.join)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.topic, self.partition, self.offset, self.join))
 
     def __str__(self) -> str:
         if self.join is not None:
@@ -142,6 +155,9 @@ class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
     idempotency_key: str | None = None
     eta: datetime.datetime | None = None
     """Not before this time (timezone-aware); with delay_ms too, the later one holds."""
+    debounce_ms: int | None = None
+    """Keep only the last of a burst: a waiting job of the same identity is cancelled
+    and this one runs `debounce_ms` from now (unless enqueued again before then)."""
 
     def checked(self) -> EnqueueOptions:
         """Itself; raises BadRequest naming the option that is not what it must be."""
@@ -151,7 +167,7 @@ class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise BadRequest(
                 f"idempotency_key must be a str, not {type(self.idempotency_key).__name__}"
             )
-        for name in ("priority", "delay_ms"):
+        for name in ("priority", "delay_ms", "debounce_ms"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise BadRequest(f"{name} must be an int, not {type(value).__name__}")
@@ -166,6 +182,11 @@ class EnqueueOptions(msgspec.Struct, frozen=True, kw_only=True):
         scheduling.headers(  # their bounds
             priority=self.priority, delay_ms=self.delay_ms, not_before=self.not_before_ms
         )
+        if self.debounce_ms is not None:
+            if not 1 <= self.debounce_ms <= limits.timer_horizon_ms_max:
+                raise BadRequest(f"debounce_ms must be from 1 to {limits.timer_horizon_ms_max}")
+            if self.idempotency_key is not None:
+                raise BadRequest("give debounce_ms or idempotency_key, not both")
         return self
 
     @property
@@ -191,6 +212,7 @@ class Task(Generic[P, R]):
         *,
         isolation: str = "thread",
         options_only: bool = False,
+        unique_by: uniqueness.UniqueBy = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -205,6 +227,9 @@ class Task(Generic[P, R]):
         self.options_only = options_only
         """Whether `enqueue` passes every keyword to the function (options only
         through `options(...)`)."""
+        self.unique_by = unique_by
+        """None (not unique), True (the whole call), parameter names, or a function:
+        what makes two of its jobs one (tasks/uniqueness.py)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.signature = _signature(fn)
         """The function's signature, each call bound to it at enqueue (None: it has
@@ -225,12 +250,18 @@ class Task(Generic[P, R]):
         delay_ms: int | None = None,
         idempotency_key: str | None = None,
         eta: datetime.datetime | None = None,
+        debounce_ms: int | None = None,
     ) -> Options[P, R]:
         """This task with enqueue options, whose `enqueue(*args, **kwargs)` passes every
         argument to the function: `charge.options(key="customer-7").enqueue("o-1",
         amount=100)`. Raises BadRequest for an option out of its bounds."""
         given = EnqueueOptions(
-            key=key, priority=priority, delay_ms=delay_ms, idempotency_key=idempotency_key, eta=eta
+            key=key,
+            priority=priority,
+            delay_ms=delay_ms,
+            idempotency_key=idempotency_key,
+            eta=eta,
+            debounce_ms=debounce_ms,
         )
         return Options(self, given.checked())
 
@@ -277,6 +308,8 @@ class Task(Generic[P, R]):
         self, calls: Sequence[tuple[Sequence[Any], dict[str, Any]]]
     ) -> list[JobRef]:
         """`enqueue_many`, as a coroutine."""
+        if self.unique_by is not None:
+            return await asyncio.to_thread(self.app._enqueue_many, self, calls, NO_OPTIONS)
         return await self.app._async.append_many(self.topic, job_records(self, calls, NO_OPTIONS))
 
     def on_start(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -373,6 +406,8 @@ class Options(Generic[P, R]):
     ) -> list[JobRef]:
         """As `Task.enqueue_many_async`, each job with these options."""
         task = self.task
+        if task.unique_by is not None or self.given.debounce_ms is not None:
+            return await asyncio.to_thread(task.app._enqueue_many, task, calls, self.given)
         return await task.app._async.append_many(task.topic, job_records(task, calls, self.given))
 
 
@@ -437,6 +472,8 @@ class App:
         visibility_timeout_ms: int | None = None,
         isolation: str = "thread",
         options_only: bool = False,
+        unique: bool = False,
+        unique_by: Sequence[str] | Callable[..., Any] | None = None,
     ) -> Any:
         """Register `fn` as a task (use as `@app.task` or `@app.task(...)`).
 
@@ -450,6 +487,10 @@ class App:
         at that bound. A parameter named like an enqueue option (key, priority,
         delay_ms, eta, idempotency_key) needs `options_only=True`: `enqueue` then passes
         every keyword to the function, and options go through `task.options(...)`.
+        `unique=True` (or `unique_by=` parameter names, or a function of the arguments
+        giving a string): while a job of the same identity is waiting, delayed or
+        running, `enqueue` returns that job's reference (`ref.existing` is True) and
+        enqueues nothing (tasks/uniqueness.py).
         Raises ValueError for a declaration that cannot work, saying what to do."""
 
         def register(function: Callable[P, R]) -> Task[P, R]:
@@ -487,6 +528,7 @@ class App:
                 timeout_ms,
                 isolation=isolation,
                 options_only=bool(options_only),
+                unique_by=uniqueness.check_declared(task_name, bool(unique), unique_by, function),
             )
             if not task.options_only:
                 _check_no_option_parameters(task)
@@ -703,7 +745,35 @@ class App:
         options: EnqueueOptions,
     ) -> JobRef:
         task.check_call(args, kwargs)
+        if task.unique_by is not None or options.debounce_ms is not None:
+            return self._append_unique(task, args, kwargs, options)
         return self._append(task.topic, task.name, args, kwargs, options)
+
+    def _append_unique(
+        self,
+        task: Task[Any, Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> JobRef:
+        """A unique or debounced job: the queue group appends it unless a live job of its
+        identity is there (then that job's reference, `existing`), or, debounced,
+        cancels the waiting one in its place (queue/unique.py)."""
+        if options.idempotency_key is not None:
+            raise BadRequest(
+                f"task {task.name} is unique: its identity de-duplicates it; give no idempotency_key"
+            )
+        identity = uniqueness.identity(task, args, kwargs, options.key)
+        replace = options.debounce_ms is not None
+        if replace:
+            options = msgspec.structs.replace(
+                options, delay_ms=max(options.delay_ms or 0, options.debounce_ms or 0)
+            )
+        record = job_record(task.name, args, kwargs, options)
+        ack = self.queue(task.topic).enqueue_unique(
+            identity, record.value, record.key, record.headers, replace=replace
+        )
+        return JobRef(task.topic, ack.partition, ack.offset, existing=ack.existing)
 
     async def _enqueue_async(
         self,
@@ -713,6 +783,8 @@ class App:
         options: EnqueueOptions,
     ) -> JobRef:
         task.check_call(args, kwargs)
+        if task.unique_by is not None or options.debounce_ms is not None:
+            return await asyncio.to_thread(self._append_unique, task, args, kwargs, options)
         record = job_record(task.name, args, kwargs, options)
         return await self._async.append(task.topic, record, options)
 
@@ -745,6 +817,8 @@ class App:
         options: EnqueueOptions,
     ) -> list[JobRef]:
         records = job_records(task, calls, options)
+        if task.unique_by is not None or options.debounce_ms is not None:
+            return [self._append_unique(task, args, kwargs, options) for args, kwargs in calls]
         acks = self._topic(task.topic).append_many(records)
         return [JobRef(task.topic, ack.partition, ack.offset) for ack in acks]
 
