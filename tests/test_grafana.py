@@ -1,4 +1,5 @@
-"""contrib/grafana/brook.json queries only what `GET /metrics` serves: a broker on S3
+"""contrib/grafana/brook.json queries only what `GET /metrics` serves (and, in its task
+workers' row, what `brook worker --metrics-port` serves): a broker on S3
 (moto) with a stream group, a queue group, a timer and an endpoint, so every family
 is there, and every metric and label the dashboard's queries name must be in it."""
 
@@ -8,12 +9,23 @@ import json
 import re
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
 import brook
+from brook.tasks.metrics import WorkerMetrics
 from tests.delivery.receivers import Receiver, wait_for
 from tests.s3server import MotoServer
 from tests.served import Served
 
 DASHBOARD = Path(__file__).parents[1] / "contrib" / "grafana" / "brook.json"
+
+
+def _worker_metrics() -> str:
+    """What `brook worker --metrics-port` serves, with a run of each outcome."""
+    metrics = WorkerMetrics(["charge"], 4, lambda: (1, {"charge": 1}))
+    for outcome in ("success", "retry", "dead"):
+        metrics.observe("charge", 12.0, outcome, timed_out=outcome == "dead")
+    return generate_latest(metrics.registry).decode()
 
 
 SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}
@@ -70,8 +82,10 @@ def test_every_query_of_the_dashboard_names_a_served_metric(
     finally:
         served.close()
     served_names = exposition(metrics)
+    served_names.update(exposition(_worker_metrics()))  # the task workers' row
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert any("brook_task_" in expr for expr in exprs)
     assert len(exprs) >= 20
     missing = []
     for expr in exprs:

@@ -319,6 +319,13 @@ revocation_poll_ms = 250
 terminate=True)`): a terminate takes effect within about this."""
 revocation_retention_ms = 24 * 60 * 60 * 1000
 """A revocation is kept a day: a worker down longer has no run of it to stop."""
+worker_announce_ms = 5_000
+"""A worker writes what it is running (tasks-workers) this often; the dashboard takes one
+silent for three times this as gone."""
+worker_announcements_shown_max = 200
+"""The dashboard's workers page reads at most this many workers' newest announcements."""
+args_excerpt_chars = 120
+"""A running job's arguments, as a worker announces them and the dashboard shows them."""
 
 # ---------------------------------------------------------------- joins (brook/joins)
 join_members_max = 10_000

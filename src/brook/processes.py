@@ -199,15 +199,20 @@ class ProcessSupervisor:
 
     def __init__(
         self,
-        command: Sequence[str],
+        command: Sequence[str] | Sequence[Sequence[str]],
         count: int,
         *,
         name: str = "worker",
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`command`: one for every child, or one per child (a list of `count`)."""
         assert count >= 1, count
-        self.command = list(command)
+        if command and not isinstance(command[0], str):
+            self.commands = [list(c) for c in command]
+            assert len(self.commands) == count, (len(self.commands), count)
+        else:
+            self.commands = [[str(part) for part in command]] * count
         self.name = name
         self.backoff = backoff or Backoff()
         self.clock = clock
@@ -242,7 +247,7 @@ class ProcessSupervisor:
         slot.started_s = self.clock()
         try:
             # Sessions of their own: a Ctrl-C reaches them once, from here.
-            slot.process = spawn(self.command, start_new_session=True)
+            slot.process = spawn(self.commands[slot.number], start_new_session=True)
         except OSError as exc:
             self._died(slot, f"could not be started ({exc.strerror or exc})")
             return

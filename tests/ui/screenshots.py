@@ -26,6 +26,7 @@ PAGES = {
     "endpoint": "/ui/endpoints/billing",
     "timers": "/ui/timers",
     "storage": "/ui/storage",
+    "workers": "/ui/workers",
 }
 
 

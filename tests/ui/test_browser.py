@@ -72,6 +72,7 @@ def test_every_page_loads_cleanly_and_stays_on_the_broker(browser: Browser, serv
         "/ui/endpoints",
         "/ui/timers",
         "/ui/storage",
+        "/ui/workers",
     ):
         visit(seen, base + path)
     assert seen.errors == []

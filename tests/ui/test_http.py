@@ -220,6 +220,7 @@ def test_who_may_see_and_do_what(tmp_path: Path) -> None:
             "/ui/endpoints": (403, 200),
             "/ui/timers": (200, 200),
             "/ui/storage": (200, 200),
+            "/ui/workers": (200, 200),
         }
         reader_cookie, reader_token = login(served, reader)
         admin_cookie, _ = login(served, KEY)
@@ -233,6 +234,7 @@ def test_who_may_see_and_do_what(tmp_path: Path) -> None:
             "/ui/queues/orders/workers/redrive": {"record": "0.0"},
             "/ui/endpoints/any/disable": {},
             "/ui/timers/cancel": {"id": "x"},
+            "/ui/workers/revoke": {"ref": "tasks.x/0/0"},
         }
         for path, fields in actions.items():
             status, _, _ = post(served, path, {"csrf": reader_token, **fields}, reader_cookie)

@@ -77,6 +77,19 @@ def load_app(spec: str) -> App:
     help="At start, how long to keep trying to reach the broker before exiting 1 (0: for ever).",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve this worker's Prometheus series (per task: run times, outcomes, in flight; "
+    "slots busy) at http://HOST:PORT/metrics; with --processes N, process i uses PORT+i.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="The address --metrics-port listens on (0.0.0.0: every interface).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -89,6 +102,8 @@ def worker(
     processes: int,
     tasks: str | None,
     connect_timeout: float,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Run the tasks of the brook.App at MODULE:APP until SIGTERM (which drains:
@@ -96,14 +111,25 @@ def worker(
     supervised = die_with_parent()  # a child of `--processes`: it ends with its parent
     logs.setup(log_level)
     if processes > 1:
+        if metrics_port is not None and metrics_port + processes - 1 > 65535:
+            raise click.BadParameter(
+                f"ports {metrics_port} to {metrics_port + processes - 1} do not all exist",
+                param_hint="--metrics-port",
+            )
         one = ["worker", app_spec, "--concurrency", str(concurrency)]
         one += ["--connect-timeout", f"{connect_timeout:g}", "--log-level", log_level]
+        one += ["--metrics-host", metrics_host]
         if tasks:
             one += ["--tasks", tasks]
         config_path = click.get_current_context().find_root().params.get("config_path")
-        sys.exit(_supervise(processes, ["--config", config_path, *one] if config_path else one))
+        command = ["--config", config_path, *one] if config_path else one
+        sys.exit(_supervise(processes, command, metrics_port))
     try:
-        sys.exit(_run_one(app_spec, concurrency, tasks, connect_timeout, log_level))
+        sys.exit(
+            _run_one(
+                app_spec, concurrency, tasks, connect_timeout, log_level, metrics_port, metrics_host
+            )
+        )
     except click.ClickException as exc:
         if not supervised:
             raise
@@ -118,7 +144,13 @@ class _CannotRun(click.ClickException):
 
 
 def _run_one(
-    app_spec: str, concurrency: int, tasks: str | None, connect_timeout: float, log_level: str
+    app_spec: str,
+    concurrency: int,
+    tasks: str | None,
+    connect_timeout: float,
+    log_level: str,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> int:
     """Run one worker process until it drains; its exit status. Click errors for what
     the user must change, or for a broker that stayed out of reach."""
@@ -132,19 +164,32 @@ def _run_one(
     chosen = [name.strip() for name in tasks.split(",") if name.strip()] if tasks else None
     try:
         runner = Worker(
-            app, concurrency=concurrency, tasks=chosen, connect_timeout_s=connect_timeout
+            app,
+            concurrency=concurrency,
+            tasks=chosen,
+            connect_timeout_s=connect_timeout,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
         return runner.run()
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # the metrics port taken, or the host not ours
+        raise click.ClickException(
+            f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc.strerror or exc}"
+        ) from None
     except BrookError as exc:
         raise click.ClickException(f"{exc.code}: {exc.message}") from None
     finally:
         app.close()
 
 
-def _supervise(processes: int, arguments: list[str]) -> int:
+def _supervise(processes: int, arguments: list[str], metrics_port: int | None) -> int:
     """Run `brook ARGUMENTS` (one worker process, its options given in full) `processes`
-    times under a ProcessSupervisor; the exit status (one line logged if it gave up)."""
+    times under a ProcessSupervisor (child i with --metrics-port PORT+i); the exit
+    status (one line logged if it gave up)."""
     command = [sys.executable, "-m", "brook.cli", *arguments]
-    return ProcessSupervisor(command, processes, name="worker").run()
+    if metrics_port is None:
+        return ProcessSupervisor(command, processes, name="worker").run()
+    commands = [[*command, "--metrics-port", str(metrics_port + i)] for i in range(processes)]
+    return ProcessSupervisor(commands, processes, name="worker").run()

@@ -16,13 +16,13 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from brook import limits
-from brook.errors import BadRequest, Conflict, DataLoss, NotFound
+from brook import limits, task_topics
+from brook.errors import BadRequest, BrookError, Conflict, DataLoss, NotFound
 
 if TYPE_CHECKING:
     from brook.api import BrokerApi
 
-TOPIC = "tasks-revoked"
+TOPIC = task_topics.REVOKED
 """Where revocations of running jobs go (no task topic is named so: theirs are
 `tasks.<name>`)."""
 READ_LIMIT = 1000
@@ -33,7 +33,7 @@ def send(broker: BrokerApi, ref: str, reason: str) -> None:
     """Ask the workers to stop the run of job `ref` (durable when it returns)."""
     with contextlib.suppress(Conflict, BadRequest):
         broker.create_topic(TOPIC, retention_ms=limits.revocation_retention_ms)
-    broker.topic(TOPIC).append(ref.encode(), headers={"brook.reason": reason.encode()})
+    broker.topic(TOPIC).append(ref.encode(), headers={task_topics.REASON_HEADER: reason.encode()})
 
 
 class Reader:
@@ -59,8 +59,12 @@ class Reader:
         except DataLoss:  # retention passed us: start again at the oldest kept
             self.offset = topic.start_offsets().get(0, 0)
             return 0.0
+        except BrookError as exc:  # the broker out of reach: the other loops say so
+            if exc.status < 500:
+                raise
+            return POLL_S
         for record in records:
             self.offset = record.offset + 1
-            reason = (record.headers or {}).get("brook.reason", b"revoked")
+            reason = (record.headers or {}).get(task_topics.REASON_HEADER, b"revoked")
             self.on_revoked(record.value.decode(errors="replace"), reason.decode(errors="replace"))
         return 0.0 if len(records) == READ_LIMIT else POLL_S

@@ -46,11 +46,14 @@ from brook.api import QueueApi
 from brook.errors import BrookError, LeaseExpired
 from brook.models import Job
 from brook.supervisor import Supervisor, retry_after_s
+from brook.task_topics import Running
 from brook.tasks import context, outcomes, payload, revocations
+from brook.tasks.announce import Announcer
 from brook.tasks.app import App, JobRef, Task
 from brook.tasks.isolation import Call as ChildCall
 from brook.tasks.isolation import Child
-from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle
+from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle, Stage
+from brook.tasks.metrics import WorkerMetrics
 
 log = logging.getLogger("brook.worker")
 
@@ -110,6 +113,18 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+_RUNNING = (Stage.RUNNING, Stage.OVERDUE)
+
+
+def _excerpt(call: Any) -> str:
+    """A run's arguments in brief, for the dashboard."""
+    if call is None:
+        return ""
+    shown = ", ".join([repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()])
+    chars = limits.args_excerpt_chars
+    return shown if len(shown) <= chars else shown[: chars - 1] + "…"
+
+
 class Worker:
     def __init__(
         self,
@@ -118,6 +133,8 @@ class Worker:
         tasks: list[str] | None = None,
         poll_s: float = 1.0,
         connect_timeout_s: float = limits.worker_connect_timeout_ms_default / 1000,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -191,6 +208,12 @@ class Worker:
         self._children: dict[str, Child] = {}
         """The child process running each process-isolated job now, by receipt."""
         self._idle_children: list[Child] = []
+        names = [task.name for task in self.tasks]
+        self.metrics = (
+            None if metrics_port is None else WorkerMetrics(names, concurrency, self._in_flight)
+        )
+        """The worker's Prometheus series (tasks/metrics.py), served on `metrics_port`."""
+        self._metrics_at = (metrics_host, metrics_port)
         self._revoked: dict[str, str] = {}
         """Receipts of runs revoked while running (tasks/revocations.py): the reason
         they are settled dead with when they end, whatever the run returned."""
@@ -210,6 +233,14 @@ class Worker:
             signal.signal(signal.SIGINT, lambda *_: self._interrupted())
         self._hooks.call("on_worker_start", None)
         self._connect()
+        announcer = Announcer(
+            self.app.broker, [t.name for t in self.tasks], self.concurrency, self._running
+        )
+        metrics_server = None
+        if self.metrics is not None:
+            host, port = self._metrics_at
+            assert port is not None
+            metrics_server = self.metrics.serve(host, port)
         if any(task.is_async for task in self.tasks):
             self._loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(
@@ -229,6 +260,11 @@ class Worker:
         loops.append(
             self._supervisor.start(
                 "leases", self._leases_step, self._loops_stop, self._leases_wake_wait
+            )
+        )
+        loops.append(
+            self._supervisor.start(
+                "announce", announcer.step, self._loops_stop, self._loops_stop.wait
             )
         )
         loops.append(
@@ -279,6 +315,10 @@ class Worker:
             self._loop.close()
         for child in [*self._idle_children, *self._children.values()]:
             child.close()
+        announcer.last_word()
+        if metrics_server is not None:
+            metrics_server.shutdown()
+            metrics_server.server_close()
         log.info(
             "worker drained: %d jobs done, %d failed",
             self.stats.acked,
@@ -716,6 +756,38 @@ class Worker:
             extra={"task": task.name, "job": str(self._ref(held)), "outcome": "timed out"},
         )
 
+    def _in_flight(self) -> tuple[int, dict[str, int]]:
+        """(slots busy, jobs running per task), for the metrics."""
+        with self._lock:
+            running: dict[str, int] = {}
+            for held in self.ledger.held.values():
+                if held.started_ms is not None and held.stage in _RUNNING:
+                    task = held.leased.task or ""
+                    running[task] = running.get(task, 0) + 1
+            return self.ledger.busy, running
+
+    def _running(self) -> tuple[int, list[Running]]:
+        """(slots busy, the jobs running), for the announcements."""
+        now_ms, wall_ms = _now_ms(), time.time() * 1000
+        found: list[Running] = []
+        with self._lock:
+            for receipt, held in self.ledger.held.items():
+                holding = self._holding.get(receipt)
+                if held.started_ms is None or held.stage not in _RUNNING or holding is None:
+                    continue
+                call = holding.call
+                record = holding.job.record
+                found.append(
+                    Running(
+                        ref=str(JobRef(holding.topic, record.partition, record.offset)),
+                        task=held.leased.task or "",
+                        attempt=holding.job.attempt,
+                        started_ms=int(wall_ms - (now_ms - held.started_ms)),
+                        args=_excerpt(call),
+                    )
+                )
+            return self.ledger.busy, found
+
     def _revoked_run(self, ref: str, reason: str) -> None:
         """A revocation read (tasks/revocations.py): stop the run of job `ref` if it is
         running here, and settle it dead with `reason` when it ends."""
@@ -867,8 +939,13 @@ class Worker:
             self._after_settle(settle)
 
     def _after_settle(self, settle: Settle) -> None:
-        """The outcome hooks of a settled job (tasks/hooks.py), in its context."""
+        """The outcome hooks of a settled job (tasks/hooks.py), in its context; its
+        metrics."""
         point = self._outcome_point(settle)
+        if self.metrics is not None and point is not None and settle.task is not None:
+            outcome = {"on_success": "success", "on_retry": "retry"}.get(point, "dead")
+            timed_out = settle.outcome.reason.startswith("TimeoutError")
+            self.metrics.observe(settle.task, settle.ran_ms, outcome, timed_out)
         if point is None or not self._hooks.wanted(point, settle.task):
             return
         holding = self._holding[settle.receipt]

@@ -42,6 +42,7 @@ from brook.server.auth import Authenticator, endpoint_beyond, may_use
 from brook.server.http import Request, Response
 from brook.server.router import Router
 from brook.server.ui import portal, render, views
+from brook.server.ui import workers as worker_views
 from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies, set_cookie
 
 log = logging.getLogger("brook.ui")
@@ -142,6 +143,8 @@ class Dashboard:
             ("GET", q + "/trace", self.trace, "view"),
             ("GET", q + "/redrive", self.redrive_page, "view"),
             ("POST", q + "/redrive", self.redrive, "admin"),
+            ("GET", PREFIX + "/workers", self.workers, "view"),
+            ("POST", PREFIX + "/workers/revoke", self.revoke, "admin"),
             ("GET", PREFIX + "/timers", self.timers, "view"),
             ("POST", PREFIX + "/timers/cancel", self.cancel_timer, "admin"),
             ("GET", PREFIX + "/storage", self.storage_page, "view"),
@@ -282,6 +285,23 @@ class Dashboard:
         found = self._user_queue(topic, group)
         count = next((e.dead for e in found.dead_errors() if e.group == error), 0)
         return self._page("redrive.html", visit, topic=topic, group=group, error=error, count=count)
+
+    async def workers(self, visit: Visit) -> Response:
+        page = await self.read(worker_views.workers, self.broker)
+        page.running = {
+            task: shown
+            for task, rows in page.running.items()
+            if (shown := [r for r in rows if _may_see(visit, r.job.ref.partition("/")[0])])
+        }
+        return self._page("workers.html", visit, page=page, done=visit.query.get("done"))
+
+    async def revoke(self, visit: Visit) -> Response:
+        ref = (_one(visit.form, "ref") or "").strip()
+        terminate = _one(visit.form, "terminate") == "yes"
+        reason = f"revoked from the dashboard by {_name(visit)}"
+        done = await self.read(worker_views.revoke, self.broker, ref, terminate, reason)
+        log.info("dashboard: %s: job %s %s", _name(visit), ref, done)
+        return _redirect(f"{PREFIX}/workers?{urllib.parse.urlencode({'done': f'{ref}: {done}'})}")
 
     async def timers(self, visit: Visit) -> Response:
         lookup = visit.query.get("id", "").strip()
