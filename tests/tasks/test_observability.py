@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
 import urllib.parse
 import urllib.request
 
@@ -14,6 +15,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.tasks.conftest import Workers, free_port
 from tests.waiting import slow, wait_for
+
+
+def _two_free_ports() -> int:
+    """A free port whose next one is free too."""
+    while True:
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
 
 
 def _series(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -106,3 +119,18 @@ def test_the_workers_page_shows_each_worker_and_its_running_jobs(workers: Worker
     process.terminate()
     process.wait(timeout=60)
     wait_for(lambda: 'data-state="stopped"' in page(), what="a drained worker saying so")
+
+
+def test_each_process_serves_on_its_own_port_and_a_taken_port_is_one_line(
+    workers: Workers,
+) -> None:
+    port = _two_free_ports()
+    process = workers.start("--processes", "2", "--metrics-port", str(port))
+    workers.started(process, count=2)
+    for each in (port, port + 1):
+        wait_for(lambda each=each: ("brook_worker_slots", ()) in _series(each), what=f":{each}")
+    taken = workers.start("--metrics-port", str(port))
+    assert taken.wait(timeout=60) == 1
+    assert taken.stderr is not None
+    said = taken.stderr.read()
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in said and "Traceback" not in said
