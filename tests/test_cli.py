@@ -574,8 +574,8 @@ def test_worker_processes_are_started_with_every_option_given(
     config.write_text("")
     started: list[list[str]] = []
 
-    def supervise(processes: int, arguments: list[str]) -> int:
-        started.append([str(processes), *arguments])
+    def supervise(processes: int, arguments: list[str], metrics_port: int | None) -> int:
+        started.append([str(processes), *arguments, str(metrics_port)])
         return 0
 
     monkeypatch.setattr(worker, "_supervise", supervise)
@@ -586,7 +586,8 @@ def test_worker_processes_are_started_with_every_option_given(
     assert result.exit_code == 0, result.output
     assert started == [
         ["3", "--config", str(config), "worker", "jobs:app", "--concurrency", "8",
-         "--connect-timeout", "60", "--log-level", "info", "--tasks", "a,b"]
+         "--connect-timeout", "60", "--log-level", "info", "--metrics-host", "127.0.0.1",
+         "--tasks", "a,b", "None"]
     ]  # fmt: skip
 
 

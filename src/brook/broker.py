@@ -106,6 +106,8 @@ class Broker:
     EMBEDDED_ONLY = frozenset(
         {
             "bridge",
+            "join_settled",
+            "joins_idle",
             "topic_info",
             "partitions",
             "offset_at",
@@ -218,7 +220,7 @@ class Broker:
             self.queues = self._started(QueueStore(self.core, queue_batches_bytes_max))
             self.timers = self._started(TimerService(self.core, start=False))
             self.schedules = self._started(ScheduleService(self.core, self.timers))
-            self.joins = self._started(JoinService(self.core, self.queues, self.timers))
+            self.joins = self._started(JoinService(self.core, self.queues))
             self.timers.start()  # once the schedules skipped what they were down over
             self.staging = self._started(StagingService(self.core))
             self.endpoint_store = self._started(

@@ -341,7 +341,7 @@ join_flush_ms = 200
 a broker restarting in between reads them back from their queue groups instead."""
 join_history_ms = 24 * 60 * 60 * 1000
 """An ended join is remembered (for `join(id)`, and against a second create of its id)
-this long, as long as timer_history_ms keeps its continuation's timer."""
+this long."""
 
 # ---------------------------------------------------------------- open files (storage/handles.py)
 open_files_share = 0.5
@@ -434,7 +434,7 @@ _RELATIONS = (
     (queue_lease_records_max <= read_records_max, "a lease fits a read"),
     (poll_records_default <= read_records_max, "a default poll fits a read"),
     (background_retry_ms_min < background_retry_ms_max, "background retry bounds"),
-    (join_history_ms <= timer_history_ms, "a join remembered no longer than its timer"),
+    (timer_id_chars_max + 17 <= idempotency_key_bytes_max, "a join's append key fits"),
     (joins_per_call_max <= schedule_timers_max, "a call's joins fit a timer call"),
     (child_restart_ms_min < child_restart_ms_max, "child restart bounds"),
     (endpoint_timeout_ms_min < endpoint_timeout_ms_max, "endpoint timeout bounds"),

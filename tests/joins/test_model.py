@@ -55,10 +55,11 @@ def test_each_member_counts_once_and_the_verdict_never_changes(
         assert stored.error == first[min(failed)].data.decode(errors="replace")
     elif verdicts == ["fired"]:
         assert len(first) == members and (allow_failures or not failed)
-        timer = model.fire_timer(stored, 5)
-        assert timer is not None and timer.id == "join:j:then" and timer.due_ms == 5
-        assert timer.headers is not None
-        outcomes = join_headers.decode_results(timer.headers[join_headers.RESULTS])
+        made = model.continuation(stored)
+        assert made is not None and made[0] == "out" and made[1].value == b"cb"
+        headers = made[1].headers
+        assert headers is not None and headers[join_headers.JOIN] == b"j"
+        outcomes = join_headers.decode_results(headers[join_headers.RESULTS])
         assert outcomes == [(first[i].ok, first[i].data, first[i].ref) for i in range(members)]
     else:
         assert len(first) < members and (allow_failures or not failed)
@@ -69,15 +70,17 @@ def test_a_failed_join_appends_its_on_error_record_naming_the_member() -> None:
     stored = model.arrive(stored, 1, Arrival(False, b"ValueError: no", "t/0/1"))
     assert model.verdict(stored) == "failed"
     stored = model.ended(stored, "failed", 9)
-    timer = model.error_timer(stored, 9)
-    assert timer is not None and timer.id == "join:j:error" and timer.topic == "errs"
-    assert timer.headers is not None
-    assert timer.headers[join_headers.ERROR] == b"ValueError: no"
-    assert timer.headers[join_headers.FAILED] == b"t/0/1"
+    made = model.error_record(stored)
+    assert made is not None and made[0] == "errs"
+    headers = made[1].headers
+    assert headers is not None
+    assert headers[join_headers.ERROR] == b"ValueError: no"
+    assert headers[join_headers.FAILED] == b"t/0/1"
+    assert model.append_key("j", error=True) != model.append_key("j")
 
 
 def test_a_join_without_a_continuation_appends_nothing_when_it_fires() -> None:
     spec = Spec(id="w", members=[Member(topic="t", group="g", partition=0, offset=0)])
     stored = model.arrive(Stored(spec=spec, created_ms=0), 0, Arrival(True, b"1", "t/0/0"))
     assert model.verdict(stored) == "fired"
-    assert model.fire_timer(stored, 1) is None
+    assert model.continuation(stored) is None

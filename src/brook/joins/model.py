@@ -4,8 +4,8 @@ A join waits for its members, jobs in queue groups, to finish: each member
 arrives once, by its index, acked (with its result) or dead (with its error).
 When every member has arrived acked (or, with `allow_failures`, arrived at
 all) the join *fires*: its continuation record, with the members' results in
-the header `brook.join.results` (brook/join_headers.py), is appended once by a timer whose id names the
-join. A member dead (and failures not allowed) *fails* the join instead: the
+the header `brook.join.results` (brook/join_headers.py), is appended once, by an
+append whose idempotency key names the join. A member dead (and failures not allowed) *fails* the join instead: the
 continuation is never appended; an `on_error` record, if given, is appended
 once in its place, naming the member and its error.
 
@@ -29,7 +29,7 @@ from brook import join_headers, limits
 from brook.records import JoinContinuation as Continuation
 from brook.records import JoinMember as Member
 from brook.records import JoinSpec as Spec
-from brook.timers.model import Timer
+from brook.records import Record
 
 __all__ = ["Continuation", "Member", "Spec"]
 
@@ -58,6 +58,9 @@ class Stored(msgspec.Struct, frozen=True, kw_only=True):
     """Why it failed: the first dead member's error."""
     failed_ref: str = ""
     """The record of the job that failed first (through the joins before, for a chain)."""
+    partition: int | None = None
+    offset: int | None = None
+    """Where its continuation was appended, once it was."""
 
 
 def member_ref(member: Member) -> str:
@@ -93,10 +96,10 @@ def first_failure(stored: Stored) -> Arrival | None:
     return stored.arrived[min(failed)] if failed else None
 
 
-def timer_id(join_id: str, error: bool = False) -> str:
-    """The id of the timer that appends the join's continuation (or on_error record):
-    a timer id is taken once, so the record is appended once."""
-    return f"join:{join_id}:{'error' if error else 'then'}"
+def append_key(join_id: str, error: bool = False) -> str:
+    """The idempotency key of the append of the join's continuation (or on_error
+    record): a decision made again after a restart appends nothing new."""
+    return f"brook.join:{join_id}:{'error' if error else 'then'}"
 
 
 def encode_results(stored: Stored) -> bytes:
@@ -104,20 +107,20 @@ def encode_results(stored: Stored) -> bytes:
     return join_headers.encode_results([(a.ok, a.data, a.ref) for a in arrived])
 
 
-def fire_timer(stored: Stored, now_ms: int) -> Timer | None:
-    """The timer appending the continuation, due now, the results in its headers
-    (None: the join has no continuation)."""
+def continuation(stored: Stored) -> tuple[str, Record] | None:
+    """(topic, record) the join appends once every member is acked: its continuation,
+    the results in its headers (None: the join has no continuation)."""
     then = stored.spec.then
     if then is None:
         return None
     headers = dict(then.headers or {})
     headers[join_headers.JOIN] = stored.spec.id.encode()
     headers[join_headers.RESULTS] = encode_results(stored)
-    return Timer(timer_id(stored.spec.id), then.topic, now_ms, then.value, then.key, headers)
+    return then.topic, Record(then.value, then.key, headers)
 
 
-def error_timer(stored: Stored, now_ms: int) -> Timer | None:
-    """The timer appending the on_error record of a failed join, or None."""
+def error_record(stored: Stored) -> tuple[str, Record] | None:
+    """(topic, record) a failed join appends: its on_error record, or None."""
     on_error = stored.spec.on_error
     if on_error is None:
         return None
@@ -125,20 +128,13 @@ def error_timer(stored: Stored, now_ms: int) -> Timer | None:
     headers[join_headers.JOIN] = stored.spec.id.encode()
     headers[join_headers.ERROR] = stored.error.encode()[: limits.join_error_bytes_max]
     headers[join_headers.FAILED] = stored.failed_ref.encode()
-    return Timer(
-        timer_id(stored.spec.id, error=True),
-        on_error.topic,
-        now_ms,
-        on_error.value,
-        on_error.key,
-        headers,
-    )
+    return on_error.topic, Record(on_error.value, on_error.key, headers)
 
 
-def record_bytes(timer: Timer) -> int:
-    """The size of the record a timer appends, as a broker's record_bytes_max counts it."""
-    size = len(timer.value) + len(timer.key or b"")
-    for name, value in (timer.headers or {}).items():
+def record_bytes(record: Record) -> int:
+    """The size of a record as a broker's record_bytes_max counts it."""
+    size = len(record.value) + len(record.key or b"")
+    for name, value in (record.headers or {}).items():
         size += len(name.encode()) + len(value)
     return size
 

@@ -1,4 +1,4 @@
-"""The broker's joins: counted from the queue groups, durably, fired by timers.
+"""The broker's joins: counted from the queue groups, durably, appended once.
 
 The joins one `create` call makes share one file (`joins/<first id>.json`, written
 atomically): their definitions, written before `create` answers (one durable write
@@ -11,19 +11,20 @@ A loop, woken by every commit round while a join is open, counts members: it
 watches the queue groups the open joins wait in (`QueueGroup.finish_feed`, the
 positions acked or killed since it last looked) and takes a member as arrived
 once its group says it is finished durably. A join whose members all arrived
-fires (or fails) by scheduling its timer, due at once, whose id names the join:
-a timer id is taken once, so whatever crash comes between scheduling it and
-writing the join's end, the continuation is appended once. A restart decides
-again and schedules the same timer, which is a no-op.
+fires (or fails) by appending its record with an idempotency key that names the
+join (`model.append_key`), the records of all joins decided in one step in one
+batch per topic: whatever crash comes between the append and the join's file
+saying so, a restart decides again and its append is answered with the first
+one's position (as a timer's firing is: within the topic's idempotency window,
+ten minutes by default, of the first append).
 
-A member that is another join's continuation waits for that timer to fire (its
-record's position is then known) and is then watched like the others; if that
-join failed, the member arrives failed with its error, so a chain fails through.
+A member that is another join's continuation is watched like the others once that
+join appended it; if that join failed, the member arrives failed with its error,
+so a chain fails through.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from typing import TYPE_CHECKING
@@ -35,14 +36,12 @@ from brook.core import Hooks
 from brook.errors import BadRequest, Conflict, JoinNotFound
 from brook.joins import model
 from brook.joins.model import Arrival, Member, Spec, Stored
-from brook.records import JoinInfo
-from brook.timers.model import Timer
+from brook.records import JoinInfo, Record
 
 if TYPE_CHECKING:
     from brook.core import Core
     from brook.queue.shell import QueueGroup
     from brook.queue.store import QueueStore
-    from brook.timers.service import TimerService
 
 log = logging.getLogger("brook.joins")
 
@@ -64,10 +63,9 @@ _encode = msgspec.json.encode
 
 
 class JoinService:
-    def __init__(self, core: Core, queues: QueueStore, timers: TimerService) -> None:
+    def __init__(self, core: Core, queues: QueueStore) -> None:
         self.core = core
         self.queues = queues
-        self.timers = timers
         self.mutex = threading.Lock()
         self._joins: dict[str, Stored] = {}
         """Every join open, and those ended within join_history_ms."""
@@ -83,8 +81,6 @@ class JoinService:
         """Joins with new arrivals, to decide."""
         self._unwritten: dict[str, int] = {}
         """Joins whose file lags what happened: since when (ms)."""
-        self._appending: set[str] = set()
-        """Fired joins whose continuation's timer has not fired yet."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,7 +123,7 @@ class JoinService:
         for spec in specs:
             self._check(spec)
         with self.mutex:
-            made = {s.id for s in specs}
+            made = {s.id: s for s in specs}
             new = []
             for spec in specs:
                 old = self._joins.get(spec.id)
@@ -136,11 +132,18 @@ class JoinService:
                         raise Conflict(f"join {spec.id!r} exists with another definition")
                     continue
                 for member in spec.members:
-                    known = member.join in made or member.join in self._joins
-                    if member.join is not None and not known:
+                    if member.join is None:
+                        continue
+                    named = made.get(member.join) or self._spec_of(member.join)
+                    if named is None:
                         raise BadRequest(
                             f"join {spec.id}: member {model.member_ref(member)} names no join "
                             "(create it first, or in the same call)"
+                        )
+                    if named.then is None:
+                        raise BadRequest(
+                            f"join {spec.id}: member {model.member_ref(member)} names a join "
+                            "that appends nothing (it has no then)"
                         )
                 new.append(spec)
             if self._open_count() + len(new) > limits.joins_open_max:
@@ -174,12 +177,12 @@ class JoinService:
             return self._info(stored)
 
     def settled(self, join_id: str) -> bool:
-        """Whether the join ended and, if it fired, its continuation is appended:
+        """Whether the join ended (and so, if it fired, its continuation is appended):
         what a long-poll on `join` waits for. True for an unknown join (the next
-        look says so). Takes no lock (single reads of a dict and a set), so it may be
-        called holding the core's `appended` condition, as waits do."""
+        look says so). Takes no lock (one read of a dict), so it may be called
+        holding the core's `appended` condition, as waits do."""
         stored = self._joins.get(join_id)
-        return stored is None or (stored.ended is not None and join_id not in self._appending)
+        return stored is None or stored.ended is not None
 
     def wait(self, join_id: str, seconds: float) -> None:
         """Wait up to `seconds` for `settled(join_id)`; returns either way."""
@@ -197,7 +200,7 @@ class JoinService:
         For a test that runs jobs by hand (`app.testing()`), to know a canvas moved
         as far as it can."""
         with self.mutex:
-            if self._changed or self._appending or self._unsure:
+            if self._changed or self._unsure:
                 return False
             if any(self._ended(join_id) for join_id in self._after):
                 return False
@@ -221,6 +224,10 @@ class JoinService:
             self._stop.wait(0.002)
         return True
 
+    def _spec_of(self, join_id: str) -> Spec | None:
+        stored = self._joins.get(join_id)
+        return None if stored is None else stored.spec
+
     def _ended(self, join_id: str) -> bool:
         stored = self._joins.get(join_id)
         return stored is None or stored.ended is not None
@@ -234,11 +241,9 @@ class JoinService:
     def _check(self, spec: Spec) -> None:
         if not names.ID.fullmatch(spec.id):
             raise BadRequest(
-                f"join id {spec.id!r} must be 1 to {limits.timer_id_chars_max - 11} "
+                f"join id {spec.id[:60]!r} must be 1 to {limits.timer_id_chars_max} "
                 "of A-Z a-z 0-9 . _ : -"
             )
-        if len(spec.id) > limits.timer_id_chars_max - len(model.timer_id("", error=True)):
-            raise BadRequest(f"join id {spec.id[:40]!r}... is too long")
         if not 1 <= len(spec.members) <= limits.join_members_max:
             raise BadRequest(
                 f"join {spec.id}: give 1 to {limits.join_members_max} members, "
@@ -274,8 +279,6 @@ class JoinService:
         spec = stored.spec
         self._joins[spec.id] = stored
         if stored.ended is not None:
-            if stored.ended == "fired" and spec.then is not None:
-                self._appending.add(spec.id)  # until its timer is seen fired
             return
         for index, member in enumerate(spec.members):
             if index in stored.arrived:
@@ -296,7 +299,7 @@ class JoinService:
     def _on_round(self, topics: frozenset[str]) -> None:
         """After every commit round (the syncer's thread): an ack or a death may have
         become durable, or a continuation been appended. Quick: reads, and an Event."""
-        if self._waiting or self._appending or self._after:
+        if self._waiting or self._after:
             self._wake.set()
 
     def _pause(self, seconds: float) -> None:
@@ -309,8 +312,8 @@ class JoinService:
         with self.mutex:
             now = self.core.now_ms()
             self._count_arrivals()
-            self._resolve_appended()
             self._decide(now)
+            self._resolve_after()
             self._write_lagging(now)
             if self._unwritten:
                 return limits.join_flush_ms / 1000
@@ -397,28 +400,20 @@ class JoinService:
             self._changed.add(join_id)
             self._unwritten.setdefault(join_id, self.core.now_ms())
 
-    def _resolve_appended(self) -> None:
+    def _resolve_after(self) -> None:
         """Members that are continuations of joins now appended (or failed)."""
-        for join_id in list(self._appending):
-            info = self.timers.info(model.timer_id(join_id))
-            if info is None or info.state == "pending":
-                continue
-            self._appending.discard(join_id)
-            stored = self._joins.get(join_id)
-            then = None if stored is None else stored.spec.then
-            if info.state == "fired" and then is not None:
-                member = Member(topic=then.topic, group=then.group)
-                assert info.partition is not None and info.offset is not None
-                for waiter in self._after.pop(join_id, []):
-                    self._wait_for(member, (info.partition, info.offset), waiter)
-            else:  # cancelled by hand (the timers API): the continuation never runs
-                self._fail_after(join_id, f"join {join_id}'s continuation timer was cancelled", "")
         for join_id in list(self._after):
             stored = self._joins.get(join_id)
             if stored is None:
                 self._fail_after(join_id, f"join {join_id} is unknown", "")
             elif stored.ended == "failed":
                 self._fail_after(join_id, stored.error, stored.failed_ref)
+            elif stored.ended == "fired" and stored.spec.then is not None:
+                assert stored.partition is not None and stored.offset is not None
+                then = stored.spec.then
+                member = Member(topic=then.topic, group=then.group)
+                for waiter in self._after.pop(join_id, []):
+                    self._wait_for(member, (stored.partition, stored.offset), waiter)
 
     def _fail_after(self, join_id: str, error: str, failed_ref: str) -> None:
         for waiting_id, index in self._after.pop(join_id, []):
@@ -429,56 +424,75 @@ class JoinService:
             self._arrive(waiting_id, index, Arrival(False, error.encode(), ref))
 
     def _decide(self, now: int) -> None:
-        """Fire or fail every join whose members decide it. Members of a failed join
-        that arrive later change nothing (`model.arrive`)."""
-        ended = False
+        """Fire or fail every join whose members decide it; their records appended in
+        one batch per topic. Members of a failed join that arrive later change nothing
+        (`model.arrive`)."""
+        decided: list[tuple[Stored, str, Record, str]] = []
         while self._changed:
-            join_id = self._changed.pop()
-            stored = self._joins.get(join_id)
+            stored = self._joins.get(self._changed.pop())
             if stored is None:
                 continue
             how = model.verdict(stored)
             if how == "fired":
-                stored = self._fire(stored, now)
+                made = model.continuation(stored)
+                if made is not None and model.record_bytes(made[1]) > self.core.record_bytes_max:
+                    too_big = (
+                        f"the members' results make a record of {model.record_bytes(made[1])} "
+                        f"bytes, more than the broker's record_bytes_max "
+                        f"({self.core.record_bytes_max})"
+                    )
+                    ref = f"{made[0]}/after/{stored.spec.id}"
+                    stored = model.ended(stored, "failed", now, too_big, ref)
+                    made = model.error_record(stored)
+                    key = model.append_key(stored.spec.id, error=True)
+                else:
+                    stored = model.ended(stored, "fired", now)
+                    key = model.append_key(stored.spec.id)
             elif how == "failed":
-                stored = self._fail(model.ended(stored, "failed", now), now)
+                stored = model.ended(stored, "failed", now)
+                made = model.error_record(stored)
+                key = model.append_key(stored.spec.id, error=True)
             else:
                 continue
-            self._joins[join_id] = stored
-            # Written by this step's _write_lagging, after every timer is scheduled: the
-            # timer is durable already; the file only spares a restart the work.
-            self._unwritten[join_id] = now - limits.join_flush_ms
-            ended = True
-        if ended:
-            self.core.wake_waiters()  # long-polls on a join that failed with no record
+            self._joins[stored.spec.id] = stored
+            if made is not None:
+                decided.append((stored, made[0], made[1], key))
+        if not decided:
+            return
+        self._append([d for d in decided])
+        for stored, _, _, _ in decided:
+            # Written by this step's _write_lagging, after the appends: the records are
+            # durable already; the file spares a restart the work.
+            self._unwritten[stored.spec.id] = now - limits.join_flush_ms
+        self.core.wake_waiters()  # long-polls on a join that ended
 
-    def _fire(self, stored: Stored, now: int) -> Stored:
-        timer = model.fire_timer(stored, now)
-        if timer is None:
-            return model.ended(stored, "fired", now)
-        size = model.record_bytes(timer)
-        if size > self.core.record_bytes_max:
-            too_big = (
-                f"the members' results make a record of {size} bytes, more than the "
-                f"broker's record_bytes_max ({self.core.record_bytes_max})"
+    def _append(self, decided: list[tuple[Stored, str, Record, str]]) -> None:
+        """Append the decided joins' records, a batch per topic; note where each fired
+        join's continuation went. A failure leaves them decided and unwritten: the step
+        is tried again, and the idempotency keys make a repeat append nothing new."""
+        by_topic: dict[str, list[tuple[Stored, Record, str]]] = {}
+        for stored, topic, record, key in decided:
+            by_topic.setdefault(topic, []).append((stored, record, key))
+        for topic, items in by_topic.items():
+            checked = validate.records(
+                [record for _, record, _ in items],
+                [key for _, _, key in items],
+                record_bytes_max=self.core.record_bytes_max,
             )
-            ref = f"{timer.topic}/after/{stored.spec.id}"
-            return self._fail(model.ended(stored, "failed", now, too_big, ref), now)
-        self._schedule(timer)
-        self._appending.add(stored.spec.id)
-        return model.ended(stored, "fired", now)
-
-    def _fail(self, stored: Stored, now: int) -> Stored:
-        timer = model.error_timer(stored, now)
-        if timer is not None:
-            self._schedule(timer)
-        self._fail_after(stored.spec.id, stored.error, stored.failed_ref)
-        return stored
-
-    def _schedule(self, timer: Timer) -> None:
-        # Conflict: scheduled before a restart with other results read back; the first stands.
-        with contextlib.suppress(Conflict):
-            self.timers.schedule([timer])
+            try:
+                acks = self.core.append(topic, checked)
+            except BaseException:
+                for stored, _, _ in items:  # decide again next step
+                    self._joins[stored.spec.id] = msgspec.structs.replace(
+                        stored, ended=None, ended_ms=None, error="", failed_ref=""
+                    )
+                    self._changed.add(stored.spec.id)
+                raise
+            for (stored, _, _), ack in zip(items, acks, strict=True):
+                if stored.ended == "fired":
+                    self._joins[stored.spec.id] = msgspec.structs.replace(
+                        stored, partition=ack.partition, offset=ack.offset
+                    )
 
     def _write_lagging(self, now: int) -> None:
         due = {
@@ -506,10 +520,8 @@ class JoinService:
         spec = stored.spec
         state = "open" if stored.ended is None else stored.ended
         partition = offset = None
-        if stored.ended == "fired" and spec.id not in self._appending:
-            fired = self.timers.info(model.timer_id(spec.id))
-            if fired is not None and fired.state == "fired":
-                partition, offset = fired.partition, fired.offset
+        if stored.ended == "fired":
+            partition, offset = stored.partition, stored.offset
         return JoinInfo(
             id=spec.id,
             state=state,
@@ -537,7 +549,6 @@ class JoinService:
                 if all(
                     stored.ended_ms is not None
                     and now - stored.ended_ms > limits.join_history_ms
-                    and stored.spec.id not in self._appending
                     and stored.spec.id not in self._unwritten
                     for stored in joins
                 ):

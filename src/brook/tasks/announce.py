@@ -8,6 +8,7 @@ worker silent for three periods is shown gone, one that drained says so last.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -18,13 +19,18 @@ from brook.api import BrokerApi
 from brook.errors import BadRequest, BrookError, Conflict
 from brook.task_topics import Announcement, Running
 
+log = logging.getLogger("brook.worker")
+
 Look = Callable[[], tuple[int, list[Running]]]
 """(slots busy, jobs running), read under the worker's lock."""
 
 
 class Announcer:
-    def __init__(self, broker: BrokerApi, tasks: list[str], slots: int, look: Look) -> None:
+    def __init__(
+        self, broker: Callable[[], BrokerApi], tasks: list[str], slots: int, look: Look
+    ) -> None:
         self.broker = broker
+        """The app's broker, as it is now (an app closed and used again opens another)."""
         self.tasks = tasks
         self.slots = slots
         self.look = look
@@ -60,17 +66,20 @@ class Announcer:
         )
         if not self._made:
             with contextlib.suppress(Conflict, BadRequest):
-                self.broker.create_topic(
+                self.broker().create_topic(
                     task_topics.WORKERS,
                     compaction=True,
                     retention_ms=limits.revocation_retention_ms,
                 )
             self._made = True
-        self.broker.topic(task_topics.WORKERS).append(
+        self.broker().topic(task_topics.WORKERS).append(
             task_topics.encode_announcement(said), key=self.worker.encode()
         )
 
     def last_word(self) -> None:
-        """Say it stopped (best effort: a worker going away must not hang on it)."""
-        with contextlib.suppress(BrookError, OSError):
+        """Say it stopped (best effort: a worker going away must neither hang nor fail
+        on it: the app may be closed already)."""
+        try:
             self.announce(stopped=True)
+        except Exception as exc:
+            log.debug("the worker's last word was not said: %s", exc)

@@ -8,7 +8,7 @@ their results in its headers. So a chain `a | b | c` appends `a` and makes two
 joins: "after a, append b" and "after b, append c". A chord appends its group and
 makes one join of them all for its callback. Nothing waits in a client or a
 worker: a worker or broker killed at any moment neither loses a link nor runs one
-twice (the broker appends a join's record once, by a timer whose id names it).
+twice (the broker appends a join's record once: its idempotency key names the join).
 
 Results pass as Celery passes them: a task after one task gets its result as its
 first argument; a task after a group gets the list of the group's results; a

@@ -40,14 +40,17 @@ class Reader:
     """One worker's place in the revocations: from the end as it was when it started
     (a revocation sent before names a run it does not have)."""
 
-    def __init__(self, broker: BrokerApi, on_revoked: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, broker: Callable[[], BrokerApi], on_revoked: Callable[[str, str], None]
+    ) -> None:
         self.broker = broker
+        """The app's broker, as it is now."""
         self.on_revoked = on_revoked
         self.offset: int | None = None
 
     def step(self) -> float:
         """Read what came since the last step and tell each; the seconds to wait."""
-        topic = self.broker.topic(TOPIC)
+        topic = self.broker().topic(TOPIC)
         try:
             if self.offset is None:
                 self.offset = topic.end_offsets().get(0, 0)

@@ -234,7 +234,7 @@ class Worker:
         self._hooks.call("on_worker_start", None)
         self._connect()
         announcer = Announcer(
-            self.app.broker, [t.name for t in self.tasks], self.concurrency, self._running
+            lambda: self.app.broker, [t.name for t in self.tasks], self.concurrency, self._running
         )
         metrics_server = None
         if self.metrics is not None:
@@ -270,7 +270,7 @@ class Worker:
         loops.append(
             self._supervisor.start(
                 "revocations",
-                revocations.Reader(self.app.broker, self._revoked_run).step,
+                revocations.Reader(lambda: self.app.broker, self._revoked_run).step,
                 self._loops_stop,
                 self._loops_stop.wait,
             )
