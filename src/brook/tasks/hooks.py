@@ -25,7 +25,13 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from brook.tasks import context, payload
+
+if TYPE_CHECKING:
+    from brook.tasks.context import CurrentJob
+    from brook.tasks.ledger import Outcome
 
 log = logging.getLogger("brook.worker")
 
@@ -81,6 +87,19 @@ class Hooks:
                     await value
             except Exception:
                 log.exception("hook %s %s failed (the job's outcome stands)", point, _name(fn))
+
+    def call_outcome(self, point: str, task: str | None, job: CurrentJob, outcome: Outcome) -> None:
+        """The outcome hook `point` of a settled run, in the job's context:
+        `on_success` with the result as `app.result` gives it, the others with the
+        error (the worker and `app.testing()` both call them so)."""
+        token = context.enter(job)
+        try:
+            if point == "on_success":
+                self.call(point, task, job, payload.decode_result(outcome.result))
+            else:
+                self.call(point, task, job, outcome.reason)
+        finally:
+            context.leave(token)
 
 
 def _name(fn: Callable[..., Any]) -> str:

@@ -168,16 +168,8 @@ class Testing:
             context.leave(token)
         self._settle(queue, job, outcome)
         point = outcomes.hook_point(outcome, job.attempt, queue.settings()["max_attempts"])
-        if point is None:
-            return
-        token = context.enter(current)
-        try:
-            if point == "on_success":
-                hooks.call(point, task.name, current, payload.decode_result(outcome.result))
-            else:
-                hooks.call(point, task.name, current, outcome.reason)
-        finally:
-            context.leave(token)
+        if point is not None:
+            hooks.call_outcome(point, task.name, current, outcome)
 
     @staticmethod
     def _settle(queue: QueueApi, job: Job, outcome: Outcome) -> None:

@@ -948,18 +948,8 @@ class Worker:
             self.metrics.observe(settle.task, settle.ran_ms, outcome, timed_out)
         if point is None or not self._hooks.wanted(point, settle.task):
             return
-        holding = self._holding[settle.receipt]
-        job = self._context(holding, None)
-        token = context.enter(job)
-        try:
-            if point == "on_success":
-                self._hooks.call(
-                    point, settle.task, job, payload.decode_result(settle.outcome.result)
-                )
-            else:
-                self._hooks.call(point, settle.task, job, settle.outcome.reason)
-        finally:
-            context.leave(token)
+        job = self._context(self._holding[settle.receipt], None)
+        self._hooks.call_outcome(point, settle.task, job, settle.outcome)
 
     def _outcome_point(self, settle: Settle) -> str | None:
         if settle.task is None:
