@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.run import machine, scratch
+from benchmarks.run import machine, scratch, section_main
 from benchmarks.server import brook_serve, stop
 
 TRIALS = 3
@@ -263,7 +263,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    text = main()
-    print(text)
-    with (Path(__file__).with_name("RESULTS.md")).open("a") as results:
-        results.write(text + "\n")
+    section_main(main)

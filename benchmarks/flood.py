@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.run import section_main
 from benchmarks.server import scratch, start, stop
 from brook import limits, validate
 from brook.codec import encode_batch
@@ -174,7 +175,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    report = main()
-    print(report)
-    with Path(__file__).with_name("RESULTS.md").open("a") as f:
-        f.write("\n" + report + "\n")
+    section_main(main)

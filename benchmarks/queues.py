@@ -14,11 +14,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import brook
-from benchmarks.run import machine, payloads, scratch
+from benchmarks.run import machine, payloads, scratch, section_main
 from benchmarks.server import brook_serve, stop
 from brook.records import Record
 
@@ -240,7 +239,4 @@ def _keep(runs: dict[str, list[float]], rate: str, syncs: str, result: tuple[flo
 
 if __name__ == "__main__":
     # This suite alone: `python -m benchmarks.queues` (make bench runs it with the rest).
-    text = main()
-    print(text)
-    with (Path(__file__).with_name("RESULTS.md")).open("a") as results:
-        results.write(text + "\n")
+    section_main(main)

@@ -274,6 +274,15 @@ def trials(group: list[tuple[str, Callable[[], float]]]) -> dict[str, list[float
     return runs
 
 
+def section_main(main: Callable[[], str]) -> None:
+    """A suite run alone (`python -m benchmarks.NAME`): its section printed and added
+    to RESULTS.md, as `make bench` adds it with the rest."""
+    text = main()
+    print(text)
+    with Path(__file__).with_name("RESULTS.md").open("a") as results:
+        results.write("\n" + text.strip("\n") + "\n")
+
+
 def machine() -> str:
     cpu = "unknown"
     try:

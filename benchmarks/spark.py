@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import brook
-from benchmarks.run import machine, scratch
+from benchmarks.run import machine, scratch, section_main
 from brook.records import Record
 
 TRIALS = 3
@@ -300,7 +300,4 @@ def main() -> str:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    text = main()
-    print(text)
-    with (Path(__file__).with_name("RESULTS.md")).open("a") as results:
-        results.write(text + "\n")
+    section_main(main)

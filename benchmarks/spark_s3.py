@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import brook
-from benchmarks.run import machine, scratch
+from benchmarks.run import machine, scratch, section_main
 from brook.log.view import TopicView
 from brook.records import Record
 from brook.storage.location import open_reader
@@ -147,7 +147,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    text = main()
-    print(text)
-    with (Path(__file__).with_name("RESULTS.md")).open("a") as results:
-        results.write(text + "\n")
+    section_main(main)

@@ -25,6 +25,7 @@ from tests.s3proxy import Fault, FaultyProxy
 from tests.s3server import CREDENTIALS, MotoServer
 
 import brook
+from benchmarks.run import section_main
 from brook.broker import Broker
 from brook.errors import BrookError
 from brook.storage.s3 import S3Storage
@@ -247,7 +248,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    report = main()
-    print(report)
-    with Path(__file__).with_name("RESULTS.md").open("a") as f:
-        f.write("\n" + report)
+    section_main(main)

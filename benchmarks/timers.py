@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import brook
-from benchmarks.run import machine, payloads, scratch
+from benchmarks.run import machine, payloads, scratch, section_main
 from brook.records import Record
 
 TRIALS = 3
@@ -207,7 +207,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    text = main()
-    print(text)
-    with (Path(__file__).with_name("RESULTS.md")).open("a") as results:
-        results.write(text + "\n")
+    section_main(main)
