@@ -285,3 +285,28 @@ def test_revoke_stops_a_waiting_job_and_leaves_a_finished_one(app: brook.App) ->
     assert ran == ["c8"]
     with pytest.raises(BadRequest, match="is not a task name"):
         app.revoke_key("no such/task", "k")
+
+
+def test_many_waiters_at_once_are_each_answered_when_their_job_is(app: brook.App) -> None:
+    """A web app's shape: dozens of requests each waiting on its own job at once (one
+    client, its connection pool shared), answered as their jobs finish, none left out."""
+    total, _ = _declare(app)
+    refs = [total.enqueue(f"o-{i}", [i, 1], seconds=0.01) for i in range(60)]
+    got: dict[int, Any] = {}
+    lock = threading.Lock()
+
+    def wait(i: int) -> None:
+        value = app.result(refs[i], timeout=slow(60))
+        with lock:
+            got[i] = value
+
+    waiters = [threading.Thread(target=wait, args=(i,)) for i in range(len(refs))]
+    for waiter in waiters:
+        waiter.start()
+    worker = Running(app)
+    try:
+        for waiter in waiters:
+            waiter.join(timeout=slow(90))
+    finally:
+        worker.stop()
+    assert got == {i: {"order": f"o-{i}", "total": i + 1} for i in range(len(refs))}
