@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import brook
 from tests.environment import unmeasured
 from tests.served import SRC, Served
 from tests.waiting import slow
@@ -246,3 +247,40 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     finally:
         fleet.close()
         served.close()
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[brook.App]:
+    """An app on a directory (embedded), or on a real `brook serve` (remote)."""
+    served = None
+    if request.param == "remote":
+        served = Served(tmp_path / "data")
+        application = brook.App(f"http://127.0.0.1:{served.port}")
+    else:
+        application = brook.App(str(tmp_path / "data"))
+    yield application
+    application.close()
+    if served is not None:
+        served.close()
+
+
+class Running:
+    """A worker of `app` on a thread of this process, stopped at the end (`stop()`, or
+    as a context manager)."""
+
+    def __init__(self, app: brook.App, concurrency: int = 4) -> None:
+        from brook.tasks.worker import Worker
+
+        self.worker = Worker(app, concurrency=concurrency)
+        self.thread = threading.Thread(target=lambda: self.worker.run(install_signals=False))
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(timeout=30)
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -7,45 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import brook
 from brook.errors import BadRequest
-from brook.tasks.worker import Worker
-from tests.served import Served
+from tests.tasks.conftest import Running
 from tests.waiting import slow, wait_for
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[brook.App]:
-    served = None
-    if request.param == "remote":
-        served = Served(tmp_path / "data")
-        application = brook.App(f"http://127.0.0.1:{served.port}")
-    else:
-        application = brook.App(str(tmp_path / "data"))
-    yield application
-    application.close()
-    if served is not None:
-        served.close()
-
-
-class Running:
-    def __init__(self, app: brook.App) -> None:
-        self.worker = Worker(app, concurrency=4)
-        self.thread = threading.Thread(target=lambda: self.worker.run(install_signals=False))
-        self.thread.start()
-
-    def __enter__(self) -> Running:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.worker.stop()
-        self.thread.join(timeout=30)
 
 
 class Tasks:

@@ -6,7 +6,6 @@ after a restart, only the last of a burst run; and the raw queue operation under
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +13,8 @@ import pytest
 
 import brook
 from brook.errors import BadRequest
-from brook.tasks.worker import Worker
-from tests.served import Served
+from tests.tasks.conftest import Running
 from tests.waiting import slow, wait_for
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[brook.App]:
-    served = None
-    if request.param == "remote":
-        served = Served(tmp_path / "data")
-        application = brook.App(f"http://127.0.0.1:{served.port}")
-    else:
-        application = brook.App(str(tmp_path / "data"))
-    yield application
-    application.close()
-    if served is not None:
-        served.close()
-
-
-def _run_worker(app: brook.App) -> tuple[Worker, threading.Thread]:
-    worker = Worker(app, concurrency=2)
-    thread = threading.Thread(target=lambda: worker.run(install_signals=False))
-    thread.start()
-    return worker, thread
 
 
 def test_a_unique_job_is_enqueued_once_while_it_lives(app: brook.App) -> None:
@@ -56,13 +33,9 @@ def test_a_unique_job_is_enqueued_once_while_it_lives(app: brook.App) -> None:
     assert app.revoke(first)  # finished (dead): its identity is free again
     fresh = report.enqueue("c1")
     assert fresh != first and not fresh.existing
-    worker, thread = _run_worker(app)
-    try:
+    with Running(app, concurrency=2):
         assert app.result(fresh, timeout=slow(30)) == "c1"
         assert report.enqueue("c1") not in (first, fresh), "acked: a new job"
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
 
 
 def test_unique_by_names_or_a_function(app: brook.App) -> None:
@@ -127,13 +100,9 @@ def test_debounce_runs_only_the_last_of_a_burst(app: brook.App) -> None:
     for ref in burst[:-1] + keyed[:-1]:
         status = app.job(ref)
         assert status.state == "dead" and status.error.startswith("debounced")
-    worker, thread = _run_worker(app)
-    try:
+    with Running(app, concurrency=2):
         app.result(burst[-1], timeout=slow(30))
         app.result(keyed[-1], timeout=slow(30))
-    finally:
-        worker.stop()
-        thread.join(timeout=30)
     assert sorted(seen) == [-2, 3], "only the last of each burst ran"
     lone = [reindex.options(debounce_ms=50).enqueue("u2", v) for v in (7, 7, 8)]
     assert app.job(lone[0]).state == "dead" and app.job(lone[2]).state == "delayed", (
