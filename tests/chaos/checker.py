@@ -56,6 +56,7 @@ def check(events: list[Event], final: dict[str, Any]) -> list[Violation]:
         periodic_jobs_once_per_slot,
         the_lake_equals_the_log,
         the_stream_group_reads_everything_from_its_commits,
+        every_acknowledged_chord_calls_back_once,
     ):
         found.extend(rule(events, final))
     return found
@@ -522,6 +523,43 @@ def the_stream_group_reads_everything_from_its_commits(
                     "a stream group reads every record (at least once)",
                     f"{EVENTS[0]}/{partition}: {len(missing)} never polled, first {missing[:5]}",
                     [],
+                )
+            )
+    return out
+
+
+def every_acknowledged_chord_calls_back_once(
+    events: list[Event], final: dict[str, Any]
+) -> list[Violation]:
+    """A chord whose enqueue was answered calls back: one callback job (the join is
+    counted in the broker, so kills neither lose it nor make two), run with every
+    member's result in order, and acked. A chord enqueue that went unanswered may have
+    run or not, but never calls back twice either."""
+    callbacks: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e["kind"] == "chord-callback":
+            callbacks[e["chord"]].append(e)
+    states = final.get("jobs", {})
+    out = []
+    for e in events:
+        if e["kind"] != "chord":
+            continue
+        ran = callbacks.get(e["chord"], [])
+        jobs = {r["ref"] for r in ran}
+        if len(jobs) > 1:
+            out.append(Violation("a chord's callback is enqueued once",
+                                 f"{e['chord']}'s callback ran as jobs {sorted(jobs)}", [e, *ran]))  # fmt: skip
+        if e["status"] != 200:
+            continue
+        state = states.get(e["ref"], {}).get("state")
+        wrong = [r for r in ran if r["results"] != e["expected"]]
+        if state != "acked" or not ran or wrong:
+            out.append(
+                Violation(
+                    "an acknowledged chord calls back with every result, and is acked",
+                    f"{e['chord']} ({e['ref']}) is {state}; callback runs {len(ran)}, "
+                    f"with other results {len(wrong)}",
+                    [e, *ran],
                 )
             )
     return out

@@ -461,7 +461,7 @@ def read_lake(
 
 def quiesce_tasks(url: str, history: History, deadline: float) -> dict[str, dict[str, Any]]:
     """Wait until every acknowledged job is done (or the deadline); their last states."""
-    refs = {e["ref"] for e in history.events if e["kind"] == "enqueue" and e["ref"]}
+    refs = {e["ref"] for e in history.events if e["kind"] in ("enqueue", "chord") and e["ref"]}
     states: dict[str, dict[str, Any]] = {}
     with brook.App(url) as app:
         while True:
@@ -577,6 +577,8 @@ def run(seed: int, seconds: float, folder: Path, storage: str = "local") -> list
         "timers": sum(1 for e in events if e["kind"] == "timer" and e["status"] == 200),
         "jobs enqueued": sum(1 for e in events if e["kind"] == "enqueue" and e["status"] == 200),
         "task runs": sum(1 for e in events if e["kind"] == "run-start"),
+        "chords": sum(1 for e in events if e["kind"] == "chord" and e["status"] == 200),
+        "chord callbacks": sum(1 for e in events if e["kind"] == "chord-callback"),
         "records polled": sum(len(e["records"]) for e in events if e["kind"] == "poll"),
         "faults": [f[2] for f in applied],
     }

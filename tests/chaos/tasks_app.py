@@ -7,7 +7,9 @@ flushed as it happens: a worker killed with SIGKILL keeps every line it wrote):
 - `flaky(n)`: asks for a retry on a job's first attempt, so every job runs twice;
 - `later(n, not_before_ms)`: enqueued with a delay, never to run before it;
 - `urgent(n)`: enqueued at a high priority;
-- `tick()`: periodic, every second, once per slot.
+- `tick()`: periodic, every second, once per slot;
+- `part(chord, i)` and `gathered(results, chord)`: a chord's members and its callback
+  (the workload's chords), noted apart from the runs above.
 The broker's address comes from BROOK_CHAOS_URL, the history's folder from
 BROOK_CHAOS_HISTORY.
 """
@@ -91,3 +93,15 @@ def urgent(n: int) -> int:
 @app.periodic(every_ms=TICK_MS, queue=QUEUE)
 def tick() -> None:
     _run("tick", [], 0.0)
+
+
+@app.task(queue=QUEUE)
+def part(chord: str, i: int) -> int:
+    _note("chord-member", chord=chord, i=i)
+    return i * i
+
+
+@app.task(queue=QUEUE)
+def gathered(results: list[int], chord: str) -> int:
+    _note("chord-callback", chord=chord, results=results)
+    return sum(results)

@@ -192,6 +192,47 @@ def enqueue_tasks(broker: Broker, name: str) -> None:
         app.close()
 
 
+CHORD_MEMBERS = 5
+
+
+def enqueue_chords(broker: Broker, name: str) -> None:
+    """Chords through the App's canvas, as an app enqueues them: members on the tasks'
+    shared queue, a callback given their results. An enqueue whose outcome is unknown
+    is not sent again (a second chord would be another one): only answered ones count."""
+    rng = random.Random(f"{broker.seed}-{name}")
+    app = brook.App(broker.url)
+
+    def sig(task: str, *args: Any) -> Any:
+        return app.signature_from({"task": task, "queue": TASKS_QUEUE, "args": list(args)})
+
+    n = 0
+    try:
+        while not broker.stop_sending.is_set():
+            tag = f"{name}-{n}"
+            values = [rng.randrange(100) for _ in range(CHORD_MEMBERS)]
+            try:
+                ref = str(
+                    brook.chord(
+                        [sig("part", tag, v) for v in values], sig("gathered", tag)
+                    ).enqueue()
+                )
+                status, code = 200, None
+            except Exception as exc:
+                ref, status, code = (
+                    None,
+                    getattr(exc, "status", None),
+                    getattr(exc, "code", type(exc).__name__),
+                )
+            broker.history.note(
+                "chord", chord=tag, ref=ref, expected=[v * v for v in values],
+                status=status, code=code,
+            )  # fmt: skip
+            n += 1
+            broker.stop_sending.wait(rng.uniform(0.2, 0.5))
+    finally:
+        app.close()
+
+
 def consume(broker: Broker, name: str) -> None:
     """Poll the stream group, then commit the next offsets it was given: the way a
     consumer that processes a batch before committing runs (at least once)."""
@@ -312,6 +353,7 @@ def start_clients(broker: Broker) -> tuple[list[threading.Thread], list[threadin
             (produce, "producer-2"),
             (schedule_timers, "timers-1"),
             (enqueue_tasks, "enqueuer-1"),
+            (enqueue_chords, "chords-1"),
         ]
     )
     workers = started([(work, "worker-1"), (work, "worker-2"), (consume, "consumer-1")])
