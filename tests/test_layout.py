@@ -52,7 +52,12 @@ def test_the_documented_patterns_are_the_names_made() -> None:
         ),
         (layout.endpoint("hook"), "endpoints/<endpoint>.json"),
         (layout.schedule("nightly"), "schedules/<schedule>.json"),
-        (layout.join("j1"), "joins/<join>.json"),
+        (layout.join("j1"), "joins/defs/<join>.json"),
+        (
+            layout.segment(layout.partition_prefix(layout.JOIN_LOG, 0), 0),
+            "topics/__joins/0/<base>.seg",
+        ),
+        (layout.JOIN_CHECKPOINT, "joins/checkpoint.json"),
         (layout.lake_manifest("t"), "lake/topics/<topic>/manifest.json"),
         (layout.lake_note("t"), "lake/topics/<topic>/_READ_THE_MANIFEST.txt"),
         (

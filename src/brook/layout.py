@@ -38,7 +38,10 @@ EVENT_TYPES = "event-types/"
 PORTAL_KEY = "portal.key"
 """What customers' portal links are signed with (brook/portal_links.py)."""
 SCHEDULES = "schedules/"
-JOINS = "joins/"
+JOINS = "joins/defs/"
+JOIN_LOG = "__joins"
+"""Topic name of the join log: joins made, durable in the commit round of their create."""
+JOIN_CHECKPOINT = "joins/checkpoint.json"
 STAGING_STATE_FILE = "state.json"
 LAKE = "lake/"
 """Topics as Parquet tables (brook/lake/): files any Parquet reader reads, and manifests."""
@@ -207,7 +210,7 @@ def join(join_id: str) -> str:
 
 def parse_join(name: str) -> str | None:
     """The join id named by a `join` file name, or None if it is not one."""
-    if not name.startswith(JOINS) or not name.endswith(".json") or name.count("/") != 1:
+    if not name.startswith(JOINS) or not name.endswith(".json") or name.count("/") != 2:
         return None
     return name[len(JOINS) : -len(".json")]
 
@@ -269,7 +272,9 @@ PATTERNS = (
     "staging/<topic>/<writer>/<seq>/<part>/<chunk>",
     "endpoints/<endpoint>.json",
     "schedules/<schedule>.json",
-    "joins/<join>.json",
+    "joins/defs/<join>.json",
+    "topics/__joins/0/<base>.seg",
+    "joins/checkpoint.json",
     "lake/topics/<topic>/manifest.json",
     "lake/topics/<topic>/_READ_THE_MANIFEST.txt",
     "lake/topics/<topic>/<partition>/<first>-<next>-<tag>.parquet",

@@ -573,6 +573,8 @@ TABLE: tuple[Operation, ...] = (
                 r"names no join",
             ),
             ("no member is named twice in a join", r"a member is named twice"),
+            ("no join id is named twice in one request", r"is named twice in one call"),
+            PAST_THE_END,
             ("a join id names one definition", r"exists with another definition"),
             ("the key may use every topic the joins name", r"may not use topic"),
         ),

@@ -9,11 +9,19 @@ import sys
 import textwrap
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import brook
 from brook import join_headers
-from brook.errors import BadRequest, Conflict, JoinNotFound, ReadOnly
+from brook.errors import (
+    BadRequest,
+    Conflict,
+    JoinNotFound,
+    PartitionNotFound,
+    ReadOnly,
+    TopicNotFound,
+)
 from brook.models import JoinContinuation, JoinMember, JoinSpec
 from tests.waiting import slow, wait_for
 
@@ -230,3 +238,71 @@ def test_bad_joins_are_refused_and_nothing_is_made(tmp_path: Path) -> None:
         assert reader.join("ok").state == "open"
         with pytest.raises(ReadOnly):
             reader.create_joins([good])
+
+
+def test_members_must_be_records_that_exist(tmp_path: Path) -> None:
+    with brook.open(tmp_path) as b:
+        [ack] = b.topic("t").append_many([brook.Record(b"m")])
+        member = _members([ack])[0]
+        for wrong, error, message in [
+            (msgspec.structs.replace(member, partition=7), PartitionNotFound, "no partition 7"),
+            (msgspec.structs.replace(member, offset=1), BadRequest, "past the end of partition"),
+            (msgspec.structs.replace(member, topic="nowhere"), TopicNotFound, "nowhere"),
+        ]:
+            with pytest.raises(error, match=message):
+                b.create_joins([JoinSpec(id="w", members=[wrong], then=_then())])
+        twice = [JoinSpec(id="d", members=[member], then=_then())] * 2
+        with pytest.raises(BadRequest, match="named twice in one call"):
+            b.create_joins(twice)
+        with pytest.raises(JoinNotFound):
+            b.join("w")
+
+
+def test_a_member_whose_partition_went_fails_alone(tmp_path: Path) -> None:
+    """A topic deleted and made again with fewer partitions: its member arrives failed,
+    and the joins waiting on other groups are not held up by it."""
+    with brook.open(tmp_path) as b:
+        b.create_topic("wide", partitions=3)
+        gone = b.topic("wide").append_many([brook.Record(b"x")], partition=2)
+        kept = b.topic("t").append_many([brook.Record(b"y")])
+        b.queue("wide", "g")
+        b.create_joins(
+            [
+                JoinSpec(id="lost", members=_members(gone, "wide"), then=_then()),
+                JoinSpec(id="fine", members=_members(kept), then=_then()),
+            ]
+        )
+        b.delete_topic("wide")
+        b.create_topic("wide", partitions=1)
+        b.queue("wide", "g")
+        _ack_all(b.queue("t", "g"), 1)
+        assert b.join("fine", timeout=slow(10)).state == "fired"
+        assert b.join("lost", timeout=slow(10)).state == "failed"
+
+
+def test_a_join_made_just_before_a_kill_is_known_after_it(tmp_path: Path) -> None:
+    """Made durable in its create's commit round (the join log), before its file is
+    written: a broker killed at once still knows the join when it starts again."""
+    child = textwrap.dedent(
+        f"""
+        import os, brook
+        from brook.models import JoinContinuation, JoinMember, JoinSpec
+        b = brook.open({str(tmp_path)!r})
+        acks = b.topic("t").append_many([brook.Record(b"m")] * 2)
+        b.queue("t", "g")
+        members = [JoinMember(topic="t", group="g", partition=a.partition, offset=a.offset)
+                   for a in acks]
+        then = JoinContinuation(topic="out", group="g", value=b"cb")
+        b.create_joins([JoinSpec(id="early", members=members, then=then)])
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", child], check=True, timeout=slow(60))
+    with brook.open(tmp_path) as b:
+        assert b.join("early").state == "open"
+        _ack_all(b.queue("t", "g"), 2)
+        assert b.join("early", timeout=slow(10)).state == "fired"
+        b.core.call(b.core.maintain)  # the log behind the files may go
+    with brook.open(tmp_path) as b:
+        assert b.join("early").state == "fired"
+        assert len(_records(b, "out")) == 1

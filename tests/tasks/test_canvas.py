@@ -151,6 +151,15 @@ def test_signatures_carry_options_and_travel_as_json(app: brook.App) -> None:
         assert app.result(sig.enqueue(), timeout=slow(30)) == 3
 
 
+def test_a_group_is_revoked_job_by_job(app: brook.App) -> None:
+    t = Tasks(app)
+    later = [t.add.s(i, i).options(delay_ms=600_000) for i in range(3)]
+    grouped = brook.group(later).enqueue()
+    assert app.revoke(grouped) is True
+    assert [app.job(r).state for r in grouped] == ["dead"] * 3
+    assert app.revoke(grouped) is False, "dead already"
+
+
 def test_bad_canvases_are_refused_before_anything_is_enqueued(app: brook.App) -> None:
     t = Tasks(app)
     with pytest.raises(BadRequest, match="at least one"):
@@ -167,8 +176,15 @@ def test_bad_canvases_are_refused_before_anything_is_enqueued(app: brook.App) ->
         brook.chain(t.add.s(1), t.hello.si()).enqueue()
     with pytest.raises(BadRequest, match="unknown enqueue option"):
         t.add.s(1, 2).options(queue="elsewhere")
-    with pytest.raises(BadRequest, match="not a job reference"):
-        app.result("tasks.add/after/")
+    for garbage in (
+        "tasks.add/after/",
+        "tasks.add/0/²",
+        "tasks.add/\u0660/\u0663",  # Arabic-Indic digits
+        "t/0/007",
+        f"t/0/{2**63}",
+    ):
+        with pytest.raises(BadRequest, match="not a job reference"):
+            app.result(garbage)
     assert app.job(brook.JobRef(t.add.topic, 0, 0)).state == "unknown", "nothing was enqueued"
 
 

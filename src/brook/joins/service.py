@@ -1,11 +1,14 @@
 """The broker's joins: counted from the queue groups, durably, appended once.
 
-The joins one `create` call makes share one file (`joins/<first id>.json`, written
-atomically): their definitions, written before `create` answers (one durable write
-for a whole chain), and the members that arrived, written within
-join_flush_ms of their arrival (a broker that stops in between reads them back
-from their queue groups: the acks and deaths are in the groups' status logs,
-and the results in what the groups keep of them).
+A `create` call is one record on the join log (`__joins`), durable in the commit round
+it joins, as any append (so a chain of any length costs a share of one round to make).
+The joins it made then share one file (`joins/defs/<first id>.json`, written atomically
+within join_flush_ms), which is where they stand from then on: the members that
+arrived are written to it within join_flush_ms of their arrival (a broker that stops in
+between reads them back from their queue groups: the acks and deaths are in the groups'
+status logs, and the results in what the groups keep of them). A checkpoint says which
+log offset the files cover; the log before it is dropped. A start reads the files, then
+the log after the checkpoint for joins whose file was not written yet.
 
 A loop, woken by every commit round while a join is open, counts members: it
 watches the queue groups the open joins wait in (`QueueGroup.finish_feed`, the
@@ -32,8 +35,18 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from brook import layout, limits, names, validate
+from brook.codec.batch import Columns
+from brook.commit import AppendRequest
+from brook.commit import Waiter as Durable
 from brook.core import Hooks
-from brook.errors import BadRequest, Conflict, JoinNotFound
+from brook.errors import (
+    BadRequest,
+    BrookError,
+    Conflict,
+    JoinNotFound,
+    NotFound,
+    PartitionNotFound,
+)
 from brook.joins import model
 from brook.joins.model import Arrival, Member, Spec, Stored
 from brook.records import JoinInfo, Record
@@ -52,13 +65,19 @@ Waiter = tuple[str, int]
 
 
 class JoinFile(msgspec.Struct, frozen=True):
-    """What a join file holds: the joins made by one `create` call (a canvas's), so
-    making them costs one durable write however many there are."""
+    """What a join file (and a join-log record) holds: the joins made by one `create`
+    call (a canvas's)."""
 
     joins: list[Stored]
 
 
+class Checkpoint(msgspec.Struct, frozen=True):
+    log_offset: int = 0
+    """Every join-log record before this offset is in the files."""
+
+
 _decode = msgspec.json.Decoder(JoinFile).decode
+_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
 _encode = msgspec.json.encode
 
 
@@ -84,6 +103,9 @@ class JoinService:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._logged: dict[str, int] = {}
+        """Files not written yet, by the join-log offset of the create that made them."""
+        self.log = core.open_log(layout.JOIN_LOG, 0)
         self._file_of: dict[str, str] = {}
         """Each join's file (named by the first join its create call made)."""
         self._files: dict[str, list[str]] = {}
@@ -98,15 +120,43 @@ class JoinService:
             except msgspec.DecodeError as exc:
                 log.error("join file %s is unreadable (%s): left as it is", name, exc)
                 continue
-            self._files[file_id] = [stored.spec.id for stored in joins]
-            for stored in joins:
-                self._joins[stored.spec.id] = stored
-                self._file_of[stored.spec.id] = file_id
+            self._adopt(file_id, joins)
+        try:
+            self._replay_log()
+        except BaseException:
+            self.log.close()
+            raise
         for stored in list(self._joins.values()):
             self._register(stored)
         core.register(Hooks("joins", on_round=self._on_round, maintain=self.maintain))
         if not core.read_only:
             self._thread = core.supervisor.start("joins", self._step, self._stop, self._pause)
+
+    def _adopt(self, file_id: str, joins: list[Stored]) -> None:
+        """Know the joins of one file (or log record), as the file groups them."""
+        self._files[file_id] = [stored.spec.id for stored in joins]
+        for stored in joins:
+            self._joins[stored.spec.id] = stored
+            self._file_of[stored.spec.id] = file_id
+
+    def _replay_log(self) -> None:
+        """Joins made by creates whose file was not written before the broker stopped:
+        the log records after the checkpoint (a file, once written, is newer)."""
+        raw = self.core.storage.read_all(layout.JOIN_CHECKPOINT)
+        checkpoint = Checkpoint() if raw is None else _decode_checkpoint(raw)
+        offset = max(checkpoint.log_offset, self.log.start_offset)
+        while True:
+            records = self.log.read(offset, limits.read_records_max)
+            if not records:
+                return
+            for record in records:
+                made = _decode(record.value).joins
+                if made and made[0].spec.id not in self._files:
+                    self._adopt(made[0].spec.id, made)
+                    self._logged[made[0].spec.id] = record.offset
+                    for stored in made:
+                        self._unwritten.setdefault(stored.spec.id, 0)
+            offset = records[-1].offset + 1
 
     # ------------------------------------------------------------ calls
 
@@ -120,6 +170,10 @@ class JoinService:
             raise BadRequest("give at least one join")
         if len(specs) > limits.joins_per_call_max:
             raise BadRequest(f"at most {limits.joins_per_call_max} joins per call")
+        ids = [spec.id for spec in specs]
+        if len(set(ids)) < len(ids):
+            twice = next(i for i in ids if ids.count(i) > 1)
+            raise BadRequest(f"join id {twice!r} is named twice in one call")
         for spec in specs:
             self._check(spec)
         with self.mutex:
@@ -152,21 +206,26 @@ class JoinService:
                 )
             now = self.core.now_ms()
             if new:
-                file_id = new[0].id
-                self._files[file_id] = [spec.id for spec in new]
-                for spec in new:
-                    self._joins[spec.id] = Stored(spec=spec, created_ms=now)
-                    self._file_of[spec.id] = file_id
-                try:
-                    self._write_file(file_id)
-                except BaseException:
-                    for spec in new:
-                        del self._joins[spec.id], self._file_of[spec.id]
-                    del self._files[file_id]
-                    raise
-                for spec in new:
-                    self._register(self._joins[spec.id])
-            self._wake.set()
+                making = [Stored(spec=spec, created_ms=now) for spec in new]
+                value = _encode(JoinFile(making))
+                request = AppendRequest(
+                    self.log, Columns([value], size_bytes=len(value)), Durable()
+                )
+                self.core.submit(request)  # in this mutex: the log's order is the creates'
+        if new:
+            assert isinstance(request.on_done, Durable)
+            request.on_done.wait()
+            offset = request.result()[0].offset  # raises: nothing was made
+            with self.mutex:
+                if any(spec.id in self._joins for spec in new):  # a racing create of an id
+                    raise Conflict(f"join {new[0].id!r} was made meanwhile: create it again")
+                self._adopt(new[0].id, making)
+                self._logged[new[0].id] = offset
+                for stored in making:
+                    self._unwritten[stored.spec.id] = now
+                    self._register(stored)
+        self._wake.set()
+        with self.mutex:
             return [self._info(self._joins[s.id]) for s in specs]
 
     def get(self, join_id: str) -> JoinInfo:
@@ -252,9 +311,21 @@ class JoinService:
         for member in spec.members:
             validate.topic_name(member.topic)
             validate.group_name(member.group)
-            if member.join is None and (member.partition < 0 or member.offset < 0):
+            if member.join is not None:
+                continue
+            if member.partition < 0 or member.offset < 0:
                 raise BadRequest(
                     f"join {spec.id}: a member names a join, or its partition and offset"
+                )
+            logs = self.core.topic_state(member.topic).logs  # TopicNotFound
+            if member.partition >= len(logs):
+                raise PartitionNotFound(
+                    f"join {spec.id}: topic {member.topic} has no partition {member.partition}"
+                )
+            if member.offset >= logs[member.partition].durable_offset:
+                raise BadRequest(
+                    f"join {spec.id}: offset {member.offset} is past the end of partition "
+                    f"{member.partition} of {member.topic} (a member is a record appended)"
                 )
         for continuation in (spec.then, spec.on_error):
             if continuation is None:
@@ -343,11 +414,19 @@ class JoinService:
                 candidates |= self._unsure.pop(key, set())
             unsure = set()
             for position in candidates:
-                if not group.finished(*position):
-                    if group.finish_pending(*position):
-                        unsure.add(position)  # its entry is not durable yet: look again
+                try:
+                    if not group.finished(*position):
+                        if group.finish_pending(*position):
+                            unsure.add(position)  # its entry is not durable yet: look again
+                        continue
+                    arrival = self._arrival_in(group, key[0], position)
+                except NotFound as exc:  # its partition is gone (the topic made anew)
+                    ref = f"{key[0]}/{position[0]}/{position[1]}"
+                    arrival = Arrival(False, f"no record {ref}: {exc.message}".encode(), ref)
+                except BrookError as exc:  # the group's failure: look again next step
+                    log.warning("joins: looking at %s/%s failed (%s)", *key, exc)
+                    unsure.add(position)
                     continue
-                arrival = self._arrival_in(group, key[0], position)
                 for join_id, index in positions.pop(position, []):
                     self._arrive(join_id, index, arrival)
             if unsure:
@@ -512,6 +591,7 @@ class JoinService:
         self.core.storage.write_atomic(layout.join(file_id), _encode(JoinFile(joins)))
         for join_id in self._files[file_id]:
             self._unwritten.pop(join_id, None)
+        self._logged.pop(file_id, None)  # the log no longer needs to hold it
 
     def _open_count(self) -> int:
         return sum(1 for s in self._joins.values() if s.ended is None)
@@ -539,10 +619,16 @@ class JoinService:
     # ------------------------------------------------------------ the broker's
 
     def maintain(self) -> None:
-        """Forget joins ended more than join_history_ms ago (their files deleted)."""
+        """Writer role: forget joins ended more than join_history_ms ago (their files
+        deleted); drop the join log before the first create whose file is not written."""
         if self.core.read_only:
             return
         now = self.core.now_ms()
+        with self.mutex:
+            covered = min(self._logged.values(), default=self.log.durable_offset)
+        checkpoint = _encode(Checkpoint(log_offset=covered))
+        self.core.storage.write_atomic(layout.JOIN_CHECKPOINT, checkpoint)
+        self.log.drop_before(covered)
         with self.mutex:
             for file_id, join_ids in list(self._files.items()):
                 joins = [self._joins[join_id] for join_id in join_ids]
@@ -567,4 +653,5 @@ class JoinService:
                 self._write_lagging(self.core.now_ms())
 
     def close(self) -> None:
-        pass
+        """Close the join log (after the committer closed)."""
+        self.log.close()

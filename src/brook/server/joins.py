@@ -12,8 +12,8 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from brook import limits, wire
-from brook.errors import Forbidden
+from brook import limits, names, wire
+from brook.errors import BadRequest, Forbidden
 from brook.operations import OPERATIONS
 from brook.server import query
 from brook.server.auth import may_use
@@ -43,9 +43,14 @@ class JoinEndpoints:
 
     async def describe(self, request: Request, join: str) -> Response:
         broker = self.api.broker
+        if not names.ID.fullmatch(join):
+            raise BadRequest(
+                f"{join[:60]!r} is not a join id (1 to {limits.timer_id_chars_max} of "
+                "A-Z a-z 0-9 . _ : -)"
+            )
+        wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
         info = broker.join(join)  # (JoinNotFound before a wait)
         self._check_topic(request, info.topic)
-        wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
         if wait_ms and not broker.join_settled(join):
             deadline = time.monotonic() + wait_ms / 1000
             await self.api.bridge.wait_until(functools.partial(broker.join_settled, join), deadline)

@@ -20,6 +20,7 @@ import difflib
 import functools
 import inspect
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -119,7 +120,14 @@ class JobRef(msgspec.Struct, frozen=True):
         partition, _, offset = rest.partition("/")
         if names.NAME.fullmatch(topic) and partition == "after" and names.ID.fullmatch(offset):
             return cls(topic, -1, -1, offset)
-        if not (names.NAME.fullmatch(topic) and partition.isdigit() and offset.isdigit()):
+        whole = "0|[1-9][0-9]{0,18}"  # ASCII digits only, no leading zero: one spelling a job
+        if not (
+            names.NAME.fullmatch(topic)
+            and re.fullmatch(whole, partition, re.ASCII)
+            and re.fullmatch(whole, offset, re.ASCII)
+            and int(partition) <= limits.whole_max
+            and int(offset) <= limits.whole_max
+        ):
             raise BadRequest(
                 f"{text!r} is not a job reference (topic/partition/offset, or topic/after/join)"
             )
@@ -1004,7 +1012,7 @@ class App:
         return AsyncSide(self)
 
     def revoke(
-        self, ref: JobRef | str, reason: str = "revoked", *, terminate: bool = False
+        self, ref: JobRef | GroupRef | str, reason: str = "revoked", *, terminate: bool = False
     ) -> bool:
         """Make sure job `ref` does not run: True if it was waiting (ready, delayed or
         retrying) and is now dead with `reason`, durably (redrive brings it back);
@@ -1015,7 +1023,11 @@ class App:
         async task cancelled, a process-isolated one's child killed; a thread runs to
         its end) and settled dead with `reason` (tasks/revocations.py); still False.
         A canvas's job not enqueued yet (a chain's later link): False; revoke the job
-        running before it, and the canvas fails there."""
+        running before it, and the canvas fails there. A GroupRef revokes each of its
+        jobs: True if every one was waiting."""
+        if isinstance(ref, GroupRef):
+            done = [self.revoke(r, reason, terminate=terminate) for r in ref.refs]
+            return all(done)
         if not isinstance(ref, JobRef):
             ref = JobRef.parse(ref)
         if ref.join is not None:
