@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import msgspec
@@ -306,3 +307,16 @@ def test_a_join_made_just_before_a_kill_is_known_after_it(tmp_path: Path) -> Non
     with brook.open(tmp_path) as b:
         assert b.join("early").state == "fired"
         assert len(_records(b, "out")) == 1
+
+
+def test_maintenance_never_waits_for_the_joins_lock(tmp_path: Path) -> None:
+    """The loop holds its lock while it waits for a commit round, which the committer's
+    writer must write: the writer's maintenance must never wait for that lock (chaos
+    seed 1 found the broker's every write stalled so)."""
+    with brook.open(tmp_path) as b:
+        done = threading.Event()
+        with b.joins.mutex:
+            runner = threading.Thread(target=lambda: (b.core.call(b.core.maintain), done.set()))
+            runner.start()
+            assert done.wait(slow(10)), "maintenance waited for the joins' lock"
+        runner.join()

@@ -620,28 +620,34 @@ class JoinService:
 
     def maintain(self) -> None:
         """Writer role: forget joins ended more than join_history_ms ago (their files
-        deleted); drop the join log before the first create whose file is not written."""
-        if self.core.read_only:
+        deleted); drop the join log before the first create whose file is not written.
+        Never waits for the mutex: the loop holds it while it waits for a commit round,
+        which this thread (the committer's writer) must write: it tries next time."""
+        if self.core.read_only or not self.mutex.acquire(blocking=False):
             return
-        now = self.core.now_ms()
-        with self.mutex:
-            covered = min(self._logged.values(), default=self.log.durable_offset)
+        try:
+            self._maintain(self.core.now_ms())
+        finally:
+            self.mutex.release()
+
+    def _maintain(self, now: int) -> None:
+        """Holding the mutex: the checkpoint, the log before it, old joins."""
+        covered = min(self._logged.values(), default=self.log.durable_offset)
         checkpoint = _encode(Checkpoint(log_offset=covered))
         self.core.storage.write_atomic(layout.JOIN_CHECKPOINT, checkpoint)
         self.log.drop_before(covered)
-        with self.mutex:
-            for file_id, join_ids in list(self._files.items()):
-                joins = [self._joins[join_id] for join_id in join_ids]
-                if all(
-                    stored.ended_ms is not None
-                    and now - stored.ended_ms > limits.join_history_ms
-                    and stored.spec.id not in self._unwritten
-                    for stored in joins
-                ):
-                    self.core.storage.delete(layout.join(file_id))
-                    del self._files[file_id]
-                    for join_id in join_ids:
-                        del self._joins[join_id], self._file_of[join_id]
+        for file_id, join_ids in list(self._files.items()):
+            joins = [self._joins[join_id] for join_id in join_ids]
+            if all(
+                stored.ended_ms is not None
+                and now - stored.ended_ms > limits.join_history_ms
+                and stored.spec.id not in self._unwritten
+                for stored in joins
+            ):
+                self.core.storage.delete(layout.join(file_id))
+                del self._files[file_id]
+                for join_id in join_ids:
+                    del self._joins[join_id], self._file_of[join_id]
 
     def stop(self) -> None:
         self._stop.set()

@@ -20,6 +20,7 @@ storage before its next call, as a queue group does.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import threading
@@ -89,6 +90,8 @@ class TimerService:
         """Notified when a flush takes what piled up (schedulers may wait for it)."""
         self._stop = threading.Event()
         self._broken = False
+        self._in_flight: dict[str, AppendRequest] = {}
+        """Timers scheduled whose log entry is not known durable yet: the entry."""
         self.stats = FireStats()
         settings = LogSettings(
             min(core.settings.segment_bytes_max, 8 * limits.MIB), core.settings.segment_ms_max
@@ -173,6 +176,7 @@ class TimerService:
         if self._broken:
             log.warning("timers: rebuilding from storage after a failed write")
             self.book = self._restore()
+            self._in_flight.clear()  # what the rebuilt book knows is durable
 
     # ------------------------------------------------------------ the log
 
@@ -209,16 +213,43 @@ class TimerService:
                 self._wake.notify()
                 self._flushed.wait(1.0)
             accepted = self.book.schedule(timers, given_ids)
+            # A repeat of a timer whose first schedule is not durable yet (a client
+            # sending again after its answer was slow) is acknowledged only once that
+            # first entry is: else a crash could lose a timer twice acknowledged.
+            taken = {t.id for t in accepted}
+            earlier = {
+                id(r): r
+                for t in timers
+                if t.id not in taken and (r := self._in_flight.get(t.id)) is not None
+            }
             if not accepted:
-                return
-            request = self._submit(files.LogEntry(scheduled=accepted))
-            earliest = min(t.due_ms for t in accepted)
-            if (
-                earliest < self.book.loaded_until_ms
+                request = None
+            else:
+                request = self._submit(files.LogEntry(scheduled=accepted))
+                for timer in accepted:
+                    self._in_flight[timer.id] = request
+            if accepted and (
+                min(t.due_ms for t in accepted) < self.book.loaded_until_ms
                 or self.book.unflushed_count >= limits.timer_flush_timers
             ):
                 self._wake.notify()
-        self._wait(request)
+        try:
+            if request is not None:
+                self._wait(request)
+            for first in earlier.values():  # its Waiter is its own caller's: look, don't take
+                while not first.answered and not self.core.closed:
+                    self.core.wait_for_records(functools.partial(_answered, first), 1.0)
+                try:
+                    first.result()
+                except BaseException:
+                    self._broken = True
+                    raise
+        finally:
+            if request is not None:
+                with self.mutex:
+                    for timer in accepted:
+                        if self._in_flight.get(timer.id) is request:
+                            del self._in_flight[timer.id]
 
     def cancel(self, timer_id: str) -> bool:
         """Cancel a pending timer, durably; False if it fired, was cancelled or is unknown."""
@@ -524,3 +555,7 @@ class TimerService:
     def close(self) -> None:
         """Close the timer log (after the committer closed)."""
         self.log.close()
+
+
+def _answered(request: AppendRequest) -> bool:
+    return request.answered
