@@ -49,12 +49,14 @@ class JoinEndpoints:
                 "A-Z a-z 0-9 . _ : -)"
             )
         wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
-        info = broker.join(join)  # (JoinNotFound before a wait)
+        # A look takes the joins' lock, which their loop holds across a commit round:
+        # off the event loop. The wait itself is the loop's (lock-free looks).
+        info = await self.api.queues.run(broker.join, join)  # (JoinNotFound before a wait)
         self._check_topic(request, info.topic)
         if wait_ms and not broker.join_settled(join):
             deadline = time.monotonic() + wait_ms / 1000
             await self.api.bridge.wait_until(functools.partial(broker.join_settled, join), deadline)
-            info = broker.join(join)
+            info = await self.api.queues.run(broker.join, join)
         return json_response(wire.JoinOut.of(info))
 
     @staticmethod
