@@ -16,10 +16,13 @@ from collections.abc import Callable
 
 from brook import limits, task_topics
 from brook.api import BrokerApi
-from brook.errors import BadRequest, BrookError, Conflict
+from brook.errors import BadRequest, BrookError, Conflict, Forbidden
 from brook.task_topics import Announcement, Running
 
 log = logging.getLogger("brook.worker")
+
+FORBIDDEN_BACKOFF = 12
+"""A key refused the topic looks again this many periods later (a key may be changed)."""
 
 Look = Callable[[], tuple[int, list[Running]]]
 """(slots busy, jobs running), read under the worker's lock."""
@@ -39,12 +42,24 @@ class Announcer:
         self.pid = os.getpid()
         self.worker = f"{self.host}:{self.pid}:{self.started_ms}"
         self._made = False
+        self._forbidden = False
 
     def step(self) -> float:
         """Announce now; the seconds until the next time. A broker out of reach is
-        expected (the other loops say so): the next period tries again."""
+        expected (the other loops say so): the next period tries again. A key that may
+        not write tasks-workers (limited to the tasks' topics) leaves the worker off the
+        dashboard, said once, and never stops it."""
         try:
             self.announce()
+        except Forbidden as exc:
+            if not self._forbidden:
+                log.warning(
+                    "this worker is not shown on the dashboard: %s (give its key the topic %s)",
+                    exc.message,
+                    task_topics.WORKERS,
+                )
+            self._forbidden = True
+            return limits.worker_announce_ms / 1000 * FORBIDDEN_BACKOFF
         except BrookError as exc:
             if exc.status < 500:
                 raise
@@ -65,7 +80,8 @@ class Announcer:
             stopped=stopped,
         )
         if not self._made:
-            with contextlib.suppress(Conflict, BadRequest):
+            # Made by the first writer that may (an admin key); else the append makes it.
+            with contextlib.suppress(Conflict, BadRequest, Forbidden):
                 self.broker().create_topic(
                     task_topics.WORKERS,
                     compaction=True,

@@ -13,11 +13,12 @@ Workers look every limits.revocation_poll_ms.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from brook import limits, task_topics
-from brook.errors import BadRequest, BrookError, Conflict, DataLoss, NotFound
+from brook.errors import BadRequest, BrookError, Conflict, DataLoss, Forbidden, NotFound
 
 if TYPE_CHECKING:
     from brook.api import BrokerApi
@@ -28,10 +29,13 @@ TOPIC = task_topics.REVOKED
 READ_LIMIT = 1000
 POLL_S = limits.revocation_poll_ms / 1000
 
+log = logging.getLogger("brook.worker")
+
 
 def send(broker: BrokerApi, ref: str, reason: str) -> None:
     """Ask the workers to stop the run of job `ref` (durable when it returns)."""
-    with contextlib.suppress(Conflict, BadRequest):
+    # Made by the first writer that may (an admin key); else the append makes it.
+    with contextlib.suppress(Conflict, BadRequest, Forbidden):
         broker.create_topic(TOPIC, retention_ms=limits.revocation_retention_ms)
     broker.topic(TOPIC).append(ref.encode(), headers={task_topics.REASON_HEADER: reason.encode()})
 
@@ -47,6 +51,7 @@ class Reader:
         """The app's broker, as it is now."""
         self.on_revoked = on_revoked
         self.offset: int | None = None
+        self.forbidden = False
 
     def step(self) -> float:
         """Read what came since the last step and tell each; the seconds to wait."""
@@ -59,6 +64,16 @@ class Reader:
         except NotFound:  # none was ever sent
             self.offset = self.offset or 0
             return POLL_S
+        except Forbidden as exc:  # a key limited to the tasks' topics: no terminate here
+            if not self.forbidden:
+                log.warning(
+                    "revoke(terminate=True) cannot reach this worker: %s (give its key the "
+                    "topic %s)",
+                    exc.message,
+                    TOPIC,
+                )
+            self.forbidden = True
+            return POLL_S * 60
         except DataLoss:  # retention passed us: start again at the oldest kept
             self.offset = topic.start_offsets().get(0, 0)
             return 0.0
