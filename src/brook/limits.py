@@ -314,9 +314,10 @@ unique_scan_records_max = 100_000
 in the window and at most this many beyond (a backlog deeper than that is not seen)."""
 
 # ---------------------------------------------------------------- tasks (brook/tasks)
-revocation_poll_ms = 250
+revocation_poll_ms = 1_000
 """How often a worker reads the revocations of running jobs (`app.revoke(ref,
-terminate=True)`): a terminate takes effect within about this."""
+terminate=True)`): a terminate takes effect within about this. Each look is a request
+to the broker, from every worker process, for as long as it runs."""
 revocation_retention_ms = 24 * 60 * 60 * 1000
 """A revocation is kept a day: a worker down longer has no run of it to stop."""
 worker_announce_ms = 5_000

@@ -105,6 +105,8 @@ class JoinService:
         self._thread: threading.Thread | None = None
         self._logged: dict[str, int] = {}
         """Files not written yet, by the join-log offset of the create that made them."""
+        self._covered = -1
+        """The log offset the checkpoint last written says the files cover."""
         self.log = core.open_log(layout.JOIN_LOG, 0)
         self._file_of: dict[str, str] = {}
         """Each join's file (named by the first join its create call made)."""
@@ -633,9 +635,11 @@ class JoinService:
     def _maintain(self, now: int) -> None:
         """Holding the mutex: the checkpoint, the log before it, old joins."""
         covered = min(self._logged.values(), default=self.log.durable_offset)
-        checkpoint = _encode(Checkpoint(log_offset=covered))
-        self.core.storage.write_atomic(layout.JOIN_CHECKPOINT, checkpoint)
-        self.log.drop_before(covered)
+        if covered != self._covered:  # (a write, on S3 a request: only when it moves)
+            checkpoint = _encode(Checkpoint(log_offset=covered))
+            self.core.storage.write_atomic(layout.JOIN_CHECKPOINT, checkpoint)
+            self.log.drop_before(covered)
+            self._covered = covered
         for file_id, join_ids in list(self._files.items()):
             joins = [self._joins[join_id] for join_id in join_ids]
             if all(
