@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import layout, limits, names, validate
+from brook import layout, limits, names, side_by_side, validate
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest
 from brook.commit import Waiter as Durable
@@ -112,17 +112,13 @@ class JoinService:
         """Each join's file (named by the first join its create call made)."""
         self._files: dict[str, list[str]] = {}
         """The joins each file holds."""
-        for name in core.storage.list(layout.JOINS):
-            file_id = layout.parse_join(name)
-            raw = core.storage.read_all(name) if file_id is not None else None
-            if file_id is None or raw is None:
-                continue
-            try:
-                joins = _decode(raw).joins
-            except msgspec.DecodeError as exc:
-                log.error("join file %s is unreadable (%s): left as it is", name, exc)
-                continue
-            self._adopt(file_id, joins)
+        stored_files = [
+            n for n in core.storage.list(layout.JOINS) if layout.parse_join(n) is not None
+        ]
+        # Read side by side where the storage makes each read wait (S3: a request each).
+        side_by_side.each(
+            core.storage, stored_files, lambda n: (n, core.storage.read_all(n)), self._read_file
+        )
         try:
             self._replay_log()
         except BaseException:
@@ -133,6 +129,18 @@ class JoinService:
         core.register(Hooks("joins", on_round=self._on_round, maintain=self.maintain))
         if not core.read_only:
             self._thread = core.supervisor.start("joins", self._step, self._stop, self._pause)
+
+    def _read_file(self, found: tuple[str, bytes | None]) -> None:
+        name, raw = found
+        file_id = layout.parse_join(name)
+        if file_id is None or raw is None:
+            return
+        try:
+            joins = _decode(raw).joins
+        except msgspec.DecodeError as exc:
+            log.error("join file %s is unreadable (%s): left as it is", name, exc)
+            return
+        self._adopt(file_id, joins)
 
     def _adopt(self, file_id: str, joins: list[Stored]) -> None:
         """Know the joins of one file (or log record), as the file groups them."""
