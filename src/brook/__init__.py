@@ -17,13 +17,15 @@ from brook import compiled  # noqa: F401  (importing it installs the switch)
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from brook import limits
+
 if TYPE_CHECKING:
     from brook import api, errors, scheduling
     from brook.broker import Broker
     from brook.client import AsyncBroker, RemoteBroker
     from brook.groups.consumer import Consumer
+    from brook.models import Backoff, TimerInfo, TimerSpec, Transition
     from brook.queue.handle import Queue
-    from brook.queue.lifecycle import Backoff, Transition
     from brook.records import Ack, Job, JobInfo, Record, TopicInfo
     from brook.tasks import (
         App,
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
         current_job,
         group,
     )
-    from brook.timers.checks import TimerSpec
-    from brook.timers.model import TimerInfo
     from brook.topic import Topic
 
 # The names above are imported on first use (PEP 562), not by `import brook`: the
@@ -61,8 +61,8 @@ _WHERE = {
     "RemoteBroker": "brook.client",
     "Consumer": "brook.groups.consumer",
     "Queue": "brook.queue.handle",
-    "Backoff": "brook.queue.lifecycle",
-    "Transition": "brook.queue.lifecycle",
+    "Backoff": "brook.models",
+    "Transition": "brook.models",
     "Ack": "brook.records",
     "Job": "brook.records",
     "JobInfo": "brook.records",
@@ -85,8 +85,8 @@ _WHERE = {
     "chain": "brook.tasks",
     "chord": "brook.tasks",
     "group": "brook.tasks",
-    "TimerSpec": "brook.timers.checks",
-    "TimerInfo": "brook.timers.model",
+    "TimerSpec": "brook.models",
+    "TimerInfo": "brook.models",
     "Topic": "brook.topic",
 }
 
@@ -175,14 +175,18 @@ def open(
     return Broker(storage, read_only=read_only, **options)
 
 
-def connect(url: str, api_key: str | None = None, timeout: float = 60.0) -> RemoteBroker:
+def connect(
+    url: str, api_key: str | None = None, timeout: float = limits.client_timeout_s_default
+) -> RemoteBroker:
     """A broker served by `brook serve` at `url`, with the same methods as `open`'s."""
     from brook.client import RemoteBroker
 
     return RemoteBroker(url, api_key=api_key, timeout=timeout)
 
 
-def connect_async(url: str, api_key: str | None = None, timeout: float = 60.0) -> AsyncBroker:
+def connect_async(
+    url: str, api_key: str | None = None, timeout: float = limits.client_timeout_s_default
+) -> AsyncBroker:
     """The same as `connect`, with coroutine methods."""
     from brook.client import AsyncBroker
 

@@ -18,8 +18,10 @@ from brook.models import (
     Ack,
     Attempt,
     Backoff,
+    DeadRecord,
     DeliveryStats,
     EndpointInfo,
+    ErrorGroup,
     EventTypeInfo,
     Job,
     JobInfo,
@@ -62,7 +64,9 @@ class TopicApi(Protocol):
         partition: int | None = None,
     ) -> list[Ack]: ...
 
-    def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]: ...
+    def read(
+        self, partition: int = 0, offset: int = 0, limit: int = limits.read_records_default
+    ) -> list[Record]: ...
 
     def end_offsets(self) -> dict[int, int]: ...
 
@@ -89,7 +93,11 @@ class ConsumerApi(Protocol):
     topic: str
     group: str
 
-    def poll(self, max_records: int = 500, timeout: float = 1.0) -> list[Record]: ...
+    def poll(
+        self,
+        max_records: int = limits.poll_records_default,
+        timeout: float = limits.poll_wait_s_default,
+    ) -> list[Record]: ...
 
     def commit(self, offsets: dict[int, int] | None = None) -> None: ...
 
@@ -111,7 +119,10 @@ class QueueApi(Protocol):
     group: str
 
     def lease(
-        self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
+        self,
+        max_records: int = limits.lease_records_default,
+        timeout: float = limits.poll_wait_s_default,
+        visibility_timeout_ms: int | None = None,
     ) -> list[Job]: ...
 
     def ack(self, jobs: Any, results: Sequence[bytes | None] | None = None) -> None: ...
@@ -151,6 +162,20 @@ class QueueApi(Protocol):
     ) -> UniqueAck: ...
 
     def settings(self) -> dict[str, Any]: ...
+
+
+class InspectedQueueApi(QueueApi, Protocol):
+    """What an embedded broker's queue handle adds: its dead records grouped by error,
+    looked at in memory (the dashboard's dead-letter pages)."""
+
+    def dead_errors(self) -> list[ErrorGroup]: ...
+
+    def dead_records(
+        self,
+        error: str,
+        after: tuple[int, int] | None = None,
+        limit: int = limits.dead_records_page_default,
+    ) -> list[DeadRecord]: ...
 
 
 class EndpointApi(Protocol):

@@ -47,9 +47,9 @@ from brook.groups.consumer import Consumer, GroupStore
 from brook.joins.service import JoinService
 from brook.lake.status import LakeWatch, lake_topics
 from brook.log.partition import LogSettings
+from brook.models import Backoff, Failure, TimerInfo, TimerPage, TimerSpec
 from brook.portal_links import PortalLinks
 from brook.queue.handle import Queue
-from brook.queue.lifecycle import Backoff
 from brook.queue.store import QueueStore
 from brook.records import (
     DeliverySummary,
@@ -72,10 +72,9 @@ from brook.staging.service import StagingService
 from brook.stats import CommitStats
 from brook.storage import Storage
 from brook.storage.stats import storage_stats
-from brook.supervisor import Failure, Supervisor
+from brook.supervisor import Supervisor
 from brook.timers import checks as timer_checks
-from brook.timers.checks import TimerSpec
-from brook.timers.model import TimerInfo, TimerPage, cursor_of, parse_cursor
+from brook.timers.model import cursor_of, parse_cursor
 from brook.timers.service import TimerService
 from brook.timers.service import new_ids as new_timer_ids
 from brook.topic import Topic

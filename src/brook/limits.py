@@ -126,7 +126,17 @@ read_records_max = 10_000
 """A read returns at most this many records; larger limits are capped, not rejected."""
 read_bytes_max = 8 * MIB
 """A read fetches at most about this many bytes of batches from storage."""
+read_records_default = 1_000
+"""Records a read returns when no limit is given (SPEC §3: `t.read(..., limit=1000)`)."""
 poll_records_default = 500
+lease_records_default = 10
+"""Records a lease asks for when no count is given (SPEC §3: `q.lease(max_records=10)`)."""
+poll_wait_s_default = 1.0
+"""How long a poll or a lease waits for records when no timeout is given."""
+dead_records_page_default = 100
+"""Dead records one look of an error group gives when no limit is given."""
+client_timeout_s_default = 60.0
+"""How long a client waits for an answer (`brook.connect(..., timeout=)`)."""
 queue_batches_bytes_max_default = 64 * MIB
 """Batches the queue groups read lately, kept for each other (queue/reader.py): a record
 fanned out to many groups (endpoints) is read from storage about once. The most of a
@@ -138,6 +148,21 @@ read_threads = 4
 """Threads of the server that read from storage (reads, polls), off the event loop."""
 wait_ms_max = 30_000
 """Longest long-poll (read, poll, lease) a request may ask for; longer waits are capped."""
+
+# The remote client (brook/client).
+client_resends_max = 3
+"""A call that may be sent twice (the table's retry_safe) and got no answer at all (the
+connection refused or dropped) is sent again this many times..."""
+client_resend_ms_min = 200
+"""...after this long, doubling each time..."""
+client_resend_ms_max = 800
+"""...up to this long."""
+client_overloaded_resends_max = 8
+"""A call answered 503 overloaded (nothing of it was kept) is sent again this many
+times, after the server's Retry-After each time, before Overloaded is raised."""
+client_retry_after_s_min = 0.05
+client_retry_after_s_max = 10.0
+"""A server's Retry-After is honoured within these bounds."""
 
 # Topics.
 partitions_max = 1024
@@ -174,6 +199,10 @@ staging_publish_bytes_in_flight = 64 * MIB
 sink_outage_wait_ms_default = 120_000
 """How long the Spark sink's tasks and commits wait for a broker that cannot be
 reached (a restart) before the query fails (`outageWaitMs`)."""
+sink_outage_pause_ms_min = 250
+"""Meanwhile they try again after this long, doubling each time..."""
+sink_outage_pause_ms_max = 5_000
+"""...up to this long."""
 
 # Retention is checked at most this often.
 retention_check_ms = 10_000
@@ -198,7 +227,14 @@ child_parent_check_ms = 1_000
 """Where the system has no parent-death signal (not Linux), how often a child looks
 whether its parent is still there."""
 
-# Queue groups.
+# Queue groups: the SPEC's defaults (§1), then the bounds.
+visibility_timeout_ms_default = 30_000
+queue_max_attempts_default = 5
+backoff_min_ms_default = 1_000
+backoff_factor_default = 2.0
+backoff_max_ms_default = 300_000
+backoff_jitter_default = 0.5
+"""Up to this share of a retry's delay is taken off at random (brook/retry.py)."""
 visibility_timeout_ms_max = 12 * 60 * 60 * 1000
 """Longest lease one call may take or extend to (as SQS: 12 hours)."""
 queue_attempts_max = 10_000
@@ -247,13 +283,16 @@ rate_per_s_max = 1_000_000.0
 task_argument_depth_max = 100
 """A task's arguments nested deeper than this are refused at enqueue (and so is a list that
 holds itself): the encoder would give up with a RecursionError (brook/tasks/arguments.py)."""
-worker_release_ms_min = 250
+worker_release_ms_min = 500
 """A job naming a task this worker does not run (another worker's, `--tasks`) is given
-back for about this long (jittered: 0.5x to 1.5x), doubling each time the same worker
-meets it again..."""
-worker_release_ms_max = 4_000
-"""...up to this long: a job a worker keeps meeting waits at most about 6 s for one
-that runs it, and one no worker runs costs one status entry every 2 to 6 s."""
+back for about this long (less up to worker_release_jitter of it at random), doubling
+each time the same worker meets it again..."""
+worker_release_ms_max = 6_000
+"""...up to this long: a job a worker keeps meeting waits at most 6 s for one that runs
+it, and one no worker runs costs one status entry every 3 to 6 s."""
+worker_release_jitter = 0.5
+"""Up to this share of a release's pause is taken off at random: a pause in step with the
+releasing worker's own long-polls handed the job back to it again and again."""
 worker_releases_kept_max = 10_000
 """How many such jobs a worker remembers (the oldest forgotten first) to double their pause."""
 worker_settle_tries_max = 8
@@ -355,7 +394,15 @@ open_files_idle_ms_default = 60_000
 open_files_raise_max = 1 << 20
 """The soft limit is raised at most this far when the hard one is unlimited."""
 
-# ---------------------------------------------------------------- delivery connections (delivery/pool.py)
+# ---------------------------------------------------------------- endpoints (SPEC §7; delivery/)
+endpoint_timeout_ms_default = 15_000
+endpoint_in_flight_default = 16
+endpoint_max_attempts_default = 10
+endpoint_lease_margin_ms = 10_000
+"""A delivery group's visibility timeout is the endpoint's timeout and this: a record
+leased ahead may wait this long for a free slot or its pacing and still be sent. (A
+broker that died leaves leases behind; the next start ends them at once, see
+Deliverer._release_leases.)"""
 endpoint_expire_after_ms_default = 3 * 24 * 60 * 60 * 1000
 """A new endpoint's records that are not delivered within this long are dead (in its dead
 letters, for a redrive); 0 sets no limit."""
@@ -434,6 +481,8 @@ _RELATIONS = (
     (http_timeout_s_min <= min(header_timeout_s_default, body_timeout_s_default), "timeouts"),
     (queue_lease_records_max <= read_records_max, "a lease fits a read"),
     (poll_records_default <= read_records_max, "a default poll fits a read"),
+    (read_records_default <= read_records_max, "a default read is not capped"),
+    (lease_records_default <= queue_lease_records_max, "a default lease is not capped"),
     (background_retry_ms_min < background_retry_ms_max, "background retry bounds"),
     (timer_id_chars_max + 17 <= idempotency_key_bytes_max, "a join's append key fits"),
     (joins_per_call_max <= schedule_timers_max, "a call's joins fit a timer call"),

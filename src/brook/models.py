@@ -1,121 +1,184 @@
-"""The public types of Brook in one place: the values it takes and gives back, and the
-handles a broker hands out. Users, the clients and the shells (server, dashboard,
-CLI) import them from here, never from the service that happens to define them.
+"""The public types of Brook in one place: the values it takes and gives back.
 
-Each name is imported on first use (PEP 562): the remote client takes its value types
-from here without loading the engine that defines the handles."""
+A leaf, as River keeps `rivertype`: it imports no part of the engine (an import
+contract in pyproject.toml holds it to that), so the remote client, the shells and
+the task layer take their types from here without loading the broker. The handles a
+broker hands out (a topic, a consumer, a queue, an endpoint) are not values: their
+types are the Protocols in brook/api.py, which both the embedded broker and the
+clients satisfy.
+
+Most values are defined in brook/records.py (a compiled module of the hot path);
+the queue's, the timers' and the loops' value types are defined here, and the
+engine's modules import them from here.
+"""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from brook.delivery.handle import Endpoint
-    from brook.groups.consumer import Consumer
-    from brook.queue.handle import Queue
-    from brook.queue.lifecycle import Backoff, Outcome, State, Transition
-    from brook.records import (
-        Ack,
-        Attempt,
-        DeadRecord,
-        DeliveryCounters,
-        DeliveryStats,
-        DeliverySummary,
-        EndpointInfo,
-        EventTypeInfo,
-        Histogram,
-        HistoryLake,
-        Job,
-        JobInfo,
-        JoinContinuation,
-        JoinInfo,
-        JoinMember,
-        JoinSpec,
-        LakeStatus,
-        MessageAttempts,
-        PartitionInfo,
-        PartitionLake,
-        PortalLink,
-        Published,
-        Recent,
-        Record,
-        Resent,
-        ScheduleInfo,
-        StorageStats,
-        TestResult,
-        TimerStats,
-        TopicConfig,
-        TopicInfo,
-        UniqueAck,
-    )
-    from brook.stats import CommitStats
-    from brook.supervisor import Failure
-    from brook.timers.checks import TimerSpec
-    from brook.timers.model import TimerInfo, TimerPage
-    from brook.topic import Topic
+import msgspec
 
-_WHERE = {
-    "Ack": "brook.records",
-    "Attempt": "brook.records",
-    "Backoff": "brook.queue.lifecycle",
-    "CommitStats": "brook.stats",
-    "Consumer": "brook.groups.consumer",
-    "DeadRecord": "brook.records",
-    "DeliveryCounters": "brook.records",
-    "DeliveryStats": "brook.records",
-    "DeliverySummary": "brook.records",
-    "Endpoint": "brook.delivery.handle",
-    "EndpointInfo": "brook.records",
-    "EventTypeInfo": "brook.records",
-    "Failure": "brook.supervisor",
-    "Histogram": "brook.records",
-    "HistoryLake": "brook.records",
-    "Job": "brook.records",
-    "JobInfo": "brook.records",
-    "JoinContinuation": "brook.records",
-    "JoinInfo": "brook.records",
-    "JoinMember": "brook.records",
-    "JoinSpec": "brook.records",
-    "LakeStatus": "brook.records",
-    "MessageAttempts": "brook.records",
-    "Outcome": "brook.queue.lifecycle",
-    "PartitionInfo": "brook.records",
-    "PartitionLake": "brook.records",
-    "PortalLink": "brook.records",
-    "Published": "brook.records",
-    "Queue": "brook.queue.handle",
-    "Recent": "brook.records",
-    "Record": "brook.records",
-    "Resent": "brook.records",
-    "ScheduleInfo": "brook.records",
-    "State": "brook.queue.lifecycle",
-    "StorageStats": "brook.records",
-    "TestResult": "brook.records",
-    "TimerInfo": "brook.timers.model",
-    "TimerPage": "brook.timers.model",
-    "TimerSpec": "brook.timers.checks",
-    "TimerStats": "brook.records",
-    "Topic": "brook.topic",
-    "TopicConfig": "brook.records",
-    "TopicInfo": "brook.records",
-    "UniqueAck": "brook.records",
-    "Transition": "brook.queue.lifecycle",
-}
+from brook import limits
+from brook.records import (
+    Ack,
+    Attempt,
+    DeadRecord,
+    DeliveryCounters,
+    DeliveryStats,
+    DeliverySummary,
+    EndpointInfo,
+    EventTypeInfo,
+    Histogram,
+    HistoryLake,
+    Job,
+    JobInfo,
+    JoinContinuation,
+    JoinInfo,
+    JoinMember,
+    JoinSpec,
+    LakeStatus,
+    MessageAttempts,
+    PartitionInfo,
+    PartitionLake,
+    PortalLink,
+    Published,
+    Recent,
+    Record,
+    Resent,
+    ScheduleInfo,
+    StorageStats,
+    TestResult,
+    TimerStats,
+    TopicConfig,
+    TopicInfo,
+    UniqueAck,
+)
+from brook.stats import CommitStats
+
+# ---------------------------------------------------------------- queue groups
 
 
-def __getattr__(name: str) -> Any:
-    """A public type, imported from its module on first use (then kept here)."""
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'brook.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+class State(enum.Enum):
+    """Where a record stands in a queue group (queue/lifecycle.py draws the machine)."""
+
+    READY = "ready"
+    LEASED = "leased"
+    RETRYING = "retrying"
+    ACKED = "acked"
+    DEAD = "dead"
+
+    # Members are singletons: hashing by identity is right, and much cheaper than
+    # Enum's hash of the name (states are dict keys on every transition).
+    __hash__ = object.__hash__
 
 
-def __dir__() -> list[str]:
-    return sorted({*__all__})
+class Backoff(msgspec.Struct, frozen=True):
+    """Delay before attempt n+1 after attempt n failed: min_ms * factor**(n-1), at most
+    max_ms, with up to `jitter` of it taken off at random (so retries spread out).
+    brook/retry.py computes it; every retry loop of Brook's is one of these."""
+
+    min_ms: int = limits.backoff_min_ms_default
+    factor: float = limits.backoff_factor_default
+    max_ms: int = limits.backoff_max_ms_default
+    jitter: float = limits.backoff_jitter_default
+
+
+class Outcome(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """How an attempt went, as the group's consumer tells it when it settles the
+    record (the broker's delivery workers do: an HTTP status, how long it took,
+    why it failed, the start of the answer)."""
+
+    status: int | None = None
+    latency_ms: float = 0.0
+    error: str = ""
+    """Why there was no status (timeout, connection, ...), or ""."""
+    excerpt: bytes = b""
+    result: bytes | None = None
+    """What the job returned, given with its ack (queue/results.py)."""
+
+
+class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One line of a record's trace, as appended to the status log."""
+
+    at_ms: int
+    state: State
+    attempt: int
+    reason: str = ""
+    receipt: str | None = None
+    until_ms: int = 0
+    """Lease expiry for `leased`; when it is due again for `retrying`."""
+    outcome: Outcome | None = None
+    """For the transition that ended an attempt, when the consumer told how it went.
+    (Last, so that entries written before it existed read as None.)"""
+
+
+class ErrorGroup(NamedTuple):
+    """Dead records of one group: its key, how many, and the whole reason one of them
+    (the first the queue group learned of) died of, for a representative traceback
+    (queue/error_groups.py says how reasons are grouped)."""
+
+    group: str
+    dead: int
+    """How many of its records are dead."""
+    example: str
+
+
+# ---------------------------------------------------------------- timers
+
+
+class TimerInfo(msgspec.Struct, frozen=True):
+    """What `b.timer(id)` tells: a timer's state, and where it fired."""
+
+    timer_id: str
+    state: str
+    """"pending", "fired" or "cancelled"."""
+    topic: str
+    due_ms: int
+    partition: int | None = None
+    """Where the record was appended, once fired."""
+    offset: int | None = None
+    at_ms: int | None = None
+    """When it fired or was cancelled."""
+
+
+class TimerPage(msgspec.Struct, frozen=True):
+    """What `b.list_timers(...)` gives: pending timers in order of due time (then id),
+    and `next`, the cursor to pass as `after` for the page after (None: the last)."""
+
+    timers: list[TimerInfo]
+    next: str | None = None
+
+
+class TimerSpec(msgspec.Struct, frozen=True):
+    """A timer to schedule (for `schedule_many`): due `at` (ms since the epoch) or
+    after `delay_ms`, or now when neither is given."""
+
+    topic: str
+    value: bytes
+    at: int | None = None
+    delay_ms: int | None = None
+    key: bytes | None = None
+    headers: dict[str, bytes] | None = None
+    timer_id: str | None = None
+
+
+# ---------------------------------------------------------------- the broker's loops
+
+
+@dataclass
+class Failure:
+    """A loop (or one task of it) that is failing now (brook/supervisor.py)."""
+
+    loop: str
+    task: str | None
+    error: str
+    since_ms: int
+    count: int
+    """Failures in a row."""
+    subject: str | None = None
+    """Whose work failed ("endpoint a", "queue group t/g"); None for the loop's own."""
 
 
 __all__ = [
@@ -123,13 +186,12 @@ __all__ = [
     "Attempt",
     "Backoff",
     "CommitStats",
-    "Consumer",
     "DeadRecord",
     "DeliveryCounters",
     "DeliveryStats",
     "DeliverySummary",
-    "Endpoint",
     "EndpointInfo",
+    "ErrorGroup",
     "EventTypeInfo",
     "Failure",
     "Histogram",
@@ -147,7 +209,6 @@ __all__ = [
     "PartitionLake",
     "PortalLink",
     "Published",
-    "Queue",
     "Recent",
     "Record",
     "Resent",
@@ -159,7 +220,6 @@ __all__ = [
     "TimerPage",
     "TimerSpec",
     "TimerStats",
-    "Topic",
     "TopicConfig",
     "TopicInfo",
     "Transition",

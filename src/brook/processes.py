@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from brook import limits
-from brook.supervisor import doubling_ms
+from brook.retry import doubling, retry_delay
 
 log = logging.getLogger("brook.processes")
 
@@ -86,7 +86,7 @@ class Backoff:
     def delay_s(self, quick_deaths: int) -> float:
         """Seconds to wait before starting a child again after `quick_deaths` in a row
         (0 or 1: the least pause; then doubling, up to `max_ms`)."""
-        return doubling_ms(quick_deaths, self.min_ms, self.max_ms) / 1000
+        return retry_delay(doubling(self.min_ms, self.max_ms), quick_deaths) / 1000
 
     def gives_up(self, quick_deaths: int) -> bool:
         """Whether a child that died young this many times in a row is left dead."""

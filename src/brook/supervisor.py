@@ -31,41 +31,22 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from brook import limits
 from brook.clock import Clock
 from brook.errors import BrookError, Closed
+from brook.models import Failure
+from brook.retry import doubling, retry_delay
 
 log = logging.getLogger("brook")
 
 
-def doubling_ms(times: int, min_ms: int, max_ms: int) -> int:
-    """A pause that doubles each time: `min_ms` for the first (`times` 0 or 1), twice that
-    for the second, ... at most `max_ms`. Pure: every retry pause of Brook's own loops,
-    children and released jobs is this."""
-    return int(min(min_ms * 2 ** min(max(times, 1) - 1, 30), max_ms))
+_BACKGROUND = doubling(limits.background_retry_ms_min, limits.background_retry_ms_max)
 
 
 def retry_after_s(failures: int) -> float:
     """Seconds to wait after the `failures`-th failure in a row (1, 2, ...)."""
-    return (
-        doubling_ms(failures, limits.background_retry_ms_min, limits.background_retry_ms_max) / 1000
-    )
-
-
-@dataclass
-class Failure:
-    """A loop (or one task of it) that is failing now."""
-
-    loop: str
-    task: str | None
-    error: str
-    since_ms: int
-    count: int
-    """Failures in a row."""
-    subject: str | None = None
-    """Whose work failed ("endpoint a", "queue group t/g"); None for the loop's own."""
+    return retry_delay(_BACKGROUND, failures) / 1000
 
 
 class Supervisor:

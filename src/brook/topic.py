@@ -118,7 +118,9 @@ class Topic:
             return state.spread.next(partitions)
         return partition_for_key(key, partitions)
 
-    def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:
+    def read(
+        self, partition: int = 0, offset: int = 0, limit: int = limits.read_records_default
+    ) -> list[Record]:
         """Durable records of `partition` at offsets >= `offset`, in order.
 
         `limit` is capped at read_records_max. An offset below the oldest
@@ -132,7 +134,7 @@ class Topic:
         return partition_log.read(offset, limit)
 
     def read_page(
-        self, partition: int = 0, offset: int = 0, limit: int = 1000
+        self, partition: int = 0, offset: int = 0, limit: int = limits.read_records_default
     ) -> tuple[list[Record], int]:
         """`read`, and the offset to read from next: after the last record read, or
         where the records begin (the oldest retained) when none were there."""

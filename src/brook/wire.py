@@ -454,7 +454,7 @@ class QueueOut(Out):
 
 
 class LeaseIn(In):
-    max_records: Positive = 10
+    max_records: Positive = limits.lease_records_default
     wait_ms: Millis = 0
     """Long-poll up to this long (capped at wait_ms_max)."""
     visibility_timeout_ms: Visibility | None = None

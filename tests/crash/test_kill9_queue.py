@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import brook
-from brook.queue.lifecycle import State
+from brook.models import State
 from brook.queue.shell import QueueGroup
 from tests.crash import child
 from tests.crash.crashes import Crash

@@ -20,7 +20,8 @@ from brook.delivery.outcome import (
     location_shown,
     retry_after_ms,
 )
-from brook.queue.lifecycle import Backoff, Settings
+from brook.models import Backoff
+from brook.queue.lifecycle import Settings
 
 NOW = 1_800_000_000_000
 NO_JITTER = Backoff(min_ms=1000, factor=2.0, max_ms=300_000, jitter=0.0)

@@ -30,8 +30,9 @@ from brook.delivery import endpoint as ep
 from brook.delivery.outcome import Action, ErrorKind, Result, judge
 from brook.delivery.scheduler import AHEAD_S, Ahead, Lane, Scheduler, Send
 from brook.errors import LeaseExpired
+from brook.models import Backoff, State
 from brook.queue.group import Change, GroupCore, Position
-from brook.queue.lifecycle import Backoff, Settings, State
+from brook.queue.lifecycle import Settings
 from brook.records import Job, Record
 
 BACKOFF = Backoff(min_ms=100, factor=2.0, max_ms=2_000, jitter=0.5)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable
 
-from brook.queue.error_groups import ErrorGroup
+from brook.models import ErrorGroup, State
 from brook.queue.group import Change, GroupCore, Position
-from brook.queue.lifecycle import Settings, State
+from brook.queue.lifecycle import Settings
 
 Record = tuple[Position, Hashable, int]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
+from brook.models import State
 from brook.queue.group import Change, GroupCore, Position
-from brook.queue.lifecycle import Settings, State
+from brook.queue.lifecycle import Settings
 
 
 def test_four_workers_reach_every_cold_key_within_the_first_thousand_leases() -> None:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 import brook
 from brook import layout, limits
 from brook.log.view import TopicView, read_records
+from brook.models import State
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state, standing_of
-from brook.queue.lifecycle import State
 from brook.records import Record
 from brook.storage.location import open_reader
 from tests.queue.test_shell import Clock

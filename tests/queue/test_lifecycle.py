@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from brook.errors import BadRequest, LeaseExpired
+from brook.models import Backoff, State
 from brook.queue import lifecycle as lc
-from brook.queue.lifecycle import Backoff, Settings, State
+from brook.queue.lifecycle import Settings
+from brook.retry import retry_delay
 
 SETTINGS = Settings(visibility_timeout_ms=1000, max_attempts=3, backoff=Backoff(100, 2.0, 1000))
 
@@ -130,7 +132,7 @@ TestOneRecord = OneRecord.TestCase
 @given(st.integers(1, 40), st.floats(0, 1))
 def test_backoff_grows_and_is_capped(attempt: int, jitter: float) -> None:
     backoff = Backoff(1000, 2.0, 300_000, jitter)
-    delay = lc.retry_delay_ms(attempt, backoff, random.Random(attempt))
+    delay = retry_delay(backoff, attempt, random.Random(attempt))
     full = min(300_000, 1000 * 2.0 ** (attempt - 1))
     assert full * (1 - jitter) - 1 <= delay <= full
 

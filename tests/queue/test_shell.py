@@ -11,7 +11,7 @@ import brook
 from brook import limits
 from brook.clock import Clock as BrookClock
 from brook.errors import LeaseExpired, StorageError
-from brook.queue.lifecycle import State
+from brook.models import State
 from brook.records import Record
 from brook.storage.faulty import FaultyStorage
 from brook.storage.local import LocalStorage

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from brook.errors import LeaseExpired
+from brook.models import Backoff, State
 from brook.queue.group import Change, GroupCore, Position, group_of
-from brook.queue.lifecycle import Backoff, Settings, State
+from brook.queue.lifecycle import Settings
 from brook.scheduling import Schedule
 
 RECORDS = 300

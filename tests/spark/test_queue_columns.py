@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from brook.lake.arrow import SCHEMA
 from brook.log.view import SegmentSlice
+from brook.models import State, Transition
 from brook.queue.inspect import GroupState, Touched, standing_of
-from brook.queue.lifecycle import JobState, State, Transition
+from brook.queue.lifecycle import JobState
 from brook.spark.queue import standings, with_state
 
 TOP = 200

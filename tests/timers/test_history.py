@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from brook.id_index import Numbers, RowLog
+from brook.models import TimerInfo
 from brook.timers.history import TimerHistory
-from brook.timers.model import TimerInfo
 
 IDS = st.text(alphabet="abcxyz019:-", min_size=1, max_size=5)
 TOPICS = st.sampled_from(["orders", "reminders", "t.x"])

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brook.models import TimerInfo
 from brook.timers import files, merging
-from brook.timers.model import Timer, TimerInfo
+from brook.timers.model import Timer
 
 MOST = 8
 HISTORY_MS = 1_000

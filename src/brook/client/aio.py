@@ -54,7 +54,11 @@ class AsyncBroker:
     """A broker reached over HTTP, as coroutines. Use `brook.connect_async`."""
 
     def __init__(
-        self, url: str, api_key: str | None = None, timeout: float = 60.0, verify: Any = True
+        self,
+        url: str,
+        api_key: str | None = None,
+        timeout: float = limits.client_timeout_s_default,
+        verify: Any = True,
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.AsyncClient(
@@ -427,7 +431,9 @@ class AsyncTopic:
         )
         return acks
 
-    async def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:
+    async def read(
+        self, partition: int = 0, offset: int = 0, limit: int = limits.read_records_default
+    ) -> list[Record]:
         records: list[Record] = await self._broker._do(
             protocol.read(self.name, partition, offset, limit)
         )
@@ -477,7 +483,11 @@ class AsyncConsumer:
         self.group = group
         self._start = start
 
-    async def poll(self, max_records: int = 500, timeout: float = 1.0) -> list[Record]:
+    async def poll(
+        self,
+        max_records: int = limits.poll_records_default,
+        timeout: float = limits.poll_wait_s_default,
+    ) -> list[Record]:
         records: list[Record] = await self._broker._do(
             protocol.poll(self.topic, self.group, self._start, max_records, timeout)
         )
@@ -522,7 +532,10 @@ class AsyncQueue:
         self.group = group
 
     async def lease(
-        self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
+        self,
+        max_records: int = limits.lease_records_default,
+        timeout: float = limits.poll_wait_s_default,
+        visibility_timeout_ms: int | None = None,
     ) -> list[Job]:
         jobs: list[Job] = await self._broker._do(
             protocol.lease(self.topic, self.group, max_records, timeout, visibility_timeout_ms)

@@ -54,7 +54,11 @@ class RemoteBroker:
     """A broker reached over HTTP. Use `brook.connect`."""
 
     def __init__(
-        self, url: str, api_key: str | None = None, timeout: float = 60.0, verify: Any = True
+        self,
+        url: str,
+        api_key: str | None = None,
+        timeout: float = limits.client_timeout_s_default,
+        verify: Any = True,
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.Client(
@@ -423,7 +427,9 @@ class RemoteTopic:
         )
         return acks
 
-    def read(self, partition: int = 0, offset: int = 0, limit: int = 1000) -> list[Record]:
+    def read(
+        self, partition: int = 0, offset: int = 0, limit: int = limits.read_records_default
+    ) -> list[Record]:
         records: list[Record] = self._broker._do(protocol.read(self.name, partition, offset, limit))
         return records
 
@@ -469,7 +475,11 @@ class RemoteConsumer:
         self.group = group
         self._start = start
 
-    def poll(self, max_records: int = 500, timeout: float = 1.0) -> list[Record]:
+    def poll(
+        self,
+        max_records: int = limits.poll_records_default,
+        timeout: float = limits.poll_wait_s_default,
+    ) -> list[Record]:
         records: list[Record] = self._broker._do(
             protocol.poll(self.topic, self.group, self._start, max_records, timeout)
         )
@@ -512,7 +522,10 @@ class RemoteQueue:
         self.group = group
 
     def lease(
-        self, max_records: int = 10, timeout: float = 1.0, visibility_timeout_ms: int | None = None
+        self,
+        max_records: int = limits.lease_records_default,
+        timeout: float = limits.poll_wait_s_default,
+        visibility_timeout_ms: int | None = None,
     ) -> list[Job]:
         jobs: list[Job] = self._broker._do(
             protocol.lease(self.topic, self.group, max_records, timeout, visibility_timeout_ms)

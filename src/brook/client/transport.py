@@ -7,16 +7,13 @@ from typing import Any
 
 import httpx
 
+from brook import limits
 from brook.client import protocol
 from brook.client.protocol import Call
 from brook.errors import Overloaded, Unavailable
+from brook.retry import doubling, retry_delay
 
-RETRIES = 3
-RETRY_BACKOFF_S = 0.2
-OVERLOADED_RESENDS = 8
-"""A call answered 503 overloaded (nothing of it was kept) is sent again this many
-times, after the server's Retry-After each time, before Overloaded is raised."""
-RETRY_AFTER_S_MAX = 10.0
+_RESEND = doubling(limits.client_resend_ms_min, limits.client_resend_ms_max)
 _NOTHING_ANSWERED = (
     httpx.ConnectError,
     httpx.ConnectTimeout,
@@ -44,8 +41,8 @@ def resend_after(url: str, call: Call, attempt: int, exc: httpx.HTTPError) -> fl
     """Seconds to wait before sending `call` again after attempt number `attempt` failed
     with `exc`; raises Unavailable when it must not, or need not, be sent again."""
     if isinstance(exc, _NOTHING_ANSWERED):
-        if call.retry_safe and attempt <= RETRIES:
-            return float(RETRY_BACKOFF_S * 2 ** (attempt - 1))
+        if call.retry_safe and attempt <= limits.client_resends_max:
+            return retry_delay(_RESEND, attempt) / 1000
         raise Unavailable(f"cannot reach {url}: {exc}") from None
     if isinstance(exc, httpx.TimeoutException):
         raise Unavailable(f"{url} did not answer in time: {exc}") from None
@@ -55,8 +52,8 @@ def resend_after(url: str, call: Call, attempt: int, exc: httpx.HTTPError) -> fl
 def overloaded_wait(response: httpx.Response, attempt: int) -> float | None:
     """Seconds to wait before sending again a call the server refused with 503
     overloaded (back-pressure: nothing of it was kept, so any call may be resent);
-    None when it was not refused so, or after OVERLOADED_RESENDS tries."""
-    if response.status_code != 503 or attempt > OVERLOADED_RESENDS:
+    None when it was not refused so, or after client_overloaded_resends_max tries."""
+    if response.status_code != 503 or attempt > limits.client_overloaded_resends_max:
         return None
     if not isinstance(protocol.error_from(503, response.content), Overloaded):
         return None
@@ -64,7 +61,7 @@ def overloaded_wait(response: httpx.Response, attempt: int) -> float | None:
         hint = float(response.headers.get("retry-after", "1"))
     except ValueError:
         hint = 1.0
-    return min(max(hint, 0.05), RETRY_AFTER_S_MAX)
+    return min(max(hint, limits.client_retry_after_s_min), limits.client_retry_after_s_max)
 
 
 def answer(call: Call, response: httpx.Response) -> Any:

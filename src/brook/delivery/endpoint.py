@@ -17,8 +17,8 @@ import msgspec
 from brook import event_headers, limits, names, validate
 from brook.delivery import addresses, signing
 from brook.errors import BadRequest
+from brook.models import Backoff
 from brook.queue import settings as queue_settings
-from brook.queue.lifecycle import Backoff
 from brook.records import Record
 
 EVENT_TYPE_PATTERN = re.compile(event_headers.EVENT_TYPE_OR_GLOB_PATTERN[1:-1])
@@ -31,11 +31,7 @@ RESERVED_HEADERS = ("host", "content-length", "content-type", "transfer-encoding
 `webhook-*` and `brook-*` one."""
 GROUP_PREFIX = names.ENDPOINT_GROUP_PREFIX
 """The queue groups of an endpoint are named this and its name (a reserved name)."""
-LEASE_MARGIN_MS = 10_000
-"""A delivery group's visibility timeout is the endpoint's timeout and this: a record
-leased ahead may wait this long for a free slot or its pacing and still be sent. (A
-broker that died leaves leases behind; the next start ends them at once, see
-Deliverer._release_leases.)"""
+LEASE_MARGIN_MS = limits.endpoint_lease_margin_ms
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,10 +39,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     topics: tuple[str, ...]
     """Topic names or glob patterns (`orders.*`)."""
     headers: dict[str, str] = {}
-    timeout_ms: int = 15_000
-    max_in_flight: int = 16
+    timeout_ms: int = limits.endpoint_timeout_ms_default
+    max_in_flight: int = limits.endpoint_in_flight_default
     rate_limit_per_s: int | None = None
-    max_attempts: int = 10
+    max_attempts: int = limits.endpoint_max_attempts_default
     backoff: Backoff = Backoff()
     expire_after_ms: int | None = limits.endpoint_expire_after_ms_default
     """None: records never expire (an endpoint stored before this default keeps None)."""

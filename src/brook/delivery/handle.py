@@ -13,7 +13,7 @@ from brook import limits, validate
 from brook.delivery import endpoint as ep
 from brook.delivery import messages, signing
 from brook.errors import MessageNotFound, TopicNotFound
-from brook.queue.lifecycle import State
+from brook.models import State
 from brook.records import (
     Attempt,
     DeliveryCounters,

@@ -33,7 +33,9 @@ import msgspec
 
 from brook import limits
 from brook.durations import words
-from brook.queue.lifecycle import Backoff, Settings, retry_delay_ms
+from brook.models import Backoff
+from brook.queue.lifecycle import Settings
+from brook.retry import retry_delay
 
 RETRY_AFTER_MS_MAX = limits.delivery_retry_after_ms_max
 EXCERPT_BYTES_MAX = limits.delivery_excerpt_bytes_max
@@ -135,7 +137,7 @@ def location_shown(location: str, url: str) -> str:
 def _retry(
     reason: str, result: Result, attempt: int, backoff: Backoff, now_ms: int, rng: random.Random
 ) -> Verdict:
-    delay = retry_delay_ms(attempt, backoff, rng)
+    delay = retry_delay(backoff, attempt, rng)
     hint = retry_after_ms(result.retry_after, now_ms)
     if hint is not None:
         delay = max(delay, hint)

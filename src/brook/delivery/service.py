@@ -57,10 +57,9 @@ from brook.delivery.stats import EndpointStats, Totals
 from brook.delivery.store import EndpointStore
 from brook.delivery.workers import GUARD_S, Workers
 from brook.errors import BrookError, Closed, LeaseExpired
-from brook.queue.lifecycle import Outcome
+from brook.models import Failure, Outcome
 from brook.queue.shell import QueueGroup
 from brook.records import Job, Recent, Record
-from brook.supervisor import Failure
 
 if TYPE_CHECKING:
     from brook.core import Core

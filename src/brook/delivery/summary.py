@@ -26,9 +26,9 @@ from brook.delivery import endpoint as ep
 from brook.delivery.breaker import State as Breaker
 from brook.delivery.service import Deliverer, Runtime
 from brook.errors import BadRequest
+from brook.models import Failure
 from brook.queue.shell import backlog_of
 from brook.records import DeliverySummary
-from brook.supervisor import Failure
 
 BY_HAND = "disabled by hand"
 """The reason an endpoint disabled by an operator carries (endpoint.merge and

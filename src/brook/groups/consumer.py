@@ -144,7 +144,9 @@ class Consumer:
         return f"<Consumer {self.topic} group={self.group}>"
 
     def poll(
-        self, max_records: int = limits.poll_records_default, timeout: float = 1.0
+        self,
+        max_records: int = limits.poll_records_default,
+        timeout: float = limits.poll_wait_s_default,
     ) -> list[Record]:
         """Records after the group's position, waiting up to `timeout` seconds for some.
 

@@ -29,20 +29,8 @@ without raising; a free-text key grouped again gives itself back.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from brook import limits
-
-
-class ErrorGroup(NamedTuple):
-    """Dead records of one group: its key, how many, and the whole reason one of them
-    (the first the queue group learned of) died of, for a representative traceback."""
-
-    group: str
-    dead: int
-    """How many of its records are dead."""
-    example: str
-
 
 _SUMMARY_FRAME = re.compile(r"  (?P<file>.+):(?P<line>[0-9]+) in (?P<function>.+)")
 _TRACEBACK_FRAME = re.compile(r'\s*File "(?P<file>.+)", line (?P<line>[0-9]+), in (?P<function>.+)')

@@ -15,10 +15,11 @@ from collections.abc import Hashable, Sequence
 
 from brook import limits
 from brook.errors import LeaseExpired
+from brook.models import ErrorGroup, State, Transition
 from brook.queue import lifecycle as lc
-from brook.queue.error_groups import ErrorGroup, error_group
+from brook.queue.error_groups import error_group
 from brook.queue.fair import FairQueue
-from brook.queue.lifecycle import JobState, Settings, State, Transition
+from brook.queue.lifecycle import JobState, Settings
 from brook.scheduling import Schedule
 
 _READY, _LEASED, _RETRYING, _ACKED, _DEAD = (

@@ -11,10 +11,9 @@ from typing import Any
 
 from brook import limits, validate
 from brook.errors import BadRequest
+from brook.models import ErrorGroup, Outcome, Transition
 from brook.partitioner import partition_for_key
 from brook.queue import settings as queue_settings
-from brook.queue.error_groups import ErrorGroup
-from brook.queue.lifecycle import Outcome, Transition
 from brook.queue.shell import QueueGroup
 from brook.records import DeadRecord, Job, JobInfo, Record, UniqueAck
 
@@ -33,8 +32,8 @@ class Queue:
 
     def lease(
         self,
-        max_records: int = 10,
-        timeout: float = 1.0,
+        max_records: int = limits.lease_records_default,
+        timeout: float = limits.poll_wait_s_default,
         visibility_timeout_ms: int | None = None,
     ) -> list[Job]:
         """Up to `max_records` records (capped at queue_lease_records_max), fairly
@@ -123,7 +122,10 @@ class Queue:
         return self._group.dead_errors()
 
     def dead_records(
-        self, error: str, after: tuple[int, int] | None = None, limit: int = 100
+        self,
+        error: str,
+        after: tuple[int, int] | None = None,
+        limit: int = limits.dead_records_page_default,
     ) -> list[DeadRecord]:
         """Up to `limit` dead records of the error group `error` (as `dead_errors` names
         it; a whole error stands for its group), in the order the group learned of them,

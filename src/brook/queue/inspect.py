@@ -13,8 +13,9 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from brook.models import State, Transition
 from brook.queue import lifecycle as lc
-from brook.queue.lifecycle import JobState, State, Transition
+from brook.queue.lifecycle import JobState
 from brook.queue.status import Entry, Position, fold
 
 

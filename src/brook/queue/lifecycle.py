@@ -28,41 +28,21 @@ and the `Transition` to append to the status log; nothing is changed in place.
 
 from __future__ import annotations
 
-import enum
 import random
 
 import msgspec
 
+from brook import limits
 from brook.errors import BadRequest, LeaseExpired
-
-
-class State(enum.Enum):
-    READY = "ready"
-    LEASED = "leased"
-    RETRYING = "retrying"
-    ACKED = "acked"
-    DEAD = "dead"
-
-    # Members are singletons: hashing by identity is right, and much cheaper than
-    # Enum's hash of the name (states are dict keys on every transition).
-    __hash__ = object.__hash__
-
-
-class Backoff(msgspec.Struct, frozen=True):
-    """Delay before attempt n+1 after attempt n failed: min_ms * factor**(n-1), at most
-    max_ms, with up to `jitter` of it taken off at random (so retries spread out)."""
-
-    min_ms: int = 1000
-    factor: float = 2.0
-    max_ms: int = 300_000
-    jitter: float = 0.5
+from brook.models import Backoff, State, Transition
+from brook.retry import retry_delay
 
 
 class Settings(msgspec.Struct, frozen=True):
     """A queue group's settings (SPEC §1), stored with the group."""
 
-    visibility_timeout_ms: int = 30_000
-    max_attempts: int = 5
+    visibility_timeout_ms: int = limits.visibility_timeout_ms_default
+    max_attempts: int = limits.queue_max_attempts_default
     backoff: Backoff = Backoff()
     expire_after_ms: int | None = None
     ordering: str = "none"
@@ -100,43 +80,6 @@ class JobState(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def untouched(self) -> bool:
         """Ready and never leased or redriven: all there is to it is in the topic."""
         return self.state is State.READY and self.attempt == 0 and self.lives == 0
-
-
-class Outcome(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """How an attempt went, as the group's consumer tells it when it settles the
-    record (the broker's delivery workers do: an HTTP status, how long it took,
-    why it failed, the start of the answer)."""
-
-    status: int | None = None
-    latency_ms: float = 0.0
-    error: str = ""
-    """Why there was no status (timeout, connection, ...), or ""."""
-    excerpt: bytes = b""
-    result: bytes | None = None
-    """What the job returned, given with its ack (queue/results.py)."""
-
-
-class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """One line of a record's trace, as appended to the status log."""
-
-    at_ms: int
-    state: State
-    attempt: int
-    reason: str = ""
-    receipt: str | None = None
-    until_ms: int = 0
-    """Lease expiry for `leased`; when it is due again for `retrying`."""
-    outcome: Outcome | None = None
-    """For the transition that ended an attempt, when the consumer told how it went.
-    (Last, so that entries written before it existed read as None.)"""
-
-
-def retry_delay_ms(attempt: int, backoff: Backoff, rng: random.Random) -> int:
-    """How long a record waits after its attempt `attempt` (1-based) failed. Pure given `rng`."""
-    if attempt < 1:
-        raise ValueError("attempts count from 1")
-    full = min(backoff.max_ms, backoff.min_ms * backoff.factor ** (attempt - 1))
-    return max(0, round(full * (1 - backoff.jitter * rng.random())))
 
 
 def new_job(now_ms: int) -> JobState:
@@ -219,7 +162,7 @@ def nack(
         raise BadRequest(f"delay_ms must be at least 0, not {delay_ms}")
     if job.attempt >= settings.max_attempts:
         return _dead(job, now_ms, reason or f"failed on the last attempt ({job.attempt})")
-    delay = retry_delay_ms(job.attempt, settings.backoff, rng) if delay_ms is None else delay_ms
+    delay = retry_delay(settings.backoff, job.attempt, rng) if delay_ms is None else delay_ms
     due = now_ms + delay
     retrying = msgspec.structs.replace(
         job, state=State.RETRYING, receipt=None, ready_at_ms=due, error=reason

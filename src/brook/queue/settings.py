@@ -15,7 +15,8 @@ import msgspec
 
 from brook import limits, names, validate
 from brook.errors import BadRequest
-from brook.queue.lifecycle import Backoff, Settings
+from brook.models import Backoff
+from brook.queue.lifecycle import Settings
 
 ORDERINGS = ("none", "key")
 

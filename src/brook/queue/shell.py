@@ -37,11 +37,11 @@ from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
 from brook.errors import LeaseExpired, MessageNotFound, PartitionNotFound, TopicNotFound
 from brook.log.partition import PartitionLog
+from brook.models import ErrorGroup, Outcome, State, Transition
 from brook.queue import replay, status
 from brook.queue import settings as queue_settings
-from brook.queue.error_groups import ErrorGroup
 from brook.queue.group import Change, GroupCore, Position, choosing
-from brook.queue.lifecycle import JobState, Outcome, Settings, State, Transition, replayed
+from brook.queue.lifecycle import JobState, Settings, replayed
 from brook.queue.reader import BatchCache, RecordReader
 from brook.queue.replay import Replay
 from brook.queue.results import Kept, Results
@@ -714,7 +714,10 @@ class QueueGroup:
             return self.machine.dead_errors()
 
     def dead_records(
-        self, error: str, after: Position | None = None, limit: int = 100
+        self,
+        error: str,
+        after: Position | None = None,
+        limit: int = limits.dead_records_page_default,
     ) -> list[tuple[Position, JobState]]:
         """Up to `limit` dead records of the error group `error` (or of the group of a
         whole error), in the order the group learned of them, from just after `after`

@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from brook.queue.lifecycle import JobState, State, Transition
+from brook.models import State, Transition
+from brook.queue.lifecycle import JobState
 
 Position = tuple[int, int]
 

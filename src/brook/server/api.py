@@ -16,6 +16,7 @@ from brook.errors import (
     PartitionNotFound,
     UnsupportedMediaType,
 )
+from brook.models import Failure
 from brook.operations import OPERATIONS
 from brook.server import openapi, query
 from brook.server.auth import Authenticator, may_use
@@ -32,7 +33,6 @@ from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
 from brook.server.ui.dashboard import PREFIX as UI_PREFIX
 from brook.server.ui.dashboard import Dashboard
-from brook.supervisor import Failure
 from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, TopicOut, decode_request
 
 log = logging.getLogger("brook.server")
@@ -239,7 +239,10 @@ class Api:
         if partition >= partitions:
             raise PartitionNotFound(f"topic {topic} has no partition {partition}")
         offset = query.number(params, "offset", 0)
-        limit = min(query.number(params, "limit", 1000, low=1), limits.read_records_max)
+        limit = min(
+            query.number(params, "limit", limits.read_records_default, low=1),
+            limits.read_records_max,
+        )
         wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
         if wait_ms:
             deadline = time.monotonic() + wait_ms / 1000

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import limits, wire
+from brook.api import EndpointApi as Endpoint
 from brook.errors import BadRequest, EndpointNotFound, Forbidden
-from brook.models import Attempt, Endpoint, EndpointInfo, TestResult
+from brook.models import Attempt, EndpointInfo, TestResult
 from brook.names import MESSAGE_ID_PATTERN
 from brook.operations import OPERATIONS
 from brook.server import query

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from brook import limits, validate, wire
-from brook.models import Job, Outcome, Queue, Record, Transition
+from brook.api import QueueApi as Queue
+from brook.models import Job, Outcome, Record, Transition
 from brook.operations import OPERATIONS
 from brook.server import query
 from brook.server.http import Request, Response, json_response

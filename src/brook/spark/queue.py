@@ -33,9 +33,10 @@ from brook import layout
 from brook.errors import CorruptData, NotFound
 from brook.lake.arrow import SCHEMA, SPARK_SCHEMA
 from brook.log.view import SegmentSlice, TopicView, read_records
+from brook.models import State
 from brook.queue import status
 from brook.queue.inspect import GroupState, Touched, group_state
-from brook.queue.lifecycle import JobState, State
+from brook.queue.lifecycle import JobState
 from brook.spark.options import ReadOptions, queue_options
 from brook.spark.source import SliceInput, read_input
 from brook.storage import Storage

@@ -36,8 +36,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
 import brook
+from brook import limits
 from brook.errors import BadRequest, BrookError, Locked, StorageError, Unavailable
 from brook.records import Record
+from brook.retry import doubling, retry_delay
 from brook.spark.options import WriteOptions, write_options
 
 ROWS_PER_CHUNK = 5_000
@@ -45,8 +47,7 @@ BYTES_PER_CHUNK = 4 * 1024 * 1024
 """A chunk is staged once it holds this many rows or bytes."""
 LOCKED_WAIT_S = 120.0
 """How long a task waits for the directory while other tasks hold the embedded broker."""
-OUTAGE_PAUSE_MIN_S = 0.25
-OUTAGE_PAUSE_MAX_S = 5.0
+_OUTAGE = doubling(limits.sink_outage_pause_ms_min, limits.sink_outage_pause_ms_max)
 """The backoff between tries while the broker cannot be reached."""
 
 log = logging.getLogger("brook.spark")
@@ -125,11 +126,13 @@ def waiting_out_outages(options: WriteOptions, call: Callable[[], T]) -> T:
     storage fails (a restart, a failover), for up to `outage_wait_ms`. Every call
     the sink makes is safe to repeat."""
     deadline = time.monotonic() + options.outage_wait_ms / 1000
-    pause = OUTAGE_PAUSE_MIN_S
+    failures = 0
     while True:
         try:
             return call()
         except (Unavailable, StorageError, Locked) as exc:
+            failures += 1
+            pause = retry_delay(_OUTAGE, failures) / 1000
             if time.monotonic() + pause > deadline:
                 raise type(exc)(
                     f"{exc.message} (waited {options.outage_wait_ms} ms for the broker: "
@@ -137,7 +140,6 @@ def waiting_out_outages(options: WriteOptions, call: Callable[[], T]) -> T:
                 ) from None
             log.warning("brook sink: %s; trying again in %.1f s", exc.message, pause)
             time.sleep(pause)
-            pause = min(pause * 2, OUTAGE_PAUSE_MAX_S)
 
 
 class _Target:

@@ -41,8 +41,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brook import limits
-from brook.supervisor import doubling_ms
+from brook.models import Backoff
+from brook.retry import retry_delay
 
+_RELEASE = Backoff(
+    min_ms=limits.worker_release_ms_min,
+    factor=2.0,
+    max_ms=limits.worker_release_ms_max,
+    jitter=limits.worker_release_jitter,
+)
 HELD_PER_SLOT = 4
 """Jobs held per slot on reserved room: one running, the rest leased and waiting."""
 
@@ -214,13 +221,10 @@ class Ledger:
             self._releases[where] = times + 1
             while len(self._releases) > limits.worker_releases_kept_max:
                 self._releases.popitem(last=False)
-            base = doubling_ms(
-                times + 1, limits.worker_release_ms_min, limits.worker_release_ms_max
-            )
             # Jittered: a pause in step with the releasing worker's own long-polls handed
             # the job back to it again and again, the right worker idle (a fresh-clone
             # trial: 8 releases in a row, 62 s late).
-            delay = round(base * (0.5 + self.rng.random()))
+            delay = retry_delay(_RELEASE, times + 1, self.rng)
             return Outcome(
                 "release",
                 reason=f"task {job.task} does not run in this worker (--tasks): "

@@ -29,7 +29,8 @@ from brook.tasks.app import JobRef
 if TYPE_CHECKING:
     from brook.api import QueueApi
     from brook.broker import Broker
-    from brook.models import Job, Queue
+    from brook.models import Job
+    from brook.queue.handle import Queue
     from brook.tasks.app import App
     from brook.tasks.ledger import Outcome
 

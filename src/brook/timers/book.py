@@ -17,8 +17,9 @@ from collections.abc import Iterable, Sequence
 
 from brook.errors import Conflict
 from brook.id_index import IdIndex, Numbers
+from brook.models import TimerInfo
 from brook.timers.history import TimerHistory
-from brook.timers.model import Timer, TimerInfo
+from brook.timers.model import Timer
 
 _TOPIC_BITS = 20
 """Low bits of a packed pending entry that number its topic (a million topics; due

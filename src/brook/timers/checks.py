@@ -10,22 +10,10 @@ import msgspec
 
 from brook import limits, validate
 from brook.errors import BadRequest
+from brook.models import TimerSpec
 from brook.timers.model import Timer
 
 HORIZON_MS_MAX = limits.timer_horizon_ms_max
-
-
-class TimerSpec(msgspec.Struct, frozen=True):
-    """A timer to schedule (for `schedule_many`): due `at` (ms since the epoch) or
-    after `delay_ms`, or now when neither is given."""
-
-    topic: str
-    value: bytes
-    at: int | None = None
-    delay_ms: int | None = None
-    key: bytes | None = None
-    headers: dict[str, bytes] | None = None
-    timer_id: str | None = None
 
 
 def due_ms(at: Any, delay_ms: Any, now_ms: int) -> int:

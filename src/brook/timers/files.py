@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import msgspec
 
-from brook.timers.model import Timer, TimerInfo
+from brook.models import TimerInfo
+from brook.timers.model import Timer
 
 
 class LogEntry(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):

@@ -11,7 +11,7 @@ arrays (id_index.RowLog): about 110 to 170 bytes a timer, and no object per time
 from __future__ import annotations
 
 from brook.id_index import Numbers, RowLog
-from brook.timers.model import TimerInfo
+from brook.models import TimerInfo
 
 _CANCELLED = -1
 """The partition of a cancelled timer's row (a fired one has its real partition)."""

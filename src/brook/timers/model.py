@@ -1,4 +1,5 @@
-"""What a timer is, in memory, in the timer log and in bucket files."""
+"""What a timer is, in memory, in the timer log and in bucket files. (What users are
+told of one, `TimerInfo` and `TimerPage`, are public types: brook/models.py.)"""
 
 from __future__ import annotations
 
@@ -18,29 +19,6 @@ class Timer(msgspec.Struct, frozen=True, array_like=True, gc=False):
     value: bytes
     key: bytes | None = None
     headers: dict[str, bytes] | None = None
-
-
-class TimerInfo(msgspec.Struct, frozen=True):
-    """What `b.timer(id)` tells: a timer's state, and where it fired."""
-
-    timer_id: str
-    state: str
-    """"pending", "fired" or "cancelled"."""
-    topic: str
-    due_ms: int
-    partition: int | None = None
-    """Where the record was appended, once fired."""
-    offset: int | None = None
-    at_ms: int | None = None
-    """When it fired or was cancelled."""
-
-
-class TimerPage(msgspec.Struct, frozen=True):
-    """What `b.list_timers(...)` gives: pending timers in order of due time (then id),
-    and `next`, the cursor to pass as `after` for the page after (None: the last)."""
-
-    timers: list[TimerInfo]
-    next: str | None = None
 
 
 def cursor_of(due_ms: int, timer_id: str) -> str:

@@ -36,10 +36,11 @@ from brook.commit import AppendRequest, Waiter
 from brook.core import Hooks
 from brook.errors import Closed, StorageError
 from brook.log.partition import LogSettings
+from brook.models import TimerInfo
 from brook.records import Histogram, Record, TimerStats
 from brook.timers import files, merging
 from brook.timers.book import TimerBook, Unflushed, bucket_of
-from brook.timers.model import Timer, TimerInfo
+from brook.timers.model import Timer
 
 if TYPE_CHECKING:
     from brook.core import Core

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from brook import limits
+from brook.api import InspectedQueueApi as Queue
 from brook.broker import Broker
 from brook.config import ApiKey
 from brook.errors import (
@@ -36,7 +37,7 @@ from brook.errors import (
     NotFound,
     Unauthorized,
 )
-from brook.models import EndpointInfo, Queue
+from brook.models import EndpointInfo
 from brook.portal_links import PortalLinks
 from brook.server.auth import Authenticator, endpoint_beyond, may_use
 from brook.server.http import Request, Response

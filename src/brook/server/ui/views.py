@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from brook import __version__
+from brook.api import ConsumerApi as Consumer
 from brook.broker import Broker
 from brook.errors import BadRequest, BrookError, NotFound, TopicNotFound
 from brook.models import (
-    Consumer,
     DeliveryStats,
     EndpointInfo,
     Histogram,
@@ -656,7 +656,7 @@ class StreamGroups:
 
     def __init__(self) -> None:
         self._listed_at = -GROUPS_LISTED_S
-        self._consumers: list[Consumer] = []
+        self._consumers: Sequence[Consumer] = ()
 
     def rows(self, broker: Broker) -> list[StreamRow]:
         if time.monotonic() - self._listed_at >= GROUPS_LISTED_S:
