@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from brook import validate
+from brook import limits, validate
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest
 from brook.core import Core, Hooks, TopicState, acks_in_order, route
@@ -25,9 +25,6 @@ from brook.groups.consumer import GroupStore
 from brook.log.partition import PartitionLog
 from brook.queue.store import QueueStore
 from brook.records import Ack
-
-WAKE_CHECK_S = 1.0
-"""A waiter looks again at least this often, whatever it was told."""
 
 
 class Completions:
@@ -239,7 +236,7 @@ class LoopBridge:
                     if until_due <= 0:
                         return True
                     remaining = min(remaining, until_due)
-                await self.new_records.wait(min(remaining, WAKE_CHECK_S))
+                await self.new_records.wait(min(remaining, limits.wake_check_s))
             return True
         finally:
             self.new_records.waiting -= 1

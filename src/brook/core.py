@@ -348,7 +348,7 @@ class Core:
             self._opening_done.set()
             return 0.0
         side_by_side.each(
-            self.storage, waiting[:OPEN_SLICE_TOPICS], _open_unless_deleted, lambda _: None
+            self.storage, waiting[: limits.open_slice_topics], _open_unless_deleted, lambda _: None
         )
         return 0.0
 
@@ -398,7 +398,7 @@ class Core:
         read into the topics in memory, so this reader sees every record the owner had
         acknowledged when it opened (on object storage, segments hold only what the
         owner's checkpoints stored). A WAL the owner let go of meanwhile is read again."""
-        for _ in range(WAL_READ_ATTEMPTS):
+        for _ in range(limits.wal_read_attempts):
             try:
                 found = wal_recover(self.storage)
                 break
@@ -756,12 +756,6 @@ class Core:
         for state in self._topics.values():
             for partition_log in state.end("closed"):  # waits for an opening under way
                 partition_log.close()
-
-
-OPEN_SLICE_TOPICS = 64
-"""Topics the opening loop opens in one step (between steps it checks for closing)."""
-WAL_READ_ATTEMPTS = 3
-"""A reader's reads of the owner's WAL, which a checkpoint may cut short meanwhile."""
 
 
 def _open_unless_deleted(state: TopicState) -> None:

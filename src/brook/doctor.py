@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import httpx
 
-from brook import layout
+from brook import layout, limits
 from brook.codec.wal import WAL_FILE_HEADER_BYTES, scan_entries
 from brook.config import Config
 from brook.errors import StorageError
@@ -28,13 +28,6 @@ from brook.storage.s3 import lease as leases
 from brook.storage.s3.manifest import MANIFEST_KEY, decode
 from brook.storage.s3.objects import Bucket
 from brook.storage.s3.probe import PROBE_PREFIX, check_conditional_writes
-
-FREE_BYTES_MIN = 1 << 30
-"""Less free space than this (or 5%) is worth a warning: a full disk stops appends."""
-CLOCK_SKEW_WARN_S = 2.0
-CLOCK_SKEW_FAIL_S = 10.0
-"""Leases and timers compare this machine's clock with others': beyond this much
-apart, a take-over waits wrongly and timers fire early or late."""
 
 
 class Check(NamedTuple):
@@ -166,7 +159,7 @@ def _lock(root: Path) -> Check:
 def _disk(name: str, where: Path) -> Iterator[Check]:
     usage = shutil.disk_usage(where)
     free_gib = usage.free / (1 << 30)
-    if usage.free < FREE_BYTES_MIN or usage.free < 0.05 * usage.total:
+    if usage.free < limits.doctor_free_bytes_min or usage.free < 0.05 * usage.total:
         yield Check(
             "warn",
             name,
@@ -230,11 +223,11 @@ def _clock(skew_s: float, round_trip_s: float) -> Check:
     has whole seconds) and half the round trip."""
     shown = f"this clock and the object store's differ by {abs(skew_s):.1f} s"
     slack = 1.0 + round_trip_s / 2
-    if abs(skew_s) > CLOCK_SKEW_FAIL_S + slack:
+    if abs(skew_s) > limits.doctor_clock_skew_fail_s + slack:
         return Check(
             "fail", "clock", f"{shown}: leases and timers rely on clocks; run NTP (chrony)"
         )
-    if abs(skew_s) > CLOCK_SKEW_WARN_S + slack:
+    if abs(skew_s) > limits.doctor_clock_skew_warn_s + slack:
         return Check("warn", "clock", f"{shown}: run NTP (chrony) to keep it small")
     return Check("ok", "clock", f"{shown} (within the measure's {slack:.1f} s)")
 

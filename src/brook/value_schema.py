@@ -21,14 +21,12 @@ from typing import Any
 
 import msgspec
 
+from brook import limits
 from brook.errors import BadRequest
 
 TYPES = ("string", "integer", "number", "boolean", "object", "array")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 """A property name that is a column name in every reader (Spark, DuckDB, Polars)."""
-DEPTH_MAX = 8
-PROPERTIES_MAX = 1_000
-SCHEMA_BYTES_MAX = 64 * 1024
 
 
 def check(schema: Any) -> dict[str, Any]:
@@ -42,8 +40,8 @@ def check(schema: Any) -> dict[str, Any]:
         size = len(msgspec.json.encode(schema))
     except (TypeError, msgspec.EncodeError):
         raise BadRequest("value_schema must be JSON: objects, lists, text, numbers") from None
-    if size > SCHEMA_BYTES_MAX:
-        raise BadRequest(f"value_schema is larger than {SCHEMA_BYTES_MAX} bytes")
+    if size > limits.value_schema_bytes_max:
+        raise BadRequest(f"value_schema is larger than {limits.value_schema_bytes_max} bytes")
     if _types(schema, "value_schema") != ["object"] or not schema.get("properties"):
         raise BadRequest(
             'value_schema must describe an object with properties: {"type": "object", '
@@ -86,8 +84,10 @@ def _check_object(schema: dict[str, Any], where: str, depth: int, counted: list[
                 "not starting with a digit"
             )
         counted[0] += 1
-        if counted[0] > PROPERTIES_MAX:
-            raise BadRequest(f"value_schema has more than {PROPERTIES_MAX} properties")
+        if counted[0] > limits.value_schema_properties_max:
+            raise BadRequest(
+                f"value_schema has more than {limits.value_schema_properties_max} properties"
+            )
         _check_property(prop, at, depth, counted)
 
 
@@ -100,8 +100,8 @@ def _check_property(prop: Any, where: str, depth: int, counted: list[int]) -> No
     if types and types[0] not in TYPES:
         raise BadRequest(f"{where}: type {types[0]!r} is not one of {', '.join(TYPES)}")
     found = kind(prop)
-    if found in ("object", "array") and depth >= DEPTH_MAX:
-        raise BadRequest(f"{where}: nested deeper than {DEPTH_MAX} levels")
+    if found in ("object", "array") and depth >= limits.value_schema_depth_max:
+        raise BadRequest(f"{where}: nested deeper than {limits.value_schema_depth_max} levels")
     if found == "object":
         if not prop.get("properties"):
             raise BadRequest(f"{where}: an object needs properties (or leave out its type)")

@@ -62,10 +62,10 @@ RAW_TYPE = "application/octet-stream"
 BATCH_TYPE = "application/vnd.brook.batch"
 """The binary batch format's media type (docs/PROTOCOL.md)."""
 
-Count = Annotated[int, Meta(ge=0, le=2**63 - 1)]
-Offset = Annotated[int, Meta(ge=0, le=2**63 - 1, description="An offset in a partition")]
-Positive = Annotated[int, Meta(ge=1, le=2**63 - 1)]
-Millis = Annotated[int, Meta(ge=0, le=2**63 - 1, description="Milliseconds")]
+Count = Annotated[int, Meta(ge=0, le=limits.whole_max)]
+Offset = Annotated[int, Meta(ge=0, le=limits.whole_max, description="An offset in a partition")]
+Positive = Annotated[int, Meta(ge=1, le=limits.whole_max)]
+Millis = Annotated[int, Meta(ge=0, le=limits.whole_max, description="Milliseconds")]
 Visibility = Annotated[int, Meta(ge=1, le=limits.visibility_timeout_ms_max)]
 Reason = Annotated[str, Meta(description=f"Kept up to {limits.queue_reason_chars_max} characters")]
 
@@ -385,7 +385,7 @@ class GroupOut(Out):
 
 class BackoffIn(In):
     min_ms: Millis | None = None
-    factor: Annotated[float, Meta(ge=1, le=100)] | None = None
+    factor: Annotated[float, Meta(ge=1, le=limits.backoff_factor_max)] | None = None
     max_ms: Millis | None = None
     jitter: Annotated[float, Meta(ge=0, le=1)] | None = None
 
@@ -776,11 +776,11 @@ class ScheduleIn(RecordFields, kw_only=True):
     )
 
     topic: Name
-    cron: Annotated[str, Meta(min_length=1, max_length=200)] | None = None
+    cron: Annotated[str, Meta(min_length=1, max_length=limits.cron_chars_max)] | None = None
     every_ms: (
         Annotated[int, Meta(ge=limits.schedule_every_ms_min, le=limits.timer_horizon_ms_max)] | None
     ) = None
-    tz: Annotated[str, Meta(min_length=1, max_length=100)] = "UTC"
+    tz: Annotated[str, Meta(min_length=1, max_length=limits.timezone_chars_max)] = "UTC"
     missed: Literal["skip", "run_once"] = "skip"
 
     def record(self) -> Record:
@@ -947,7 +947,12 @@ T = TypeVar("T")
 PARTITION_KEY_PATTERN = "^(0|[1-9][0-9]{0,17})$"
 """A partition number as a JSON object's key: decimal digits, no leading zero (within the
 63 bits an offset has; a partition the topic lacks is a 404)."""
-Secret = Annotated[str, Meta(max_length=200, extra_json_schema={"pattern": SECRET_PATTERN})]
+Secret = Annotated[
+    str,
+    Meta(
+        max_length=limits.endpoint_secret_chars_max, extra_json_schema={"pattern": SECRET_PATTERN}
+    ),
+]
 """An endpoint's secret (delivery/signing.py checks it, with its message)."""
 HeaderValue = Annotated[
     str,
@@ -968,7 +973,11 @@ class EndpointIn(In):
     url: (
         Annotated[
             str,
-            Meta(min_length=1, max_length=2048, extra_json_schema={"pattern": URL_PATTERN}),
+            Meta(
+                min_length=1,
+                max_length=limits.endpoint_url_chars_max,
+                extra_json_schema={"pattern": URL_PATTERN},
+            ),
         ]
         | None
     ) = None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from brook import limits
 from brook.delivery import client
 from brook.delivery.client import Idle, ProtocolError
 
@@ -182,7 +183,7 @@ def test_only_the_start_of_a_long_answer_is_kept(serve: Callable[..., RawServer]
     answers = _posts(server, 2)
     assert [(a.status, a.excerpt) for a in answers] == [(500, b"x" * 16)] * 2
     assert server.connections == 1, "drained and kept"
-    huge = b"y" * (client.DRAIN_MAX + 100_000)
+    huge = b"y" * (limits.delivery_drain_bytes_max + 100_000)
     big = serve(lambda r: b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % len(huge) + huge)
     answers = _posts(big, 2)
     assert [(a.status, a.excerpt) for a in answers] == [(200, b"y" * 16)] * 2

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import brook
+from brook import limits
 from brook.delivery.endpoint import GROUP_PREFIX
 from brook.errors import NotFound
 from tests.delivery.receivers import Answer, Got, Receiver, wait_for
@@ -168,9 +169,8 @@ def test_ordered_records_do_not_wait_for_the_loops_sweep(
     """A key's next record is ready only once the last one's ack (or retry) is durable;
     the loop is told then, rather than finding it at its next look at every endpoint
     (that look made ordered delivery stall 5 s at a time)."""
-    from brook.delivery import service
 
-    monkeypatch.setattr(service, "SWEEP_S", 120.0)
+    monkeypatch.setattr(limits, "delivery_sweep_s", 120.0)
     failed: set[bytes] = set()
 
     def answer(got: Got) -> Answer:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import brook
+from brook import limits
 from brook.broker import Broker
 from brook.errors import BrookError, Fenced, StorageError
 from brook.records import Record
@@ -551,7 +552,7 @@ def test_a_start_lists_every_files_chunks_in_slices_as_a_listing_per_file_would(
             first.topic(f"t{n}").append(b"record of %d" % n)
     first.delete_topic("t5")
     first.close()
-    monkeypatch.setattr("brook.storage.s3.LISTING_SLICE_FILES", 3)
+    monkeypatch.setattr(limits, "s3_listing_slice_files", 3)
     storage = S3Storage(url, endpoint_url=moto.endpoint, cache_dir=tmp_path / "cache-2")
     storage.lock()
     try:

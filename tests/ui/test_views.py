@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import brook
+from brook import limits
 from brook.limits import read_bytes_max
 from brook.partitioner import partition_for_key
 from brook.server.ui import views
-from brook.server.ui.views import KEY_SCAN_RECORDS, PAGE_RECORDS
 
 
 def walk(b: brook.Broker, topic: str, key: str = "") -> list[views.TopicPage]:
@@ -22,7 +22,7 @@ def walk(b: brook.Broker, topic: str, key: str = "") -> list[views.TopicPage]:
 
 
 def test_the_key_filter_finds_a_keys_records_anywhere_in_the_partition(tmp_path: Path) -> None:
-    total = 3 * KEY_SCAN_RECORDS + 500
+    total = 3 * limits.dashboard_key_scan_records_max + 500
     needles = set(range(7, total, 997))
     with brook.open(tmp_path / "data") as b:
         b.topic("t").append_many(
@@ -37,8 +37,8 @@ def test_the_key_filter_finds_a_keys_records_anywhere_in_the_partition(tmp_path:
         assert all(r.key == "needle" for page in pages for r in page.records)
         # Each page looked through a bounded range, and the ranges tile the partition.
         ranges = [page.scanned for page in pages]
-        assert ranges[0] == (total - KEY_SCAN_RECORDS, total)
-        assert all(high - low <= KEY_SCAN_RECORDS for low, high in ranges)
+        assert ranges[0] == (total - limits.dashboard_key_scan_records_max, total)
+        assert all(high - low <= limits.dashboard_key_scan_records_max for low, high in ranges)
         assert [high for _, high in ranges[1:]] == [low for low, _ in ranges[:-1]]
         assert ranges[-1][0] == 0
         assert pages[0].key_partition == partition_for_key(b"needle", 1) == 0
@@ -52,14 +52,14 @@ def test_a_common_key_pages_fifty_at_a_time_without_a_gap(tmp_path: Path) -> Non
         pages = walk(b, "t", key="k1")
         found = [r.offset for page in pages for r in page.records]
         assert found == list(range(997, 0, -3))
-        assert all(len(page.records) == PAGE_RECORDS for page in pages[:-1])
+        assert all(len(page.records) == limits.dashboard_records_per_page for page in pages[:-1])
 
 
 def test_big_records_page_without_a_gap(tmp_path: Path) -> None:
     """A read stops at read_bytes_max; a page of records bigger than that over
-    PAGE_RECORDS still shows every one of them."""
+    limits.dashboard_records_per_page still shows every one of them."""
     size = read_bytes_max // 10
-    count = PAGE_RECORDS + 10
+    count = limits.dashboard_records_per_page + 10
     with brook.open(tmp_path / "data") as b:
         for i in range(count):
             b.topic("t").append(bytes([65 + i % 26]) * size)

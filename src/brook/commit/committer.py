@@ -59,8 +59,6 @@ from brook.supervisor import Supervisor
 
 log = logging.getLogger("brook.commit")
 
-SYNCS_PARALLEL_MAX = 8
-"""Partitions synced at once after a round that wrote to several."""
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time."""
@@ -681,7 +679,7 @@ class Committer:
                 failures[logs[0]] = exc
             return failures
         if self._sync_pool is None:
-            self._sync_pool = ThreadPoolExecutor(SYNCS_PARALLEL_MAX, "brook-sync")
+            self._sync_pool = ThreadPoolExecutor(limits.round_syncs_parallel_max, "brook-sync")
         futures = [(each, self._sync_pool.submit(each.sync)) for each in logs]
         for partition_log, future in futures:
             failure = future.exception()

@@ -198,8 +198,11 @@ def parsed(arguments: list[str]) -> Reach:
 
 def check_url(url: str, allow: Reach) -> str:
     """The URL, if it may be an endpoint's; BadRequest saying what is wrong."""
-    if not isinstance(url, str) or len(url) > 2048:
-        raise BadRequest("url must be an http or https URL of at most 2,048 characters")
+    if not isinstance(url, str) or len(url) > limits.endpoint_url_chars_max:
+        raise BadRequest(
+            "url must be an http or https URL of at most "
+            f"{limits.endpoint_url_chars_max:,} characters"
+        )
     try:
         parts = urlsplit(url)
         host = parts.hostname

@@ -9,9 +9,9 @@ sends the request as one buffer and reads the answer with callbacks: about a fif
 that (docs/PERFORMANCE.md, "Delivery").
 
 What it does: connections pooled per (origin, address) within the caller's slots
-(pool.py), idle ones kept KEEPALIVE_S at most and never reused once the receiver said
+(pool.py), idle ones kept limits.delivery_keepalive_s at most and never reused once the receiver said
 `Connection: close`; TLS verified against the endpoint's host name (the system's
-trust store); the answer's body read up to `excerpt_max` and then up to DRAIN_MAX to
+trust store); the answer's body read up to `excerpt_max` and then up to limits.delivery_drain_bytes_max to
 keep the connection, beyond that the connection is closed instead. Header values are
 checked for line breaks (no injected header can ride on a record's content-type).
 """
@@ -25,13 +25,8 @@ from collections.abc import Mapping
 
 import httptools
 
-KEEPALIVE_S = 4.0
-"""An idle connection older than this is closed rather than reused (receivers commonly
-close idle connections after 5 s: a request on one they closed would fail)."""
-DRAIN_MAX = 64 * 1024
-"""Past the excerpt, how much of an answer's body is read to keep its connection."""
-LOCATION_BYTES_MAX = 4096
-"""A Location header is kept up to this long (the reason shows less of it)."""
+from brook import limits
+
 _FORBIDDEN = ("\r", "\n", "\0")
 
 
@@ -141,14 +136,14 @@ class Connection(asyncio.Protocol):
         if lowered == b"retry-after":
             self._retry_after = value.decode("latin-1").strip()
         elif lowered == b"location":
-            self._location = value[:LOCATION_BYTES_MAX].decode("latin-1")
+            self._location = value[: limits.delivery_location_bytes_max].decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self._seen += len(body)
         room = self.excerpt_max - len(self._body)
         if room > 0:
             self._body += body[:room]
-        if self._seen > self.excerpt_max + DRAIN_MAX:
+        if self._seen > self.excerpt_max + limits.delivery_drain_bytes_max:
             self._answer(keep=False)  # too long to drain: the answer so far, then close
 
     def on_message_complete(self) -> None:
@@ -194,7 +189,7 @@ class Idle:
                 connection.reusable
                 and transport is not None
                 and not transport.is_closing()
-                and now - connection.idle_since < KEEPALIVE_S
+                and now - connection.idle_since < limits.delivery_keepalive_s
             ):
                 return connection
             connection.close()

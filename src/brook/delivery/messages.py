@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 Position = tuple[str, int, int]
 """(topic, partition, offset) of a record."""
-READ_RECORDS = 1_000
-"""Records read at a time while looking for an event id."""
 
 
 def locate(core: Core, webhook_id: str, topics: Iterable[str]) -> list[Position]:
@@ -53,7 +51,7 @@ def locate(core: Core, webhook_id: str, topics: Iterable[str]) -> list[Position]
         for log in logs:
             offset = log.offset_at(since)
             while offset < log.durable_offset:
-                records = log.read(offset, READ_RECORDS)
+                records = log.read(offset, limits.event_id_search_read_records)
                 if not records:
                     break
                 for record in records:

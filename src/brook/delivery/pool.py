@@ -13,7 +13,7 @@ Origins are keyed by the host as written, not by the address it resolves to:
 connections are never shared across host names (a TLS connection was made for
 one name), and within an origin a connection is reused only for the address it was
 made to (client.py). An origin unused for `idle_s` is closed, so idle endpoints hold
-no connection; pooled connections idle longer than client.KEEPALIVE_S are not reused.
+no connection; pooled connections idle longer than limits.delivery_keepalive_s are not reused.
 
 Only the event loop's thread uses this.
 """

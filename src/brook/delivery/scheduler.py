@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
+from brook import limits
 from brook.delivery.breaker import Breaker
 from brook.delivery.breaker import State as BreakerState
 from brook.delivery.endpoint import Endpoint
@@ -34,23 +35,19 @@ from brook.records import Job
 Group = TypeVar("Group", bound=Hashable)
 """A queue group as the caller knows it (the loop's QueueGroup; the simulation's own)."""
 
-LEASE_RECORDS_MAX = 100
-"""Most records one lease of one group takes."""
 AHEAD_S = 1.0
 """An endpoint leases about this many seconds of its pace ahead: enough that leases
 (one durable write each) are few at a fast endpoint's pace, few enough that a record
 leased ahead waits well within its lease's margin at a slow one's."""
-AHEAD_MAX = 2 * LEASE_RECORDS_MAX
+AHEAD_MAX = 2 * limits.delivery_lease_records_max
 AHEAD_SLOW_S = 4.0
 """A slow endpoint (one whose AHEAD_S of pace is fewer than AHEAD_SLOW_MIN records: a
 slow receiver, or a small share of busy connections) leases up to this many seconds
 of its pace ahead, so its leases are not of a record or two each; well within a
-lease's margin (LEASE_MARGIN_MS less SEND_MARGIN_MS)."""
+lease's margin (LEASE_MARGIN_MS less limits.delivery_send_margin_ms)."""
 AHEAD_SLOW_MIN = 16
 LATENCY_WEIGHT = 0.1
 """The weight of each new answer in an endpoint's running latency."""
-SEND_MARGIN_MS = 1_000
-"""A record is sent only while its lease outlives the answer's timeout by this much."""
 GAP_WEIGHT = 0.1
 """The weight of each new gap between an endpoint's answers in its running pace."""
 BUSY_GAP_MS = 5_000
@@ -256,7 +253,9 @@ class Scheduler(Generic[Group]):
             if not groups:
                 continue
             probing = lane.breaker.state is BreakerState.HALF_OPEN
-            size = 1 if probing else min(target - len(lane.ahead), LEASE_RECORDS_MAX)
+            size = (
+                1 if probing else min(target - len(lane.ahead), limits.delivery_lease_records_max)
+            )
             cap_room = self._ahead_cap(lane.origin) - self._held[lane.origin]
             if cap_room <= 0 and not probing:
                 self._lease_waiting[lane.endpoint.name] = lane  # its origin holds enough
@@ -397,7 +396,8 @@ class Scheduler(Generic[Group]):
         return (
             settings.enabled
             and lane.breaker.allows(now_ms)
-            and now_ms + settings.timeout_ms + SEND_MARGIN_MS <= send.ahead.lease_until_ms
+            and now_ms + settings.timeout_ms + limits.delivery_send_margin_ms
+            <= send.ahead.lease_until_ms
         )
 
     @staticmethod

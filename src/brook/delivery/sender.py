@@ -27,9 +27,6 @@ from brook.delivery.request import Target
 from brook.durations import words
 from brook.records import Record
 
-CONNECT_TIMEOUT_S_MAX = 10.0
-RESOLVER_THREADS = 8
-
 
 class Sender:
     """Sends attempts on the running event loop's thread (only there)."""
@@ -45,7 +42,7 @@ class Sender:
         self.origins = Origins(connections_max)
         self._targets: dict[str, Target] = {}
         self._resolving = concurrent.futures.ThreadPoolExecutor(
-            RESOLVER_THREADS, "brook-delivery-dns"
+            limits.delivery_resolver_threads, "brook-delivery-dns"
         )
 
     def target(self, endpoint: Endpoint) -> Target:
@@ -86,7 +83,7 @@ class Sender:
                     target.request_target,
                     headers,
                     record.value,
-                    CONNECT_TIMEOUT_S_MAX,
+                    limits.delivery_connect_timeout_s_max,
                     EXCERPT_BYTES_MAX,
                     timeout_s,
                 )

@@ -10,7 +10,7 @@ holds only its own budget: the others' attempts never wait behind it.
 A round looks only at the endpoints with something to do (records appended to
 their topics, an attempt or a lease that ended, a retry or a breaker's probe come
 due, a change), never at every endpoint: its cost grows with the work, not with
-the number of endpoints. A sweep over all of them every SWEEP_S is the safety net.
+the number of endpoints. A sweep over all of them every limits.delivery_sweep_s is the safety net.
 
 Leasing and settling wait for the status log to be durable, so they run on a
 pool of threads; the attempts themselves (address checked, request signed and
@@ -52,10 +52,10 @@ from brook.delivery.outcome import (
     judge,
 )
 from brook.delivery.scheduler import Ahead, Lane, Lease, Scheduler, Send
-from brook.delivery.sender import CONNECT_TIMEOUT_S_MAX, Sender
+from brook.delivery.sender import Sender
 from brook.delivery.stats import EndpointStats, Totals
 from brook.delivery.store import EndpointStore
-from brook.delivery.workers import GUARD_S, Workers
+from brook.delivery.workers import Workers
 from brook.errors import BrookError, Closed, LeaseExpired
 from brook.models import Failure, Outcome
 from brook.queue.shell import QueueGroup
@@ -66,16 +66,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.delivery")
 
-SWEEP_S = 5.0
-"""How often a round looks at every endpoint (a safety net: each is told when to look)."""
 DUE_FLOOR_MS = 20
 """A due time already past is looked at again no sooner than this (the queue ticker
 may not have acted on it yet)."""
 PASSED_OVER = Outcome(None, 0.0, "passed over: not an event type the endpoint takes", b"")
 """How a record of an event type the endpoint does not take ends there (acked, unsent)."""
-THREADS = 32
-STOP_WAIT_S = 5.0
-"""On stop, attempts in flight get this long to finish; the rest are retried later."""
 
 
 def connections_max(soft_limit: int) -> int:
@@ -125,7 +120,9 @@ class Deliverer:
         self.totals = Totals()
         """Attempts over every endpoint since the start (/metrics' aggregates)."""
         self._rng = random.Random()
-        self._pool = concurrent.futures.ThreadPoolExecutor(THREADS, "brook-delivery")
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            limits.delivery_threads, "brook-delivery"
+        )
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -266,7 +263,7 @@ class Deliverer:
                 # Cleared before the round, so a wake-up during it (new records, a stop)
                 # is not lost: the wait below then returns at once.
                 self._wake.clear()
-                if time.monotonic() - swept >= SWEEP_S:
+                if time.monotonic() - swept >= limits.delivery_sweep_s:
                     self._sweep_now = True
                     swept = time.monotonic()
                     await self.sender.close_idle()
@@ -307,7 +304,7 @@ class Deliverer:
 
     def _idle_wait(self, swept: float) -> float:
         """Seconds until something is due: the earliest due time, or the next sweep."""
-        wait = max(0.001, SWEEP_S - (time.monotonic() - swept))
+        wait = max(0.001, limits.delivery_sweep_s - (time.monotonic() - swept))
         if self._due:
             wait = min(wait, max(0.001, (self._due[0][0] - self.core.now_ms()) / 1000))
         return wait
@@ -315,7 +312,7 @@ class Deliverer:
     async def _finish(self) -> None:
         tasks = list(self._tasks)
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=STOP_WAIT_S)
+            _, pending = await asyncio.wait(tasks, timeout=limits.delivery_stop_wait_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -553,7 +550,11 @@ class Deliverer:
             return await self._send(endpoint, job, Runtime(endpoint), message_id)
 
         future = asyncio.run_coroutine_threadsafe(send(), loop)
-        return future.result(endpoint.settings.timeout_ms / 1000 + CONNECT_TIMEOUT_S_MAX + GUARD_S)
+        return future.result(
+            endpoint.settings.timeout_ms / 1000
+            + limits.delivery_connect_timeout_s_max
+            + limits.delivery_worker_guard_s
+        )
 
     async def _send(
         self, endpoint: Endpoint, job: Job, runtime: Runtime, message_id: str | None = None

@@ -53,12 +53,8 @@ ED25519_TAG = b"\x00brook-ed25519\x00"
 whsec_ may begin so (refused), so the two never mix."""
 ED25519_SEED_BYTES = 32
 SCHEMES = ("v1", "v1a")
-SECRET_BYTES = 32
-"""A new secret's key length: as long as the HMAC's output (SHA-256)."""
 SECRET_BYTES_MIN = limits.endpoint_secret_bytes_min
 SECRET_BYTES_MAX = limits.endpoint_secret_bytes_max
-DISTINCT_BYTES_MIN = 8
-"""A key needs min(DISTINCT_BYTES_MIN, its length // 4) distinct byte values."""
 
 
 def new_secret(scheme: str = "v1") -> str:
@@ -66,7 +62,9 @@ def new_secret(scheme: str = "v1") -> str:
     base64 of its seed (v1a)."""
     if scheme == "v1a":
         return SIGNING_PREFIX + base64.b64encode(secrets.token_bytes(ED25519_SEED_BYTES)).decode()
-    return PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
+    return (
+        PREFIX + base64.b64encode(secrets.token_bytes(limits.endpoint_secret_bytes_made)).decode()
+    )
 
 
 def public_key(secret: str) -> str | None:
@@ -99,7 +97,7 @@ def weakness(key: bytes) -> str | None:
     """Why `key` is obviously weak (too few distinct byte values for its length, as
     the module's docstring says), or None. Pure."""
     distinct = len(set(key))
-    needed = min(DISTINCT_BYTES_MIN, len(key) // 4)
+    needed = min(limits.endpoint_secret_distinct_bytes_min, len(key) // 4)
     if distinct >= needed:
         return None
     if distinct == 1:

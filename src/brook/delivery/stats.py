@@ -7,13 +7,10 @@ import bisect
 import collections
 import threading
 
+from brook import limits
 from brook.delivery.outcome import Action, Result, Verdict
 from brook.records import Histogram, Job, Recent
 
-RECENT = 1000
-"""Success rate and latency percentiles are over this many most recent attempts."""
-RECENT_SHOWN = 25
-"""Attempts kept whole (which record, how it went) for the dashboard."""
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """The attempt-latency histogram's upper bounds (seconds) for /metrics."""
 
@@ -25,7 +22,9 @@ class EndpointStats:
         """Attempts by outcome: the action taken (ack, retry, dead, disable)."""
         self.statuses: collections.Counter[str] = collections.Counter()
         """Attempts by HTTP status, or error kind when there was none."""
-        self._recent: collections.deque[tuple[bool, float]] = collections.deque(maxlen=RECENT)
+        self._recent: collections.deque[tuple[bool, float]] = collections.deque(
+            maxlen=limits.delivery_stats_recent_attempts
+        )
         self.last_error = ""
         self.last_error_ms = 0
         self.failing_since_ms: int | None = None
@@ -34,7 +33,9 @@ class EndpointStats:
         self.latency_counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
         """Attempts per latency bucket (the last: above every bound)."""
         self.latency_sum_s = 0.0
-        self._last: collections.deque[Recent] = collections.deque(maxlen=RECENT_SHOWN)
+        self._last: collections.deque[Recent] = collections.deque(
+            maxlen=limits.delivery_stats_recent_shown
+        )
 
     def record(
         self, result: Result, verdict: Verdict, now_ms: int = 0, job: Job | None = None

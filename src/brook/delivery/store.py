@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from brook import layout, names, side_by_side
+from brook import layout, limits, names, side_by_side
 from brook.core import Hooks
 from brook.delivery import addresses, signing
 from brook.delivery import endpoint as ep
@@ -44,13 +44,6 @@ if TYPE_CHECKING:
     from brook.queue.store import QueueStore
 
 log = logging.getLogger("brook.delivery")
-
-RECONCILE_TOPICS = 4
-"""New topics matched per pass of the reconciler: their groups are made in one call on
-the writer role (appends wait for it), and an endpoint's change waits at most for one
-pass (with 16, a PUT waited 2.2 s behind 48 groups on a busy, slow disk)."""
-RECONCILE_IDLE_S = 60.0
-"""The reconciler looks for new topics at least this often (it is woken by each)."""
 
 
 class EndpointStore:
@@ -264,16 +257,16 @@ class EndpointStore:
                 self._fresh.wait(seconds)
 
     def _reconcile_step(self) -> float:
-        """One pass: the groups of up to RECONCILE_TOPICS new topics; 0 when more are
+        """One pass: the groups of up to limits.delivery_reconcile_topics new topics; 0 when more are
         waiting, else how long to wait for the next (woken by a new topic)."""
         if self.core.read_only:
-            return RECONCILE_IDLE_S
+            return limits.delivery_reconcile_idle_s
         with self._fresh:
-            topics = list(self._fresh_topics)[:RECONCILE_TOPICS]
+            topics = list(self._fresh_topics)[: limits.delivery_reconcile_topics]
             for topic in topics:
                 del self._fresh_topics[topic]
         if not topics:
-            return RECONCILE_IDLE_S
+            return limits.delivery_reconcile_idle_s
         try:
             told = self._add_groups_for(topics)
         except BaseException:
@@ -282,7 +275,7 @@ class EndpointStore:
             raise
         for name in told:
             self._notify(name)
-        return 0.0 if self._fresh_topics else RECONCILE_IDLE_S
+        return 0.0 if self._fresh_topics else limits.delivery_reconcile_idle_s
 
     def _add_groups_for(self, topics: list[str]) -> set[str]:
         """Groups for the endpoints matching `topics` that have none there, from the

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import uvloop
 
-from brook import processes
+from brook import limits, processes
 from brook.delivery import addresses
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import ErrorKind, Result
@@ -35,8 +35,6 @@ from brook.delivery.workers import (
     decode_to_worker,
     frame,
 )
-
-IDLE_CHECK_S = 5.0
 
 
 class WorkerProtocol(asyncio.Protocol):
@@ -93,7 +91,7 @@ async def serve(fd: int, reach: addresses.Reach, connections_max: int) -> None:
     await loop.create_unix_connection(lambda: WorkerProtocol(sender, ended), sock=sock)
     try:
         while not ended.done():
-            await asyncio.wait([ended], timeout=IDLE_CHECK_S)
+            await asyncio.wait([ended], timeout=limits.delivery_worker_idle_check_s)
             await sender.close_idle()
     finally:
         await sender.close()

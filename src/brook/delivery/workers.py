@@ -32,7 +32,7 @@ from typing import cast
 
 import msgspec
 
-from brook import processes
+from brook import limits, processes
 from brook.delivery import addresses
 from brook.delivery.endpoint import Endpoint
 from brook.delivery.outcome import ErrorKind, Result
@@ -41,12 +41,6 @@ from brook.records import Record
 
 log = logging.getLogger("brook.delivery")
 
-GUARD_S = 15.0
-"""Beyond an attempt's own timeout and connect timeout, how long the broker waits for
-its worker before it counts the attempt as timed out (a worker that hangs)."""
-REPORT_WAIT_S = 5.0
-"""How long the log line about a worker that closed its connection waits for it to end
-and tell its exit status (it is killed if it has not when the next one starts)."""
 _LENGTH = struct.Struct(">I")
 
 
@@ -264,7 +258,7 @@ class _Worker(asyncio.Protocol):
         if code is None:  # waited for off the loop's thread
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = await asyncio.get_running_loop().run_in_executor(
-                    None, process.wait, REPORT_WAIT_S
+                    None, process.wait, limits.delivery_worker_report_wait_s
                 )
         log.warning(
             "delivery worker %d %s; another starts at the next attempt, in %.1f s at the soonest",
@@ -301,7 +295,7 @@ class _Worker(asyncio.Protocol):
                 )
             )
         )
-        limit_s = endpoint.settings.timeout_ms / 1000 + GUARD_S
+        limit_s = endpoint.settings.timeout_ms / 1000 + limits.delivery_worker_guard_s
         try:
             return await asyncio.wait_for(asyncio.shield(future), limit_s)
         except TimeoutError:

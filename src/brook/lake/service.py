@@ -50,9 +50,6 @@ from brook.lake.tables import LakeTable
 from brook.log.view import Extent, TopicView
 from brook.storage import Superseded
 
-CLAIMS_MAX = 5
-"""Tries at claiming a manifest that a fenced broker keeps replacing meanwhile."""
-
 LAKE_NOTE = """This folder is Brook's lake table of topic {topic}.
 
 The table is the Parquet files that manifest.json lists under "files", and only those.
@@ -300,7 +297,7 @@ class LakeService:
     def _claim(self, table: LakeTable, known: _Known) -> None:
         """Write the manifest back with this broker's epoch, so a broker it fenced can
         replace it no more (its If-Match fails) before anything unnamed is deleted."""
-        for _ in range(CLAIMS_MAX):
+        for _ in range(limits.lake_claims_max):
             self._check_epoch(table, known.manifest)
             try:
                 self._write_manifest(table, known)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from brook import layout
+from brook import layout, limits
 from brook.codec import (
     SEGMENT_HEADER_BYTES,
     TRAILER_BYTES,
@@ -36,9 +36,6 @@ from brook.log.segment import Segment
 from brook.storage import ReadFile, Storage
 
 log = logging.getLogger("brook.log")
-
-MARK_READ_ATTEMPTS = 5
-"""A mark read while the broker rewrites it fails its checksum: read it again."""
 
 
 class Seal(NamedTuple):
@@ -77,7 +74,7 @@ def read_seal(reader: ReadFile, base: int, size: int) -> Seal | str | None:
 def read_durable_mark(storage: Storage, prefix: str) -> DurableMark | None:
     """The partition's durable mark (None when there is none); read again while a
     rewrite by the owner makes it fail its checksum. Raises CorruptData."""
-    for _ in range(MARK_READ_ATTEMPTS):
+    for _ in range(limits.mark_read_attempts):
         raw = storage.read_all(layout.durable_mark(prefix))
         if raw is None:
             return None

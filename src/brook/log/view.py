@@ -38,11 +38,6 @@ from brook.log.files import base_of, read_durable_mark, read_seal
 from brook.records import Record, TopicConfig
 from brook.storage import ReadFile, Storage
 
-WINDOW_BYTES = 8 * 1024 * 1024
-"""How much of a segment is read at a time when walking or reading it. A window
-becomes one Arrow batch in Spark: about 75,000 records of 100 bytes, near the
-size of Spark's own Arrow batches, and little memory per task."""
-
 _decode_config = msgspec.json.Decoder(TopicConfig).decode
 
 
@@ -345,7 +340,7 @@ def _walk(reader: ReadFile, name: str, growing: _Growing, end_bytes: int) -> Non
     from their headers alone (their checksums are checked when they are read)."""
     pos = growing.end_bytes
     while pos < end_bytes:
-        window = reader.read(pos, min(WINDOW_BYTES, end_bytes - pos))
+        window = reader.read(pos, min(limits.read_window_bytes, end_bytes - pos))
         at = 0
         while len(window) - at >= BATCH_HEADER_BYTES:
             header = parse_header(window, at, whole=False)
@@ -388,7 +383,7 @@ def _cut(
 
 
 def read_slice(
-    storage: Storage, piece: SegmentSlice, window_bytes: int = WINDOW_BYTES
+    storage: Storage, piece: SegmentSlice, window_bytes: int = limits.read_window_bytes
 ) -> Iterator[tuple[bytes, list[tuple[int, BatchHeader]]]]:
     """The batches of `piece`, verified: per window read, (its bytes, [(position, header)])
     of the whole batches in it that hold offsets below `piece.end_offset`.

@@ -24,9 +24,6 @@ from brook.codec import decode_records, parse_header
 from brook.log.partition import PartitionLog
 from brook.records import Record
 
-READ_AHEAD_RECORDS = 2_000
-"""About how many records one storage read fetches (whole batches)."""
-
 
 class _Batches(NamedTuple):
     first: int
@@ -116,7 +113,9 @@ class RecordReader:
             p, offset = positions[i]
             held = self._cache.find(logs[p], offset)
             if held is None:
-                raw, end = logs[p].read_batches(offset, READ_AHEAD_RECORDS, limits.read_bytes_max)
+                raw, end = logs[p].read_batches(
+                    offset, limits.queue_read_ahead_records, limits.read_bytes_max
+                )
                 if not raw:
                     i += 1  # gone (retention) or not there
                     continue

@@ -106,7 +106,9 @@ def backoff(given: Any) -> Backoff:
     default = Backoff()
     min_ms = validate.whole(given.get("min_ms", default.min_ms), "backoff.min_ms", 0)
     max_ms = validate.whole(given.get("max_ms", default.max_ms), "backoff.max_ms", min_ms)
-    factor = _number(given.get("factor", default.factor), "backoff.factor", 1.0, 100.0)
+    factor = _number(
+        given.get("factor", default.factor), "backoff.factor", 1.0, limits.backoff_factor_max
+    )
     jitter = _number(given.get("jitter", default.jitter), "backoff.jitter", 0.0, 1.0)
     return Backoff(min_ms=min_ms, factor=factor, max_ms=max_ms, jitter=jitter)
 

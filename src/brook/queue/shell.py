@@ -371,7 +371,7 @@ class QueueGroup:
         """Holding the mutex: remember which entry finishes which job, so `finished`
         tells a job done only once that entry is durable."""
         finishing = self._finishing
-        if len(finishing) >= FINISHING_PRUNE:
+        if len(finishing) >= limits.queue_finishing_prune:
             for position in [p for p, r in finishing.items() if r.answered]:
                 del finishing[position]
         feed = self.finish_feed
@@ -1080,8 +1080,6 @@ _ENDS_ATTEMPT = (State.ACKED, State.RETRYING, State.DEAD)
 
 
 _FINISHED = (State.ACKED, State.DEAD)
-FINISHING_PRUNE = 1024
-"""Entries remembered as finishing jobs before the durable ones are forgotten."""
 
 
 def _position_of(receipt: str) -> Position:

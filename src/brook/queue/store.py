@@ -31,16 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("brook.queue")
 
-TICK_S_MAX = 1.0
-"""The longest the ticker sleeps."""
-TICK_MS = int(TICK_S_MAX * 1000)
+TICK_MS = int(limits.queue_tick_s_max * 1000)
 """A group whose tick failed, or whose dead records' copy did, is tried again this late."""
-PASS_MS_MIN = 5
-"""The ticker's passes are at least this far apart."""
 STATUS_SEGMENT_BYTES_MAX = 8 * limits.MIB
 """Status-log segments stay small, so those behind a snapshot can be deleted soon."""
-OPEN_SLICE_GROUPS = 64
-"""Stored groups the opening loop opens in one step (between steps it checks for stop)."""
 
 
 class QueueStore:
@@ -103,7 +97,7 @@ class QueueStore:
         """One step of the opening loop: a slice of the stored groups no call has
         opened yet, side by side; 0 (the next slice at once), having stopped when done."""
         with self._mutex:
-            waiting = list(self._stored)[:OPEN_SLICE_GROUPS]
+            waiting = list(self._stored)[: limits.open_slice_groups]
         if not waiting or self._stop.is_set():
             self._opened_all.set()
             return 0.0
@@ -266,7 +260,9 @@ class QueueStore:
         if unlettered:
             due_ms = now + TICK_MS if due_ms is None else min(due_ms, now + TICK_MS)
         if due_ms is not None:
-            due_ms = max(due_ms, now + PASS_MS_MIN)  # a clock stepped back: not a spin
+            due_ms = max(
+                due_ms, now + limits.queue_tick_pass_ms_min
+            )  # a clock stepped back: not a spin
         if self._dues.set(group, due_ms):
             self._wake.set()
 
@@ -416,8 +412,11 @@ class QueueStore:
     def _pause(self) -> float:
         due = self._dues.next_ms()
         if due is None:
-            return TICK_S_MAX
-        return min(TICK_S_MAX, max(PASS_MS_MIN / 1000, (due - self.core.now_ms()) / 1000))
+            return limits.queue_tick_s_max
+        return min(
+            limits.queue_tick_s_max,
+            max(limits.queue_tick_pass_ms_min / 1000, (due - self.core.now_ms()) / 1000),
+        )
 
     def _sleep(self, seconds: float) -> None:
         """Wait for the next pass, woken early by a group due sooner or by stop."""

@@ -15,6 +15,7 @@ import ssl
 import threading
 
 import brook
+from brook import limits
 from brook.broker import Broker
 from brook.config import ApiKey
 from brook.server.api import Api
@@ -23,11 +24,6 @@ from brook.server.http import Connections, HttpLimits, HttpProtocol
 from brook.server.metrics import ConnectionsCollector
 
 log = logging.getLogger("brook.server")
-
-FENCED_CHECK_S = 0.2
-"""How often the server looks whether its storage was taken over."""
-STOP_WAIT_S = 30.0
-"""How long a stop waits for requests in flight before closing their connections."""
 
 
 class Server:
@@ -79,7 +75,7 @@ class Server:
         for connection in list(self.connections.open):
             connection.close_if_idle()
         try:
-            await asyncio.wait_for(self.connections.idle.wait(), STOP_WAIT_S)
+            await asyncio.wait_for(self.connections.idle.wait(), limits.server_stop_wait_s)
         except TimeoutError:
             log.warning("stopping with %d requests still in flight", self.connections.busy)
         for connection in list(self.connections.open):
@@ -134,6 +130,6 @@ async def serve(server: Server, where: str = "") -> None:
 async def _stop_when_fenced(fenced: threading.Event, stop: asyncio.Event) -> None:
     """A broker that another has taken over can never write again: stop serving."""
     while not fenced.is_set():
-        await asyncio.sleep(FENCED_CHECK_S)
+        await asyncio.sleep(limits.fenced_check_s)
     log.error("another broker has taken the storage over; stopping")
     stop.set()

@@ -64,11 +64,6 @@ from brook.wire import encode, error_body
 log = logging.getLogger("brook.server")
 access_log = logging.getLogger("brook.access")
 
-PIPELINE_REQUESTS_MAX = 64
-"""Reading from a connection pauses while this many of its requests wait."""
-SWEEP_S = 1.0
-"""How often connection deadlines are checked."""
-
 
 @dataclass(frozen=True)
 class HttpLimits:
@@ -200,7 +195,7 @@ class Connections:
 
     async def _sweep(self) -> None:
         while True:
-            await asyncio.sleep(SWEEP_S)
+            await asyncio.sleep(limits.connection_sweep_s)
             now = time.monotonic()
             for connection in list(self.open):
                 deadline = connection.deadline
@@ -454,7 +449,7 @@ class HttpProtocol(asyncio.Protocol):
     def _enqueue(self, item: Request | BrookError, keep_alive: bool) -> None:
         self.pending.append((item, keep_alive))
         if (
-            len(self.pending) >= PIPELINE_REQUESTS_MAX
+            len(self.pending) >= limits.pipeline_requests_max
             and self.transport is not None
             and not self.paused
         ):
@@ -503,7 +498,7 @@ class HttpProtocol(asyncio.Protocol):
             item, keep_alive = self.pending.popleft()
             if (
                 self.paused
-                and len(self.pending) < PIPELINE_REQUESTS_MAX // 2
+                and len(self.pending) < limits.pipeline_requests_max // 2
                 and self.transport is not None
             ):
                 self.transport.resume_reading()

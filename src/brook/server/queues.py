@@ -25,9 +25,6 @@ from brook.wire import BATCH_TYPE, decode_request
 if TYPE_CHECKING:
     from brook.server.api import Api
 
-QUEUE_THREADS = 64
-"""Queue calls in progress at once; each waits mostly for a group commit."""
-
 
 def jobs_to_batches(jobs: list[Job]) -> tuple[bytes, str]:
     """Leased records as binary batches (docs/PROTOCOL.md), one per run of records
@@ -59,7 +56,7 @@ def job_out(job: Job) -> wire.JobOut:
 class QueueEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
-        self.pool = ThreadPoolExecutor(QUEUE_THREADS, thread_name_prefix="brook-queue")
+        self.pool = ThreadPoolExecutor(limits.queue_call_threads, thread_name_prefix="brook-queue")
         serve = api.router.serve
         serve(OPERATIONS["put_queue"], self.put)
         serve(OPERATIONS["describe_queue"], self.get)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
+from brook import limits
 from brook.errors import MethodNotAllowed, NotFound
 from brook.operations import Operation
 
@@ -17,10 +18,6 @@ class Route(NamedTuple):
     scope: str | None
     """The API-key scope the route needs: produce, consume, admin, "any" (any valid
     key), or None (open to all, like /v1/health)."""
-
-
-MATCHES_REMEMBERED_MAX = 4096
-"""Paths whose match is kept; the memory is forgotten whole when it fills."""
 
 
 class Router:
@@ -53,7 +50,7 @@ class Router:
         found = self._matched.get((method, path))
         if found is None:
             found = self._match(method, path)
-            if len(self._matched) >= MATCHES_REMEMBERED_MAX:
+            if len(self._matched) >= limits.route_matches_remembered_max:
                 self._matched.clear()
             self._matched[(method, path)] = found
         return found

@@ -42,11 +42,6 @@ from brook.records import Record
 from brook.retry import doubling, retry_delay
 from brook.spark.options import WriteOptions, write_options
 
-ROWS_PER_CHUNK = 5_000
-BYTES_PER_CHUNK = 4 * 1024 * 1024
-"""A chunk is staged once it holds this many rows or bytes."""
-LOCKED_WAIT_S = 120.0
-"""How long a task waits for the directory while other tasks hold the embedded broker."""
 _OUTAGE = doubling(limits.sink_outage_pause_ms_min, limits.sink_outage_pause_ms_max)
 """The backoff between tries while the broker cannot be reached."""
 
@@ -152,7 +147,7 @@ class _Target:
             self.broker: Any = brook.connect(options.url, api_key=options.api_key())
             return
         assert options.path is not None
-        deadline = time.monotonic() + LOCKED_WAIT_S
+        deadline = time.monotonic() + limits.sink_locked_wait_s
         while True:
             try:
                 self.broker = brook.open(options.path)
@@ -160,7 +155,7 @@ class _Target:
             except Locked:
                 if time.monotonic() > deadline:
                     raise Locked(
-                        f"{options.path} stayed locked for {LOCKED_WAIT_S:.0f} s: a broker "
+                        f"{options.path} stayed locked for {limits.sink_locked_wait_s:.0f} s: a broker "
                         "serving it? write through it with url=http://..."
                     ) from None
                 time.sleep(0.05)
@@ -175,8 +170,8 @@ class _Target:
 def stage_rows(
     options: WriteOptions, batches: Iterator[pa.RecordBatch], writer: str, seq: int
 ) -> Staged:
-    """Stage every row under a new part id (chunks of at most ROWS_PER_CHUNK rows or
-    BYTES_PER_CHUNK bytes, one chunk per partition asked for). Stops early when the
+    """Stage every row under a new part id (chunks of at most limits.sink_chunk_rows rows or
+    limits.sink_chunk_bytes bytes, one chunk per partition asked for). Stops early when the
     broker says the write was published already (a replay)."""
     context = _task()
     part = f"{context.partitionId()}-{context.attemptNumber()}-{uuid.uuid4().hex[:12]}"
@@ -203,9 +198,10 @@ def stage_rows(
                 sizes[partition] = (
                     sizes.get(partition, 0) + len(record.value) + len(record.key or b"")
                 )
-                if (len(records) >= ROWS_PER_CHUNK or sizes[partition] >= BYTES_PER_CHUNK) and (
-                    not flush(partition)
-                ):
+                if (
+                    len(records) >= limits.sink_chunk_rows
+                    or sizes[partition] >= limits.sink_chunk_bytes
+                ) and (not flush(partition)):
                     return Staged(writer, part, 0, 0)
         for partition in list(pending):
             if not flush(partition):

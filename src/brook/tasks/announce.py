@@ -21,8 +21,6 @@ from brook.task_topics import Announcement, Running
 
 log = logging.getLogger("brook.worker")
 
-FORBIDDEN_BACKOFF = 12
-"""A key refused the topic looks again this many periods later (a key may be changed)."""
 
 Look = Callable[[], tuple[int, list[Running]]]
 """(slots busy, jobs running), read under the worker's lock."""
@@ -59,7 +57,7 @@ class Announcer:
                     task_topics.WORKERS,
                 )
             self._forbidden = True
-            return limits.worker_announce_ms / 1000 * FORBIDDEN_BACKOFF
+            return limits.worker_announce_ms / 1000 * limits.worker_refused_skip_periods
         except BrookError as exc:
             if exc.status < 500:
                 raise

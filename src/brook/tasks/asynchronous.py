@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from brook import limits
 from brook.errors import DataLoss, NotFound
 from brook.models import Record
 from brook.tasks import results
@@ -105,7 +106,7 @@ class AsyncSide:
                 except NotFound:
                     if not await self._exists(client, ref):
                         raise NotFound(f"no job {ref}: its topic has no record there") from None
-                    await asyncio.sleep(min(remaining, results.UNCLAIMED_PAUSE_S))
+                    await asyncio.sleep(min(remaining, limits.result_unclaimed_pause_s))
                     continue
             info = await queue.job(ref.partition, ref.offset, timeout=remaining)
             state = info.state

@@ -50,8 +50,6 @@ _RELEASE = Backoff(
     max_ms=limits.worker_release_ms_max,
     jitter=limits.worker_release_jitter,
 )
-HELD_PER_SLOT = 4
-"""Jobs held per slot on reserved room: one running, the rest leased and waiting."""
 
 
 class Stage(enum.Enum):
@@ -129,7 +127,7 @@ class Ledger:
         declared: Iterable[str],
         timeouts_ms: dict[str, int | None] | None = None,
         feeders: int = 1,
-        held_per_slot: int = HELD_PER_SLOT,
+        held_per_slot: int = limits.worker_jobs_held_per_slot,
         deadline_at_begin: Iterable[str] = (),
         rng: random.Random | None = None,
     ) -> None:

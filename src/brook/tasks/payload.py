@@ -108,10 +108,6 @@ def decode_result(raw: bytes | None) -> Any:
     return None if raw is None else msgspec.json.decode(raw)
 
 
-SUMMARY_FRAMES = 5
-"""How many frames of the task's own code (the innermost) an error summary names."""
-
-
 def error_summary(error: BaseException) -> str:
     """`Type: message`, then `  file:line in function` of the innermost frames of the
     task's own code (innermost last), within the status log's reason bound: what a
@@ -124,7 +120,7 @@ def error_summary(error: BaseException) -> str:
     head = f"{type(error).__name__}: {error}"
     frames = traceback.extract_tb(error.__traceback__)
     own = [frame for frame in frames if not _is_machinery(frame.filename)] or frames[-1:]
-    lines = [f"  {f.filename}:{f.lineno} in {f.name}" for f in own[-SUMMARY_FRAMES:]]
+    lines = [f"  {f.filename}:{f.lineno} in {f.name}" for f in own[-limits.error_summary_frames :]]
     return _fitted(head, lines, limits.queue_reason_chars_max)
 
 

@@ -21,9 +21,6 @@ if TYPE_CHECKING:
     from brook.tasks.app import JobRef
 
 GROUP = "tasks"
-UNCLAIMED_PAUSE_S = 0.2
-"""How often a wait looks again for a queue no worker has claimed yet (nothing on the
-broker to long-poll: the group does not exist)."""
 
 
 class TaskFailed(Exception):
@@ -119,7 +116,7 @@ def wait(
             except NotFound:
                 if not exists(ref):
                     raise NotFound(f"no job {ref}: its topic has no record there") from None
-                time.sleep(min(remaining, UNCLAIMED_PAUSE_S))
+                time.sleep(min(remaining, limits.result_unclaimed_pause_s))
                 continue
         info = queue.job(ref.partition, ref.offset, timeout=remaining)
         state = info.state

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 TOPIC = task_topics.REVOKED
 """Where revocations of running jobs go (no task topic is named so: theirs are
 `tasks.<name>`)."""
-READ_LIMIT = 1000
 POLL_S = limits.revocation_poll_ms / 1000
 
 log = logging.getLogger("brook.worker")
@@ -60,7 +59,7 @@ class Reader:
             if self.offset is None:
                 self.offset = topic.end_offsets().get(0, 0)
                 return POLL_S
-            records = topic.read(0, self.offset, READ_LIMIT)
+            records = topic.read(0, self.offset, limits.revocations_read_records)
         except NotFound:  # none was ever sent
             self.offset = self.offset or 0
             return POLL_S
@@ -85,4 +84,4 @@ class Reader:
             self.offset = record.offset + 1
             reason = (record.headers or {}).get(task_topics.REASON_HEADER, b"revoked")
             self.on_revoked(record.value.decode(errors="replace"), reason.decode(errors="replace"))
-        return 0.0 if len(records) == READ_LIMIT else POLL_S
+        return 0.0 if len(records) == limits.revocations_read_records else POLL_S

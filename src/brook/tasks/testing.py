@@ -22,6 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
 
+from brook import limits
 from brook.clock import Clock
 from brook.tasks import context, outcomes, payload
 from brook.tasks.app import JobRef
@@ -33,11 +34,6 @@ if TYPE_CHECKING:
     from brook.queue.handle import Queue
     from brook.tasks.app import App
     from brook.tasks.ledger import Outcome
-
-LEASE_BATCH = 100
-"""Jobs leased at a time by `drain` (each run before the next lease)."""
-JOINS_IDLE_S = 10.0
-"""How long `drain` waits at most for the broker's joins to take in the jobs run."""
 
 
 class ManualClock:
@@ -112,7 +108,7 @@ class Testing:
         while True:
             leased = False
             for topic, queue in queues.items():
-                for job in queue.lease(max_records=LEASE_BATCH, timeout=0):
+                for job in queue.lease(max_records=limits.testing_lease_records, timeout=0):
                     if ran >= max_jobs:
                         raise RuntimeError(f"drain ran {max_jobs} jobs and more are due")
                     self._run(topic, queue, job)
@@ -128,7 +124,7 @@ class Testing:
                     return ran
                 # A canvas's next jobs are appended by the broker's joins, on their
                 # own thread: let them move, then look for jobs once more.
-                self._broker().joins_idle(timeout=JOINS_IDLE_S)
+                self._broker().joins_idle(timeout=limits.testing_joins_idle_s)
                 looked_at_joins = True
                 continue
             wait_ms = min(due) - int(self.clock.time() * 1000)

@@ -57,20 +57,6 @@ from brook.tasks.metrics import WorkerMetrics
 
 log = logging.getLogger("brook.worker")
 
-SETTLE_BATCH_MAX = 500
-"""Most finished jobs one ack call settles."""
-LANES_MAX = 4
-GATHER_S = 0.005
-"""How long a feeder waits for more free room (while jobs run), and the settler for
-more finished jobs, before one call for all of them."""
-GATHER_POLL_S = 0.0005
-"""How often a settler gathering a batch looks for more finished jobs."""
-FEED_RETRY_S_MAX = 5.0
-"""A feeder whose lease failed (the broker out of reach) tries again after at most this
-long: a broker back after a restart gets its workers back within seconds."""
-IDLE_WAKE_S = 1.0
-"""How long the deadline and lease loops sleep when nothing is held (a new job wakes them)."""
-
 
 @dataclass(slots=True)
 class _Holding:
@@ -160,7 +146,9 @@ class Worker:
         self.poll_s = poll_s
         self.connect_timeout_s = connect_timeout_s
         self.stats = _Stats()
-        self._lanes = max(1 if concurrency < 4 else 2, min(LANES_MAX, concurrency // 16))
+        self._lanes = max(
+            1 if concurrency < 4 else 2, min(limits.worker_lanes_max, concurrency // 16)
+        )
         """Leases (and acks) in flight at once per queue: a round trip to the broker
         waits for a durable write, so one at a time would leave the slots idle."""
         self.ledger = Ledger(
@@ -174,7 +162,7 @@ class Worker:
         self._share = min(limits.queue_lease_records_max, -(-self.ledger.room_max // self._lanes))
         """Most jobs one feeder reserves room for in one lease."""
         self._batch_min = max(1, self._share // 2)
-        """A feeder leases for at least this many, unless it waited GATHER_S."""
+        """A feeder leases for at least this many, unless it waited limits.worker_gather_s."""
         self._lock = threading.Condition()
         """Guards the ledger and the held jobs; feeders wait on it for room."""
         self._holding: dict[str, _Holding] = {}
@@ -458,7 +446,7 @@ class Worker:
             feeder.failures = 0
         except BrookError as exc:
             feeder.failures += 1
-            pause = min(FEED_RETRY_S_MAX, retry_after_s(feeder.failures))
+            pause = min(limits.worker_feed_retry_s_max, retry_after_s(feeder.failures))
             log.warning("leasing from %s failed (%s); again in %.1f s", feeder.topic, exc, pause)
             return pause
         finally:
@@ -473,7 +461,7 @@ class Worker:
             self._lock.wait()
         # While jobs run, wait a moment for more room: one lease of many costs what
         # one lease of one does.
-        deadline = time.monotonic() + GATHER_S
+        deadline = time.monotonic() + limits.worker_gather_s
         while ledger.room < self._batch_min and ledger.busy and not self._stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -723,7 +711,11 @@ class Worker:
             following = self.ledger.next_deadline_ms()
         for held in overdue:
             self._stop_run(held, now)
-        return IDLE_WAKE_S if following is None else max(0.0, (following - _now_ms()) / 1000)
+        return (
+            limits.worker_idle_wake_s
+            if following is None
+            else max(0.0, (following - _now_ms()) / 1000)
+        )
 
     def _stop_run(self, held: Held, now_ms: float) -> None:
         receipt = held.leased.receipt
@@ -855,7 +847,11 @@ class Worker:
                 self.ledger.extended(receipts, sent + visibility)
         with self._lock:
             following = self.ledger.next_extension_ms()
-        return IDLE_WAKE_S if following is None else max(0.0, (following - _now_ms()) / 1000)
+        return (
+            limits.worker_idle_wake_s
+            if following is None
+            else max(0.0, (following - _now_ms()) / 1000)
+        )
 
     def _leases_wake_wait(self, seconds: float) -> None:
         self._leases_asleep_until = _now_ms() + seconds * 1000
@@ -872,14 +868,14 @@ class Worker:
         if first is None:
             return 0.0  # drained: _loops_stop is set, and the loop ends
         batch = [first]
-        deadline = time.monotonic() + GATHER_S
-        while len(batch) < SETTLE_BATCH_MAX:
+        deadline = time.monotonic() + limits.worker_gather_s
+        while len(batch) < limits.worker_settle_batch_max:
             try:
                 more = self._finished.get_nowait()
             except queue.Empty:
                 if time.monotonic() >= deadline or not self.ledger.unfinished:
                     break  # (nothing runs or waits: nothing more will finish soon)
-                time.sleep(GATHER_POLL_S)
+                time.sleep(limits.worker_gather_poll_s)
                 continue
             if more is None:
                 self._finished.put(None)  # another settler's, or this one's next turn

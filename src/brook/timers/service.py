@@ -48,11 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("brook.timers")
 
 TIMER_HEADER = "brook.timer.id"
-FIRE_BATCH = 2_000
-"""Most timers fired in one round of appends."""
-RUNS_MERGE = 8
-"""A flush that would leave a bucket this many runs merges its new run with the
-newest older ones (brook/timers/merging.py)."""
 
 
 def new_ids(count: int) -> Iterator[str]:
@@ -419,7 +414,7 @@ class TimerService:
         with self.mutex:
             self._check_usable()
             now = self.core.now_ms()
-            due = self.book.due(now, FIRE_BATCH)
+            due = self.book.due(now, limits.timer_fire_batch)
         if not due:
             return 0
         try:
@@ -483,7 +478,9 @@ class TimerService:
             for start, part in taken.items():
                 run = files.encode(files.Run(part.timers, part.ended))
                 older = self._runs_of.get(start, [])
-                count = merging.runs_to_merge([size for _, size in older], len(run), RUNS_MERGE)
+                count = merging.runs_to_merge(
+                    [size for _, size in older], len(run), limits.timer_bucket_runs_merge
+                )
                 if count:
                     merged[start] = [f for f, _ in older[-count:]]
                     run = self._merged(start, merged[start], run, whole=count == len(older))

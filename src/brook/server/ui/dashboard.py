@@ -218,7 +218,7 @@ class Dashboard:
     # ------------------------------------------------------------ pages
 
     async def overview(self, visit: Visit) -> Response:
-        name = visit.query.get("name", "")[:200]
+        name = visit.query.get("name", "")[: limits.topic_name_chars_max]
         overview = await self.read(
             views.overview,
             self.broker,
@@ -328,7 +328,8 @@ class Dashboard:
         viewer = visit.viewer
         reaches = None if viewer is None else (lambda info: viewer.beyond(info) is None)
         query = visit.query
-        name, tenant = query.get("name", "")[:200], query.get("tenant", "")[:200]
+        name = query.get("name", "")[: limits.topic_name_chars_max]
+        tenant = query.get("tenant", "")[: limits.topic_name_chars_max]
         state = query.get("state", "all")
         page = await self.read(
             views.endpoint_rows,
@@ -569,7 +570,7 @@ class Dashboard:
                     await self.read(self.rates.sample, self.broker)  # it walks every group
             except Closed:
                 return
-            await asyncio.sleep(views.RATE_EVERY_S)
+            await asyncio.sleep(limits.dashboard_rate_every_s)
 
 
 def _may_see(visit: Visit, topic: str) -> bool:

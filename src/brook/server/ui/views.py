@@ -2,7 +2,7 @@
 no HTML. Every figure comes from state the broker keeps (end offsets, segment
 sizes, counters), never from a scan of records, so a page costs the same with a
 million records as with ten; the record browser reads one page of records (with a
-key filter, at most KEY_SCAN_RECORDS of them: records are not indexed by key).
+key filter, at most limits.dashboard_key_scan_records_max of them: records are not indexed by key).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from brook import __version__
+from brook import __version__, limits
 from brook.api import ConsumerApi as Consumer
 from brook.broker import Broker
 from brook.errors import BadRequest, BrookError, NotFound, TopicNotFound
@@ -31,19 +31,6 @@ from brook.models import (
     TimerPage,
 )
 from brook.partitioner import partition_for_key
-
-RATE_SAMPLES = 13
-"""Samples of every topic's end offsets kept for the append-rate sparkline: one
-per RATE_EVERY_S, so the sparkline covers the last minute."""
-RATE_EVERY_S = 5.0
-VALUE_SHOWN_MAX = 300
-"""Characters of a record's value shown in the browser (the rest is cut)."""
-PAGE_RECORDS = 50
-KEY_SCAN_RECORDS = 20_000
-"""Records one page of the key filter looks through at most, newest first: a page
-finds a key's records near the end at once and costs the same deep in the log;
-the "older" link goes on from where the scan stopped (keyset paging over the scan)."""
-KEY_SCAN_CHUNK = 2_000
 
 
 @dataclass
@@ -78,12 +65,12 @@ class Overview:
 
 class Rates:
     """Every topic's end offsets and every queue group's finished records, sampled
-    every RATE_EVERY_S (by the dashboard's ticker), for rates per second and the
+    every limits.dashboard_rate_every_s (by the dashboard's ticker), for rates per second and the
     sparklines of the last minute."""
 
     def __init__(self) -> None:
         self.samples: collections.deque[tuple[float, dict[str, int]]] = collections.deque(
-            maxlen=RATE_SAMPLES
+            maxlen=limits.dashboard_rate_samples
         )
 
     def sample(self, broker: Broker, now_s: float | None = None) -> None:
@@ -112,11 +99,6 @@ class Rates:
         return rate, steps
 
 
-TOPICS_PER_PAGE = 100
-"""Topics the overview shows at once: at a topic per customer and event type, all of
-them made a page of megabytes, 0.3 s to render at 5,000, refreshed every 5 s."""
-
-
 def overview(
     broker: Broker,
     rates: Rates,
@@ -139,7 +121,7 @@ def overview(
         records += appended
         kept.append((info, appended, rate, steps))
     kept.sort(key=lambda k: (-(k[2] or 0.0), k[0].name))
-    pages = max(1, -(-len(kept) // TOPICS_PER_PAGE))
+    pages = max(1, -(-len(kept) // limits.dashboard_topics_per_page))
     page = min(max(1, page), pages)
     rows = [
         TopicRow(
@@ -151,7 +133,7 @@ def overview(
             sparkline=steps,
         )
         for info, appended, rate, steps in kept[
-            (page - 1) * TOPICS_PER_PAGE : page * TOPICS_PER_PAGE
+            (page - 1) * limits.dashboard_topics_per_page : page * limits.dashboard_topics_per_page
         ]
     ]
     return Overview(
@@ -225,9 +207,9 @@ def topic(
         raise BadRequest("form is one of auto, text, hex, base64")
     log = rows[partition]
     if at_ms is not None:
-        before = broker.offset_at(name, partition, at_ms) + PAGE_RECORDS
+        before = broker.offset_at(name, partition, at_ms) + limits.dashboard_records_per_page
     end = log.end_offset if before is None else max(0, min(before, log.end_offset))
-    newer = end + PAGE_RECORDS if end < log.end_offset else None
+    newer = end + limits.dashboard_records_per_page if end < log.end_offset else None
     if key:
         wanted = key.encode()
         start, found = _scan_for_key(broker, name, partition, log.start_offset, end, wanted, form)
@@ -244,7 +226,7 @@ def topic(
             key_partition=partition_for_key(wanted, len(rows)),
             lake=_lake_of(broker, name),
         )
-    start = max(log.start_offset, end - PAGE_RECORDS)
+    start = max(log.start_offset, end - limits.dashboard_records_per_page)
     shown = [_shown(r, form) for r in _records_between(broker, name, partition, start, end)]
     return TopicPage(
         name=name,
@@ -270,14 +252,14 @@ def _lake_of(broker: Broker, name: str) -> LakeStatus | None:
 def _scan_for_key(
     broker: Broker, name: str, partition: int, first: int, end: int, key: bytes, form: str
 ) -> tuple[int, list[Shown]]:
-    """Up to PAGE_RECORDS records of `key` before `end`, newest first, looking through
-    at most KEY_SCAN_RECORDS offsets; returns where the scan stopped and what it found."""
+    """Up to limits.dashboard_records_per_page records of `key` before `end`, newest first, looking through
+    at most limits.dashboard_key_scan_records_max offsets; returns where the scan stopped and what it found."""
     found: list[Shown] = []
     start = end
-    while start > first and end - start < KEY_SCAN_RECORDS:
-        low = max(first, start - KEY_SCAN_CHUNK)
+    while start > first and end - start < limits.dashboard_key_scan_records_max:
+        low = max(first, start - limits.dashboard_key_scan_chunk_records)
         chunk = [r for r in _records_between(broker, name, partition, low, start) if r.key == key]
-        wanted = PAGE_RECORDS - len(found)
+        wanted = limits.dashboard_records_per_page - len(found)
         taken = chunk[-wanted:]  # the newest, shown; the rest wait for the next page
         found.extend(_shown(record, form) for record in reversed(taken))
         if len(chunk) >= wanted:
@@ -332,18 +314,15 @@ def _shown(record: Record, form: str) -> Shown:
         offset=record.offset,
         timestamp_ms=record.timestamp,
         key=key,
-        value=shown[:VALUE_SHOWN_MAX],
+        value=shown[: limits.dashboard_value_chars_shown],
         value_form=how,
         size=len(value),
-        cut=len(shown) > VALUE_SHOWN_MAX,
+        cut=len(shown) > limits.dashboard_value_chars_shown,
         headers=headers,
     )
 
 
 # ---------------------------------------------------------------- queue groups
-
-DEAD_PAGE = 50
-ERRORS_SHOWN = 50
 
 
 @dataclass
@@ -390,7 +369,7 @@ class QueuePage:
     errors: Sequence[tuple[str, int, str]]
     """The groups of the errors dead records died of (the exception and the task's own
     frame, or the reason with its ids masked), each with how many and one whole error,
-    most first (at most ERRORS_SHOWN)."""
+    most first (at most limits.dashboard_errors_shown_max)."""
     error_kinds: int
     error: str | None
     """The error group whose records are listed, if one is chosen."""
@@ -411,7 +390,9 @@ def queue(
     if error is None and errors:
         error = errors[0][0]
     records = (
-        found.dead_records(error, _position(after), DEAD_PAGE + 1) if error is not None else []
+        found.dead_records(error, _position(after), limits.dashboard_dead_per_page + 1)
+        if error is not None
+        else []
     )
     shown = [
         DeadShown(
@@ -422,11 +403,15 @@ def queue(
             d.redriven,
             _record_at(broker, topic, d.partition, d.offset),
         )
-        for d in records[:DEAD_PAGE]
+        for d in records[: limits.dashboard_dead_per_page]
     ]
     examples = (e[2] for e in errors if e[0] == error)
     example = next(examples, records[0].error if records else "")
-    last = records[DEAD_PAGE - 1] if len(records) > DEAD_PAGE else None
+    last = (
+        records[limits.dashboard_dead_per_page - 1]
+        if len(records) > limits.dashboard_dead_per_page
+        else None
+    )
     in_rate, _ = rates.of(topic)
     return QueuePage(
         topic=topic,
@@ -435,7 +420,7 @@ def queue(
         settings=found.settings(),
         out_per_s=rates.out_of(topic, group),
         in_per_s=in_rate,
-        errors=errors[:ERRORS_SHOWN],
+        errors=errors[: limits.dashboard_errors_shown_max],
         error_kinds=len(errors),
         error=error,
         example=example,
@@ -508,7 +493,6 @@ class EndpointRow:
     stats: DeliveryStats
 
 
-ENDPOINTS_PER_PAGE = 100
 ENDPOINT_STATES = ("all", "failing", "disabled", "enabled")
 
 
@@ -556,9 +540,12 @@ def endpoint_rows(
             continue
         kept.append(info)
     kept.sort(key=lambda i: (i.name not in failing, i.name))
-    pages = max(1, -(-len(kept) // ENDPOINTS_PER_PAGE))
+    pages = max(1, -(-len(kept) // limits.dashboard_endpoints_per_page))
     page = min(max(1, page), pages)
-    shown = kept[(page - 1) * ENDPOINTS_PER_PAGE : page * ENDPOINTS_PER_PAGE]
+    shown = kept[
+        (page - 1) * limits.dashboard_endpoints_per_page : page
+        * limits.dashboard_endpoints_per_page
+    ]
     rows = [EndpointRow(info, broker.endpoint(info.name).stats()) for info in shown]
     return EndpointsPage(rows, len(kept), page, pages, sorted(tenants))
 
@@ -602,14 +589,13 @@ class TimersPage:
     """The topic the list is limited to ("" for all)."""
 
 
-TIMERS_LISTED = 50
-
-
 def timers(broker: Broker, lookup: str, topic: str = "", after: str = "") -> TimersPage:
     stats = broker.timer_stats()
     found = broker.timer(lookup) if lookup else None
     return TimersPage(
-        listed=broker.list_timers(topic or None, after=after or None, limit=TIMERS_LISTED),
+        listed=broker.list_timers(
+            topic or None, after=after or None, limit=limits.dashboard_timers_per_page
+        ),
         topic=topic,
         schedules=broker.list_schedules(),
         pending=stats.pending,
@@ -638,9 +624,6 @@ def _bucket_quantile(lag_s: Histogram, quantile: float) -> str:
 
 # ---------------------------------------------------------------- stream groups
 
-GROUPS_LISTED_S = 30.0
-"""How long a listing of the stored stream groups is used (on S3 a listing is a request)."""
-
 
 @dataclass
 class StreamRow:
@@ -652,14 +635,14 @@ class StreamRow:
 
 
 class StreamGroups:
-    """The stream groups, listed at most every GROUPS_LISTED_S; their positions live."""
+    """The stream groups, listed at most every limits.dashboard_groups_listed_s; their positions live."""
 
     def __init__(self) -> None:
-        self._listed_at = -GROUPS_LISTED_S
+        self._listed_at = -limits.dashboard_groups_listed_s
         self._consumers: Sequence[Consumer] = ()
 
     def rows(self, broker: Broker) -> list[StreamRow]:
-        if time.monotonic() - self._listed_at >= GROUPS_LISTED_S:
+        if time.monotonic() - self._listed_at >= limits.dashboard_groups_listed_s:
             self._consumers = broker.stream_groups(stored=True)
             self._listed_at = time.monotonic()
         rows = []
@@ -683,8 +666,6 @@ class StreamGroups:
 S3_PRICES = {"put": 0.005 / 1000, "list": 0.005 / 1000, "get": 0.0004 / 1000, "delete": 0.0}
 """US dollars per request at S3 Standard's list prices (us-east-1): PUT, COPY, POST and
 LIST $0.005 per 1,000; GET $0.0004 per 1,000; DELETE free."""
-S3_GB_MONTH = 0.023
-"""US dollars per GB stored for a month (S3 Standard, first 50 TB, us-east-1)."""
 
 
 @dataclass
@@ -713,7 +694,7 @@ def storage(broker: Broker, started_s: float) -> StoragePage:
         kind: count * per_day * S3_PRICES.get(kind, 0.0) for kind, count in stats.requests.items()
     }
     if stats.object_store:
-        cost["storage"] = stored / 1e9 * S3_GB_MONTH / 30
+        cost["storage"] = stored / 1e9 * limits.s3_usd_per_gb_month / 30
     return StoragePage(
         object_store=stats.object_store,
         uptime_s=uptime,

@@ -14,9 +14,6 @@ from brook.broker import Broker
 from brook.errors import BadRequest, NotFound
 from brook.task_topics import Announcement, Running
 
-READ_BACK = 2_000
-"""Announcements read back from the end of each partition: with workers announcing every
-five seconds, minutes of history for dozens of workers."""
 TASKS_GROUP = "tasks"
 
 
@@ -44,7 +41,7 @@ def workers(broker: Broker) -> WorkersPage:
     newest: dict[str, Announcement] = {}
     starts = topic.start_offsets()
     for partition, end in topic.end_offsets().items():
-        offset = max(starts.get(partition, 0), end - READ_BACK)
+        offset = max(starts.get(partition, 0), end - limits.dashboard_announcements_read_back)
         while offset < end:
             records = topic.read(partition, offset, limits.read_records_max)
             if not records:

@@ -51,14 +51,6 @@ from brook.supervisor import Supervisor
 
 log = logging.getLogger("brook.storage.s3")
 
-INLINE_BYTES_MAX = 4 * 1024
-"""Files up to this size live in the manifest itself (one PUT to replace)."""
-READ_ATTEMPTS_MAX = 3
-LISTING_SLICE_FILES = 500
-"""Appendable files whose chunks one slice of a parallel listing covers (load_tables)."""
-REQUESTS_IN_FLIGHT_MAX = 16
-"""Object requests one broker makes at once when it has many to make (fences, cold reads)."""
-
 
 class S3Storage:
     open_threads = 16
@@ -115,7 +107,9 @@ class S3Storage:
         self._appenders: dict[str, S3AppendFile] = {}
         """Appendable files open for appending in this broker, by name."""
         self.merger = Merger(self)
-        self.requests = ThreadPoolExecutor(REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-s3")
+        self.requests = ThreadPoolExecutor(
+            limits.s3_requests_in_flight_max, thread_name_prefix="brook-s3"
+        )
         self.fenced = threading.Event()
         """Set once another broker has taken the prefix over: this one can never write again."""
         self.read_only = False
@@ -137,7 +131,7 @@ class S3Storage:
         try:
             listed = self.load_tables([e for _, e in chunked])
             with ThreadPoolExecutor(
-                REQUESTS_IN_FLIGHT_MAX, thread_name_prefix="brook-fence"
+                limits.s3_requests_in_flight_max, thread_name_prefix="brook-fence"
             ) as pool:
                 tables = list(
                     pool.map(
@@ -307,7 +301,7 @@ class S3Storage:
 
     def write_atomic(self, name: str, data: bytes) -> None:
         check_name(name)
-        if len(data) <= INLINE_BYTES_MAX:
+        if len(data) <= limits.s3_inline_bytes_max:
             entry = m.Entry(data=bytes(data), size=len(data))
         else:
             key = self.new_name("objects")
@@ -414,8 +408,8 @@ class S3Storage:
         would be a request per topic (10,000 topics, 10,000 LISTs)."""
         prefixes = sorted({e.chunks for e in entries if e.chunks is not None})
         slices = [
-            prefixes[at : at + LISTING_SLICE_FILES]
-            for at in range(0, len(prefixes), LISTING_SLICE_FILES)
+            prefixes[at : at + limits.s3_listing_slice_files]
+            for at in range(0, len(prefixes), limits.s3_listing_slice_files)
         ]
         found: dict[str, list[tuple[str, int]]] = {prefix: [] for prefix in prefixes}
 
@@ -533,7 +527,7 @@ class S3ReadFile:
         read whole), and no descriptor is open between them."""
 
     def read(self, position: int, length: int) -> bytes:
-        for _ in range(READ_ATTEMPTS_MAX - 1):
+        for _ in range(limits.s3_read_attempts_max - 1):
             try:
                 return self._read(self._now(), position, length)
             except MissingObject:

@@ -33,8 +33,6 @@ CLAIM_KEY = "takeover.json"
 
 lease_ms_default = limits.lease_ms_default
 lease_ms_min = limits.lease_ms_min
-claim_pause_ms = 5_000
-"""How long an owner holds back its catalog changes after seeing a claim."""
 
 
 class Lease(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from brook import limits
 from brook.errors import Fenced, Locked, StorageError
 from brook.storage.s3 import lease as ls
 from brook.storage.s3 import manifest as m
@@ -28,11 +29,6 @@ if TYPE_CHECKING:
     from brook.storage.s3 import S3Storage
 
 log = logging.getLogger("brook.storage.s3")
-
-TAKE_OVER_S_MAX = 30.0
-"""Longest taking the prefix keeps trying to raise the epoch against a busy owner."""
-LEASE_WAIT_STEP_S = 0.25
-"""How often a broker waiting for a lease to run out looks at it again."""
 
 
 def unchanged(files: dict[str, m.Entry]) -> None:
@@ -86,7 +82,7 @@ class Ownership:
         is live (unless take_over; waited out with wait_for_lease unless it is renewed),
         StorageError."""
         bucket = self._storage.bucket
-        deadline = time.monotonic() + TAKE_OVER_S_MAX
+        deadline = time.monotonic() + limits.take_over_s_max
         watched: ls.Lease | None = None
         claimed = False
         while True:
@@ -118,7 +114,7 @@ class Ownership:
                 if time.monotonic() > deadline:
                     raise StorageError(
                         f"{bucket.url}: could not take the prefix over in "
-                        f"{TAKE_OVER_S_MAX:.0f} s: {exc}"
+                        f"{limits.take_over_s_max:.0f} s: {exc}"
                     ) from None
                 time.sleep(random.uniform(0.005, 0.05))
 
@@ -140,7 +136,7 @@ class Ownership:
                 url,
                 ls.describe(lease, now),
             )
-        time.sleep(min(LEASE_WAIT_STEP_S, ls.remaining_ms(lease, now) / 1000))
+        time.sleep(min(limits.lease_wait_step_s, ls.remaining_ms(lease, now) / 1000))
         return lease
 
     # ------------------------------------------------------------ keeping
@@ -206,9 +202,9 @@ class Ownership:
                 "broker %s is taking %s over: holding catalog changes back for %d ms",
                 claim.owner[:8],
                 self._storage.bucket.url,
-                ls.claim_pause_ms,
+                limits.lease_claim_pause_ms,
             )
-            self._paused_until = time.monotonic() + ls.claim_pause_ms / 1000
+            self._paused_until = time.monotonic() + limits.lease_claim_pause_ms / 1000
 
 
 def _decode(url: str, raw: bytes) -> m.Manifest:
