@@ -65,9 +65,9 @@ def test_a_source_changed_since_it_was_compiled_is_stale(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     digests = {m: compiled.source_digest(compiled.source_of(m)) for m in compiled.MODULES}
-    digests["brook.wire"] = "0" * 64
+    digests["brook.wire.core"] = "0" * 64
     monkeypatch.setattr(compiled, "_built_digests", lambda: digests)
-    assert compiled.stale() == ["brook.wire"]
+    assert compiled.stale() == ["brook.wire.core"]
 
 
 def test_a_compiled_file_its_build_did_not_record_is_never_run(
@@ -89,7 +89,7 @@ def test_a_compiled_file_of_a_module_no_longer_listed_is_never_run(
     """An older build's leftover (a module taken off the list) would still be preferred
     by Python to its edited source: the switch runs the source instead."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    for name in ("server/api", "wire"):  # one no longer listed, one listed
+    for name in ("server/api", "wire/core"):  # one no longer listed, one listed
         (tmp_path / "brook" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "brook" / f"{name}.py").write_text("")
         (tmp_path / "brook" / f"{name}{suffix}").write_bytes(b"")

@@ -41,7 +41,7 @@ MODULES = (
     "brook.duplicate_keys",
     "brook.records",
     "brook.validate",
-    "brook.wire",
+    "brook.wire.core",
 )
 """Compiled when installed; setup.py reads this tuple (it cannot import Brook)."""
 

@@ -37,6 +37,9 @@ from brook.errors import BadRequest, LeaseExpired
 from brook.models import Backoff, State, Transition
 from brook.retry import retry_delay
 
+FINISHED = (State.ACKED, State.DEAD)
+"""The states a record does not leave by itself (a redrive or a replay brings it back)."""
+
 
 class Settings(msgspec.Struct, frozen=True):
     """A queue group's settings (SPEC §1), stored with the group."""

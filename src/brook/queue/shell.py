@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
-import hashlib
 import logging
 import random
 import threading
@@ -32,23 +30,24 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import limits, validate
+from brook import limits
 from brook.codec.batch import Columns
 from brook.commit import AppendRequest, Waiter
-from brook.errors import LeaseExpired, MessageNotFound, PartitionNotFound, TopicNotFound
+from brook.errors import LeaseExpired, TopicNotFound
 from brook.log.partition import PartitionLog
-from brook.models import ErrorGroup, Outcome, State, Transition
+from brook.models import Outcome, State
 from brook.queue import replay, status
-from brook.queue import settings as queue_settings
+from brook.queue.dead_letters import DeadLetters
 from brook.queue.group import Change, GroupCore, Position, choosing
-from brook.queue.lifecycle import JobState, Settings, replayed
+from brook.queue.inspection import Inspection
+from brook.queue.lifecycle import FINISHED, JobState, Settings, replayed
 from brook.queue.reader import BatchCache, RecordReader
+from brook.queue.redelivery import Redelivery
 from brook.queue.replay import Replay
 from brook.queue.results import Kept, Results
-from brook.queue.unique import HEADER as UNIQUE_HEADER
-from brook.queue.unique import UniqueIndex
-from brook.ranges import Ranges
-from brook.records import Job, JobInfo, JobStateName, Record
+from brook.queue.snapshots import Snapshots
+from brook.queue.unique import UniqueIndex, UniqueRecords
+from brook.records import Job, Record
 from brook.scheduling import Schedule
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ ACTIONS = ("ack", "nack", "extend", "discard", "release")
 """What `settle` does; `release` (a lease given back unused) is the delivery loop's own."""
 
 
-class QueueGroup:
+class QueueGroup(Inspection, DeadLetters, Snapshots, Redelivery, UniqueRecords):
     def __init__(
         self,
         core: Core,
@@ -99,8 +98,8 @@ class QueueGroup:
         """Counts rebuilds from the log (`_load`): what a watcher saw before may be gone."""
         self.unique = UniqueIndex()
         """Identities of the live unique records (queue/unique.py)."""
-        self._changes_since_snapshot = 0
-        self.snapshot_offset = 0
+        self._changes_since_snapshot: int = 0
+        self.snapshot_offset: int = 0
         """Status-log offset of the newest durable snapshot: nothing before it is needed."""
         self._broken = False
         self._next_partition = 0
@@ -377,7 +376,7 @@ class QueueGroup:
         feed = self.finish_feed
         unique = self.unique
         for position, transition in changes:
-            if transition.state in _FINISHED:
+            if transition.state in FINISHED:
                 finishing[position] = request
                 unique.ended(position)
                 if feed is not None:
@@ -545,356 +544,6 @@ class QueueGroup:
         self._after(request, changes)
         return cancelled
 
-    def enqueue_unique(
-        self,
-        identity: str,
-        record: Record,
-        replace: bool,
-        append: Callable[[Record], tuple[int, int]],
-    ) -> tuple[Position, bool, list[Position]]:
-        """Append `record` (with the header brook.unique: `identity`) unless a live
-        record of `identity` is in the group: then (its position, True, []). With
-        `replace`, a waiting one (ready, delayed, retrying) is cancelled instead and the
-        record appended: (new position, False, [the cancelled]); a leased one is left
-        to run. `append` makes the record durable and gives its position."""
-        replaced: list[Position] = []
-        with self.unique.lock:
-            self._load_unique()
-            with self.mutex:
-                self._check_usable()
-                self._offer()
-                held = self.unique.by_identity.get(identity)
-                state = self._live_state(held) if held is not None else None
-            if held is not None and state is not None:
-                if not replace:
-                    return held, True, []
-                if state is not State.LEASED:
-                    reason = "debounced: a later enqueue of its identity replaced it"
-                    replaced = self.cancel([held], None, reason)
-            headers = {**(record.headers or {}), UNIQUE_HEADER: identity.encode()}
-            position = append(Record(record.value, record.key, headers))
-            with self.mutex:
-                self.unique.add(identity, position)
-        return position, False, replaced
-
-    def _live_state(self, position: Position) -> State | None:
-        """Holding the mutex: the record's state if it is live (not acked or dead; one
-        not yet taken into the window is READY), else None."""
-        job = self.machine.jobs.get(position)
-        if job is not None:
-            return None if job.state in _FINISHED else job.state
-        if self._replays(position):
-            return State.READY
-        return State.READY if position[1] >= self.offered.get(position[0], 0) else None
-
-    def _load_unique(self) -> None:
-        """Holding the unique lock: read the identities of the live records once after
-        each (re)build: those in the window, and up to unique_scan_records_max beyond."""
-        if self.unique.loaded:
-            return
-        with self.mutex:
-            self._check_usable()
-            self._offer()
-            live = sorted(p for p, job in self.machine.jobs.items() if job.state not in _FINISHED)
-            tails = dict(self.offered)
-        records = self._fetch(live)
-        left = limits.unique_scan_records_max
-        for partition_log in self.core.topic_state(self.topic).logs:
-            offset = tails.get(partition_log.partition, 0)
-            while left > 0 and offset < partition_log.durable_offset:
-                got = partition_log.read(offset, min(left, limits.read_records_max))
-                if not got:
-                    break
-                records.extend(got)
-                left -= len(got)
-                offset = got[-1].offset + 1
-        with self.mutex:
-            for record in records:
-                identity = (record.headers or {}).get(UNIQUE_HEADER)
-                if identity is not None:
-                    position = (record.partition, record.offset)
-                    if self._live_state(position) is not None:
-                        self.unique.add(identity.decode(errors="replace"), position)
-            self.unique.loaded = True
-
-    def resend(self, partition: int, offset: int) -> str:
-        """Send the record at (partition, offset) once more, whatever became of it: an
-        acked one is brought back alone (a replay of one offset), a dead one redriven;
-        one still on its way goes anyway. Durable before it returns; says which:
-        "resent", "redriven" or "pending". MessageNotFound when there is no such record
-        (retention removed it)."""
-        logs = self.core.topic_state(self.topic).logs
-        if not 0 <= partition < len(logs):
-            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
-        log = logs[partition]
-        if not log.start_offset <= offset < log.durable_offset:
-            raise MessageNotFound(
-                f"topic {self.topic} partition {partition} holds no record at offset {offset} "
-                f"(it holds {log.start_offset} to {log.durable_offset - 1})"
-            )
-        with self.mutex:
-            self._check_usable()
-            self._offer()
-            job = self.machine.jobs.get((partition, offset))
-            taken_in = offset < self.offered.get(partition, 0)
-            if job is not None and job.state is State.DEAD:
-                dead = True
-            elif (
-                job is not None
-                or not taken_in
-                or any(r.covers(offset) for r in self.replaying.get(partition, []))
-            ):
-                return "pending"
-            else:
-                dead = False
-        if dead:
-            return "redriven" if self.redrive(None, [(partition, offset)]) else "pending"
-        return "resent" if self.replay(partition, offset, until=offset + 1) else "pending"
-
-    def replay(
-        self,
-        partition: int | None = None,
-        offset: int | None = None,
-        since_ms: int | None = None,
-        until: int | None = None,
-    ) -> int:
-        """Send again the acked records from `offset` on (of `partition`, or of each),
-        or those stamped at or after `since_ms`, up to what the group has taken in now
-        (or up to offset `until`); the records not finished are left as they are (they
-        go anyway, and dead ones go back with a redrive). Durable before it returns;
-        returns how many records it brings back (queue/replay.py)."""
-        logs = self.core.topic_state(self.topic).logs
-        if partition is not None and partition >= len(logs):
-            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
-        chosen = logs if partition is None else [logs[partition]]
-        starts = {
-            pl.partition: pl.offset_at(since_ms) if since_ms is not None else offset or 0
-            for pl in chosen
-        }
-        with self.mutex:
-            self._check_usable()
-            self._offer()
-            now = self._now_ms()
-            kept: dict[int, list[int]] = {}
-            for p, o in self.machine.jobs:
-                kept.setdefault(p, []).append(o)
-            count = 0
-            for p, from_offset in starts.items():
-                first = max(from_offset, logs[p].start_offset)
-                stop = self.offered.get(p, 0)
-                if until is not None:
-                    stop = min(stop, until)
-                if first >= stop:
-                    continue
-                replays, brings = replay.ask(
-                    self.replaying.get(p, []), first, stop, now, kept.get(p, ())
-                )
-                if brings:
-                    self.replaying[p] = replays
-                    count += brings
-            if not count:
-                return 0
-            request = self._submit([], snapshot=self._snapshot())
-            self._changes_since_snapshot = 0
-        # (Its entry's commit round wakes the leases waiting: has_work sees the replay.)
-        self.snapshot_offset = max(self.snapshot_offset, self._wait(request))
-        return count
-
-    def stats(self) -> dict[str, int]:
-        """Records by state once time has acted (expired leases, due retries); on a
-        read-only broker, as its owner last wrote them."""
-        if not self.core.read_only:
-            self.tick()
-        return self.counts()
-
-    def dead_errors(self) -> list[ErrorGroup]:
-        """The groups of the errors the group's dead records died of (error_groups.py),
-        each with how many and one whole error, most first."""
-        with self.mutex:
-            return self.machine.dead_errors()
-
-    def dead_records(
-        self,
-        error: str,
-        after: Position | None = None,
-        limit: int = limits.dead_records_page_default,
-    ) -> list[tuple[Position, JobState]]:
-        """Up to `limit` dead records of the error group `error` (or of the group of a
-        whole error), in the order the group learned of them, from just after `after`
-        (keyset paging)."""
-        with self.mutex:
-            bucket = self.machine.dead_in(error)
-            positions = list(bucket)
-            start = 0
-            if after is not None and after in bucket:
-                start = positions.index(after) + 1
-            jobs = self.machine.jobs
-            return [(p, jobs[p]) for p in positions[start : start + limit]]
-
-    def leased_receipts(self) -> list[str]:
-        """The receipts of every live lease (for a consumer that knows the holders died:
-        the broker's own delivery loop, on start)."""
-        with self.mutex:
-            return [
-                job.receipt
-                for job in self.machine.jobs.values()
-                if job.state is State.LEASED and job.receipt is not None
-            ]
-
-    def counts(self) -> dict[str, int]:
-        """Records by state as they stand, and the oldest ready record's age; writes nothing."""
-        with self.mutex:
-            self._offer()
-            counts = self.machine.stats()
-            # Records beyond the window are ready too, only not yet in memory.
-            logs = self.core.topic_state(self.topic).logs
-            for pl in logs:
-                waiting = pl.durable_offset - max(
-                    self.offered.get(pl.partition, 0), pl.start_offset
-                )
-                counts["ready"] += max(0, waiting)
-            counts["ready"] += self._replay_waiting(logs)
-            oldest = self.machine.oldest_ready_ms()
-            now = self._now_ms()
-        counts["oldest_ready_age_ms"] = 0 if oldest is None else max(0, now - oldest)
-        return counts
-
-    def _replay_waiting(self, logs: list[PartitionLog]) -> int:
-        """Holding the mutex: how many acked records replays will still bring back."""
-        return sum(
-            r.waiting(logs[p].start_offset)
-            for p, rs in self.replaying.items()
-            if p < len(logs)
-            for r in rs
-        )
-
-    def _replays(self, position: Position) -> bool:
-        """Holding the mutex: whether a replay will bring back the record at `position`
-        (when it is not kept)."""
-        return any(r.covers(position[1]) for r in self.replaying.get(position[0], ()))
-
-    def trace(self, partition: int, offset: int) -> list[Transition]:
-        """The record's transitions kept in the status log, oldest first."""
-        with self.mutex:
-            self._check_usable()
-            end = self.status_log.durable_offset
-        found: list[Transition] = []
-        for at, entry in self._entries():
-            if at >= end:
-                break
-            if entry.snapshot is not None and not found:
-                job = next(
-                    (j for p, o, j in entry.snapshot.jobs if (p, o) == (partition, offset)), None
-                )
-                if job is not None:
-                    found.append(Transition(job.since_ms, State.READY, 0, "as of a snapshot"))
-            found.extend(t for p, o, t in entry.changes if p == partition and o == offset)
-        return found
-
-    def finished(self, partition: int, offset: int) -> bool:
-        """Whether the record at (partition, offset) is done with for good (acked or
-        dead) or is no record at all: what a long-poll on `job` waits for. Cheap
-        (dictionary lookups under the mutex), for the server's event loop."""
-        position = (partition, offset)
-        with self.mutex:
-            pending = self._finishing.get(position)
-            if pending is not None:
-                if not pending.answered or pending.error is not None:
-                    return False  # not durable yet (or failed: the group is rebuilt)
-                del self._finishing[position]
-            job = self.machine.jobs.get(position)
-            if job is not None:
-                return job.state in _FINISHED
-            if self.results.get(position, self._now_ms()) is not None:
-                return True
-            logs = self.core.topic_state(self.topic).logs
-            if partition >= len(logs):
-                return True  # no such record
-            if self._replays(position):
-                return False  # acked, and brought back to run again
-            log_ = logs[partition]
-            if offset >= log_.durable_offset or offset < log_.start_offset:
-                return True  # unknown
-            return offset < self.offered.get(partition, 0)
-
-    def finish_pending(self, partition: int, offset: int) -> bool:
-        """Whether an ack or death of the record is on its way to the status log (not
-        known durable yet): `finished` will say True once it is."""
-        with self.mutex:
-            pending = self._finishing.get((partition, offset))
-            return pending is not None and not pending.answered
-
-    def wait_finished(self, partition: int, offset: int, seconds: float) -> None:
-        """Wait up to `seconds` for `finished(partition, offset)`; returns either way."""
-        monotonic = self.core.clock.monotonic
-        deadline = monotonic() + seconds
-        ready = functools.partial(self.finished, partition, offset)
-        while not ready() and not self.core.closed:
-            remaining = deadline - monotonic()
-            if remaining <= 0:
-                return
-            self.core.wait_for_records(ready, remaining)
-
-    def job(self, partition: int, offset: int) -> JobInfo:
-        """Where the record at (partition, offset) stands in the group."""
-        logs = self.core.topic_state(self.topic).logs
-        if partition >= len(logs):
-            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
-        partition_log = logs[partition]
-        position = (partition, offset)
-        with self.mutex:
-            self._check_usable()
-            self._offer()
-            now = self._now_ms()
-            kept = self.results.get(position, now)
-            job = self.machine.jobs.get(position)
-            offered = self.offered.get(partition, 0)
-            not_before = self.machine.not_before.get(position)
-            again = job is None and self._replays(position)
-        state: JobStateName
-        if again and partition_log.start_offset <= offset:
-            return JobInfo(partition=partition, offset=offset, state="pending")
-        if job is not None:
-            state, due = job.state.value, None
-            if job.state is State.READY and not_before is not None and not_before > now:
-                state, due = "delayed", not_before
-            elif job.state is State.RETRYING:
-                due = job.ready_at_ms
-            elif job.state is State.LEASED:
-                due = job.lease_until_ms
-            return JobInfo(
-                partition=partition,
-                offset=offset,
-                state=state,
-                attempt=job.attempt,
-                error=job.error,
-                due_ms=due,
-            )
-        if kept is not None:
-            return JobInfo(
-                partition=partition,
-                offset=offset,
-                state="acked",
-                attempt=kept.attempt,
-                result=kept.result,
-                acked_ms=kept.at_ms,
-            )
-        if offset >= partition_log.durable_offset or offset < partition_log.start_offset:
-            state = "unknown"
-        else:
-            state = "pending" if offset >= offered else "acked"
-        return JobInfo(partition=partition, offset=offset, state=state)
-
-    def needed(self, partition: int, base: int, next_offset: int) -> Ranges:
-        """Offsets from `base` to before `next_offset` of `partition` this group has
-        not finished with: kept records (dead ones too), and all not yet offered."""
-        with self.mutex:
-            kept = Ranges.of(
-                o for p, o in self.machine.jobs if p == partition and base <= o < next_offset
-            )
-            offered = self.offered.get(partition, 0)
-        return kept | Ranges([(max(base, offered), next_offset)])
-
     def change_settings(self, settings: Settings) -> None:
         """Use new settings (already stored); a change of how records are chosen
         (ordering, limits, priorities' share) rebuilds the lanes."""
@@ -905,131 +554,6 @@ class QueueGroup:
             if reorder:
                 self._load()
             self.on_change(self, self.machine.next_due_ms(), bool(self._unlettered))
-
-    # ------------------------------------------------------------ dead letters
-
-    def letter_dead_isolated(self) -> None:
-        """`letter_dead`, its failure the group's alone: the settling that made the
-        records dead is durable already, so its caller is not told of it; the group
-        shows as failing, and its ticker copies them again later."""
-        with self.core.supervisor.isolate("queues", self.subject, "dead letters"):
-            self.letter_dead()
-
-    def letter_dead(self) -> None:
-        """Copy dead records not yet copied to the dead-letter topic, then mark them."""
-        with self._letter_mutex:
-            with self.mutex:
-                pending = sorted(self._unlettered.items())[: limits.read_records_max]
-                jobs = {pos: self.machine.jobs.get(pos) for pos, _ in pending}
-            if not pending:
-                return
-            target = queue_settings.dead_letter_topic(self.topic, self.settings)
-            if target is not None:
-                self._copy_dead(target, pending, jobs)
-            with self.mutex:
-                marked = []
-                for (p, o), at in pending:
-                    if self._unlettered.get((p, o)) == at:
-                        del self._unlettered[(p, o)]
-                        marked.append((p, o, at))
-                request = self._submit([], lettered=marked) if marked else None
-            if request is not None:
-                self._wait(request)
-
-    def _copy_dead(
-        self,
-        target: str,
-        pending: list[tuple[Position, int]],
-        jobs: dict[Position, JobState | None],
-    ) -> None:
-        """Append copies of the `pending` deaths to `target`, once each (idempotency
-        keys name each death)."""
-        records = {(r.partition, r.offset): r for r in self._fetch([pos for pos, _ in pending])}
-        copies: list[Record] = []
-        keys: list[bytes | str | None] = []
-        for pos, at in pending:
-            found, job = records.get(pos), jobs.get(pos)
-            if found is None or job is None:
-                continue  # removed by retention, or redriven meanwhile
-            copies.append(self._dead_letter(found, job))
-            keys.append(self._letter_key(pos, at))
-        if copies:
-            # Brook's own copies, never refused for size (a record of the largest size
-            # gains a few headers here).
-            ceiling = limits.record_bytes_max_ceiling
-            self.core.append(target, validate.records(copies, keys, record_bytes_max=ceiling))
-
-    def _dead_letter(self, record: Record, job: JobState) -> Record:
-        headers = dict(record.headers or {})
-        headers.update(
-            {
-                "brook.origin.topic": self.topic.encode(),
-                "brook.origin.partition": str(record.partition).encode(),
-                "brook.origin.offset": str(record.offset).encode(),
-                "brook.group": self.group.encode(),
-                "brook.attempts": str(job.attempt).encode(),
-                "brook.error": job.error.encode()[:4096],
-            }
-        )
-        return Record(value=record.value, key=record.key, headers=headers)
-
-    def _letter_key(self, position: Position, at_ms: int) -> str:
-        """Names one death of one record, so copying it again appends nothing."""
-        text = f"{self.topic}\0{self.group}\0{position[0]}\0{position[1]}\0{at_ms}"
-        return "brook.dlq." + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-    # ------------------------------------------------------------ snapshots
-
-    def _maybe_snapshot(self) -> None:
-        """Holding the mutex: after enough changes, append the whole state, so a
-        restart reads from there and older status segments can go."""
-        # A snapshot costs about as much as the records kept: spacing them by at
-        # least twice that keeps their cost per change constant.
-        due = max(limits.queue_snapshot_changes, 2 * len(self.machine.jobs))
-        if self._changes_since_snapshot < due:
-            return
-        self.write_snapshot()
-
-    def write_snapshot(self) -> Waiter:
-        """Holding the mutex: queue a snapshot entry; `snapshot_offset` follows once durable."""
-        snapshot = self._snapshot()
-        waiter = Waiter()
-
-        def durable(done: AppendRequest) -> None:
-            if done.error is None and done.acks:
-                self.snapshot_offset = max(self.snapshot_offset, done.acks[0].offset)
-            waiter(done)
-
-        self._submit([], snapshot=snapshot, on_done=durable)
-        self._changes_since_snapshot = 0
-        return waiter
-
-    def _snapshot(self) -> status.Snapshot:
-        """Holding the mutex: the whole state, as a snapshot entry holds it."""
-        machine = self.machine
-        kept: dict[int, list[int]] = {p: [] for p in self.offered}
-        for p, o in machine.jobs:
-            kept.setdefault(p, []).append(o)
-        floor: dict[int, int] = {}
-        acked: list[tuple[int, int, int]] = []
-        for p, offsets in kept.items():
-            offsets.sort()
-            end = self.offered.get(p, 0)
-            floor[p] = offsets[0] if offsets else end
-            # The gaps between records still kept are acked.
-            for before, after in zip(offsets, [*offsets[1:], end], strict=False):
-                if after > before + 1:
-                    acked.append((p, before + 1, after))
-        return status.Snapshot(
-            offered=dict(self.offered),
-            floor=floor,
-            acked=acked,
-            jobs=[(p, o, job) for (p, o), job in machine.jobs.items() if not job.untouched],
-            unlettered=[(p, o, at) for (p, o), at in sorted(self._unlettered.items())],
-            acked_count=machine.acked,
-            results=self.results.rows(),
-            replaying=[r.row(p) for p, rs in sorted(self.replaying.items()) for r in rs],
-        )
 
 
 class Settling:
@@ -1077,9 +601,6 @@ def _within(runs: list[tuple[int, int]], offset: int) -> bool:
 
 
 _ENDS_ATTEMPT = (State.ACKED, State.RETRYING, State.DEAD)
-
-
-_FINISHED = (State.ACKED, State.DEAD)
 
 
 def _position_of(receipt: str) -> Position:

@@ -15,8 +15,18 @@ group reports the finish, to keep the index small.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from brook import limits
+from brook.models import State
 from brook.queue.group import Position
+from brook.queue.lifecycle import FINISHED
+from brook.records import Record
+
+if TYPE_CHECKING:
+    from brook.queue.shell import QueueGroup
+
 
 HEADER = "brook.unique"
 
@@ -45,3 +55,80 @@ class UniqueIndex:
         identity = self._of.pop(position, None)
         if identity is not None and self.by_identity.get(identity) == position:
             del self.by_identity[identity]
+
+
+class UniqueRecords:
+    """The calls of a queue group that keep one live record per identity (part of
+    `QueueGroup`, queue/shell.py): the index above, filled from the records themselves."""
+
+    def enqueue_unique(
+        self: QueueGroup,
+        identity: str,
+        record: Record,
+        replace: bool,
+        append: Callable[[Record], tuple[int, int]],
+    ) -> tuple[Position, bool, list[Position]]:
+        """Append `record` (with the header brook.unique: `identity`) unless a live
+        record of `identity` is in the group: then (its position, True, []). With
+        `replace`, a waiting one (ready, delayed, retrying) is cancelled instead and the
+        record appended: (new position, False, [the cancelled]); a leased one is left
+        to run. `append` makes the record durable and gives its position."""
+        replaced: list[Position] = []
+        with self.unique.lock:
+            self._load_unique()
+            with self.mutex:
+                self._check_usable()
+                self._offer()
+                held = self.unique.by_identity.get(identity)
+                state = self._live_state(held) if held is not None else None
+            if held is not None and state is not None:
+                if not replace:
+                    return held, True, []
+                if state is not State.LEASED:
+                    reason = "debounced: a later enqueue of its identity replaced it"
+                    replaced = self.cancel([held], None, reason)
+            headers = {**(record.headers or {}), HEADER: identity.encode()}
+            position = append(Record(record.value, record.key, headers))
+            with self.mutex:
+                self.unique.add(identity, position)
+        return position, False, replaced
+
+    def _live_state(self: QueueGroup, position: Position) -> State | None:
+        """Holding the mutex: the record's state if it is live (not acked or dead; one
+        not yet taken into the window is READY), else None."""
+        job = self.machine.jobs.get(position)
+        if job is not None:
+            return None if job.state in FINISHED else job.state
+        if self._replays(position):
+            return State.READY
+        return State.READY if position[1] >= self.offered.get(position[0], 0) else None
+
+    def _load_unique(self: QueueGroup) -> None:
+        """Holding the unique lock: read the identities of the live records once after
+        each (re)build: those in the window, and up to unique_scan_records_max beyond."""
+        if self.unique.loaded:
+            return
+        with self.mutex:
+            self._check_usable()
+            self._offer()
+            live = sorted(p for p, job in self.machine.jobs.items() if job.state not in FINISHED)
+            tails = dict(self.offered)
+        records = self._fetch(live)
+        left = limits.unique_scan_records_max
+        for partition_log in self.core.topic_state(self.topic).logs:
+            offset = tails.get(partition_log.partition, 0)
+            while left > 0 and offset < partition_log.durable_offset:
+                got = partition_log.read(offset, min(left, limits.read_records_max))
+                if not got:
+                    break
+                records.extend(got)
+                left -= len(got)
+                offset = got[-1].offset + 1
+        with self.mutex:
+            for record in records:
+                identity = (record.headers or {}).get(HEADER)
+                if identity is not None:
+                    position = (record.partition, record.offset)
+                    if self._live_state(position) is not None:
+                        self.unique.add(identity.decode(errors="replace"), position)
+            self.unique.loaded = True
