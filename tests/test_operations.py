@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brook import names
+from brook import api, names
 from brook.client import protocol
 from brook.models import JoinContinuation, JoinMember, JoinSpec, TimerSpec
 from brook.operations import BY_ROUTE, OPERATIONS, PATH_PARAMETERS, TABLE, path_of
@@ -75,11 +75,11 @@ def test_reads_are_safe_to_send_again() -> None:
 
 RECEIPT = "0.0.1.1.0123abcd"
 CALLS = [
-    ("create_topic", protocol.create_topic("t", 1, None, None, False)),
+    ("create_topic", protocol.request("create_topic", "t", partitions=1)),
     ("list_topics", protocol.topics()),
     ("lake_status", protocol.lake_status("t")),
     ("lake_sync", protocol.lake_sync(None)),
-    ("delete_topic", protocol.delete_topic("t")),
+    ("delete_topic", protocol.request("delete_topic", "t")),
     ("describe_topic", protocol.end_offsets("t")),
     ("append", protocol.append("t", b"v", None, None, None)),
     ("read", protocol.read("t", 0, 0, 10)),
@@ -98,9 +98,9 @@ CALLS = [
     ("release", protocol.settle("t", "g", "release", [RECEIPT], delay_ms=100)),
     ("extend", protocol.settle("t", "g", "extend", [RECEIPT], ms=10)),
     ("discard", protocol.settle("t", "g", "discard", [RECEIPT])),
-    ("trace", protocol.trace("t", "g", 0, 0)),
+    ("trace", protocol.request("trace", "t", "g", partition=0, offset=0)),
     ("job", protocol.job("t", "g", 0, 0)),
-    ("enqueue_unique", protocol.enqueue_unique("t", "g", "id-1", b"v", None, None, False)),
+    ("enqueue_unique", protocol.request("enqueue_unique", "t", "g", identity="id-1", value=b"v")),
     (
         "create_joins",
         protocol.create_joins(
@@ -114,36 +114,39 @@ CALLS = [
         ),
     ),
     ("describe_join", protocol.join("j", timeout=1)),
-    ("redrive_queue", protocol.redrive("t", "g", None, None)),
-    ("cancel_records", protocol.cancel("t", "g", [(0, 1)], None, "")),
+    ("redrive_queue", protocol.request("redrive_queue", "t", "g")),
+    ("cancel_records", protocol.request("cancel_records", "t", "g", records=[(0, 1)])),
     ("list_timers", protocol.list_timers("t", 0, None, "1:tm", 10)),
     ("describe_timer", protocol.timer("tm")),
     ("cancel_timer", protocol.cancel_timer("tm")),
-    ("put_schedule", protocol.put_schedule("s", "t", b"v", every_ms=1_000)),
-    ("list_schedules", protocol.list_schedules()),
-    ("describe_schedule", protocol.schedule_action("s", "describe_schedule")),
-    ("pause_schedule", protocol.schedule_action("s", "pause_schedule")),
-    ("resume_schedule", protocol.schedule_action("s", "resume_schedule")),
+    ("put_schedule", protocol.request("put_schedule", "s", topic="t", value=b"v", every_ms=1_000)),
+    ("list_schedules", protocol.request("list_schedules")),
+    ("describe_schedule", protocol.request("describe_schedule", "s")),
+    ("pause_schedule", protocol.request("pause_schedule", "s")),
+    ("resume_schedule", protocol.request("resume_schedule", "s")),
     ("delete_schedule", protocol.delete_schedule("s")),
     ("put_endpoint", protocol.create_endpoint("e", url="https://example.com/")),
     ("list_endpoints", protocol.endpoints()),
-    ("describe_endpoint", protocol.endpoint_info("e")),
-    ("delete_endpoint", protocol.delete_endpoint("e")),
-    ("endpoint_stats", protocol.endpoint_stats("e")),
-    ("endpoint_attempts", protocol.endpoint_attempts("e", "t", 0, 0)),
+    ("describe_endpoint", protocol.request("describe_endpoint", "e")),
+    ("delete_endpoint", protocol.request("delete_endpoint", "e")),
+    ("endpoint_stats", protocol.request("endpoint_stats", "e")),
+    (
+        "endpoint_attempts",
+        protocol.request("endpoint_attempts", "e", topic="t", partition=0, offset=0),
+    ),
     ("message_attempts", protocol.message_attempts("t:0:1")),
-    ("redrive_endpoint", protocol.endpoint_redrive("e", None, None, None)),
-    ("replay_endpoint", protocol.endpoint_replay("e", None, 0, None, None)),
-    ("resend_message", protocol.endpoint_resend("e", "t:0:1")),
-    ("list_event_types", protocol.event_types()),
+    ("redrive_endpoint", protocol.request("redrive_endpoint", "e")),
+    ("replay_endpoint", protocol.request("replay_endpoint", "e", since_ms=0)),
+    ("resend_message", protocol.request("resend_message", "e", webhook_id="t:0:1")),
+    ("list_event_types", protocol.request("list_event_types")),
     ("portal_link", protocol.portal_link("c1", 3600)),
-    ("put_event_type", protocol.put_event_type("a.b", None, None)),
-    ("describe_event_type", protocol.event_type("a.b")),
-    ("delete_event_type", protocol.delete_event_type("a.b")),
-    ("enable_endpoint", protocol.endpoint_action("e", "enable")),
-    ("disable_endpoint", protocol.endpoint_action("e", "disable")),
-    ("test_endpoint", protocol.endpoint_test("e")),
-    ("rotate_secret", protocol.rotate_secret("e", None)),
+    ("put_event_type", protocol.request("put_event_type", "a.b")),
+    ("describe_event_type", protocol.request("describe_event_type", "a.b")),
+    ("delete_event_type", protocol.request("delete_event_type", "a.b")),
+    ("enable_endpoint", protocol.request("enable_endpoint", "e")),
+    ("disable_endpoint", protocol.request("disable_endpoint", "e")),
+    ("test_endpoint", protocol.request("test_endpoint", "e")),
+    ("rotate_secret", protocol.request("rotate_secret", "e")),
 ]
 
 
@@ -169,3 +172,22 @@ def test_calls_safe_only_by_what_they_carry_say_so() -> None:
     assert protocol.schedule_many([named, named]).retry_safe
     assert not protocol.create_endpoint("e", url="https://example.com/").retry_safe
     assert protocol.create_endpoint("e", secret="whsec_" + "A" * 32).retry_safe
+
+
+def test_each_facade_call_is_a_method_of_the_api() -> None:
+    """A row's call (served by server/adapter.py, called by protocol.request) names a
+    method of the API both brokers give (brook/api.py): the broker's or a handle's."""
+    owners = {"": api.BrokerApi, "queue": api.QueueApi, "endpoint": api.EndpointApi}
+    called = [op for op in TABLE if op.call is not None]
+    assert len(called) >= 25
+    for operation in called:
+        assert operation.call is not None
+        owner, _, method = operation.call.rpartition(".")
+        assert callable(getattr(owners[owner], method, None)), operation.name
+        assert operation.guard in (None, "endpoint"), operation.name
+
+
+def test_each_operation_runs_where_it_says() -> None:
+    assert {op.executor for op in TABLE} <= {"loop", "read", "blocking", "long"}
+    assert OPERATIONS["lake_sync"].executor == "long", "a sync writes Parquet for seconds"
+    assert OPERATIONS["append"].executor == "loop", "the committer answers appends"

@@ -231,8 +231,12 @@ pipeline_requests_max = 64
 """Reading from a connection pauses while this many of its requests wait."""
 connection_sweep_s = 1.0
 """How often connection deadlines are checked."""
-queue_call_threads = 64
-"""Queue calls in progress at once; each waits mostly for a group commit."""
+blocking_call_threads = 64
+"""API calls that wait for a commit round or write a file (Operation.executor "blocking")
+in progress at once; each mostly waits for a group commit."""
+long_call_threads = 4
+"""API calls that run for seconds (executor "long": a lake sync, an endpoint's test
+request, a replay) in progress at once: apart, so they never hold up the others."""
 route_matches_remembered_max = 4096
 """Paths whose match is kept; the memory is forgotten whole when it fills."""
 

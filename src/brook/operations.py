@@ -50,6 +50,67 @@ PATH_PARAMETERS = {
 }
 
 
+class Param(NamedTuple):
+    """One query parameter of an operation: how the server reads it (and 400s when it
+    cannot), its default, its bounds, and the schema and sentence the OpenAPI document
+    and docs/PROTOCOL.md show: one row for all of them."""
+
+    name: str
+    kind: str
+    """"whole" (decimal digits within 63 bits), "text", "flag" (true/false, 1/0) or
+    "choice" (one of `choices`)."""
+    description: str
+    default: Any = None
+    """What an absent parameter means (None: nothing given)."""
+    required: bool = False
+    low: int = 0
+    """The least a whole number may be; less is a 400."""
+    cap: int | None = None
+    """A whole number above this is taken as this (capped, not refused: SPEC §4's limit)."""
+    high: int | None = None
+    """The most a whole number may be; more is a 400."""
+    pattern: str | None = None
+    """A text's pattern, shown in the schema (the call itself checks it)."""
+    choices: tuple[str, ...] = ()
+
+    def schema(self) -> dict[str, Any]:
+        """Its JSON Schema, for the OpenAPI document."""
+        if self.kind == "whole":
+            most = limits.whole_max if self.high is None else self.high
+            return {"type": "integer", "minimum": self.low, "maximum": most}
+        if self.kind == "flag":
+            return {"type": "boolean"}
+        if self.kind == "choice":
+            return {"enum": list(self.choices)}
+        return {"type": "string", **({"pattern": self.pattern} if self.pattern else {})}
+
+    def sentence(self) -> str:
+        """Its description with its default and cap, as the docs show it."""
+        notes = []
+        if self.default is not None and self.kind != "flag":
+            notes.append(f"default {self.default}")
+        if self.cap is not None:
+            notes.append(f"capped at {self.cap}")
+        return self.description + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def whole(
+    name: str,
+    description: str,
+    default: int | None = None,
+    low: int = 0,
+    cap: int | None = None,
+    high: int | None = None,
+) -> Param:
+    """A whole number a call may be given."""
+    return Param(name, "whole", description, default, False, low, cap, high)
+
+
+def needed(name: str, description: str) -> Param:
+    """A whole number the call cannot go without."""
+    return Param(name, "whole", description, required=True)
+
+
 class Operation(NamedTuple):
     """One operation of the HTTP API: the route, who may call it, whether a client may
     send it again, and what goes in and comes out."""
@@ -69,11 +130,11 @@ class Operation(NamedTuple):
     summary: str
     answer: type[msgspec.Struct] | None = None
     """The 200 answer's JSON shape (None: an object whose shape is not promised)."""
-    body: type[msgspec.Struct] | None = None
+    body: type[wire.In] | None = None
     """The JSON request body's shape."""
     body_required: bool = True
-    query: tuple[tuple[str, dict[str, Any], str, bool], ...] = ()
-    """(name, schema, description, required) of each query parameter."""
+    query: tuple[Param, ...] = ()
+    """Its query parameters."""
     binary: tuple[str, ...] = ()
     """Media types taken besides JSON, as binary bodies."""
     text_answer: bool = False
@@ -82,15 +143,32 @@ class Operation(NamedTuple):
     relations: tuple[tuple[str, str], ...] = ()
     """Rules JSON Schema cannot state (between fields, with the path, with the time):
     (the sentence the description gives, a pattern of the 400's message that keeps it)."""
+    executor: str = "loop"
+    """Where the server runs it: "loop" (in memory, never waits: on the event loop),
+    "read" (reads storage: the read threads), "blocking" (waits for a commit round or
+    writes a file: the call threads), "long" (runs for seconds: a lake sync, a test
+    request, a replay; threads of its own, so it never holds up the calls that wait for
+    a commit round). Long-polls wait on the loop, then read or call as declared."""
+    call: str | None = None
+    """The facade call that answers it, for the one generic server adapter
+    (server/adapter.py) and the one generic client call (client/protocol.py): a method
+    of the broker (`put_schedule`), given the path's parameters first, or of a handle
+    the path names (`queue.trace`, `endpoint.stats`: the key must reach it), given
+    none; then the query's parameters and the body's `arguments()` as keywords, and
+    the answer made by `answer.of(result)`. None: the operation has a handler of its
+    own (the hot path, binary bodies, long-polls, answers filtered by the key)."""
+    guard: str | None = None
+    """For a broker call whose path names an endpoint: "endpoint", the key must reach it."""
 
 
-WAIT = ("wait_ms", COUNT, f"Long-poll up to this long (capped at {limits.wait_ms_max})", False)
-PARTITION = ("partition", COUNT, "Every record goes to this partition (default: by key)", False)
-START = (
+WAIT = whole("wait_ms", "Long-poll up to this long", 0, cap=limits.wait_ms_max)
+PARTITION = whole("partition", "Every record goes to this partition (default: by key)")
+START = Param(
     "start",
-    {"enum": ["earliest", "latest"]},
-    "Where a group new to the broker starts (default earliest)",
-    False,
+    "choice",
+    "Where a group new to the broker starts",
+    "earliest",
+    choices=("earliest", "latest"),
 )
 BACKOFF_RELATION = (
     "backoff.max_ms is at least backoff.min_ms (those given, or those stored)",
@@ -129,10 +207,22 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Ready to serve; 503 names the failing loops",
         wire.Health,
+        executor="loop",
     ),
-    Operation("openapi", "GET", "/openapi.json", "any", True, "This description"),
-    Operation("metrics", "GET", "/metrics", "admin", True, "Prometheus metrics", text_answer=True),
-    Operation("list_topics", "GET", "/v1/topics", "any", True, "List topics", wire.Topics),
+    Operation("openapi", "GET", "/openapi.json", "any", True, "This description", executor="loop"),
+    Operation(
+        "metrics",
+        "GET",
+        "/metrics",
+        "admin",
+        True,
+        "Prometheus metrics",
+        text_answer=True,
+        executor="read",
+    ),
+    Operation(
+        "list_topics", "GET", "/v1/topics", "any", True, "List topics", wire.Topics, executor="read"
+    ),
     Operation(
         "create_topic",
         "PUT",
@@ -151,6 +241,8 @@ TABLE: tuple[Operation, ...] = (
                 r"value_schema",
             ),
         ),
+        executor="blocking",
+        call="create_topic",
     ),
     Operation(
         "describe_topic",
@@ -160,6 +252,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Describe a topic",
         wire.TopicDetail,
+        executor="read",
     ),
     Operation(
         "delete_topic",
@@ -169,6 +262,8 @@ TABLE: tuple[Operation, ...] = (
         False,
         "Delete a topic",
         wire.Deleted,
+        executor="blocking",
+        call="delete_topic",
     ),
     Operation(
         "append",
@@ -185,7 +280,7 @@ TABLE: tuple[Operation, ...] = (
                 r"idempotency_key must be 1 to 256 bytes",
             ),
         ),
-        query=(("key", {"type": "string"}, "Key of a raw-body record", False), PARTITION),
+        query=(Param("key", "text", "Key of a raw-body record"), PARTITION),
         binary=(wire.RAW_TYPE, wire.BATCH_TYPE),
         example={
             "records": [
@@ -198,6 +293,7 @@ TABLE: tuple[Operation, ...] = (
                 {"value_b64": "AAE=", "key_b64": "AQ=="},
             ]
         },
+        executor="loop",
     ),
     Operation(
         "read",
@@ -208,11 +304,12 @@ TABLE: tuple[Operation, ...] = (
         "Read records at offsets >= offset",
         wire.RecordPage,
         query=(
-            ("partition", COUNT, "Partition (default 0)", False),
-            ("offset", COUNT, "First offset (default 0)", False),
-            ("limit", POSITIVE, f"Most records (capped at {limits.read_records_max})", False),
+            whole("partition", "Partition", 0),
+            whole("offset", "First offset", 0),
+            whole("limit", "Most records", limits.read_records_default, 1, limits.read_records_max),
             WAIT,
         ),
+        executor="read",
     ),
     Operation(
         "poll",
@@ -223,10 +320,17 @@ TABLE: tuple[Operation, ...] = (
         "Poll a stream group (advances its position)",
         wire.Polled,
         query=(
-            ("max_records", POSITIVE, "Most records", False),
+            whole(
+                "max_records",
+                "Most records",
+                limits.poll_records_default,
+                1,
+                limits.read_records_max,
+            ),
             WAIT,
             START,
         ),
+        executor="read",
     ),
     Operation(
         "commit",
@@ -241,6 +345,7 @@ TABLE: tuple[Operation, ...] = (
         query=(START,),
         relations=(PAST_THE_END,),
         example={"offsets": {"0": 1}},
+        executor="blocking",
     ),
     Operation(
         "seek",
@@ -254,6 +359,7 @@ TABLE: tuple[Operation, ...] = (
         query=(START,),
         relations=(PAST_THE_END,),
         example={"partition": 0, "offset": 0},
+        executor="loop",
     ),
     Operation(
         "describe_group",
@@ -264,6 +370,7 @@ TABLE: tuple[Operation, ...] = (
         "A stream group's positions and lag",
         wire.GroupOut,
         query=(START,),
+        executor="loop",
     ),
     Operation(
         "put_queue",
@@ -287,12 +394,12 @@ TABLE: tuple[Operation, ...] = (
             ),
         ),
         query=(
-            (
+            Param(
                 "create",
-                {"type": "boolean"},
+                "flag",
                 "false: only change an existing group (404 if there is none); default true, "
                 "which also creates the topic when the key may append to it",
-                False,
+                True,
             ),
         ),
         example={
@@ -301,6 +408,7 @@ TABLE: tuple[Operation, ...] = (
             "ordering": "key",
             "backoff": {"min_ms": 1000, "factor": 2.0, "max_ms": 300000},
         },
+        executor="blocking",
     ),
     Operation(
         "describe_queue",
@@ -310,6 +418,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "A queue group's settings and records by state (404 if it does not exist)",
         wire.QueueOut,
+        executor="blocking",
     ),
     Operation(
         "lease",
@@ -322,6 +431,7 @@ TABLE: tuple[Operation, ...] = (
         wire.LeaseIn,
         body_required=False,
         example={"max_records": 10, "wait_ms": 0},
+        executor="blocking",
     ),
     Operation(
         "ack",
@@ -333,6 +443,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Settled,
         wire.AckIn,
         example={"receipts": ["0.0.1.1.0123abcd"], "results_b64": ["eyJvayI6IHRydWV9"]},
+        executor="blocking",
     ),
     Operation(
         "nack",
@@ -348,6 +459,7 @@ TABLE: tuple[Operation, ...] = (
             "delay_ms": 5000,
             "reason": "the mail server said 451",
         },
+        executor="blocking",
     ),
     Operation(
         "release",
@@ -364,6 +476,7 @@ TABLE: tuple[Operation, ...] = (
             "delay_ms": 1000,
             "reason": "no task named refund in this worker",
         },
+        executor="blocking",
     ),
     Operation(
         "extend",
@@ -375,6 +488,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Settled,
         wire.ExtendIn,
         example={"receipts": ["0.0.1.1.0123abcd"], "ms": 60000},
+        executor="blocking",
     ),
     Operation(
         "discard",
@@ -386,6 +500,7 @@ TABLE: tuple[Operation, ...] = (
         wire.Settled,
         wire.SettleIn,
         example={"receipts": ["0.0.1.1.0123abcd"], "reason": "malformed order"},
+        executor="blocking",
     ),
     Operation(
         "trace",
@@ -396,9 +511,11 @@ TABLE: tuple[Operation, ...] = (
         "A record's transitions in the status log",
         wire.Trace,
         query=(
-            ("partition", COUNT, "The record's partition", True),
-            ("offset", COUNT, "The record's offset", True),
+            needed("partition", "The record's partition"),
+            needed("offset", "The record's offset"),
         ),
+        executor="read",
+        call="queue.trace",
     ),
     Operation(
         "job",
@@ -410,10 +527,11 @@ TABLE: tuple[Operation, ...] = (
         "(with wait_ms, answered once it is acked or dead, durably, or the wait ends)",
         wire.JobInfoOut,
         query=(
-            ("partition", COUNT, "The record's partition", True),
-            ("offset", COUNT, "The record's offset", True),
+            needed("partition", "The record's partition"),
+            needed("offset", "The record's offset"),
             WAIT,
         ),
+        executor="blocking",
     ),
     Operation(
         "cancel_records",
@@ -427,6 +545,8 @@ TABLE: tuple[Operation, ...] = (
         wire.RecordsCancelled,
         wire.CancelIn,
         example={"records": [{"partition": 0, "offset": 12}], "reason": "revoked"},
+        executor="blocking",
+        call="queue.cancel",
     ),
     Operation(
         "enqueue_unique",
@@ -441,6 +561,8 @@ TABLE: tuple[Operation, ...] = (
         wire.UniqueOut,
         wire.UniqueIn,
         example={"identity": "report:customer-7", "value": "{}", "replace": False},
+        executor="blocking",
+        call="queue.enqueue_unique",
     ),
     Operation(
         "redrive_queue",
@@ -454,6 +576,8 @@ TABLE: tuple[Operation, ...] = (
         wire.RedriveIn,
         body_required=False,
         example={"limit": 100},
+        executor="blocking",
+        call="queue.redrive",
     ),
     Operation(
         "schedule",
@@ -477,6 +601,7 @@ TABLE: tuple[Operation, ...] = (
             "delay_ms": 60000,
             "timer_id": "call-42",
         },
+        executor="blocking",
     ),
     Operation(
         "list_timers",
@@ -487,22 +612,24 @@ TABLE: tuple[Operation, ...] = (
         "Pending timers in order of due time (then id), a page at a time",
         wire.TimersPage,
         query=(
-            ("topic", NAME, "Only this topic's timers", False),
-            ("due_from_ms", COUNT, "Only timers due at or after this time (epoch ms)", False),
-            ("due_to_ms", COUNT, "Only timers due before this time (epoch ms)", False),
-            (
+            Param("topic", "text", "Only this topic's timers", pattern=names.USER_NAME_PATTERN),
+            whole("due_from_ms", "Only timers due at or after this time (epoch ms)"),
+            whole("due_to_ms", "Only timers due before this time (epoch ms)"),
+            Param(
                 "after",
-                {"type": "string", "pattern": names.TIMER_CURSOR_PATTERN},
+                "text",
                 "The page's place: the `next` of the page before",
-                False,
+                pattern=names.TIMER_CURSOR_PATTERN,
             ),
-            (
+            whole(
                 "limit",
-                {"type": "integer", "minimum": 1, "maximum": limits.timers_page_max},
-                f"Most timers in the page (default {limits.timers_page_default})",
-                False,
+                "Most timers in the page",
+                limits.timers_page_default,
+                low=1,
+                high=limits.timers_page_max,
             ),
         ),
+        executor="blocking",
     ),
     Operation(
         "describe_timer",
@@ -512,6 +639,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "A timer's state: pending, fired (where) or cancelled",
         wire.TimerOut,
+        executor="loop",
     ),
     Operation(
         "cancel_timer",
@@ -521,6 +649,7 @@ TABLE: tuple[Operation, ...] = (
         False,
         "Cancel a pending timer (409 if it fired or was cancelled, 404 if unknown)",
         wire.Cancelled,
+        executor="blocking",
     ),
     Operation(
         "stage",
@@ -534,6 +663,7 @@ TABLE: tuple[Operation, ...] = (
         query=(PARTITION,),
         binary=(wire.BATCH_TYPE,),
         example={"records": [{"value": "row 1"}, {"value": "row 2", "key": "k"}]},
+        executor="blocking",
     ),
     Operation(
         "publish",
@@ -545,6 +675,7 @@ TABLE: tuple[Operation, ...] = (
         Published,
         wire.PublishIn,
         example={"parts": {"task-0": 1}},
+        executor="long",
     ),
     Operation(
         "drop_staged",
@@ -554,6 +685,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Drop what was staged for seq (false if it was published)",
         wire.Dropped,
+        executor="blocking",
     ),
     Operation(
         "create_joins",
@@ -590,6 +722,7 @@ TABLE: tuple[Operation, ...] = (
                 }
             ]
         },
+        executor="blocking",
     ),
     Operation(
         "describe_join",
@@ -601,6 +734,7 @@ TABLE: tuple[Operation, ...] = (
         "continuation is appended, or the wait ends)",
         wire.JoinOut,
         query=(WAIT,),
+        executor="blocking",
     ),
     Operation(
         "list_schedules",
@@ -610,6 +744,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "List periodic schedules",
         wire.Schedules,
+        executor="loop",
+        call="list_schedules",
     ),
     Operation(
         "put_schedule",
@@ -633,6 +769,8 @@ TABLE: tuple[Operation, ...] = (
             "tz": "Europe/Berlin",
             "missed": "skip",
         },
+        executor="blocking",
+        call="put_schedule",
     ),
     Operation(
         "describe_schedule",
@@ -642,6 +780,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "A periodic schedule",
         wire.ScheduleOut,
+        executor="loop",
+        call="get_schedule",
     ),
     Operation(
         "delete_schedule",
@@ -651,6 +791,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Delete a periodic schedule",
         wire.Deleted,
+        executor="blocking",
     ),
     Operation(
         "pause_schedule",
@@ -660,6 +801,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Fire no slot until resumed",
         wire.ScheduleOut,
+        executor="blocking",
+        call="pause_schedule",
     ),
     Operation(
         "resume_schedule",
@@ -669,6 +812,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Fire again from the next slot after now",
         wire.ScheduleOut,
+        executor="blocking",
+        call="resume_schedule",
     ),
     Operation(
         "portal_link",
@@ -681,6 +826,7 @@ TABLE: tuple[Operation, ...] = (
         PortalLink,
         wire.PortalIn,
         example={"tenant": "c0042", "ttl_s": 3600},
+        executor="loop",
     ),
     Operation(
         "list_event_types",
@@ -690,6 +836,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "The event-type catalog: each type, what it means and a JSON Schema of its bodies",
         wire.EventTypes,
+        executor="loop",
+        call="event_types",
     ),
     Operation(
         "put_event_type",
@@ -703,9 +851,19 @@ TABLE: tuple[Operation, ...] = (
         wire.EventTypeIn,
         body_required=False,
         example={"description": "An invoice was paid", "schema": {"type": "object"}},
+        executor="blocking",
+        call="put_event_type",
     ),
     Operation(
-        "describe_event_type", "GET", EVENT_TYPE, "any", True, "One event type", EventTypeInfo
+        "describe_event_type",
+        "GET",
+        EVENT_TYPE,
+        "any",
+        True,
+        "One event type",
+        EventTypeInfo,
+        executor="loop",
+        call="event_type",
     ),
     Operation(
         "delete_event_type",
@@ -715,6 +873,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Remove an event type from the catalog (records carrying it are not touched)",
         wire.Deleted,
+        executor="blocking",
+        call="delete_event_type",
     ),
     Operation(
         "list_endpoints",
@@ -724,6 +884,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "List delivery endpoints (no secrets)",
         wire.Endpoints,
+        executor="loop",
     ),
     Operation(
         "put_endpoint",
@@ -766,9 +927,18 @@ TABLE: tuple[Operation, ...] = (
             "max_in_flight": 8,
             "rate_limit_per_s": 50,
         },
+        executor="blocking",
     ),
     Operation(
-        "describe_endpoint", "GET", ENDPOINT, "admin", True, "An endpoint's settings", EndpointInfo
+        "describe_endpoint",
+        "GET",
+        ENDPOINT,
+        "admin",
+        True,
+        "An endpoint's settings",
+        EndpointInfo,
+        executor="loop",
+        call="endpoint.info",
     ),
     Operation(
         "delete_endpoint",
@@ -778,6 +948,9 @@ TABLE: tuple[Operation, ...] = (
         False,
         "Delete an endpoint and its queue groups",
         wire.Deleted,
+        executor="blocking",
+        call="delete_endpoint",
+        guard="endpoint",
     ),
     Operation(
         "endpoint_stats",
@@ -787,6 +960,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Records by state, in flight, breaker, success rate, latency",
         DeliveryStats,
+        executor="read",
+        call="endpoint.stats",
     ),
     Operation(
         "endpoint_attempts",
@@ -797,10 +972,12 @@ TABLE: tuple[Operation, ...] = (
         "Every attempt to deliver one record",
         wire.Attempts,
         query=(
-            ("topic", {"type": "string"}, "The record's topic", True),
-            ("partition", COUNT, "The record's partition", True),
-            ("offset", COUNT, "The record's offset", True),
+            Param("topic", "text", "The record's topic", required=True),
+            needed("partition", "The record's partition"),
+            needed("offset", "The record's offset"),
         ),
+        executor="read",
+        call="endpoint.attempts",
     ),
     Operation(
         "message_attempts",
@@ -810,6 +987,7 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Every endpoint's attempts to deliver one message, by its webhook-id",
         wire.MessageAttemptsOut,
+        executor="read",
     ),
     Operation(
         "redrive_endpoint",
@@ -822,6 +1000,8 @@ TABLE: tuple[Operation, ...] = (
         wire.EndpointRedriveIn,
         body_required=False,
         example={"topic": "orders", "limit": 100},
+        executor="long",
+        call="endpoint.redrive",
     ),
     Operation(
         "resend_message",
@@ -835,6 +1015,8 @@ TABLE: tuple[Operation, ...] = (
         Resent,
         wire.ResendIn,
         example={"webhook_id": "orders:0:42"},
+        executor="blocking",
+        call="endpoint.resend",
     ),
     Operation(
         "replay_endpoint",
@@ -856,6 +1038,8 @@ TABLE: tuple[Operation, ...] = (
             ("offset needs topic", r"needs the topic"),
             ("partition goes with offset", r"partition goes with offset"),
         ),
+        executor="long",
+        call="endpoint.replay",
     ),
     Operation(
         "enable_endpoint",
@@ -865,6 +1049,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Deliver again",
         EndpointInfo,
+        executor="blocking",
+        call="endpoint.enable",
     ),
     Operation(
         "disable_endpoint",
@@ -874,6 +1060,8 @@ TABLE: tuple[Operation, ...] = (
         True,
         "Stop delivering; records wait",
         EndpointInfo,
+        executor="blocking",
+        call="endpoint.disable",
     ),
     Operation(
         "test_endpoint",
@@ -883,6 +1071,8 @@ TABLE: tuple[Operation, ...] = (
         False,
         "Send a signed test request now and tell how it went",
         wire.TestOut,
+        executor="long",
+        call="endpoint.test",
     ),
     Operation(
         "rotate_secret",
@@ -896,6 +1086,8 @@ TABLE: tuple[Operation, ...] = (
         relations=(WEAK_SECRET_RELATION, ED25519_PAIR_RELATION),
         body_required=False,
         example={},
+        executor="blocking",
+        call="endpoint.rotate_secret",
     ),
     Operation(
         "lake_status",
@@ -906,7 +1098,8 @@ TABLE: tuple[Operation, ...] = (
         "Where the lake stands: each topic's Parquet files, and per partition how far they "
         "reach and how long the oldest record not in them has waited",
         wire.Lake,
-        query=(("topic", NAME, "Only this topic", False),),
+        query=(Param("topic", "text", "Only this topic", pattern=names.USER_NAME_PATTERN),),
+        executor="read",
     ),
     Operation(
         "lake_sync",
@@ -920,6 +1113,7 @@ TABLE: tuple[Operation, ...] = (
         wire.LakeSyncIn,
         body_required=False,
         example={"topic": "orders"},
+        executor="long",
     ),
 )
 ALTERNATIVES: dict[tuple[str, str], tuple[type[msgspec.Struct], type[msgspec.Struct]]] = {

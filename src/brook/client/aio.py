@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -49,6 +49,8 @@ from brook.records import (
     UniqueAck,
 )
 
+T = TypeVar("T")
+
 
 class AsyncBroker:
     """A broker reached over HTTP, as coroutines. Use `brook.connect_async`."""
@@ -64,6 +66,11 @@ class AsyncBroker:
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=headers_for(api_key), timeout=timeout, verify=verify
         )
+
+    async def _ask(self, returns: type[T], name: str, *path: str | int, **arguments: Any) -> T:
+        """Operation `name` of the table, called as its facade method is (protocol.request);
+        what it `returns`."""
+        return cast(T, await self._do(protocol.request(name, *path, **arguments)))
 
     async def _do(self, call: Call) -> Any:
         attempt = 0
@@ -90,21 +97,24 @@ class AsyncBroker:
         lake: bool | None = None,
         value_schema: dict[str, Any] | None = None,
     ) -> TopicInfo:
-        protocol.check_names(name)
-        result: TopicInfo = await self._do(
-            protocol.create_topic(
-                name, partitions, retention_ms, retention_bytes, compaction, lake, value_schema
-            )
+        return await self._ask(
+            TopicInfo,
+            "create_topic",
+            name,
+            partitions=partitions,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            compaction=compaction,
+            lake=lake,
+            value_schema=value_schema,
         )
-        return result
 
     async def topics(self) -> list[TopicInfo]:
         result: list[TopicInfo] = await self._do(protocol.topics())
         return result
 
     async def delete_topic(self, name: str) -> None:
-        protocol.check_names(name)
-        await self._do(protocol.delete_topic(name))
+        await self._do(protocol.request("delete_topic", name))
 
     async def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
         if topic is not None:
@@ -286,29 +296,28 @@ class AsyncBroker:
 
     async def endpoint(self, name: str) -> AsyncEndpoint:
         """A handle on endpoint `name`. Raises EndpointNotFound."""
-        await self._do(protocol.endpoint_info(name))
+        await self._do(protocol.request("describe_endpoint", name))
         return AsyncEndpoint(self, name)
 
     async def delete_endpoint(self, name: str) -> None:
         """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
-        await self._do(protocol.delete_endpoint(name))
+        await self._do(protocol.request("delete_endpoint", name))
 
     async def put_event_type(
         self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
     ) -> EventTypeInfo:
         """Add an event type to the catalog, or change what is given of it."""
-        made: EventTypeInfo = await self._do(protocol.put_event_type(name, description, schema))
-        return made
+        return await self._ask(
+            EventTypeInfo, "put_event_type", name, description=description, schema=schema
+        )
 
     async def event_types(self) -> list[EventTypeInfo]:
         """The event-type catalog, by name."""
-        found: list[EventTypeInfo] = await self._do(protocol.event_types())
-        return found
+        return await self._ask(list[EventTypeInfo], "list_event_types")
 
     async def event_type(self, name: str) -> EventTypeInfo:
         """One type of the catalog. Raises EventTypeNotFound."""
-        found: EventTypeInfo = await self._do(protocol.event_type(name))
-        return found
+        return await self._ask(EventTypeInfo, "describe_event_type", name)
 
     async def portal_link(
         self, tenant: str, ttl_s: int = limits.portal_ttl_s_default
@@ -319,7 +328,7 @@ class AsyncBroker:
 
     async def delete_event_type(self, name: str) -> None:
         """Remove a type from the catalog. Raises EventTypeNotFound."""
-        await self._do(protocol.delete_event_type(name))
+        await self._do(protocol.request("delete_event_type", name))
 
     async def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
         """Make joins (see Broker.create_joins)."""
@@ -345,37 +354,32 @@ class AsyncBroker:
         headers: dict[str, bytes] | None = None,
     ) -> ScheduleInfo:
         """Create or change a periodic schedule (see Broker.put_schedule)."""
-        info: ScheduleInfo = await self._do(
-            protocol.put_schedule(
-                name,
-                topic,
-                value,
-                cron=cron,
-                every_ms=every_ms,
-                tz=tz,
-                missed=missed,
-                key=key,
-                headers=headers,
-            )
+        return await self._ask(
+            ScheduleInfo,
+            "put_schedule",
+            name,
+            topic=topic,
+            value=value,
+            cron=cron,
+            every_ms=every_ms,
+            tz=tz,
+            missed=missed,
+            key=key,
+            headers=headers,
         )
-        return info
 
     async def get_schedule(self, name: str) -> ScheduleInfo:
         """Raises ScheduleNotFound."""
-        info: ScheduleInfo = await self._do(protocol.schedule_action(name, "describe_schedule"))
-        return info
+        return await self._ask(ScheduleInfo, "describe_schedule", name)
 
     async def list_schedules(self) -> list[ScheduleInfo]:
-        found: list[ScheduleInfo] = await self._do(protocol.list_schedules())
-        return found
+        return await self._ask(list[ScheduleInfo], "list_schedules")
 
     async def pause_schedule(self, name: str) -> ScheduleInfo:
-        info: ScheduleInfo = await self._do(protocol.schedule_action(name, "pause_schedule"))
-        return info
+        return await self._ask(ScheduleInfo, "pause_schedule", name)
 
     async def resume_schedule(self, name: str) -> ScheduleInfo:
-        info: ScheduleInfo = await self._do(protocol.schedule_action(name, "resume_schedule"))
-        return info
+        return await self._ask(ScheduleInfo, "resume_schedule", name)
 
     async def delete_schedule(self, name: str) -> bool:
         """False if there was none."""
@@ -586,18 +590,16 @@ class AsyncQueue:
         return settings
 
     async def trace(self, partition: int, offset: int) -> list[Transition]:
-        transitions: list[Transition] = await self._broker._do(
-            protocol.trace(self.topic, self.group, partition, offset)
+        return await self._broker._ask(
+            list[Transition], "trace", self.topic, self.group, partition=partition, offset=offset
         )
-        return transitions
 
     async def redrive(
         self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
     ) -> int:
-        count: int = await self._broker._do(
-            protocol.redrive(self.topic, self.group, limit, records)
+        return await self._broker._ask(
+            int, "redrive_queue", self.topic, self.group, limit=limit, records=records
         )
-        return count
 
     async def cancel(
         self,
@@ -605,10 +607,15 @@ class AsyncQueue:
         key: bytes | str | None = None,
         reason: str = "",
     ) -> list[tuple[int, int]]:
-        done: list[tuple[int, int]] = await self._broker._do(
-            protocol.cancel(self.topic, self.group, records, key, reason)
+        return await self._broker._ask(
+            list[tuple[int, int]],
+            "cancel_records",
+            self.topic,
+            self.group,
+            records=records,
+            key=key,
+            reason=reason,
         )
-        return done
 
     async def enqueue_unique(
         self,
@@ -620,10 +627,17 @@ class AsyncQueue:
     ) -> UniqueAck:
         """Append unless a live record of `identity` is in the group (see
         Queue.enqueue_unique)."""
-        ack: UniqueAck = await self._broker._do(
-            protocol.enqueue_unique(self.topic, self.group, identity, value, key, headers, replace)
+        return await self._broker._ask(
+            UniqueAck,
+            "enqueue_unique",
+            self.topic,
+            self.group,
+            identity=identity,
+            value=value,
+            key=key,
+            headers=headers,
+            replace=replace,
         )
-        return ack
 
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.topic} group={self.group}>"
@@ -638,18 +652,20 @@ class AsyncEndpoint:
         self.name = name
 
     async def info(self) -> EndpointInfo:
-        info: EndpointInfo = await self._broker._do(protocol.endpoint_info(self.name))
-        return info
+        return await self._broker._ask(EndpointInfo, "describe_endpoint", self.name)
 
     async def stats(self) -> DeliveryStats:
-        stats: DeliveryStats = await self._broker._do(protocol.endpoint_stats(self.name))
-        return stats
+        return await self._broker._ask(DeliveryStats, "endpoint_stats", self.name)
 
     async def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
-        found: list[Attempt] = await self._broker._do(
-            protocol.endpoint_attempts(self.name, topic, partition, offset)
+        return await self._broker._ask(
+            list[Attempt],
+            "endpoint_attempts",
+            self.name,
+            topic=topic,
+            partition=partition,
+            offset=offset,
         )
-        return found
 
     async def redrive(
         self,
@@ -657,10 +673,9 @@ class AsyncEndpoint:
         limit: int | None = None,
         records: Iterable[tuple[int, int]] | None = None,
     ) -> int:
-        count: int = await self._broker._do(
-            protocol.endpoint_redrive(self.name, topic, limit, records)
+        return await self._broker._ask(
+            int, "redrive_endpoint", self.name, topic=topic, limit=limit, records=records
         )
-        return count
 
     async def replay(
         self,
@@ -669,31 +684,31 @@ class AsyncEndpoint:
         partition: int | None = None,
         offset: int | None = None,
     ) -> int:
-        count: int = await self._broker._do(
-            protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
+        return await self._broker._ask(
+            int,
+            "replay_endpoint",
+            self.name,
+            topic=topic,
+            since_ms=since_ms,
+            partition=partition,
+            offset=offset,
         )
-        return count
 
     async def resend(self, webhook_id: str) -> Resent:
         """Send the message with this webhook-id to the endpoint once more."""
-        resent: Resent = await self._broker._do(protocol.endpoint_resend(self.name, webhook_id))
-        return resent
+        return await self._broker._ask(Resent, "resend_message", self.name, webhook_id=webhook_id)
 
     async def enable(self) -> EndpointInfo:
-        info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "enable"))
-        return info
+        return await self._broker._ask(EndpointInfo, "enable_endpoint", self.name)
 
     async def disable(self) -> EndpointInfo:
-        info: EndpointInfo = await self._broker._do(protocol.endpoint_action(self.name, "disable"))
-        return info
+        return await self._broker._ask(EndpointInfo, "disable_endpoint", self.name)
 
     async def rotate_secret(self, secret: str | None = None) -> str:
-        made: str = await self._broker._do(protocol.rotate_secret(self.name, secret))
-        return made
+        return await self._broker._ask(str, "rotate_secret", self.name, secret=secret)
 
     async def test(self) -> TestResult:
-        result: TestResult = await self._broker._do(protocol.endpoint_test(self.name))
-        return result
+        return await self._broker._ask(TestResult, "test_endpoint", self.name)
 
     def __repr__(self) -> str:
         return f"<AsyncEndpoint {self.name}>"

@@ -7,7 +7,7 @@ HTTP. Appends and reads use the binary batch format (docs/PROTOCOL.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -20,21 +20,15 @@ from brook.models import (
     JobInfo,
     LakeStatus,
     MessageAttempts,
-    Outcome,
     ScheduleInfo,
-    State,
     TimerInfo,
     TimerPage,
     TimerSpec,
-    Transition,
 )
 from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
-    Attempt,
-    DeliveryStats,
     EndpointInfo,
-    EventTypeInfo,
     Job,
     JoinContinuation,
     JoinInfo,
@@ -43,9 +37,6 @@ from brook.records import (
     PortalLink,
     Published,
     Record,
-    Resent,
-    TestResult,
-    UniqueAck,
 )
 
 BATCH_TYPE = wire.BATCH_TYPE
@@ -95,6 +86,64 @@ def _call(
     return Call(operation.method, path_of(name, **where), params, body, headers, parse, safe)
 
 
+PATH_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "topic": validate.topic_name,
+    "group": validate.group_name,
+    "endpoint": validate.topic_name,
+    "event_type": validate.event_type,
+    "schedule": lambda name: _schedule_name(name)["schedule"],
+}
+"""How a client checks a path's parameters before sending (the errors an embedded call
+gives, not a 404 from a path that leads nowhere)."""
+
+
+def request(name: str, *path: str | int, **arguments: Any) -> Call:
+    """The one generic call: operation `name`, whose row names a facade call
+    (brook/operations.py), called as that method is. The path's parameters come first,
+    in order; of the keyword arguments, those the row's query declares go in the query
+    (None: left out), the rest make the body (`body.of_arguments`). Each is checked here
+    as an embedded call checks it (InvalidName, BadRequest). The answer is read back by
+    `answer.returned()`, or is the public type itself."""
+    operation = OPERATIONS[name]
+    names = [part[1:-1] for part in operation.path.split("/") if part.startswith("{")]
+    where = dict(zip(names, path, strict=True))
+    for part, value in where.items():
+        PATH_CHECKS.get(part, _as_is)(value)
+    params: dict[str, Any] = {}
+    for param in operation.query:
+        value = arguments.pop(param.name, None)
+        if value is not None and param.kind == "whole":
+            value = validate.whole(value, param.name, param.low, param.high)
+        elif value is not None and param.name == "topic":
+            value = validate.topic_name(value)
+        if value is not None:
+            params[param.name] = value
+    body: bytes | None = None
+    headers: dict[str, str] = {}
+    safe = None
+    if operation.body is not None:
+        document = operation.body.of_arguments(**arguments)
+        body, headers = _json_body(document)
+        safe = document.resend_safe()
+    elif any(v is not None for v in arguments.values()):
+        raise TypeError(f"{name} takes no {', '.join(sorted(arguments))}")
+    return _call(name, where, params, body, headers, _returned(operation.answer), safe)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _returned(shape: type[msgspec.Struct] | None) -> Callable[[int, dict[str, str], bytes], Any]:
+    """How a generic call reads its answer."""
+    if shape is None:
+        return lambda status, headers, body: None
+    if issubclass(shape, wire.Out):
+        out: type[wire.Out] = shape
+        return lambda status, headers, body: _answer(body, out).returned()
+    return lambda status, headers, body: _answer(body, shape)
+
+
 def _json_body(document: wire.In) -> tuple[bytes, dict[str, str]]:
     return wire.encode(document), {"content-type": wire.JSON_TYPE}
 
@@ -106,35 +155,6 @@ def _acks(status: int, headers: dict[str, str], body: bytes) -> list[Ack]:
 # ---------------------------------------------------------------- topics
 
 
-def create_topic(
-    name: str,
-    partitions: int,
-    retention_ms: int | None,
-    retention_bytes: int | None,
-    compaction: bool,
-    lake: bool | None = None,
-    value_schema: dict[str, Any] | None = None,
-) -> Call:
-    body, headers = _json_body(
-        wire.TopicSettingsIn(
-            partitions=partitions,
-            retention_ms=retention_ms,
-            retention_bytes=retention_bytes,
-            compaction=compaction,
-            lake=lake,
-            value_schema=value_schema,
-        )
-    )
-    return _call(
-        "create_topic",
-        {"topic": name},
-        {},
-        body,
-        headers,
-        lambda s, h, b: _answer(b, wire.TopicOut).info(),
-    )
-
-
 def topics() -> Call:
     return _call(
         "list_topics",
@@ -144,10 +164,6 @@ def topics() -> Call:
         {},
         lambda s, h, b: [t.info() for t in _answer(b, wire.Topics).topics],
     )
-
-
-def delete_topic(name: str) -> Call:
-    return _call("delete_topic", {"topic": name}, {}, None, {}, lambda s, h, b: None)
 
 
 def end_offsets(topic: str) -> Call:
@@ -438,106 +454,6 @@ def job(topic: str, group_name: str, partition: int, offset: int, timeout: float
     return _call("job", _queue(topic, group_name), params, None, {}, parse)
 
 
-def trace(topic: str, group_name: str, partition: int, offset: int) -> Call:
-    params = {
-        "partition": validate.whole(partition, "partition"),
-        "offset": validate.whole(offset, "offset"),
-    }
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Transition]:
-        return [
-            Transition(
-                t.at_ms,
-                State(t.state),
-                t.attempt,
-                t.reason,
-                t.receipt,
-                t.until_ms,
-                None
-                if t.outcome is None
-                else Outcome(
-                    t.outcome.status, t.outcome.latency_ms, t.outcome.error, t.outcome.excerpt_b64
-                ),
-            )
-            for t in _answer(body, wire.Trace).transitions
-        ]
-
-    return _call("trace", _queue(topic, group_name), params, None, {}, parse)
-
-
-def redrive(
-    topic: str, group_name: str, limit: int | None, records: Iterable[tuple[int, int]] | None
-) -> Call:
-    chosen = validate.positions(records)
-    body, headers = _json_body(
-        wire.RedriveIn(
-            limit=validate.optional_whole(limit, "limit", 1),
-            records=None
-            if chosen is None
-            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
-        )
-    )
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
-        return _answer(body, wire.Redriven).redriven
-
-    return _call("redrive_queue", _queue(topic, group_name), {}, body, headers, parse)
-
-
-def cancel(
-    topic: str,
-    group_name: str,
-    records: Iterable[tuple[int, int]] | None,
-    key: bytes | str | None,
-    reason: str,
-) -> Call:
-    chosen, key_bytes = validate.cancelled(records, key)
-    body, headers = _json_body(
-        wire.CancelIn(
-            records=None
-            if chosen is None
-            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
-            key_b64=key_bytes,
-            reason=validate.reason(reason),
-        )
-    )
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[tuple[int, int]]:
-        return [(r.partition, r.offset) for r in _answer(body, wire.RecordsCancelled).cancelled]
-
-    return _call("cancel_records", _queue(topic, group_name), {}, body, headers, parse)
-
-
-def enqueue_unique(
-    topic: str,
-    group_name: str,
-    identity: str,
-    value: bytes,
-    key: bytes | None,
-    headers: dict[str, bytes] | None,
-    replace: bool,
-) -> Call:
-    """Safe to resend without `replace` (the record appended first is then found live)."""
-    record, _ = validate.record(value, key, headers, record_bytes_max=RECORD_CEILING)
-    body, sent = _json_body(
-        wire.request(
-            wire.UniqueIn,
-            identity=identity,
-            replace=bool(replace),
-            value_b64=record.value,
-            key_b64=record.key,
-            headers_b64=record.headers or None,
-        )
-    )
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> UniqueAck:
-        return _answer(body, wire.UniqueOut).ack()
-
-    return _call(
-        "enqueue_unique", _queue(topic, group_name), {}, body, sent, parse, retry_safe=not replace
-    )
-
-
 # ---------------------------------------------------------------- timers
 
 
@@ -632,10 +548,6 @@ def cancel_timer(timer_id: str) -> Call:
 # ---------------------------------------------------------------- delivery endpoints
 
 
-def _endpoint(status: int, headers: dict[str, str], body: bytes) -> EndpointInfo:
-    return _answer(body, EndpointInfo)
-
-
 def create_endpoint(name: str, **settings: Any) -> Call:
     """PUT the settings that are not None; the endpoint is created if new."""
     validate.topic_name(name)
@@ -648,7 +560,8 @@ def create_endpoint(name: str, **settings: Any) -> Call:
     # Resent safely: the same settings again change nothing (a secret given again is the
     # same secret; one made by the first try would be replaced by the second's).
     safe = "secret" in given
-    return _call("put_endpoint", {"endpoint": name}, {}, body, headers, _endpoint, retry_safe=safe)
+    parse = _returned(EndpointInfo)
+    return _call("put_endpoint", {"endpoint": name}, {}, body, headers, parse, retry_safe=safe)
 
 
 def endpoints() -> Call:
@@ -656,21 +569,6 @@ def endpoints() -> Call:
         return _answer(body, wire.Endpoints).endpoints
 
     return _call("list_endpoints", {}, {}, None, {}, parse)
-
-
-def endpoint_info(name: str) -> Call:
-    validate.topic_name(name)
-    return _call("describe_endpoint", {"endpoint": name}, {}, None, {}, _endpoint)
-
-
-def put_event_type(name: str, description: str | None, schema: dict[str, Any] | None) -> Call:
-    validate.event_type(name)
-    body, headers = _json_body(wire.EventTypeIn(description=description, schema=schema))
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> EventTypeInfo:
-        return _answer(body, EventTypeInfo)
-
-    return _call("put_event_type", {"event_type": name}, {}, body, headers, parse)
 
 
 def portal_link(tenant: str, ttl_s: int) -> Call:
@@ -682,154 +580,14 @@ def portal_link(tenant: str, ttl_s: int) -> Call:
     return _call("portal_link", {}, {}, body, headers, parse)
 
 
-def event_types() -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[EventTypeInfo]:
-        return _answer(body, wire.EventTypes).event_types
-
-    return _call("list_event_types", {}, {}, None, {}, parse)
-
-
-def event_type(name: str) -> Call:
-    validate.event_type(name)
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> EventTypeInfo:
-        return _answer(body, EventTypeInfo)
-
-    return _call("describe_event_type", {"event_type": name}, {}, None, {}, parse)
-
-
-def delete_event_type(name: str) -> Call:
-    validate.event_type(name)
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
-        return None
-
-    return _call("delete_event_type", {"event_type": name}, {}, None, {}, parse)
-
-
-def delete_endpoint(name: str) -> Call:
-    validate.topic_name(name)
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> None:
-        return None
-
-    return _call("delete_endpoint", {"endpoint": name}, {}, None, {}, parse)
-
-
-def endpoint_stats(name: str) -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> DeliveryStats:
-        return _answer(body, DeliveryStats)
-
-    return _call("endpoint_stats", {"endpoint": name}, {}, None, {}, parse)
-
-
-def endpoint_attempts(name: str, topic: str, partition: int, offset: int) -> Call:
-    params = {
-        "topic": validate.topic_name(topic),
-        "partition": validate.whole(partition, "partition"),
-        "offset": validate.whole(offset, "offset"),
-    }
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[Attempt]:
-        return [_attempt(a) for a in _answer(body, wire.Attempts).attempts]
-
-    return _call("endpoint_attempts", {"endpoint": name}, params, None, {}, parse)
-
-
-def _attempt(a: wire.AttemptOut) -> Attempt:
-    return Attempt(
-        attempt=a.attempt,
-        at_ms=a.at_ms,
-        state=a.state,
-        status=a.status,
-        latency_ms=a.latency_ms,
-        error=a.error,
-        reason=a.reason,
-        excerpt=a.excerpt_b64,
-    )
-
-
 def message_attempts(webhook_id: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> list[MessageAttempts]:
         return [
-            MessageAttempts(endpoint=e.endpoint, attempts=[_attempt(a) for a in e.attempts])
+            MessageAttempts(endpoint=e.endpoint, attempts=[a.returned() for a in e.attempts])
             for e in _answer(body, wire.MessageAttemptsOut).endpoints
         ]
 
     return _call("message_attempts", {"message": webhook_id}, {}, None, {}, parse)
-
-
-def endpoint_redrive(
-    name: str, topic: str | None, limit: int | None, records: Iterable[tuple[int, int]] | None
-) -> Call:
-    chosen = validate.positions(records)
-    body, headers = _json_body(
-        wire.EndpointRedriveIn(
-            topic=None if topic is None else validate.topic_name(topic),
-            limit=validate.optional_whole(limit, "limit", 1),
-            records=None
-            if chosen is None
-            else [wire.PositionIn(partition=p, offset=o) for p, o in chosen],
-        )
-    )
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
-        return _answer(body, wire.Redriven).redriven
-
-    return _call("redrive_endpoint", {"endpoint": name}, {}, body, headers, parse)
-
-
-def endpoint_replay(
-    name: str, topic: str | None, since_ms: int | None, partition: int | None, offset: int | None
-) -> Call:
-    since_ms, partition, offset = validate.replay_from(topic, since_ms, partition, offset)
-    body, headers = _json_body(
-        wire.EndpointReplayIn(
-            topic=None if topic is None else validate.topic_name(topic),
-            since_ms=since_ms,
-            partition=partition,
-            offset=offset,
-        )
-    )
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> int:
-        return _answer(body, wire.Replayed).replayed
-
-    return _call("replay_endpoint", {"endpoint": name}, {}, body, headers, parse)
-
-
-def endpoint_resend(name: str, webhook_id: str) -> Call:
-    body, headers = _json_body(wire.ResendIn(webhook_id=validate.webhook_id(webhook_id)))
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> Resent:
-        return _answer(body, Resent)
-
-    # Not resent on a lost answer: the message would go twice more, not once.
-    return _call("resend_message", {"endpoint": name}, {}, body, headers, parse)
-
-
-def endpoint_action(name: str, action: str) -> Call:
-    """enable or disable: the endpoint's settings after."""
-    return _call(f"{action}_endpoint", {"endpoint": name}, {}, b"", {}, _endpoint)
-
-
-def endpoint_test(name: str) -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> TestResult:
-        out = _answer(body, wire.TestOut)
-        return TestResult(
-            status=out.status, latency_ms=out.latency_ms, error=out.error, excerpt=out.excerpt_b64
-        )
-
-    return _call("test_endpoint", {"endpoint": name}, {}, b"", {}, parse)
-
-
-def rotate_secret(name: str, secret: str | None) -> Call:
-    body, headers = _json_body(wire.RotateIn(secret=secret))
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> str:
-        return _answer(body, wire.Rotated).secret
-
-    return _call("rotate_secret", {"endpoint": name}, {}, body, headers, parse)
 
 
 # ---------------------------------------------------------------- periodic schedules
@@ -902,36 +660,6 @@ def _schedule_name(name: str) -> dict[str, str]:
     if not isinstance(name, str) or not names.ID.fullmatch(name):
         raise BadRequest(f"{name!r} is not a schedule name")
     return {"schedule": name}
-
-
-def put_schedule(name: str, topic: str, value: bytes, **given: Any) -> Call:
-    validate.topic_name(topic)
-    record, _ = validate.record(
-        value, given.pop("key", None), given.pop("headers", None), record_bytes_max=RECORD_CEILING
-    )
-    body, headers = _json_body(
-        wire.request(
-            wire.ScheduleIn,
-            topic=topic,
-            value_b64=record.value,
-            key_b64=record.key,
-            headers_b64=record.headers or None,
-            **given,
-        )
-    )
-    return _call("put_schedule", _schedule_name(name), {}, body, headers, _schedule)
-
-
-def list_schedules() -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[ScheduleInfo]:
-        return [out.info() for out in _answer(body, wire.Schedules).schedules]
-
-    return _call("list_schedules", {}, {}, None, {}, parse)
-
-
-def schedule_action(name: str, action: str) -> Call:
-    """describe_schedule, pause_schedule or resume_schedule."""
-    return _call(action, _schedule_name(name), {}, None, {}, _schedule)
 
 
 def delete_schedule(name: str) -> Call:

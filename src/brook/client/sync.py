@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import httpx
 
@@ -49,6 +49,8 @@ from brook.records import (
     UniqueAck,
 )
 
+T = TypeVar("T")
+
 
 class RemoteBroker:
     """A broker reached over HTTP. Use `brook.connect`."""
@@ -64,6 +66,11 @@ class RemoteBroker:
         self._http = httpx.Client(
             base_url=self.url, headers=headers_for(api_key), timeout=timeout, verify=verify
         )
+
+    def _ask(self, returns: type[T], name: str, *path: str | int, **arguments: Any) -> T:
+        """Operation `name` of the table, called as its facade method is (protocol.request);
+        what it `returns`."""
+        return cast(T, self._do(protocol.request(name, *path, **arguments)))
 
     def _do(self, call: Call) -> Any:
         attempt = 0
@@ -90,21 +97,24 @@ class RemoteBroker:
         lake: bool | None = None,
         value_schema: dict[str, Any] | None = None,
     ) -> TopicInfo:
-        protocol.check_names(name)
-        result: TopicInfo = self._do(
-            protocol.create_topic(
-                name, partitions, retention_ms, retention_bytes, compaction, lake, value_schema
-            )
+        return self._ask(
+            TopicInfo,
+            "create_topic",
+            name,
+            partitions=partitions,
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            compaction=compaction,
+            lake=lake,
+            value_schema=value_schema,
         )
-        return result
 
     def topics(self) -> list[TopicInfo]:
         result: list[TopicInfo] = self._do(protocol.topics())
         return result
 
     def delete_topic(self, name: str) -> None:
-        protocol.check_names(name)
-        self._do(protocol.delete_topic(name))
+        self._do(protocol.request("delete_topic", name))
 
     def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
         if topic is not None:
@@ -284,29 +294,28 @@ class RemoteBroker:
 
     def endpoint(self, name: str) -> RemoteEndpoint:
         """A handle on endpoint `name`. Raises EndpointNotFound."""
-        self._do(protocol.endpoint_info(name))
+        self._do(protocol.request("describe_endpoint", name))
         return RemoteEndpoint(self, name)
 
     def delete_endpoint(self, name: str) -> None:
         """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
-        self._do(protocol.delete_endpoint(name))
+        self._do(protocol.request("delete_endpoint", name))
 
     def put_event_type(
         self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
     ) -> EventTypeInfo:
         """Add an event type to the catalog, or change what is given of it."""
-        made: EventTypeInfo = self._do(protocol.put_event_type(name, description, schema))
-        return made
+        return self._ask(
+            EventTypeInfo, "put_event_type", name, description=description, schema=schema
+        )
 
     def event_types(self) -> list[EventTypeInfo]:
         """The event-type catalog, by name."""
-        found: list[EventTypeInfo] = self._do(protocol.event_types())
-        return found
+        return self._ask(list[EventTypeInfo], "list_event_types")
 
     def event_type(self, name: str) -> EventTypeInfo:
         """One type of the catalog. Raises EventTypeNotFound."""
-        found: EventTypeInfo = self._do(protocol.event_type(name))
-        return found
+        return self._ask(EventTypeInfo, "describe_event_type", name)
 
     def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink:
         """A short-lived link to the dashboard showing tenant `tenant` its own endpoints."""
@@ -315,7 +324,7 @@ class RemoteBroker:
 
     def delete_event_type(self, name: str) -> None:
         """Remove a type from the catalog. Raises EventTypeNotFound."""
-        self._do(protocol.delete_event_type(name))
+        self._do(protocol.request("delete_event_type", name))
 
     def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
         """Make joins (see Broker.create_joins)."""
@@ -341,37 +350,32 @@ class RemoteBroker:
         headers: dict[str, bytes] | None = None,
     ) -> ScheduleInfo:
         """Create or change a periodic schedule (see Broker.put_schedule)."""
-        info: ScheduleInfo = self._do(
-            protocol.put_schedule(
-                name,
-                topic,
-                value,
-                cron=cron,
-                every_ms=every_ms,
-                tz=tz,
-                missed=missed,
-                key=key,
-                headers=headers,
-            )
+        return self._ask(
+            ScheduleInfo,
+            "put_schedule",
+            name,
+            topic=topic,
+            value=value,
+            cron=cron,
+            every_ms=every_ms,
+            tz=tz,
+            missed=missed,
+            key=key,
+            headers=headers,
         )
-        return info
 
     def get_schedule(self, name: str) -> ScheduleInfo:
         """Raises ScheduleNotFound."""
-        info: ScheduleInfo = self._do(protocol.schedule_action(name, "describe_schedule"))
-        return info
+        return self._ask(ScheduleInfo, "describe_schedule", name)
 
     def list_schedules(self) -> list[ScheduleInfo]:
-        found: list[ScheduleInfo] = self._do(protocol.list_schedules())
-        return found
+        return self._ask(list[ScheduleInfo], "list_schedules")
 
     def pause_schedule(self, name: str) -> ScheduleInfo:
-        info: ScheduleInfo = self._do(protocol.schedule_action(name, "pause_schedule"))
-        return info
+        return self._ask(ScheduleInfo, "pause_schedule", name)
 
     def resume_schedule(self, name: str) -> ScheduleInfo:
-        info: ScheduleInfo = self._do(protocol.schedule_action(name, "resume_schedule"))
-        return info
+        return self._ask(ScheduleInfo, "resume_schedule", name)
 
     def delete_schedule(self, name: str) -> bool:
         """False if there was none."""
@@ -576,16 +580,16 @@ class RemoteQueue:
         return settings
 
     def trace(self, partition: int, offset: int) -> list[Transition]:
-        transitions: list[Transition] = self._broker._do(
-            protocol.trace(self.topic, self.group, partition, offset)
+        return self._broker._ask(
+            list[Transition], "trace", self.topic, self.group, partition=partition, offset=offset
         )
-        return transitions
 
     def redrive(
         self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
     ) -> int:
-        count: int = self._broker._do(protocol.redrive(self.topic, self.group, limit, records))
-        return count
+        return self._broker._ask(
+            int, "redrive_queue", self.topic, self.group, limit=limit, records=records
+        )
 
     def cancel(
         self,
@@ -593,10 +597,15 @@ class RemoteQueue:
         key: bytes | str | None = None,
         reason: str = "",
     ) -> list[tuple[int, int]]:
-        done: list[tuple[int, int]] = self._broker._do(
-            protocol.cancel(self.topic, self.group, records, key, reason)
+        return self._broker._ask(
+            list[tuple[int, int]],
+            "cancel_records",
+            self.topic,
+            self.group,
+            records=records,
+            key=key,
+            reason=reason,
         )
-        return done
 
     def enqueue_unique(
         self,
@@ -608,10 +617,17 @@ class RemoteQueue:
     ) -> UniqueAck:
         """Append unless a live record of `identity` is in the group (see
         Queue.enqueue_unique)."""
-        ack: UniqueAck = self._broker._do(
-            protocol.enqueue_unique(self.topic, self.group, identity, value, key, headers, replace)
+        return self._broker._ask(
+            UniqueAck,
+            "enqueue_unique",
+            self.topic,
+            self.group,
+            identity=identity,
+            value=value,
+            key=key,
+            headers=headers,
+            replace=replace,
         )
-        return ack
 
     def __repr__(self) -> str:
         return f"<RemoteQueue {self.topic} group={self.group}>"
@@ -626,18 +642,20 @@ class RemoteEndpoint:
         self.name = name
 
     def info(self) -> EndpointInfo:
-        info: EndpointInfo = self._broker._do(protocol.endpoint_info(self.name))
-        return info
+        return self._broker._ask(EndpointInfo, "describe_endpoint", self.name)
 
     def stats(self) -> DeliveryStats:
-        stats: DeliveryStats = self._broker._do(protocol.endpoint_stats(self.name))
-        return stats
+        return self._broker._ask(DeliveryStats, "endpoint_stats", self.name)
 
     def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
-        found: list[Attempt] = self._broker._do(
-            protocol.endpoint_attempts(self.name, topic, partition, offset)
+        return self._broker._ask(
+            list[Attempt],
+            "endpoint_attempts",
+            self.name,
+            topic=topic,
+            partition=partition,
+            offset=offset,
         )
-        return found
 
     def redrive(
         self,
@@ -645,8 +663,9 @@ class RemoteEndpoint:
         limit: int | None = None,
         records: Iterable[tuple[int, int]] | None = None,
     ) -> int:
-        count: int = self._broker._do(protocol.endpoint_redrive(self.name, topic, limit, records))
-        return count
+        return self._broker._ask(
+            int, "redrive_endpoint", self.name, topic=topic, limit=limit, records=records
+        )
 
     def replay(
         self,
@@ -655,31 +674,31 @@ class RemoteEndpoint:
         partition: int | None = None,
         offset: int | None = None,
     ) -> int:
-        count: int = self._broker._do(
-            protocol.endpoint_replay(self.name, topic, since_ms, partition, offset)
+        return self._broker._ask(
+            int,
+            "replay_endpoint",
+            self.name,
+            topic=topic,
+            since_ms=since_ms,
+            partition=partition,
+            offset=offset,
         )
-        return count
 
     def resend(self, webhook_id: str) -> Resent:
         """Send the message with this webhook-id to the endpoint once more."""
-        resent: Resent = self._broker._do(protocol.endpoint_resend(self.name, webhook_id))
-        return resent
+        return self._broker._ask(Resent, "resend_message", self.name, webhook_id=webhook_id)
 
     def enable(self) -> EndpointInfo:
-        info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "enable"))
-        return info
+        return self._broker._ask(EndpointInfo, "enable_endpoint", self.name)
 
     def disable(self) -> EndpointInfo:
-        info: EndpointInfo = self._broker._do(protocol.endpoint_action(self.name, "disable"))
-        return info
+        return self._broker._ask(EndpointInfo, "disable_endpoint", self.name)
 
     def rotate_secret(self, secret: str | None = None) -> str:
-        made: str = self._broker._do(protocol.rotate_secret(self.name, secret))
-        return made
+        return self._broker._ask(str, "rotate_secret", self.name, secret=secret)
 
     def test(self) -> TestResult:
-        result: TestResult = self._broker._do(protocol.endpoint_test(self.name))
-        return result
+        return self._broker._ask(TestResult, "test_endpoint", self.name)
 
     def __repr__(self) -> str:
         return f"<RemoteEndpoint {self.name}>"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from brook import limits, validate, wire
@@ -17,11 +16,11 @@ from brook.errors import (
     UnsupportedMediaType,
 )
 from brook.models import Failure
-from brook.operations import OPERATIONS
-from brook.server import openapi, query
+from brook.operations import OPERATIONS, TABLE
+from brook.server import adapter, openapi
+from brook.server.adapter import Executors
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
-from brook.server.event_types import EventTypeEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.joins import JoinEndpoints
 from brook.server.lake import LakeEndpoints
@@ -52,14 +51,13 @@ class Api:
         self.auth = auth
         self.bridge = broker.bridge(loop)
         self.record_bytes_max = broker.record_bytes_max
-        self.reads = ThreadPoolExecutor(limits.read_threads, thread_name_prefix="brook-read")
+        self.executors = Executors(loop)
+        self.run = self.executors.run
         self.router = Router()
         for name, handler in (
             ("health", self.health),
             ("list_topics", self.list_topics),
-            ("create_topic", self.put_topic),
             ("describe_topic", self.get_topic),
-            ("delete_topic", self.delete_topic),
             ("append", self.post_records),
             ("read", self.get_records),
             ("poll", self.poll),
@@ -76,13 +74,19 @@ class Api:
         self.joins = JoinEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
-        self.event_types = EventTypeEndpoints(self)
         self.lake = LakeEndpoints(self)
+        self.handles: dict[str, adapter.Handle] = {
+            "queue": self.queues.existing,
+            "endpoint": self.endpoints.reached,
+        }
+        for operation in TABLE:  # every operation whose row names its facade call
+            if operation.call is not None:
+                self.router.serve(operation, adapter.handler(self, operation))
         self.ui = Dashboard(broker, auth, self._read, where or "its storage")
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
         self._query_names = {
-            (operation.method, operation.path): tuple(name for name, *_ in operation.query)
+            (operation.method, operation.path): tuple(param.name for param in operation.query)
             for operation in OPERATIONS.values()
         }
 
@@ -133,22 +137,17 @@ class Api:
     async def _read(self, fn: Any, *args: Any) -> Any:
         """Run a read off the loop: storage may be slow (a cold disk, an S3 cache miss
         is a network GET), and the loop must go on answering everyone else."""
-        return await self.loop.run_in_executor(self.reads, fn, *args)
+        return await self.run("read", fn, *args)
 
     def close(self) -> None:
-        """Let the reads in flight finish (the server has stopped taking requests)."""
+        """Let the calls in flight finish (the server has stopped taking requests)."""
         self.ui.close()  # its ticker first: it reads through the pool
-        self.reads.shutdown(wait=True)
-        self.queues.close()
+        self.executors.close()
         self.bridge.close()
 
     def stop(self) -> None:
         """The server stops: answer every long poll now."""
         self.bridge.stop()
-
-    async def _blocking(self, fn: Any, *args: Any) -> Any:
-        """Run a call that may wait for the committer (topic creation, deletion) off the loop."""
-        return await self.loop.run_in_executor(None, fn, *args)
 
     # ------------------------------------------------------------ endpoints
 
@@ -179,11 +178,6 @@ class Api:
             topics = [t for t in topics if may_use(request.key, t.name)]
         return json_response(wire.Topics(topics=[TopicOut.of(t) for t in topics]))
 
-    async def put_topic(self, request: Request, topic: str) -> Response:
-        settings = decode_request(request.body, wire.TopicSettingsIn, empty_ok=True).given()
-        info = await self._blocking(lambda: self.broker.create_topic(topic, **settings))
-        return json_response(TopicOut.of(info))
-
     async def get_topic(self, request: Request, topic: str) -> Response:
         def described() -> wire.TopicDetail:
             info = self.broker.topic_info(topic)
@@ -192,16 +186,10 @@ class Api:
 
         return json_response(await self._read(described))  # may open the topic's logs
 
-    async def delete_topic(self, request: Request, topic: str) -> Response:
-        await self._blocking(self.broker.delete_topic, topic)
-        return json_response(wire.Deleted(deleted=topic))
-
     async def post_records(self, request: Request, topic: str) -> Response:
         known = self.bridge.known(topic)  # a reserved or malformed name: before the body
         content_type = media_type(request)
-        partition = (
-            None if "partition" not in request.query else query.number(request.query, "partition")
-        )
+        partition = adapter.arguments(_APPEND.query, request.query)["partition"]
         columns: wire.Columns | wire.ClientBatches
         if content_type == JSON_TYPE:
             columns = decode_request(request.body, wire.RecordsIn).columns(self.record_bytes_max)
@@ -234,16 +222,11 @@ class Api:
 
     async def get_records(self, request: Request, topic: str) -> Response:
         partitions = self.bridge.partitions(topic)  # TopicNotFound before the query's errors
-        params = request.query
-        partition = query.number(params, "partition", 0)
+        asked = adapter.arguments(_READ.query, request.query)
+        partition, offset, limit = asked["partition"], asked["offset"], asked["limit"]
         if partition >= partitions:
             raise PartitionNotFound(f"topic {topic} has no partition {partition}")
-        offset = query.number(params, "offset", 0)
-        limit = min(
-            query.number(params, "limit", limits.read_records_default, low=1),
-            limits.read_records_max,
-        )
-        wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
+        wait_ms = asked["wait_ms"]
         if wait_ms:
             deadline = time.monotonic() + wait_ms / 1000
             await self.bridge.wait_for_records(topic, partition, offset, deadline)
@@ -264,12 +247,8 @@ class Api:
 
     async def poll(self, request: Request, topic: str, group: str) -> Response:
         consumer = self._consumer(request, topic, group)
-        params = request.query
-        max_records = min(
-            query.number(params, "max_records", limits.poll_records_default, low=1),
-            limits.read_records_max,
-        )
-        wait_ms = min(query.number(params, "wait_ms", 0), limits.wait_ms_max)
+        asked = adapter.arguments(_POLL.query, request.query)
+        max_records, wait_ms = asked["max_records"], asked["wait_ms"]
         records = await self._read(consumer.poll, max_records, 0)
         if not records and wait_ms:
             deadline = time.monotonic() + wait_ms / 1000
@@ -286,7 +265,7 @@ class Api:
     async def commit(self, request: Request, topic: str, group: str) -> Response:
         consumer = self._consumer(request, topic, group)
         offsets = decode_request(request.body, wire.CommitIn, empty_ok=True).offsets
-        await self._blocking(consumer.commit, offsets)
+        await self.run("blocking", consumer.commit, offsets)
         return json_response(self._group_json(consumer))
 
     async def get_group(self, request: Request, topic: str, group: str) -> Response:
@@ -304,6 +283,7 @@ class Api:
 
 
 HEALTH_ISOLATED_MAX = limits.health_isolated_max
+_APPEND, _READ, _POLL = OPERATIONS["append"], OPERATIONS["read"], OPERATIONS["poll"]
 
 
 def _failing(failure: Failure) -> wire.Failing:

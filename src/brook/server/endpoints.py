@@ -17,33 +17,16 @@ import msgspec
 
 from brook import limits, wire
 from brook.api import EndpointApi as Endpoint
-from brook.errors import BadRequest, EndpointNotFound, Forbidden
-from brook.models import Attempt, EndpointInfo, TestResult
+from brook.errors import EndpointNotFound, Forbidden
+from brook.models import EndpointInfo
 from brook.names import MESSAGE_ID_PATTERN
 from brook.operations import OPERATIONS
-from brook.server import query
 from brook.server.auth import endpoint_beyond, may_use
 from brook.server.http import Request, Response, json_response
-from brook.wire import decode_request, text_of
+from brook.wire import decode_request
 
 if TYPE_CHECKING:
     from brook.server.api import Api
-
-
-def attempt_out(attempt: Attempt) -> wire.AttemptOut:
-    fields = msgspec.structs.asdict(attempt)
-    excerpt = fields.pop("excerpt")
-    return wire.AttemptOut(**fields, excerpt_b64=excerpt, excerpt=text_of(excerpt))
-
-
-def test_out(result: TestResult) -> wire.TestOut:
-    return wire.TestOut(
-        status=result.status,
-        latency_ms=result.latency_ms,
-        error=result.error,
-        excerpt_b64=result.excerpt,
-        excerpt=text_of(result.excerpt),
-    )
 
 
 class EndpointEndpoints:
@@ -52,24 +35,18 @@ class EndpointEndpoints:
         for name, handler in (
             ("list_endpoints", self.list),
             ("put_endpoint", self.put),
-            ("describe_endpoint", self.get),
-            ("delete_endpoint", self.delete),
-            ("endpoint_stats", self.stats),
-            ("endpoint_attempts", self.attempts),
             ("message_attempts", self.message_attempts),
-            ("redrive_endpoint", self.redrive),
-            ("replay_endpoint", self.replay),
-            ("resend_message", self.resend),
-            ("enable_endpoint", self.enable),
-            ("disable_endpoint", self.disable),
-            ("test_endpoint", self.test),
-            ("rotate_secret", self.rotate_secret),
             ("portal_link", self.portal_link),
         ):
             api.router.serve(OPERATIONS[name], handler)
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await self.api.queues.run(fn, *args, **kwargs)
+        return await self.api.run("blocking", fn, *args, **kwargs)
+
+    async def reached(self, request: Request, path: dict[str, str]) -> Endpoint:
+        """The endpoint the path names, if the key reaches it (the table's `endpoint.`
+        calls, and its broker calls guarded by "endpoint")."""
+        return self._handle(request, path["endpoint"])
 
     def _handle(self, request: Request, name: str) -> Endpoint:
         """The endpoint, if the request's key reaches it (else Forbidden)."""
@@ -121,28 +98,6 @@ class EndpointEndpoints:
             raise Forbidden(why)
         return given
 
-    async def get(self, request: Request, endpoint: str) -> Response:
-        return json_response(self._handle(request, endpoint).info())
-
-    async def delete(self, request: Request, endpoint: str) -> Response:
-        self._handle(request, endpoint)
-        await self._run(self.api.broker.delete_endpoint, endpoint)
-        return json_response(wire.Deleted(deleted=endpoint))
-
-    async def stats(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        return json_response(await self._run(handle.stats))
-
-    async def attempts(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        topic = request.query.get("topic")
-        if topic is None:
-            raise BadRequest("the query parameter topic is required")
-        partition = query.number(request.query, "partition")
-        offset = query.number(request.query, "offset")
-        found = await self._run(handle.attempts, topic, partition, offset)
-        return json_response(wire.Attempts(attempts=[attempt_out(a) for a in found]))
-
     async def message_attempts(self, request: Request, message: str) -> Response:
         if re.fullmatch(MESSAGE_ID_PATTERN, message):  # Brook's own id names its topic
             topic = message.rsplit(":", 2)[0]
@@ -156,26 +111,12 @@ class EndpointEndpoints:
             wire.MessageAttemptsOut(
                 endpoints=[
                     wire.EndpointAttemptsOut(
-                        endpoint=m.endpoint, attempts=[attempt_out(a) for a in m.attempts]
+                        endpoint=m.endpoint, attempts=[wire.AttemptOut.of(a) for a in m.attempts]
                     )
                     for m in found
                 ]
             )
         )
-
-    async def redrive(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        asked = decode_request(request.body, wire.EndpointRedriveIn, empty_ok=True)
-        count = await self._run(handle.redrive, asked.topic, asked.limit, asked.positions())
-        return json_response(wire.Redriven(redriven=count))
-
-    async def replay(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        asked = decode_request(request.body, wire.EndpointReplayIn)
-        count = await self._run(
-            handle.replay, asked.topic, asked.since_ms, asked.partition, asked.offset
-        )
-        return json_response(wire.Replayed(replayed=count))
 
     async def portal_link(self, request: Request) -> Response:
         asked = decode_request(request.body, wire.PortalIn)
@@ -195,23 +136,3 @@ class EndpointEndpoints:
             scheme = "https" if request.headers.get("x-forwarded-proto") == "https" else "http"
             made = msgspec.structs.replace(made, url=f"{scheme}://{host}{made.path}")
         return json_response(made)
-
-    async def resend(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        asked = decode_request(request.body, wire.ResendIn)
-        return json_response(await self._run(handle.resend, asked.webhook_id))
-
-    async def enable(self, request: Request, endpoint: str) -> Response:
-        return json_response(await self._run(self._handle(request, endpoint).enable))
-
-    async def disable(self, request: Request, endpoint: str) -> Response:
-        return json_response(await self._run(self._handle(request, endpoint).disable))
-
-    async def test(self, request: Request, endpoint: str) -> Response:
-        return json_response(test_out(await self._run(self._handle(request, endpoint).test)))
-
-    async def rotate_secret(self, request: Request, endpoint: str) -> Response:
-        handle = self._handle(request, endpoint)
-        asked = decode_request(request.body, wire.RotateIn, empty_ok=True)
-        secret = await self._run(handle.rotate_secret, asked.secret)
-        return json_response(wire.Rotated(secret=secret))

@@ -38,7 +38,7 @@ class JoinEndpoints:
             topics += [c.topic for c in (spec.then, spec.on_error) if c is not None]
             for topic in topics:
                 self._check_topic(request, topic)
-        made = await self.api.queues.run(self.api.broker.create_joins, specs)
+        made = await self.api.run("blocking", self.api.broker.create_joins, specs)
         return json_response(wire.Joins(joins=[wire.JoinOut.of(info) for info in made]))
 
     async def describe(self, request: Request, join: str) -> Response:
@@ -51,12 +51,12 @@ class JoinEndpoints:
         wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
         # A look takes the joins' lock, which their loop holds across a commit round:
         # off the event loop. The wait itself is the loop's (lock-free looks).
-        info = await self.api.queues.run(broker.join, join)  # (JoinNotFound before a wait)
+        info = await self.api.run("blocking", broker.join, join)  # (JoinNotFound before a wait)
         self._check_topic(request, info.topic)
         if wait_ms and not broker.join_settled(join):
             deadline = time.monotonic() + wait_ms / 1000
             await self.api.bridge.wait_until(functools.partial(broker.join_settled, join), deadline)
-            info = await self.api.queues.run(broker.join, join)
+            info = await self.api.run("blocking", broker.join, join)
         return json_response(wire.JoinOut.of(info))
 
     @staticmethod

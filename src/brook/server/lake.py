@@ -33,13 +33,13 @@ class LakeEndpoints:
     async def status(self, request: Request) -> Response:
         topic = request.query.get("topic")
         self._check(request, topic)
-        statuses = await self.api.queues.run(self.api.broker.lake_status, topic)
+        statuses = await self.api.run("read", self.api.broker.lake_status, topic)
         return json_response(lake_out(self._visible(request, statuses)))
 
     async def sync(self, request: Request) -> Response:
         topic = decode_request(request.body, wire.LakeSyncIn, empty_ok=True).topic
         self._check(request, topic)
-        statuses = await self.api.queues.run(self.api.broker.lake_sync, topic)
+        statuses = await self.api.run("long", self.api.broker.lake_sync, topic)
         return json_response(lake_out(self._visible(request, statuses)))
 
     def _check(self, request: Request, topic: str | None) -> None:

@@ -40,8 +40,14 @@ def _operation(method: str, template: str, operation: Operation) -> dict[str, An
         for name, schema in PATH_PARAMETERS.items()
         if "{" + name + "}" in template
     ] + [
-        {"name": name, "in": "query", "required": required, "schema": schema, "description": text}
-        for name, schema, text, required in operation.query
+        {
+            "name": param.name,
+            "in": "query",
+            "required": param.required,
+            "schema": param.schema(),
+            "description": param.sentence(),
+        }
+        for param in operation.query
     ]
     if parameters:
         out["parameters"] = parameters

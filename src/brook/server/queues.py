@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from brook import limits, validate, wire
 from brook.api import QueueApi as Queue
-from brook.models import Job, Outcome, Record, Transition
+from brook.models import Job, Record
 from brook.operations import OPERATIONS
-from brook.server import query
+from brook.server import adapter
 from brook.server.http import Request, Response, json_response
 from brook.wire import BATCH_TYPE, decode_request
 
@@ -56,21 +55,21 @@ def job_out(job: Job) -> wire.JobOut:
 class QueueEndpoints:
     def __init__(self, api: Api) -> None:
         self.api = api
-        self.pool = ThreadPoolExecutor(limits.queue_call_threads, thread_name_prefix="brook-queue")
         serve = api.router.serve
         serve(OPERATIONS["put_queue"], self.put)
         serve(OPERATIONS["describe_queue"], self.get)
         serve(OPERATIONS["lease"], self.lease)
         for action in ("ack", "nack", "release", "extend", "discard"):
             serve(OPERATIONS[action], self._settler(action))
-        serve(OPERATIONS["trace"], self.trace)
         serve(OPERATIONS["job"], self.job)
-        serve(OPERATIONS["redrive_queue"], self.redrive)
-        serve(OPERATIONS["cancel_records"], self.cancel)
-        serve(OPERATIONS["enqueue_unique"], self.enqueue_unique)
 
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await self.api.loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+        """A call that waits for the status log: on the call threads (executor "blocking")."""
+        return await self.api.run("blocking", fn, *args, **kwargs)
+
+    async def existing(self, request: Request, path: dict[str, str]) -> Queue:
+        """The queue group the path names, which must exist (the table's `queue.` calls)."""
+        return await self._queue(request, path["topic"], path["group"])
 
     async def _queue(
         self, request: Request, topic: str, group: str, create: str = "", **settings: Any
@@ -97,7 +96,8 @@ class QueueEndpoints:
 
     async def put(self, request: Request, topic: str, group: str) -> Response:
         settings = decode_request(request.body, wire.QueueSettingsIn, empty_ok=True)
-        create = "topic" if query.flag(request.query, "create", True) else ""
+        asked = adapter.arguments(OPERATIONS["put_queue"].query, request.query)
+        create = "topic" if asked["create"] else ""
         queue = await self._queue(request, topic, group, create, **settings.given())
         return json_response(await self.run(self._described, queue))
 
@@ -148,18 +148,10 @@ class QueueEndpoints:
 
         return settle
 
-    async def trace(self, request: Request, topic: str, group: str) -> Response:
-        queue = await self._queue(request, topic, group)
-        partition = query.number(request.query, "partition")
-        offset = query.number(request.query, "offset")
-        transitions = await self.run(queue.trace, partition, offset)
-        return json_response(wire.Trace(transitions=[_row(t) for t in transitions]))
-
     async def job(self, request: Request, topic: str, group: str) -> Response:
         queue = await self._queue(request, topic, group)
-        partition = query.number(request.query, "partition")
-        offset = query.number(request.query, "offset")
-        wait_ms = min(query.number(request.query, "wait_ms", 0), limits.wait_ms_max)
+        asked = adapter.arguments(OPERATIONS["job"].query, request.query)
+        partition, offset, wait_ms = asked["partition"], asked["offset"], asked["wait_ms"]
         info = await self.run(queue.job, partition, offset)  # (its errors before a wait)
         if wait_ms and info.state != "unknown":
             # Finished only once durable: the state alone may show an ack in flight.
@@ -167,62 +159,6 @@ class QueueEndpoints:
             await self.api.bridge.wait_for_job(topic, group, partition, offset, deadline)
             info = await self.run(queue.job, partition, offset)
         return json_response(wire.JobInfoOut.of(info))
-
-    async def redrive(self, request: Request, topic: str, group: str) -> Response:
-        asked = decode_request(request.body, wire.RedriveIn, empty_ok=True)
-        queue = await self._queue(request, topic, group)
-        count = await self.run(queue.redrive, asked.limit, asked.positions())
-        return json_response(wire.Redriven(redriven=count))
-
-    async def enqueue_unique(self, request: Request, topic: str, group: str) -> Response:
-        asked = decode_request(request.body, wire.UniqueIn)
-        record = asked.record()
-        queue = await self._queue(request, topic, group)
-        ack = await self.run(
-            queue.enqueue_unique,
-            asked.identity,
-            record.value,
-            record.key,
-            record.headers,
-            asked.replace,
-        )
-        return json_response(wire.UniqueOut.of(ack))
-
-    async def cancel(self, request: Request, topic: str, group: str) -> Response:
-        asked = decode_request(request.body, wire.CancelIn)
-        queue = await self._queue(request, topic, group)
-        done = await self.run(queue.cancel, asked.positions(), asked.key_bytes(), asked.reason)
-        return json_response(
-            wire.RecordsCancelled(
-                cancelled=[wire.PositionOut(partition=p, offset=o) for p, o in done]
-            )
-        )
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-
-def _row(transition: Transition) -> wire.TransitionOut:
-    outcome = transition.outcome
-    return wire.TransitionOut(
-        at_ms=transition.at_ms,
-        state=transition.state.value,
-        attempt=transition.attempt,
-        reason=transition.reason,
-        receipt=transition.receipt,
-        until_ms=transition.until_ms,
-        outcome=None if outcome is None else outcome_out(outcome),
-    )
-
-
-def outcome_out(outcome: Outcome) -> wire.OutcomeOut:
-    return wire.OutcomeOut(
-        status=outcome.status,
-        latency_ms=outcome.latency_ms,
-        error=outcome.error,
-        excerpt_b64=outcome.excerpt,
-        excerpt=wire.text_of(outcome.excerpt),
-    )
 
 
 def _may_create_topics(request: Request) -> bool:

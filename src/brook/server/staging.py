@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from brook import wire
 from brook.errors import UnsupportedMediaType
 from brook.operations import OPERATIONS
+from brook.server import adapter
 from brook.server.http import Request, Response, json_response, media_type
 from brook.server.query import whole
 from brook.wire import BATCH_TYPE, JSON_TYPE, decode_request
@@ -40,27 +41,28 @@ class StagingEndpoints:
             records = asked.columns(self.api.record_bytes_max)
         else:
             raise UnsupportedMediaType(f"stage records as {BATCH_TYPE} or {JSON_TYPE}")
-        partition = request.query.get("partition")
-        staged = await self.api.queues.run(
+        partition = adapter.arguments(OPERATIONS["stage"].query, request.query)["partition"]
+        staged = await self.api.run(
+            "blocking",
             self.api.broker.topic(topic).stage_checked,
             writer,
             whole(seq, "seq"),
             part,
             whole(chunk, "chunk"),
             records,
-            None if partition is None else whole(partition, "partition"),
+            partition,
         )
         return json_response(wire.Staged(staged=staged))
 
     async def publish(self, request: Request, topic: str, writer: str, seq: str) -> Response:
         parts = decode_request(request.body, wire.PublishIn).parts
-        published = await self.api.queues.run(
-            self.api.broker.topic(topic).publish, writer, whole(seq, "seq"), parts
+        published = await self.api.run(
+            "long", self.api.broker.topic(topic).publish, writer, whole(seq, "seq"), parts
         )
         return json_response(published)
 
     async def drop(self, request: Request, topic: str, writer: str, seq: str) -> Response:
-        dropped = await self.api.queues.run(
-            self.api.broker.topic(topic).drop_staged, writer, whole(seq, "seq")
+        dropped = await self.api.run(
+            "blocking", self.api.broker.topic(topic).drop_staged, writer, whole(seq, "seq")
         )
         return json_response(wire.Dropped(dropped=dropped))

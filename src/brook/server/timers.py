@@ -75,7 +75,7 @@ class TimerEndpoints:
             for spec in specs:
                 if not may_use(request.key, spec.topic):
                     raise Forbidden(f"this key may not use topic {spec.topic}")
-        ids: list[str] = await self.api.queues.run(self.api.broker.schedule_many, specs)
+        ids: list[str] = await self.api.run("blocking", self.api.broker.schedule_many, specs)
         return json_response(
             wire.ScheduledMany(timer_ids=ids) if many else wire.Scheduled(timer_id=ids[0])
         )
@@ -86,7 +86,8 @@ class TimerEndpoints:
         key = request.key
         if key is not None and topic is not None and not may_use(key, topic):
             raise Forbidden(f"this key may not use topic {topic}")
-        page = await self.api.queues.run(
+        page = await self.api.run(
+            "blocking",
             self.api.broker.list_timers,
             topic,
             None if "due_from_ms" not in asked else query.number(asked, "due_from_ms"),
@@ -110,8 +111,8 @@ class TimerEndpoints:
     async def cancel(self, request: Request, timer: str) -> Response:
         info = self._known(request, timer)
         # A pending timer may be firing right now: then it cannot be cancelled either.
-        cancelled = info.state == "pending" and await self.api.queues.run(
-            self.api.broker.cancel_timer, timer
+        cancelled = info.state == "pending" and await self.api.run(
+            "blocking", self.api.broker.cancel_timer, timer
         )
         if not cancelled:
             now = "being fired" if info.state == "pending" else info.state

@@ -41,15 +41,51 @@ def given_fields(struct: msgspec.Struct) -> dict[str, Any]:
     return {k: v for k, v in msgspec.structs.asdict(struct).items() if v is not None}
 
 
+InT = TypeVar("InT", bound="In")
+OutT = TypeVar("OutT", bound="Out")
+
+
 class In(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):
-    """A request body: unknown fields are refused; fields left out take their defaults."""
+    """A request body: unknown fields are refused; fields left out take their defaults.
+
+    For an operation the table answers with a facade call (brook/operations.py), a body
+    is the call's keyword arguments: `arguments` on the server, `of_arguments` on the
+    client, one the inverse of the other."""
 
     shape: ClassVar[str] = ""
     """The body's shape in brief, added to an error about the body as a whole."""
 
+    def arguments(self) -> dict[str, Any]:
+        """The facade call's keyword arguments this body gives: its fields, those not
+        given (null) left out, so the call's own defaults hold."""
+        return given_fields(self)
+
+    @classmethod
+    def of_arguments(cls: type[InT], **arguments: Any) -> InT:
+        """The body a client sends for these call arguments (None: not given), checked
+        as the server checks it (BadRequest)."""
+        return request(cls, **{k: v for k, v in arguments.items() if v is not None})
+
+    def resend_safe(self) -> bool | None:
+        """Whether sending this body twice does no harm, when what it carries decides
+        (a unique record without replace); None: as the operation's row says."""
+        return None
+
 
 class Out(msgspec.Struct, kw_only=True):
-    """An answer's body: clients ignore fields they do not know (the API may grow)."""
+    """An answer's body: clients ignore fields they do not know (the API may grow).
+
+    For an operation the table answers with a facade call, `of` makes the answer from
+    what the call returned (on the server) and `returned` gives it back (on the client)."""
+
+    @classmethod
+    def of(cls: type[OutT], result: Any) -> OutT:
+        """The answer to a call that returned `result`: by default, `result`'s fields."""
+        return msgspec.convert(result, cls, from_attributes=True)
+
+    def returned(self) -> Any:
+        """What the client's call returns: by default, the answer itself."""
+        return self
 
 
 # ---------------------------------------------------------------- records
@@ -86,6 +122,30 @@ class RecordFields(In):
         for first, second in self.one_at_most:
             if getattr(self, first) is not None and getattr(self, second) is not None:
                 raise ValueError(f"give {first} or {second}, not both")
+
+    def record_arguments(self) -> dict[str, Any]:
+        """The record's value, key and headers as a call's arguments."""
+        record = self.record()
+        return {"value": record.value, "key": record.key, "headers": record.headers}
+
+    @staticmethod
+    def record_fields(arguments: dict[str, Any]) -> dict[str, Any]:
+        """A call's value, key and headers (checked as an embedded call checks them) as a
+        body's fields, in base64 so that any bytes go; the other arguments as they are."""
+        fields = {k: v for k, v in arguments.items() if v is not None}
+        value, key, headers = (fields.pop(name, None) for name in ("value", "key", "headers"))
+        record, _ = validate.record(
+            b"" if value is None else value,
+            key,
+            headers,
+            record_bytes_max=limits.record_bytes_max_ceiling,
+        )
+        fields["value_b64"] = record.value
+        if record.key is not None:
+            fields["key_b64"] = record.key
+        if record.headers:
+            fields["headers_b64"] = record.headers
+        return fields
 
     def record(self) -> Record:
         """The record, checked for size (RecordTooLarge)."""

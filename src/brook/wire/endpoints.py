@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta
 
-from brook import limits
+from brook import limits, validate
 from brook.event_headers import EVENT_TYPE_OR_GLOB_PATTERN
 from brook.names import (
     HEADER_PATTERN,
@@ -17,11 +18,13 @@ from brook.names import (
     Name,
 )
 from brook.records import (
+    Attempt,
     EndpointInfo,
     EventTypeInfo,
+    TestResult,
 )
-from brook.wire.core import Count, In, Out, Positive, given_fields
-from brook.wire.queues import BackoffIn, PositionIn
+from brook.wire.core import Count, In, Out, Positive, given_fields, request, text_of
+from brook.wire.queues import BackoffIn, PositionIn, positions_in
 
 # ---------------------------------------------------------------- delivery endpoints
 
@@ -146,6 +149,13 @@ class EventTypes(Out):
     event_types: list[EventTypeInfo]
     """records.EventTypeInfo is the answer's shape itself (as EndpointInfo is)."""
 
+    @classmethod
+    def of(cls, infos: list[EventTypeInfo]) -> EventTypes:
+        return cls(event_types=infos)
+
+    def returned(self) -> list[EventTypeInfo]:
+        return self.event_types
+
 
 class Endpoints(Out):
     endpoints: list[EndpointInfo]
@@ -163,9 +173,34 @@ class AttemptOut(Out):
     excerpt_b64: bytes
     excerpt: str | None = None
 
+    @classmethod
+    def of(cls, attempt: Attempt) -> AttemptOut:
+        fields = msgspec.structs.asdict(attempt)
+        excerpt = fields.pop("excerpt")
+        return cls(**fields, excerpt_b64=excerpt, excerpt=text_of(excerpt))
+
+    def returned(self) -> Attempt:
+        return Attempt(
+            attempt=self.attempt,
+            at_ms=self.at_ms,
+            state=self.state,
+            status=self.status,
+            latency_ms=self.latency_ms,
+            error=self.error,
+            reason=self.reason,
+            excerpt=self.excerpt_b64,
+        )
+
 
 class Attempts(Out):
     attempts: list[AttemptOut]
+
+    @classmethod
+    def of(cls, attempts: list[Attempt]) -> Attempts:
+        return cls(attempts=[AttemptOut.of(a) for a in attempts])
+
+    def returned(self) -> list[Attempt]:
+        return [a.returned() for a in self.attempts]
 
 
 class EndpointAttemptsOut(Out):
@@ -184,6 +219,10 @@ class ResendIn(In):
 
     webhook_id: Annotated[str, Meta(min_length=1, max_length=limits.event_id_chars_max)]
 
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> ResendIn:
+        return cls(webhook_id=validate.webhook_id(arguments.get("webhook_id")))
+
 
 class EndpointRedriveIn(In):
     """Dead records back to work: of one topic or all, up to limit, or those named."""
@@ -197,6 +236,19 @@ class EndpointRedriveIn(In):
             return None
         return [(p.partition, p.offset) for p in self.records]
 
+    def arguments(self) -> dict[str, Any]:
+        return {"topic": self.topic, "limit": self.limit, "records": self.positions()}
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> EndpointRedriveIn:
+        topic = arguments.get("topic")
+        return request(
+            cls,
+            topic=None if topic is None else validate.topic_name(topic),
+            limit=arguments.get("limit"),
+            records=positions_in(arguments),
+        )
+
 
 class EndpointReplayIn(In):
     """Records already delivered sent again: from a time, or from an offset of one topic."""
@@ -206,10 +258,31 @@ class EndpointReplayIn(In):
     partition: Count | None = None
     offset: Count | None = None
 
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> EndpointReplayIn:
+        topic = arguments.get("topic")
+        since_ms, partition, offset = validate.replay_from(
+            topic, arguments.get("since_ms"), arguments.get("partition"), arguments.get("offset")
+        )
+        return request(
+            cls,
+            topic=None if topic is None else validate.topic_name(topic),
+            since_ms=since_ms,
+            partition=partition,
+            offset=offset,
+        )
+
 
 class Replayed(Out):
     replayed: Count
     """How many records go again."""
+
+    @classmethod
+    def of(cls, count: int) -> Replayed:
+        return cls(replayed=count)
+
+    def returned(self) -> int:
+        return self.replayed
 
 
 class TestOut(Out):
@@ -221,6 +294,24 @@ class TestOut(Out):
     excerpt_b64: bytes
     excerpt: str | None = None
 
+    @classmethod
+    def of(cls, result: TestResult) -> TestOut:
+        return cls(
+            status=result.status,
+            latency_ms=result.latency_ms,
+            error=result.error,
+            excerpt_b64=result.excerpt,
+            excerpt=text_of(result.excerpt),
+        )
+
+    def returned(self) -> TestResult:
+        return TestResult(
+            status=self.status,
+            latency_ms=self.latency_ms,
+            error=self.error,
+            excerpt=self.excerpt_b64,
+        )
+
 
 class RotateIn(In):
     secret: Secret | None = None
@@ -228,3 +319,10 @@ class RotateIn(In):
 
 class Rotated(Out):
     secret: str
+
+    @classmethod
+    def of(cls, secret: str) -> Rotated:
+        return cls(secret=secret)
+
+    def returned(self) -> str:
+        return self.secret

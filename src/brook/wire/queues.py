@@ -7,7 +7,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import Meta
 
-from brook import limits
+from brook import limits, validate
+from brook.models import Outcome, State, Transition
 from brook.names import (
     Id,
     Name,
@@ -34,6 +35,7 @@ from brook.wire.core import (
     RecordOut,
     Visibility,
     given_fields,
+    request,
     text_of,
 )
 
@@ -201,6 +203,19 @@ class OutcomeOut(Out):
     excerpt_b64: bytes
     excerpt: str | None = None
 
+    @classmethod
+    def of(cls, outcome: Outcome) -> OutcomeOut:
+        return cls(
+            status=outcome.status,
+            latency_ms=outcome.latency_ms,
+            error=outcome.error,
+            excerpt_b64=outcome.excerpt,
+            excerpt=text_of(outcome.excerpt),
+        )
+
+    def outcome(self) -> Outcome:
+        return Outcome(self.status, self.latency_ms, self.error, self.excerpt_b64)
+
 
 class TransitionOut(Out):
     at_ms: int
@@ -214,6 +229,37 @@ class TransitionOut(Out):
 
 class Trace(Out):
     transitions: list[TransitionOut]
+
+    @classmethod
+    def of(cls, transitions: list[Transition]) -> Trace:
+        return cls(transitions=[_transition_out(t) for t in transitions])
+
+    def returned(self) -> list[Transition]:
+        return [
+            Transition(
+                t.at_ms,
+                State(t.state),
+                t.attempt,
+                t.reason,
+                t.receipt,
+                t.until_ms,
+                None if t.outcome is None else t.outcome.outcome(),
+            )
+            for t in self.transitions
+        ]
+
+
+def _transition_out(transition: Transition) -> TransitionOut:
+    outcome = transition.outcome
+    return TransitionOut(
+        at_ms=transition.at_ms,
+        state=transition.state.value,
+        attempt=transition.attempt,
+        reason=transition.reason,
+        receipt=transition.receipt,
+        until_ms=transition.until_ms,
+        outcome=None if outcome is None else OutcomeOut.of(outcome),
+    )
 
 
 class PositionIn(In):
@@ -230,9 +276,29 @@ class RedriveIn(In):
     def positions(self) -> list[tuple[int, int]] | None:
         return None if self.records is None else [(r.partition, r.offset) for r in self.records]
 
+    def arguments(self) -> dict[str, Any]:
+        return {"limit": self.limit, "records": self.positions()}
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> RedriveIn:
+        return request(cls, limit=arguments.get("limit"), records=positions_in(arguments))
+
+
+def positions_in(arguments: dict[str, Any]) -> list[dict[str, int]] | None:
+    """A call's `records` ((partition, offset) pairs) as a body's."""
+    chosen = validate.positions(arguments.get("records"))  # checked as embedded calls are
+    return None if chosen is None else [{"partition": p, "offset": o} for p, o in chosen]
+
 
 class Redriven(Out):
     redriven: Count
+
+    @classmethod
+    def of(cls, count: int) -> Redriven:
+        return cls(redriven=count)
+
+    def returned(self) -> int:
+        return self.redriven
 
 
 class CancelIn(In):
@@ -264,6 +330,19 @@ class CancelIn(In):
     def positions(self) -> list[tuple[int, int]] | None:
         return None if self.records is None else [(r.partition, r.offset) for r in self.records]
 
+    def arguments(self) -> dict[str, Any]:
+        return {"records": self.positions(), "key": self.key_bytes(), "reason": self.reason}
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> CancelIn:
+        chosen, key = validate.cancelled(arguments.get("records"), arguments.get("key"))
+        return request(
+            cls,
+            records=None if chosen is None else [{"partition": p, "offset": o} for p, o in chosen],
+            key_b64=key,
+            reason=validate.reason(arguments.get("reason", "")),
+        )
+
 
 class PositionOut(Out):
     partition: int
@@ -273,6 +352,13 @@ class PositionOut(Out):
 class RecordsCancelled(Out):
     cancelled: list[PositionOut]
     """The records cancelled: those that were waiting (ready, delayed or retrying)."""
+
+    @classmethod
+    def of(cls, positions: list[tuple[int, int]]) -> RecordsCancelled:
+        return cls(cancelled=[PositionOut(partition=p, offset=o) for p, o in positions])
+
+    def returned(self) -> list[tuple[int, int]]:
+        return [(r.partition, r.offset) for r in self.cancelled]
 
 
 # ---------------------------------------------------------------- joins
@@ -379,6 +465,16 @@ class UniqueIn(RecordFields, kw_only=True):
     identity: Annotated[str, Meta(min_length=1, max_length=limits.unique_identity_chars_max)]
     replace: bool = False
 
+    def arguments(self) -> dict[str, Any]:
+        return {"identity": self.identity, "replace": self.replace, **self.record_arguments()}
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> UniqueIn:
+        return request(cls, **cls.record_fields(arguments))
+
+    def resend_safe(self) -> bool | None:
+        return not self.replace  # the record appended first is then found live
+
 
 class UniqueOut(Out):
     partition: int
@@ -394,6 +490,9 @@ class UniqueOut(Out):
             existing=ack.existing,
             replaced=[PositionOut(partition=p, offset=o) for p, o in ack.replaced],
         )
+
+    def returned(self) -> UniqueAck:
+        return self.ack()
 
     def ack(self) -> UniqueAck:
         return UniqueAck(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
 
-from brook import limits
+from brook import limits, validate
 from brook.names import (
     Id,
     Name,
@@ -16,7 +16,7 @@ from brook.records import (
     Record,
     ScheduleInfo,
 )
-from brook.wire.core import Count, In, Millis, Offset, Out, RecordFields, _texts, text_of
+from brook.wire.core import Count, In, Millis, Offset, Out, RecordFields, _texts, request, text_of
 
 # ---------------------------------------------------------------- timers
 
@@ -49,6 +49,21 @@ class ScheduleIn(RecordFields, kw_only=True):
     ) = None
     tz: Annotated[str, Meta(min_length=1, max_length=limits.timezone_chars_max)] = "UTC"
     missed: Literal["skip", "run_once"] = "skip"
+
+    def arguments(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "cron": self.cron,
+            "every_ms": self.every_ms,
+            "tz": self.tz,
+            "missed": self.missed,
+            **self.record_arguments(),
+        }
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> ScheduleIn:
+        validate.topic_name(arguments.get("topic"))
+        return request(cls, **cls.record_fields(arguments))
 
     def record(self) -> Record:
         """The record each slot appends (an empty value when none is given)."""
@@ -94,6 +109,9 @@ class ScheduleOut(Out, omit_defaults=True):
             headers=_texts(headers) if headers else None,
         )
 
+    def returned(self) -> ScheduleInfo:
+        return self.info()
+
     def info(self) -> ScheduleInfo:
         return ScheduleInfo(
             name=self.name,
@@ -119,6 +137,13 @@ class ScheduleOut(Out, omit_defaults=True):
 
 class Schedules(Out):
     schedules: list[ScheduleOut]
+
+    @classmethod
+    def of(cls, infos: list[ScheduleInfo]) -> Schedules:
+        return cls(schedules=[ScheduleOut.of(info) for info in infos])
+
+    def returned(self) -> list[ScheduleInfo]:
+        return [s.info() for s in self.schedules]
 
 
 class TimersIn(In):

@@ -51,6 +51,9 @@ class TopicOut(Out):
     def of(cls, info: TopicInfo) -> TopicOut:
         return cls(**msgspec.structs.asdict(info))
 
+    def returned(self) -> TopicInfo:
+        return self.info()
+
     def info(self) -> TopicInfo:
         return TopicInfo(
             self.name,
@@ -124,7 +127,13 @@ class LakeSyncIn(In):
 
 
 class Deleted(Out):
+    """The answer to a DELETE: the server names what its path named (server/adapter.py);
+    the client's call returns nothing."""
+
     deleted: str
+
+    def returned(self) -> None:
+        return None
 
 
 # ---------------------------------------------------------------- stream groups
