@@ -78,6 +78,10 @@ def test_queue_commands(tmp_path: Path) -> None:
         q.discard(q.lease(max_records=1), reason="bad input")
     code, out = run("queue", "dead", "jobs", "workers", "--data", data)
     assert code == 0 and out == "0/1\tattempts=1\terror='bad input'\ttwo\n"
+    code, out = run("queue", "errors", "jobs", "workers", "--data", data)
+    assert (code, out) == (0, "1\tbad input\tbad input\n")
+    code, out = run("queue", "errors", "jobs", "workers", "--error", "bad input", "--data", data)
+    assert (code, out) == (0, "0/1\tattempts=1\tredriven=0\terror='bad input'\n")
     code, out = run("queue", "stats", "jobs", "workers", "--data", data)
     assert "acked: 1" in out and "dead: 1" in out and "ready: 1" in out
     assert run("queue", "redrive", "jobs", "workers", "--data", data)[1] == "redriven: 1 record\n"

@@ -3,6 +3,9 @@ scopes, the clients call its paths, and a path made for an operation leads back 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -116,6 +119,8 @@ CALLS = [
     ("describe_join", protocol.join("j", timeout=1)),
     ("redrive_queue", protocol.request("redrive_queue", "t", "g")),
     ("cancel_records", protocol.request("cancel_records", "t", "g", records=[(0, 1)])),
+    ("dead_errors", protocol.request("dead_errors", "t", "g")),
+    ("dead_records", protocol.request("dead_records", "t", "g", error="E", after=(0, 1))),
     ("list_timers", protocol.list_timers("t", 0, None, "1:tm", 10)),
     ("describe_timer", protocol.timer("tm")),
     ("cancel_timer", protocol.cancel_timer("tm")),
@@ -191,3 +196,9 @@ def test_each_operation_runs_where_it_says() -> None:
     assert {op.executor for op in TABLE} <= {"loop", "read", "blocking", "long"}
     assert OPERATIONS["lake_sync"].executor == "long", "a sync writes Parquet for seconds"
     assert OPERATIONS["append"].executor == "loop", "the committer answers appends"
+
+
+def test_the_protocols_table_of_operations_is_made_from_the_rows() -> None:
+    script = Path(__file__).parents[1] / "scripts" / "operations_table.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout

@@ -163,11 +163,6 @@ class QueueApi(Protocol):
 
     def settings(self) -> dict[str, Any]: ...
 
-
-class InspectedQueueApi(QueueApi, Protocol):
-    """What an embedded broker's queue handle adds: its dead records grouped by error,
-    looked at in memory (the dashboard's dead-letter pages)."""
-
     def dead_errors(self) -> list[ErrorGroup]: ...
 
     def dead_records(

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import msgspec
 
@@ -114,7 +113,7 @@ class Transition(msgspec.Struct, frozen=True, array_like=True, gc=False):
     (Last, so that entries written before it existed read as None.)"""
 
 
-class ErrorGroup(NamedTuple):
+class ErrorGroup(msgspec.Struct, frozen=True):
     """Dead records of one group: its key, how many, and the whole reason one of them
     (the first the queue group learned of) died of, for a representative traceback
     (queue/error_groups.py says how reasons are grouped)."""

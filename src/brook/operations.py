@@ -15,6 +15,7 @@ import msgspec
 
 from brook import limits, names, wire
 from brook.event_headers import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
+from brook.models import DeadRecord, ErrorGroup
 from brook.records import (
     DeliveryStats,
     EndpointInfo,
@@ -50,6 +51,10 @@ PATH_PARAMETERS = {
 }
 
 
+POSITION_PATTERN = "^(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,17})$"
+"""A record's place as a query parameter: `partition:offset`."""
+
+
 class Param(NamedTuple):
     """One query parameter of an operation: how the server reads it (and 400s when it
     cannot), its default, its bounds, and the schema and sentence the OpenAPI document
@@ -57,8 +62,8 @@ class Param(NamedTuple):
 
     name: str
     kind: str
-    """"whole" (decimal digits within 63 bits), "text", "flag" (true/false, 1/0) or
-    "choice" (one of `choices`)."""
+    """"whole" (decimal digits within 63 bits), "text", "flag" (true/false, 1/0),
+    "choice" (one of `choices`) or "position" (`partition:offset`, a record's place)."""
     description: str
     default: Any = None
     """What an absent parameter means (None: nothing given)."""
@@ -82,6 +87,8 @@ class Param(NamedTuple):
             return {"type": "boolean"}
         if self.kind == "choice":
             return {"enum": list(self.choices)}
+        if self.kind == "position":
+            return {"type": "string", "pattern": POSITION_PATTERN}
         return {"type": "string", **({"pattern": self.pattern} if self.pattern else {})}
 
     def sentence(self) -> str:
@@ -578,6 +585,42 @@ TABLE: tuple[Operation, ...] = (
         example={"limit": 100},
         executor="blocking",
         call="queue.redrive",
+    ),
+    Operation(
+        "dead_errors",
+        "GET",
+        QUEUE + "/errors",
+        "consume",
+        True,
+        "The errors the group's dead records died of, grouped (by exception type and the "
+        "task's innermost frame, or by the reason with its ids masked), most first: how many "
+        "are dead, and one whole error of each",
+        wire.listing("ErrorGroups", "errors", ErrorGroup),
+        executor="read",
+        call="queue.dead_errors",
+    ),
+    Operation(
+        "dead_records",
+        "GET",
+        QUEUE + "/dead",
+        "consume",
+        True,
+        "The dead records of one error group, in the order the group learned of them, a page "
+        "at a time (pass the page's last as after)",
+        wire.listing("DeadRecords", "records", DeadRecord),
+        query=(
+            Param("error", "text", "The error group (as dead_errors names it)", required=True),
+            Param("after", "position", "The page's place: the last record of the page before"),
+            whole(
+                "limit",
+                "Most records",
+                limits.dead_records_page_default,
+                low=1,
+                cap=limits.read_records_max,
+            ),
+        ),
+        executor="read",
+        call="queue.dead_records",
     ),
     Operation(
         "schedule",

@@ -197,6 +197,30 @@ def test_discard_is_dead_at_once_and_redrive_brings_it_back(broker: Any) -> None
     assert q.stats()["acked"] == 2
 
 
+def test_dead_records_are_listed_by_the_error_they_died_of(broker: Any) -> None:
+    """What failed and why, on every surface (a table row served by the generic adapter)."""
+    _fill(broker, "jobs", [b"a", b"b", b"c", b"d", b"e"])
+    q = broker.queue("jobs", "workers", max_attempts=1)
+    jobs = _lease_all(q, 5)
+    for job in jobs[:3]:
+        q.discard(job, reason=f"no customer {job.record.offset + 100}")
+    q.discard(jobs[3], reason="HTTP 503")
+    q.ack(jobs[4])
+    errors = q.dead_errors()
+    assert [(e.group, e.dead) for e in errors] == [("no customer N", 3), ("HTTP 503", 1)]
+    assert errors[0].example == "no customer 100"
+    first = q.dead_records("no customer N", limit=2)
+    assert [(d.partition, d.offset, d.attempts, d.error) for d in first] == [
+        (0, 0, 1, "no customer 100"),
+        (0, 1, 1, "no customer 101"),
+    ]
+    rest = q.dead_records("no customer N", after=(first[-1].partition, first[-1].offset))
+    assert [d.offset for d in rest] == [2]
+    assert q.dead_records("nothing died of this") == []
+    with pytest.raises(BadRequest):
+        q.dead_records("HTTP 503", after=(0, -1))
+
+
 def test_redrive_of_chosen_records_touches_only_the_dead_among_them(broker: Any) -> None:
     _fill(broker, "jobs", [b"a", b"b", b"c", b"d"])
     q = broker.queue("jobs", "workers", visibility_timeout_ms=60_000)

@@ -49,6 +49,8 @@ SCOPES = {
     ("GET", "/v1/topics/{topic}/queues/{group}/job"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/redrive"): "consume",
     ("POST", "/v1/topics/{topic}/queues/{group}/cancel"): "consume",
+    ("GET", "/v1/topics/{topic}/queues/{group}/errors"): "consume",
+    ("GET", "/v1/topics/{topic}/queues/{group}/dead"): "consume",
     ("PUT", "/v1/topics/{topic}/staged/{writer}/{seq}/{part}/{chunk}"): "produce",
     ("POST", "/v1/topics/{topic}/staged/{writer}/{seq}/publish"): "produce",
     ("DELETE", "/v1/topics/{topic}/staged/{writer}/{seq}"): "produce",

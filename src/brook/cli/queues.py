@@ -20,7 +20,7 @@ from brook.cli.errors import friendly
 
 @click.group()
 def queue() -> None:
-    """Look into a queue group: counts, leases, dead records, redrive, cancel."""
+    """Look into a queue group: counts, leases, dead records and their errors, redrive, cancel."""
 
 
 @queue.command("stats")
@@ -212,6 +212,37 @@ def queue_dead(
             shown += 1
             if count is not None and shown >= count:
                 break
+
+
+@queue.command("errors")
+@click.argument("topic")
+@click.argument("group")
+@click.option("--error", default=None, help="List the dead records of this error group.")
+@click.option("-n", "count", type=click.IntRange(1), default=100, show_default=True)
+@broker_options
+@friendly
+def queue_errors(
+    topic: str,
+    group: str,
+    error: str | None,
+    count: int,
+    data: str,
+    url: str | None,
+    api_key: str | None,
+) -> None:
+    """Print what the group's dead records died of, grouped, most first (the count and the
+    first line of one error); with --error, the dead records of that group."""
+    with connect(data, url, api_key, read_only=True) as b:
+        q = b.queue(topic, group, create=False)
+        if error is None:
+            for found in q.dead_errors()[:count]:
+                click.echo(f"{found.dead}\t{found.group}\t{found.example.partition(chr(10))[0]}")
+            return
+        for dead in q.dead_records(error, None, count):
+            click.echo(
+                f"{dead.partition}/{dead.offset}\tattempts={dead.attempts}\t"
+                f"redriven={dead.redriven}\terror={dead.error.partition(chr(10))[0]!r}"
+            )
 
 
 @queue.command("redrive")

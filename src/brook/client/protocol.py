@@ -116,6 +116,9 @@ def request(name: str, *path: str | int, **arguments: Any) -> Call:
             value = validate.whole(value, param.name, param.low, param.high)
         elif value is not None and param.name == "topic":
             value = validate.topic_name(value)
+        elif value is not None and param.kind == "position":
+            (place,) = validate.positions([value]) or [(0, 0)]
+            value = f"{place[0]}:{place[1]}"
         if value is not None:
             params[param.name] = value
     body: bytes | None = None

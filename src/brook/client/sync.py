@@ -22,6 +22,8 @@ from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
 from brook.models import (
     Backoff,
+    DeadRecord,
+    ErrorGroup,
     JobInfo,
     LakeStatus,
     MessageAttempts,
@@ -627,6 +629,25 @@ class RemoteQueue:
             key=key,
             headers=headers,
             replace=replace,
+        )
+
+    def dead_errors(self) -> list[ErrorGroup]:
+        return self._broker._ask(list[ErrorGroup], "dead_errors", self.topic, self.group)
+
+    def dead_records(
+        self,
+        error: str,
+        after: tuple[int, int] | None = None,
+        limit: int = limits.dead_records_page_default,
+    ) -> list[DeadRecord]:
+        return self._broker._ask(
+            list[DeadRecord],
+            "dead_records",
+            self.topic,
+            self.group,
+            error=error,
+            after=after,
+            limit=limit,
         )
 
     def __repr__(self) -> str:

@@ -129,7 +129,13 @@ class Queue:
     ) -> list[DeadRecord]:
         """Up to `limit` dead records of the error group `error` (as `dead_errors` names
         it; a whole error stands for its group), in the order the group learned of them,
-        from just after `after` ((partition, offset): keyset paging)."""
+        from just after `after` ((partition, offset): keyset paging). BadRequest for a
+        bad argument; `limit` is capped at read_records_max."""
+        if not isinstance(error, str):
+            raise BadRequest(f"error must be a string, not {error!r}")
+        if after is not None:
+            (after,) = validate.positions([after]) or [after]
+        limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
         return [
             DeadRecord(
                 partition=partition,

@@ -73,6 +73,8 @@ def arguments(params: tuple[Param, ...], given: dict[str, str]) -> dict[str, Any
             found[param.name] = value if param.cap is None else min(value, param.cap)
         elif param.kind == "flag":
             found[param.name] = query.flag(given, param.name, bool(param.default))
+        elif param.kind == "position":
+            found[param.name] = position(text, param.name)
         elif param.kind == "choice" and text not in param.choices:
             raise BadRequest(
                 f"{param.name} must be one of {', '.join(param.choices)}, not {text!r}"
@@ -80,6 +82,14 @@ def arguments(params: tuple[Param, ...], given: dict[str, str]) -> dict[str, Any
         else:
             found[param.name] = text
     return found
+
+
+def position(text: str, name: str) -> tuple[int, int]:
+    """`partition:offset` as a pair; BadRequest when it is not one."""
+    partition, colon, offset = text.partition(":")
+    if not colon:
+        raise BadRequest(f"{name} must be partition:offset, not {text[:40]!r}")
+    return query.whole(partition, f"{name}'s partition"), query.whole(offset, f"{name}'s offset")
 
 
 def handler(api: Api, operation: Operation) -> Callable[..., Awaitable[Response]]:

@@ -15,7 +15,7 @@ import msgspec
 
 import brook
 from brook import names, wire
-from brook.operations import ALTERNATIVES, BY_ROUTE, PATH_PARAMETERS, Operation
+from brook.operations import ALTERNATIVES, BY_ROUTE, PATH_PARAMETERS, TABLE, Operation
 from brook.server.router import Router
 
 REF = "#/components/schemas/{name}"
@@ -76,7 +76,9 @@ def _operation(method: str, template: str, operation: Operation) -> dict[str, An
 
 
 def _schemas() -> dict[str, Any]:
-    kinds = {*wire.REQUESTS, *wire.ANSWERS, *wire.ALSO_ANSWERS}
+    kinds: set[type[msgspec.Struct]] = {*wire.REQUESTS, *wire.ANSWERS, *wire.ALSO_ANSWERS}
+    kinds |= {op.answer for op in TABLE if op.answer is not None}  # a new row's shapes too
+    kinds |= {op.body for op in TABLE if op.body is not None}
     _, components = msgspec.json.schema_components(
         sorted(kinds, key=lambda k: k.__name__), ref_template=REF
     )

@@ -36,6 +36,7 @@ from brook.wire.core import (
     Failing,
     Health,
     In,
+    Listing,
     Millis,
     Offset,
     Out,
@@ -55,6 +56,7 @@ from brook.wire.core import (
     encode_batch,
     error_body,
     given_fields,
+    listing,
     request,
     text_of,
 )
@@ -274,6 +276,7 @@ __all__ = [
     "LakeSyncIn",
     "LakeTopicOut",
     "LeaseIn",
+    "Listing",
     "MessageAttemptsOut",
     "Millis",
     "NackIn",
@@ -333,6 +336,7 @@ __all__ = [
     "encode_batch",
     "error_body",
     "given_fields",
+    "listing",
     "request",
     "text_of",
 ]

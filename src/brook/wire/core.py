@@ -88,6 +88,26 @@ class Out(msgspec.Struct, kw_only=True):
         return self
 
 
+class Listing(Out):
+    """An answer that is a list of a public type under one field (`{"errors": [...]}`):
+    made by `listing`, so an operation answering a list needs no shape of its own."""
+
+    @classmethod
+    def of(cls, items: Any) -> Any:
+        return cls(**{cls.__struct_fields__[0]: list(items)})
+
+    def returned(self) -> Any:
+        return getattr(self, self.__struct_fields__[0])
+
+
+def listing(name: str, field: str, item: Any) -> type[Listing]:
+    """The answer shape `name`: `{field: [item, ...]}` (the OpenAPI document names it)."""
+    shape: Any = msgspec.defstruct(
+        name, [(field, list[item])], bases=(Listing,), kw_only=True, module=__name__
+    )
+    return shape  # type: ignore[no-any-return]
+
+
 # ---------------------------------------------------------------- records
 
 

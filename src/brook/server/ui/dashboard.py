@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from brook import limits
-from brook.api import InspectedQueueApi as Queue
+from brook.api import QueueApi as Queue
 from brook.broker import Broker
 from brook.config import ApiKey
 from brook.errors import (

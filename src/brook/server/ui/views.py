@@ -21,6 +21,7 @@ from brook.errors import BadRequest, BrookError, NotFound, TopicNotFound
 from brook.models import (
     DeliveryStats,
     EndpointInfo,
+    ErrorGroup,
     Histogram,
     LakeStatus,
     PartitionInfo,
@@ -366,7 +367,7 @@ class QueuePage:
     settings: dict[str, object]
     out_per_s: float | None
     in_per_s: float | None
-    errors: Sequence[tuple[str, int, str]]
+    errors: Sequence[ErrorGroup]
     """The groups of the errors dead records died of (the exception and the task's own
     frame, or the reason with its ids masked), each with how many and one whole error,
     most first (at most limits.dashboard_errors_shown_max)."""
@@ -388,7 +389,7 @@ def queue(
         raise NotFound(f"no queue group {group!r} on topic {topic!r}")
     errors = found.dead_errors()
     if error is None and errors:
-        error = errors[0][0]
+        error = errors[0].group
     records = (
         found.dead_records(error, _position(after), limits.dashboard_dead_per_page + 1)
         if error is not None
@@ -405,7 +406,7 @@ def queue(
         )
         for d in records[: limits.dashboard_dead_per_page]
     ]
-    examples = (e[2] for e in errors if e[0] == error)
+    examples = (e.example for e in errors if e.group == error)
     example = next(examples, records[0].error if records else "")
     last = (
         records[limits.dashboard_dead_per_page - 1]
