@@ -1,0 +1,168 @@
+"""The rows of timers and periodic schedules."""
+
+from __future__ import annotations
+
+from brook import limits, names, wire
+from brook.operations.rows import (
+    SCHEDULE,
+    Operation,
+    Param,
+    whole,
+)
+
+_PAST_HOURS = limits.timer_at_past_max_ms // 3_600_000
+_AHEAD_YEARS = limits.timer_horizon_ms_max // (365 * 86_400_000)
+
+ROWS: tuple[Operation, ...] = (
+    Operation(
+        "schedule",
+        "POST",
+        "/v1/timers",
+        "produce",
+        False,
+        'Schedule a timer, or many ({"timers": [...]}); answered once durable',
+        wire.Scheduled,
+        wire.TimerIn,
+        relations=(
+            (
+                f"at is no more than {_PAST_HOURS} hours ago (an at in seconds, not "
+                f"milliseconds, would be) and no more than {_AHEAD_YEARS} years ahead",
+                rf"more than {_PAST_HOURS} hours ago|at most {_AHEAD_YEARS} years ahead",
+            ),
+        ),
+        example={
+            "topic": "reminders",
+            "value": "call back",
+            "delay_ms": 60000,
+            "timer_id": "call-42",
+        },
+        executor="blocking",
+    ),
+    Operation(
+        "list_timers",
+        "GET",
+        "/v1/timers",
+        "produce",
+        True,
+        "Pending timers in order of due time (then id), a page at a time",
+        wire.TimersPage,
+        query=(
+            Param("topic", "text", "Only this topic's timers", pattern=names.USER_NAME_PATTERN),
+            whole("due_from_ms", "Only timers due at or after this time (epoch ms)"),
+            whole("due_to_ms", "Only timers due before this time (epoch ms)"),
+            Param(
+                "after",
+                "text",
+                "The page's place: the `next` of the page before",
+                pattern=names.TIMER_CURSOR_PATTERN,
+            ),
+            whole(
+                "limit",
+                "Most timers in the page",
+                limits.timers_page_default,
+                low=1,
+                high=limits.timers_page_max,
+            ),
+        ),
+        executor="blocking",
+    ),
+    Operation(
+        "describe_timer",
+        "GET",
+        "/v1/timers/{timer}",
+        "produce",
+        True,
+        "A timer's state: pending, fired (where) or cancelled",
+        wire.TimerOut,
+        executor="loop",
+    ),
+    Operation(
+        "cancel_timer",
+        "DELETE",
+        "/v1/timers/{timer}",
+        "produce",
+        False,
+        "Cancel a pending timer (409 if it fired or was cancelled, 404 if unknown)",
+        wire.Cancelled,
+        executor="blocking",
+    ),
+    Operation(
+        "list_schedules",
+        "GET",
+        "/v1/schedules",
+        "admin",
+        True,
+        "List periodic schedules",
+        wire.Schedules,
+        executor="loop",
+        call="list_schedules",
+    ),
+    Operation(
+        "put_schedule",
+        "PUT",
+        SCHEDULE,
+        "admin",
+        True,
+        "Create a periodic schedule or replace its definition (a new timing arms it from now)",
+        wire.ScheduleOut,
+        wire.ScheduleIn,
+        relations=(
+            ("cron or every_ms is given, one of them", r"needs cron or every_ms"),
+            ("cron is a five-field cron expression", r"is not a cron expression"),
+            ("tz is an IANA time zone", r"is not a time zone"),
+            ("at most schedules_max schedules", r"schedules: delete some first"),
+        ),
+        example={
+            "topic": "tasks.digest",
+            "value": '{"task": "digest"}',
+            "cron": "*/5 * * * *",
+            "tz": "Europe/Berlin",
+            "missed": "skip",
+        },
+        executor="blocking",
+        call="put_schedule",
+    ),
+    Operation(
+        "describe_schedule",
+        "GET",
+        SCHEDULE,
+        "admin",
+        True,
+        "A periodic schedule",
+        wire.ScheduleOut,
+        executor="loop",
+        call="get_schedule",
+    ),
+    Operation(
+        "delete_schedule",
+        "DELETE",
+        SCHEDULE,
+        "admin",
+        True,
+        "Delete a periodic schedule",
+        wire.Deleted,
+        executor="blocking",
+    ),
+    Operation(
+        "pause_schedule",
+        "POST",
+        SCHEDULE + "/pause",
+        "admin",
+        True,
+        "Fire no slot until resumed",
+        wire.ScheduleOut,
+        executor="blocking",
+        call="pause_schedule",
+    ),
+    Operation(
+        "resume_schedule",
+        "POST",
+        SCHEDULE + "/resume",
+        "admin",
+        True,
+        "Fire again from the next slot after now",
+        wire.ScheduleOut,
+        executor="blocking",
+        call="resume_schedule",
+    ),
+)
