@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
-from brook.tasks.app import App, Discard, JobRef, JobStatus, Retry, Task
+from brook.tasks.app import App
 from brook.tasks.canvas import Chain, Chord, Group, GroupRef, Signature, chain, chord, group
 from brook.tasks.context import CurrentJob, JobContext, current_job
+from brook.tasks.refs import Discard, JobRef, JobStatus, Retry
 from brook.tasks.results import TaskFailed
+from brook.tasks.task import Task
 
 __all__ = [
     "App",

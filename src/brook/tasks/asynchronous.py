@@ -22,7 +22,8 @@ from brook.tasks import results
 
 if TYPE_CHECKING:
     from brook.client import AsyncBroker
-    from brook.tasks.app import App, EnqueueOptions, JobRef
+    from brook.tasks.app import App
+    from brook.tasks.refs import EnqueueOptions, JobRef
 
 
 class AsyncSide:
@@ -46,7 +47,7 @@ class AsyncSide:
 
     async def append(self, topic: str, record: Record, options: EnqueueOptions) -> JobRef:
         """`App._append`, awaited."""
-        from brook.tasks.app import JobRef
+        from brook.tasks.refs import JobRef
 
         if not self.app.remote:
             return await asyncio.to_thread(
@@ -71,7 +72,7 @@ class AsyncSide:
 
     async def append_many(self, topic: str, records: Sequence[Record]) -> list[JobRef]:
         """`App._enqueue_many`'s append, awaited."""
-        from brook.tasks.app import JobRef
+        from brook.tasks.refs import JobRef
 
         if not self.app.remote:
             acks = await asyncio.to_thread(self.app._topic(topic).append_many, list(records))

@@ -19,18 +19,22 @@ error, and `on_error`, if given, runs once with (failed job's reference, error).
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from brook import join_headers
+from brook import join_headers, names
 from brook.errors import BadRequest
 from brook.models import JoinContinuation, JoinMember, JoinSpec, Record
+from brook.tasks.calls import check_task_name, job_record
+from brook.tasks.refs import NO_OPTIONS
 
 if TYPE_CHECKING:
-    from brook.tasks.app import App, EnqueueOptions, JobRef
+    from brook.tasks.app import App
+    from brook.tasks.refs import EnqueueOptions, JobRef
 
 GROUP = "tasks"
 Passing = Literal["one", "list", "none"]
@@ -76,7 +80,7 @@ class Signature:
     def options(self, **changes: Any) -> Signature:
         """This signature with enqueue options changed (key, priority, delay_ms, eta,
         idempotency_key: as `task.options`)."""
-        from brook.tasks.app import OPTIONS, EnqueueOptions
+        from brook.tasks.refs import OPTIONS, EnqueueOptions
 
         unknown = sorted(set(changes) - set(OPTIONS))
         if unknown:
@@ -284,7 +288,7 @@ class _Enqueuing:
         # a canvas refused leaves nothing behind.
         records = [self._records_of(j) for j in self.joins]
         for sig in self.now:
-            self.app._check_signature(sig)
+            check_signature(self.app, sig)
         placed = self._append_now()
         specs = [self._spec(j, r, placed) for j, r in zip(self.joins, records, strict=True)]
         if specs:
@@ -364,14 +368,14 @@ class _Enqueuing:
         )
 
     def _continuation(self, sig: Signature, passing: str) -> JoinContinuation:
-        record = self.app._signature_record(sig, passing)
+        record = signature_record(self.app, sig, passing)
         return JoinContinuation(
             topic=sig.topic, group=GROUP, value=record.value, key=record.key, headers=record.headers
         )
 
     @staticmethod
     def _ref(end: _End, placed: list[tuple[int, int]]) -> JobRef:
-        from brook.tasks.app import JobRef
+        from brook.tasks.refs import JobRef
 
         if end.join is not None:
             return JobRef(end.topic, -1, -1, end.join)
@@ -436,3 +440,48 @@ def _app_of(node: Node) -> App:
         else:
             node = node.header.members[0]
     return node.app
+
+
+def signature_from(app: App, given: dict[str, Any]) -> Signature:
+    """A signature from its JSON form (`Signature.to_dict()`), on `app`."""
+    if not isinstance(given, dict) or not isinstance(given.get("task"), str):
+        raise BadRequest('a signature is a dict with "task", "args", "kwargs", "options"')
+    name = given["task"]
+    check_task_name(name)
+    topic = given.get("queue") or app._topic_of(name)
+    if not isinstance(topic, str) or not names.NAME.fullmatch(topic):
+        raise BadRequest(f"queue {topic!r} is not a valid topic name")
+    args, kwargs = given.get("args") or [], given.get("kwargs") or {}
+    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+        raise BadRequest("a signature's args is a list and its kwargs a dict")
+    opts = dict(given.get("options") or {})
+    if isinstance(opts.get("eta"), str):
+        try:
+            opts["eta"] = datetime.datetime.fromisoformat(opts["eta"])
+        except ValueError:
+            raise BadRequest(f"eta {opts['eta']!r} is not an ISO 8601 time") from None
+    sig = Signature(app, name, topic, args, kwargs, NO_OPTIONS, bool(given.get("immutable")))
+    return sig.options(**opts) if opts else sig
+
+
+def signature_record(app: App, sig: Signature, passing: str) -> Record:
+    """The record of a signature's job, as a join appends it (`passing`: how it
+    takes the results before it), its call checked against what it will get."""
+    args = placeholders(passing) + sig.args
+    declared = app.tasks.get(sig.task)
+    if declared is not None:
+        declared.check_call(args, sig.kwargs)
+    record = job_record(sig.task, sig.args, sig.kwargs, sig.opts)
+    if sig.opts.idempotency_key is not None:
+        raise BadRequest(
+            f"{sig!r}: a job a join enqueues is enqueued once already; it takes no idempotency_key"
+        )
+    return continuation_headers(record, passing)
+
+
+def check_signature(app: App, sig: Signature) -> None:
+    """A signature's call checked as its enqueue would check it (BadRequest)."""
+    declared = app.tasks.get(sig.task)
+    if declared is not None:
+        declared.check_call(sig.args, sig.kwargs)
+    job_record(sig.task, sig.args, sig.kwargs, sig.opts)  # JSON arguments

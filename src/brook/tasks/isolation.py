@@ -195,7 +195,7 @@ def _hooks_of(found: Any) -> Hooks | None:
 
 
 def _run(call: Call, sock: socket.socket) -> Answer:
-    from brook.tasks.app import Discard, Retry
+    from brook.tasks.refs import Discard, Retry
 
     try:
         found = _found(call.module, call.qualname)

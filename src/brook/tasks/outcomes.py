@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from brook.tasks import payload
-from brook.tasks.app import Discard, Retry
 from brook.tasks.ledger import Outcome
+from brook.tasks.refs import Discard, Retry
 
 ACKED = Outcome("ack")
 

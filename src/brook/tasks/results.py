@@ -18,7 +18,7 @@ from brook.tasks import payload
 if TYPE_CHECKING:
     from brook.api import QueueApi
     from brook.models import JoinInfo
-    from brook.tasks.app import JobRef
+    from brook.tasks.refs import JobRef
 
 GROUP = "tasks"
 
@@ -64,7 +64,7 @@ def next_wait_s(
 def placed(ref: JobRef, info: JoinInfo) -> JobRef | None:
     """The job a join's reference names, once its join appended it; None while the
     join waits. Raises TaskFailed when the join failed (a job before it died)."""
-    from brook.tasks.app import JobRef
+    from brook.tasks.refs import JobRef
 
     if info.state == "failed":
         raise TaskFailed(ref, info.error, info.failed_ref)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from brook import limits
 from brook.clock import Clock
 from brook.tasks import context, outcomes, payload
-from brook.tasks.app import JobRef
+from brook.tasks.refs import JobRef
 
 if TYPE_CHECKING:
     from brook.api import QueueApi

@@ -23,7 +23,7 @@ import msgspec
 from brook.errors import BadRequest
 
 if TYPE_CHECKING:
-    from brook.tasks.app import Task
+    from brook.tasks.task import Task
 
 UniqueBy = bool | Sequence[str] | Callable[..., Any] | None
 

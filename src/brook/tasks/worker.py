@@ -49,11 +49,13 @@ from brook.supervisor import Supervisor, retry_after_s
 from brook.task_topics import Running
 from brook.tasks import context, outcomes, payload, revocations
 from brook.tasks.announce import Announcer
-from brook.tasks.app import App, JobRef, Task
+from brook.tasks.app import App
 from brook.tasks.isolation import Call as ChildCall
 from brook.tasks.isolation import Child
 from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle, Stage
 from brook.tasks.metrics import WorkerMetrics
+from brook.tasks.refs import JobRef
+from brook.tasks.task import Task
 
 log = logging.getLogger("brook.worker")
 
