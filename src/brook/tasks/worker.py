@@ -37,7 +37,6 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,36 +45,24 @@ from brook.api import QueueApi
 from brook.errors import BrookError, LeaseExpired
 from brook.models import Job
 from brook.supervisor import Supervisor, retry_after_s
-from brook.task_topics import Running
-from brook.tasks import context, outcomes, payload, revocations
+from brook.tasks import outcomes, payload, revocations
 from brook.tasks.announce import Announcer
 from brook.tasks.app import App
-from brook.tasks.isolation import Call as ChildCall
+from brook.tasks.holding import Holding, monotonic_ms
 from brook.tasks.isolation import Child
-from brook.tasks.ledger import Held, Leased, Ledger, Outcome, Settle, Stage
+from brook.tasks.ledger import Leased, Ledger, Outcome, Settle
 from brook.tasks.metrics import WorkerMetrics
-from brook.tasks.refs import JobRef
+from brook.tasks.running import RunningJobs
+from brook.tasks.settling import SettlingJobs
+from brook.tasks.stopping import StoppingJobs
 from brook.tasks.task import Task
 
 log = logging.getLogger("brook.worker")
 
 
-@dataclass(slots=True)
-class _Holding:
-    """A held job as the shell knows it: the lease, the call it carries, its task."""
-
-    job: Job
-    topic: str
-    call: payload.Call | None
-    task: Task[Any, Any] | None
-    """The task this worker runs it with; None when it does not run it."""
-    problem: str = ""
-    """Why its record is not a task's call (when `call` is None)."""
-
-
-_Run = tuple[_Holding, float | None]
+_Run = tuple[Holding, float | None]
 """A job for a runner thread, and its deadline."""
-_Ended = tuple[_Holding, Outcome, float]
+_Ended = tuple[Holding, Outcome, float]
 """A run that ended: the job, its outcome, when (ms, monotonic)."""
 
 
@@ -97,23 +84,7 @@ class _Feeder:
         self.failures = 0
 
 
-def _now_ms() -> float:
-    return time.monotonic() * 1000
-
-
-_RUNNING = (Stage.RUNNING, Stage.OVERDUE)
-
-
-def _excerpt(call: Any) -> str:
-    """A run's arguments in brief, for the dashboard."""
-    if call is None:
-        return ""
-    shown = ", ".join([repr(a) for a in call.args] + [f"{k}={v!r}" for k, v in call.kwargs.items()])
-    chars = limits.args_excerpt_chars
-    return shown if len(shown) <= chars else shown[: chars - 1] + "…"
-
-
-class Worker:
+class Worker(RunningJobs, SettlingJobs, StoppingJobs):
     def __init__(
         self,
         app: App,
@@ -167,7 +138,7 @@ class Worker:
         """A feeder leases for at least this many, unless it waited limits.worker_gather_s."""
         self._lock = threading.Condition()
         """Guards the ledger and the held jobs; feeders wait on it for room."""
-        self._holding: dict[str, _Holding] = {}
+        self._holding: dict[str, Holding] = {}
         self._queues: dict[str, QueueApi] = {}
         self._visibility_ms: dict[str, int] = {}
         self._max_attempts: dict[str, int] = {}
@@ -478,7 +449,7 @@ class Worker:
         holdings = [self._holding_of(topic, job) for job in jobs]
         leased = [self._leased(holding) for holding in holdings]
         with self._lock:
-            now = _now_ms()
+            now = monotonic_ms()
             to_settle = self.ledger.leased(leased, asked, idle, now)
             for holding in holdings:
                 self._holding[holding.job.receipt] = holding
@@ -486,21 +457,21 @@ class Worker:
             self._lock.notify_all()
         if jobs:
             self._last_lease_s = time.monotonic()
-            if self._leases_asleep_until > _now_ms() + self._visibility_ms[topic] / 3:
+            if self._leases_asleep_until > monotonic_ms() + self._visibility_ms[topic] / 3:
                 self._leases_wake.set()  # its first extension falls due before the loop wakes
         for settle in to_settle:
             self._finished.put(settle)
         self._dispatch(starting)
 
-    def _holding_of(self, topic: str, job: Job) -> _Holding:
+    def _holding_of(self, topic: str, job: Job) -> Holding:
         try:
             call = payload.decode_job(job.record.value, job.record.headers)
         except ValueError as exc:
-            return _Holding(job, topic, None, None, str(exc))
+            return Holding(job, topic, None, None, str(exc))
         task = self.app.tasks.get(call.task) if call.task in self.ledger.runs else None
-        return _Holding(job, topic, call, task)
+        return Holding(job, topic, call, task)
 
-    def _leased(self, holding: _Holding) -> Leased:
+    def _leased(self, holding: Holding) -> Leased:
         job, call = holding.job, holding.call
         return Leased(
             job.receipt,
@@ -513,156 +484,6 @@ class Worker:
         )
 
     # ------------------------------------------------------------ one job
-
-    def _dispatch(self, starting: list[Held]) -> None:
-        """Send jobs just started to where they run: async ones to the event loop, the
-        others to the runner threads (a thread a slot: each starts at once). A task
-        thread takes no lock: its end goes to the ends loop (a hundred threads
-        contending for the ledger's lock would starve the feeders and settlers)."""
-        timed = False
-        for held in starting:
-            holding = self._holding[held.leased.receipt]
-            task = holding.task
-            assert task is not None and holding.call is not None
-            if held.leased.receipt in self._revoked:  # revoked before it started: not run
-                self._ended.put((holding, Outcome("discard"), _now_ms()))
-                continue
-            timed = timed or held.deadline_ms is not None
-            if task.is_async and task.isolation != "process":
-                assert self._loop is not None
-                self._loop.call_soon_threadsafe(self._start_async, holding, held.deadline_ms)
-            else:
-                self._runs.put((holding, held.deadline_ms))
-                if self._idle_runners <= 0 and len(self._runners) < self.concurrency:
-                    self._start_runner()
-        if timed:
-            self._deadlines_wake.set()
-
-    def _context(self, holding: _Holding, deadline_ms: float | None) -> context.CurrentJob:
-        """What `brook.current_job()` tells the run of `holding`."""
-        assert holding.task is not None
-        record = holding.job.record
-        return context.CurrentJob(
-            ref=str(JobRef(holding.topic, record.partition, record.offset)),
-            task=holding.task.name,
-            attempt=holding.job.attempt,
-            key_bytes=record.key,
-            deadline=None
-            if deadline_ms is None
-            else time.time() + (deadline_ms - _now_ms()) / 1000,
-        )
-
-    def _start_runner(self) -> None:
-        runner = threading.Thread(
-            target=self._runner, name=f"brook-task-{len(self._runners)}", daemon=True
-        )
-        self._runners.append(runner)
-        self._idle_runners += 1
-        runner.start()
-
-    def _runner(self) -> None:
-        """A runner thread: runs sync and process jobs one at a time until a None."""
-        while True:
-            item = self._runs.get()
-            if item is None:
-                return
-            self._idle_runners -= 1  # (counts are hints: a spare thread at worst)
-            holding, deadline_ms = item
-            try:
-                outcome = self._run_here(holding, deadline_ms)
-            except Exception as exc:  # the worker's own bug (a task's error is caught there)
-                log.exception("running %s failed in the worker", holding.task)
-                outcome = Outcome("nack", reason=payload.error_summary(exc))
-            self._ended.put((holding, outcome, _now_ms()))
-            self._idle_runners += 1
-
-    def _run_here(self, holding: _Holding, deadline_ms: float | None) -> Outcome:
-        task, call = holding.task, holding.call
-        assert task is not None and call is not None
-        if task.isolation == "process":
-            return self._run_in_child(holding)
-        token = context.enter(functools.partial(self._context, holding, deadline_ms))
-        try:
-            if self._hooks.wanted("on_start", task.name):
-                self._hooks.call("on_start", task.name, context.current_job())
-            value = task.fn(*call.args, **call.kwargs)
-        except BaseException as exc:
-            return self._failed(exc)
-        finally:
-            context.leave(token)
-        return self._succeeded(task, value)
-
-    def _run_in_child(self, holding: _Holding) -> Outcome:
-        task = holding.task
-        assert task is not None
-        receipt = holding.job.receipt
-        with self._lock:
-            child = self._idle_children.pop() if self._idle_children else Child()
-            self._children[receipt] = child
-
-        def started() -> None:
-            """The child has the function: the run's deadline counts from now."""
-            with self._lock:
-                deadline_ms = self.ledger.begin(receipt, _now_ms())
-            if deadline_ms is not None:
-                self._deadlines_wake.set()
-
-        record = holding.job.record
-        call = ChildCall(
-            module=task.fn.__module__,
-            qualname=task.fn.__qualname__,
-            value=record.value,
-            headers=record.headers,
-            ref=str(JobRef(holding.topic, record.partition, record.offset)),
-            task=task.name,
-            attempt=holding.job.attempt,
-            key=record.key,
-            deadline=None if task.timeout_ms is None else time.time() + task.timeout_ms / 1000,
-        )
-        try:
-            answer = child.run(call, started)
-        finally:
-            with self._lock:
-                self._children.pop(receipt, None)
-                self._idle_children.append(child)
-        if answer is None:
-            return Outcome("nack", reason="the task's child process died before it answered")
-        if answer.note:
-            log.warning("task %s: %s", task.name, answer.note)
-        return Outcome(answer.action, answer.result, answer.reason, answer.delay_ms)
-
-    def _start_async(self, holding: _Holding, deadline_ms: float | None) -> None:
-        """On the event loop: start the run as a task (kept, to be cancelled at the deadline)."""
-        assert self._loop is not None
-        run = self._loop.create_task(self._run_async(holding, deadline_ms))
-        self._async_runs[holding.job.receipt] = run
-
-    async def _run_async(self, holding: _Holding, deadline_ms: float | None) -> None:
-        task, call = holding.task, holding.call
-        assert task is not None and call is not None
-        token = context.enter(functools.partial(self._context, holding, deadline_ms))
-        try:
-            if self._hooks.wanted("on_start", task.name):
-                await self._hooks.call_async("on_start", task.name, context.current_job())
-            value = await task.fn(*call.args, **call.kwargs)
-        except asyncio.CancelledError:
-            # Cancelled at its deadline (the ledger has its attempt failed already).
-            outcome = Outcome.timed_out(task.timeout_ms or 0)
-        except BaseException as exc:
-            outcome = self._failed(exc)
-        else:
-            outcome = self._succeeded(task, value)
-        finally:
-            context.leave(token)
-            self._async_runs.pop(holding.job.receipt, None)
-        self._ended.put((holding, outcome, _now_ms()))
-
-    @staticmethod
-    def _succeeded(task: Task[Any, Any], value: Any) -> Outcome:
-        outcome, why_not = outcomes.of_return(value)
-        if why_not:
-            log.warning("task %s: %s", task.name, why_not)
-        return outcome
 
     _failed = staticmethod(outcomes.of_error)
 
@@ -696,7 +517,7 @@ class Worker:
                 )
                 for h, outcome, at in ended
             ]
-            starting = ledger.startable(_now_ms())
+            starting = ledger.startable(monotonic_ms())
             self._lock.notify_all()  # room for the feeders
         for settle in settles:
             self._finished.put(settle)
@@ -704,123 +525,6 @@ class Worker:
         return 0.0
 
     # ------------------------------------------------------------ deadlines
-
-    def _deadlines_step(self) -> float:
-        """Fail the runs past their deadline now; the seconds until the next one."""
-        now = _now_ms()
-        with self._lock:
-            overdue = self.ledger.overdue(now)
-            following = self.ledger.next_deadline_ms()
-        for held in overdue:
-            self._stop_run(held, now)
-        return (
-            limits.worker_idle_wake_s
-            if following is None
-            else max(0.0, (following - _now_ms()) / 1000)
-        )
-
-    def _stop_run(self, held: Held, now_ms: float) -> None:
-        receipt = held.leased.receipt
-        holding = self._holding[receipt]
-        assert holding.task is not None
-        task = holding.task
-        ran_ms = now_ms - (held.started_ms or now_ms)
-        if task.isolation == "process":
-            child = self._children.get(receipt)
-            if child is not None:
-                child.kill()
-            how = "its process killed"
-        elif task.is_async:
-            run = self._async_runs.get(receipt)
-            if run is not None and self._loop is not None:
-                self._loop.call_soon_threadsafe(run.cancel)
-            how = "cancelled"
-        else:
-            how = (
-                "its thread cannot be stopped: the job keeps its slot, lease and key "
-                'until it returns (isolation="process" kills at the deadline)'
-            )
-        log.warning(
-            "%s %s timed out after %.0f ms (timeout_ms %s): %s",
-            task.name,
-            self._ref(held),
-            ran_ms,
-            task.timeout_ms,
-            how,
-            extra={"task": task.name, "job": str(self._ref(held)), "outcome": "timed out"},
-        )
-
-    def _in_flight(self) -> tuple[int, dict[str, int]]:
-        """(slots busy, jobs running per task), for the metrics."""
-        with self._lock:
-            running: dict[str, int] = {}
-            for held in self.ledger.held.values():
-                if held.started_ms is not None and held.stage in _RUNNING:
-                    task = held.leased.task or ""
-                    running[task] = running.get(task, 0) + 1
-            return self.ledger.busy, running
-
-    def _running(self) -> tuple[int, list[Running]]:
-        """(slots busy, the jobs running), for the announcements."""
-        now_ms, wall_ms = _now_ms(), time.time() * 1000
-        found: list[Running] = []
-        with self._lock:
-            for receipt, held in self.ledger.held.items():
-                holding = self._holding.get(receipt)
-                if held.started_ms is None or held.stage not in _RUNNING or holding is None:
-                    continue
-                call = holding.call
-                record = holding.job.record
-                found.append(
-                    Running(
-                        ref=str(JobRef(holding.topic, record.partition, record.offset)),
-                        task=held.leased.task or "",
-                        attempt=holding.job.attempt,
-                        started_ms=int(wall_ms - (now_ms - held.started_ms)),
-                        args=_excerpt(call),
-                    )
-                )
-            return self.ledger.busy, found
-
-    def _revoked_run(self, ref: str, reason: str) -> None:
-        """A revocation read (tasks/revocations.py): stop the run of job `ref` if it is
-        running here, and settle it dead with `reason` when it ends."""
-        with self._lock:
-            found = [
-                (receipt, holding)
-                for receipt, holding in self._holding.items()
-                if str(
-                    JobRef(holding.topic, holding.job.record.partition, holding.job.record.offset)
-                )
-                == ref
-            ]
-            for receipt, _ in found:
-                self._revoked[receipt] = reason
-        for receipt, holding in found:
-            task = holding.task
-            if task is None:
-                continue
-            if task.isolation == "process":
-                child = self._children.get(receipt)
-                if child is not None:
-                    child.kill()
-            elif task.is_async:
-                run = self._async_runs.get(receipt)
-                if run is not None and self._loop is not None:
-                    self._loop.call_soon_threadsafe(run.cancel)
-            else:
-                log.warning(
-                    "%s %s revoked while running: a thread cannot be stopped; it runs to "
-                    'its end and is then settled dead (isolation="process" or an async '
-                    "task stops at once)",
-                    task.name,
-                    ref,
-                )
-            log.info("%s %s revoked: %s", task.name, ref, reason)
-
-    def _ref(self, held: Held) -> JobRef:
-        record = self._holding[held.leased.receipt].job.record
-        return JobRef(held.leased.topic, record.partition, record.offset)
 
     def _deadlines_wake_wait(self, seconds: float) -> None:
         self._deadlines_wake.wait(seconds)
@@ -831,10 +535,10 @@ class Worker:
     def _leases_step(self) -> float:
         """Extend the leases due; the seconds until the next falls due."""
         with self._lock:
-            due = self.ledger.due_extensions(_now_ms())
+            due = self.ledger.due_extensions(monotonic_ms())
         for topic, receipts in due.items():
             visibility = self._visibility_ms[topic]
-            sent = _now_ms()
+            sent = monotonic_ms()
             jobs = [self._holding[r].job for r in receipts if r in self._holding]
             try:
                 self._queues[topic].extend(jobs, visibility)
@@ -852,166 +556,16 @@ class Worker:
         return (
             limits.worker_idle_wake_s
             if following is None
-            else max(0.0, (following - _now_ms()) / 1000)
+            else max(0.0, (following - monotonic_ms()) / 1000)
         )
 
     def _leases_wake_wait(self, seconds: float) -> None:
-        self._leases_asleep_until = _now_ms() + seconds * 1000
+        self._leases_asleep_until = monotonic_ms() + seconds * 1000
         self._leases_wake.wait(seconds)
         self._leases_wake.clear()
         self._leases_asleep_until = 0.0
 
     # ------------------------------------------------------------ settling
-
-    def _settle_step(self) -> float:
-        """Settle one batch of finished jobs (waits for the first); a None (one per
-        settler, once drained) ends the loop."""
-        first = self._finished.get()
-        if first is None:
-            return 0.0  # drained: _loops_stop is set, and the loop ends
-        batch = [first]
-        deadline = time.monotonic() + limits.worker_gather_s
-        while len(batch) < limits.worker_settle_batch_max:
-            try:
-                more = self._finished.get_nowait()
-            except queue.Empty:
-                if time.monotonic() >= deadline or not self.ledger.unfinished:
-                    break  # (nothing runs or waits: nothing more will finish soon)
-                time.sleep(limits.worker_gather_poll_s)
-                continue
-            if more is None:
-                self._finished.put(None)  # another settler's, or this one's next turn
-                break
-            batch.append(more)
-        try:
-            self._settle(batch)
-        finally:
-            with self._lock:
-                self.ledger.settled(s.receipt for s in batch)
-                for settle in batch:
-                    self._holding.pop(settle.receipt, None)
-                if not self.ledger.held:
-                    self._lock.notify_all()  # (a drain waits for nothing held)
-        return 0.0
-
-    def _settle(self, batch: list[Settle]) -> None:
-        acks: dict[str, list[Settle]] = {}
-        for settle in batch:
-            if settle.outcome.action == "ack":
-                acks.setdefault(settle.topic, []).append(settle)
-            else:
-                self._settle_one(settle)
-        for topic, done in acks.items():
-            queue_api = self._queues[topic]
-            jobs = [self._holding[s.receipt].job for s in done]
-            results = [s.outcome.result for s in done]
-            landed = self._call(functools.partial(queue_api.ack, jobs, results=results))
-            if landed:
-                self.stats.acked += len(done)
-            else:
-                self.stats.ack_failures += len(done)
-            for settle in done:
-                self._log(settle, landed)
-                if landed:
-                    self._after_settle(settle)
-
-    def _settle_one(self, settle: Settle) -> None:
-        queue_api = self._queues[settle.topic]
-        job, outcome = self._holding[settle.receipt].job, settle.outcome
-        action: Callable[[], None]
-        if outcome.action == "nack":
-            action = functools.partial(
-                queue_api.nack, job, delay_ms=outcome.delay_ms, reason=outcome.reason
-            )
-        elif outcome.action == "release":
-            action = functools.partial(
-                queue_api.release, job, delay_ms=outcome.delay_ms, reason=outcome.reason
-            )
-        else:
-            action = functools.partial(queue_api.discard, job, reason=outcome.reason)
-        landed = self._call(action)
-        if outcome.action != "release":
-            self.stats.failed += 1
-        self._log(settle, landed)
-        if landed:
-            self._after_settle(settle)
-
-    def _after_settle(self, settle: Settle) -> None:
-        """The outcome hooks of a settled job (tasks/hooks.py), in its context; its
-        metrics."""
-        point = self._outcome_point(settle)
-        if self.metrics is not None and point is not None and settle.task is not None:
-            outcome = {"on_success": "success", "on_retry": "retry"}.get(point, "dead")
-            timed_out = settle.outcome.reason.startswith("TimeoutError")
-            self.metrics.observe(settle.task, settle.ran_ms, outcome, timed_out)
-        if point is None or not self._hooks.wanted(point, settle.task):
-            return
-        job = self._context(self._holding[settle.receipt], None)
-        self._hooks.call_outcome(point, settle.task, job, settle.outcome)
-
-    def _outcome_point(self, settle: Settle) -> str | None:
-        if settle.task is None:
-            return None
-        attempt = self._holding[settle.receipt].job.attempt
-        return outcomes.hook_point(settle.outcome, attempt, self._max_attempts.get(settle.topic, 1))
-
-    def _call(self, settle: Callable[[], None]) -> bool:
-        """Settle, trying again while the broker cannot be reached; whether it landed
-        (a retry told the receipt is stale may follow a first try that landed before
-        its answer was lost: that counts as not known to have landed)."""
-        for attempt in range(limits.worker_settle_tries_max):
-            try:
-                settle()
-                return True
-            except LeaseExpired as exc:
-                self.stats.lost_leases += 1
-                log.warning("settled after its lease ended (%s)", exc)
-                return False
-            except BrookError as exc:
-                if exc.status < 500:
-                    log.error("settling failed: %s", exc)
-                    return False
-                log.warning("settling failed (%s); trying again", exc)
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-        log.error("settling failed: the broker could not be reached")
-        return False
-
-    def _log(self, settle: Settle, landed: bool) -> None:
-        outcome = settle.outcome
-        if landed and not log.isEnabledFor(logging.INFO):
-            return
-        holding = self._holding[settle.receipt]
-        record = holding.job.record
-        ref = JobRef(settle.topic, record.partition, record.offset)
-        name = settle.task or "(no task)"
-        verb = {"ack": "done", "nack": "failed", "discard": "dead", "release": "released"}[
-            outcome.action
-        ]
-        if not landed:
-            verb = {
-                "ack": "ran, but its ack failed: it will run again",
-                "nack": "failed, and its nack failed: it runs again once its lease ends",
-                "discard": "not run, and its discard failed",
-                "release": "not run here, and its release failed",
-            }[outcome.action]
-        reason = outcome.reason.splitlines()[0] if outcome.reason else ""
-        log.log(
-            logging.INFO if landed else logging.WARNING,
-            "%s %s %s in %.1f ms%s",
-            name,
-            ref,
-            verb,
-            settle.ran_ms,
-            f": {reason}" if reason else "",
-            extra={
-                "task": name,
-                "job": str(ref),
-                "attempt": holding.job.attempt,
-                "outcome": verb,
-                "ms": round(settle.ran_ms, 1),
-                **({"error": outcome.reason} if outcome.reason else {}),
-            },
-        )
 
 
 def _no_wait(seconds: float) -> None:
