@@ -1,4 +1,5 @@
-"""Make the sync client (src/brook/client/sync.py) from the async one (client/aio.py).
+"""Make the sync client (client/sync.py, sync_handles.py) from the async one (aio.py,
+aio_handles.py).
 
 The async client is the one written by hand; the sync one is the same code with the
 coroutines taken out, so the two can never drift apart (httpcore does the same with
@@ -14,11 +15,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "src/brook/client/aio.py"
-TARGET = ROOT / "src/brook/client/sync.py"
-HEADER = (
-    "# Made from client/aio.py by scripts/unasync.py: edit that file, then run `make unasync`.\n"
+PAIRS = (
+    (ROOT / "src/brook/client/aio.py", ROOT / "src/brook/client/sync.py"),
+    (ROOT / "src/brook/client/aio_handles.py", ROOT / "src/brook/client/sync_handles.py"),
 )
+HEADER = "# Made from client/{} by scripts/unasync.py: edit that file, then run `make unasync`.\n"
 
 DOCSTRING = (
     '"""`brook.connect_async(url)`: the broker\'s API over HTTP, as coroutines.\n',
@@ -26,6 +27,12 @@ DOCSTRING = (
 )
 WORDS = [
     # (pattern, replacement), in order
+    (r"\bbrook\.client\.aio_handles\b", "brook.client.sync_handles"),
+    (r"\bbrook\.client\.aio\b", "brook.client.sync"),
+    (
+        r"\(client/sync_handles\.py\) are made\nfrom this file",
+        "(this file) are made from\nclient/aio_handles.py",
+    ),
     (r"\bimport asyncio\b", "import time"),
     (r"\basyncio\.sleep\(", "time.sleep("),
     (r"\bhttpx\.AsyncClient\b", "httpx.Client"),
@@ -44,36 +51,38 @@ WORDS = [
 ]
 
 
-def unasync(text: str) -> str:
+def unasync(text: str, source: Path) -> str:
     text = text.replace(*DOCSTRING)
     for pattern, replacement in WORDS:
         text = re.sub(pattern, replacement, text)
-    return HEADER + text
+    return HEADER.format(source.name) + text
 
 
-def formatted(text: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout
+def formatted(text: str, target: Path) -> str:
+    """`text` with its imports sorted again (names change) and formatted, as ruff would."""
+    for command in (("check", "--select", "I", "--fix", "--quiet"), ("format",)):
+        text = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--stdin-filename", str(target), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return text
 
 
 def main(argv: list[str]) -> int:
-    made = formatted(unasync(SOURCE.read_text()))
-    if "--check" in argv:
-        if TARGET.read_text() != made:
+    for source, target in PAIRS:
+        made = formatted(unasync(source.read_text(), source), target)
+        if "--check" not in argv:
+            target.write_text(made)
+        elif not target.exists() or target.read_text() != made:
             print(
-                f"{TARGET.relative_to(ROOT)} is not what {SOURCE.relative_to(ROOT)} makes: "
-                "run `make unasync` (edit aio.py, never sync.py)",
+                f"{target.relative_to(ROOT)} is not what {source.relative_to(ROOT)} makes: "
+                f"run `make unasync` (edit {source.name}, never {target.name})",
                 file=sys.stderr,
             )
             return 1
-        return 0
-    TARGET.write_text(made)
     return 0
 
 

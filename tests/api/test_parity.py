@@ -11,14 +11,10 @@ from typing import Any
 import pytest
 
 from brook.broker import Broker
-from brook.client.aio import AsyncBroker, AsyncConsumer, AsyncEndpoint, AsyncQueue, AsyncTopic
-from brook.client.sync import (
-    RemoteBroker,
-    RemoteConsumer,
-    RemoteEndpoint,
-    RemoteQueue,
-    RemoteTopic,
-)
+from brook.client.aio import AsyncBroker
+from brook.client.aio_handles import AsyncConsumer, AsyncEndpoint, AsyncQueue, AsyncTopic
+from brook.client.sync import RemoteBroker
+from brook.client.sync_handles import RemoteConsumer, RemoteEndpoint, RemoteQueue, RemoteTopic
 from brook.delivery.handle import Endpoint
 from brook.groups.consumer import Consumer
 from brook.queue.handle import Queue

@@ -19,7 +19,7 @@ from brook.records import DeadRecord, Job, JobInfo, Record, UniqueAck
 
 
 class Queue:
-    EMBEDDED_ONLY = frozenset({"counts", "dead_errors", "dead_records", "next_due_ms"})
+    EMBEDDED_ONLY = frozenset({"counts", "next_due_ms"})
     """Looks for the dashboard and /metrics in this process (they write nothing)."""
 
     def __init__(self, group: QueueGroup) -> None:
