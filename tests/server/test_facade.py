@@ -11,7 +11,7 @@ import brook.server
 
 PARTS = {
     "core", "queues", "timers", "staging", "endpoint_store", "delivery", "groups",
-    "storage", "supervisor",
+    "storage", "supervisor", "lake", "joins", "schedules",
 }  # fmt: skip
 """Broker's attributes that hold its parts (tests and the broker itself use them)."""
 

@@ -11,7 +11,7 @@ import base64
 import collections
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from brook import __version__, limits
@@ -31,7 +31,6 @@ from brook.models import (
     TimerInfo,
     TimerPage,
 )
-from brook.partitioner import partition_for_key
 
 
 @dataclass
@@ -213,7 +212,15 @@ def topic(
     newer = end + limits.dashboard_records_per_page if end < log.end_offset else None
     if key:
         wanted = key.encode()
-        start, found = _scan_for_key(broker, name, partition, log.start_offset, end, wanted, form)
+        start, of_key = broker.records_of_key(
+            name,
+            partition,
+            wanted,
+            end,
+            limits.dashboard_records_per_page,
+            limits.dashboard_key_scan_records_max,
+        )
+        found = [_shown(record, form) for record in of_key]
         return TopicPage(
             name=name,
             partitions=rows,
@@ -224,11 +231,11 @@ def topic(
             key_filter=key,
             form=form,
             scanned=(start, end),
-            key_partition=partition_for_key(wanted, len(rows)),
+            key_partition=broker.partition_of_key(name, wanted),
             lake=_lake_of(broker, name),
         )
     start = max(log.start_offset, end - limits.dashboard_records_per_page)
-    shown = [_shown(r, form) for r in _records_between(broker, name, partition, start, end)]
+    shown = [_shown(r, form) for r in broker.records_between(name, partition, start, end)]
     return TopicPage(
         name=name,
         partitions=rows,
@@ -245,46 +252,9 @@ def topic(
 def _lake_of(broker: Broker, name: str) -> LakeStatus | None:
     """The topic's lake, when this broker keeps it in one (from the writer's memory:
     a page of a topic without a lake reads nothing more)."""
-    if broker.lake is None or not broker.lake.holds(name):
+    if not broker.lake_holds(name):
         return None
     return broker.lake_status(name)[0]
-
-
-def _scan_for_key(
-    broker: Broker, name: str, partition: int, first: int, end: int, key: bytes, form: str
-) -> tuple[int, list[Shown]]:
-    """Up to limits.dashboard_records_per_page records of `key` before `end`, newest first, looking through
-    at most limits.dashboard_key_scan_records_max offsets; returns where the scan stopped and what it found."""
-    found: list[Shown] = []
-    start = end
-    while start > first and end - start < limits.dashboard_key_scan_records_max:
-        low = max(first, start - limits.dashboard_key_scan_chunk_records)
-        chunk = [r for r in _records_between(broker, name, partition, low, start) if r.key == key]
-        wanted = limits.dashboard_records_per_page - len(found)
-        taken = chunk[-wanted:]  # the newest, shown; the rest wait for the next page
-        found.extend(_shown(record, form) for record in reversed(taken))
-        if len(chunk) >= wanted:
-            return taken[0].offset, found
-        start = low
-    return start, found
-
-
-def _records_between(
-    broker: Broker, name: str, partition: int, low: int, high: int
-) -> Iterator[Record]:
-    """The partition's records at offsets [low, high), in order, read a capped read at a
-    time (a read stops at read_bytes_max: big records come a few per read)."""
-    topic = broker.topic(name)
-    offset = low
-    while offset < high:
-        records = topic.read(partition, offset, high - offset)
-        for record in records:
-            if record.offset >= high:
-                return
-            yield record
-        if not records:
-            return
-        offset = records[-1].offset + 1
 
 
 def _shown(record: Record, form: str) -> Shown:

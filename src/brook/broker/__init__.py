@@ -10,10 +10,8 @@ releases the storage. If opening fails half-way, what was started is closed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -22,56 +20,40 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
-from brook import layout, limits, names, portal_links, validate
+from brook import limits, validate
 from brook import value_schema as value_schemas
-from brook.bridge import LoopBridge
+from brook.broker.endpoints import EndpointCalls
+from brook.broker.reads import ReadModels
 from brook.clock import Clock
 from brook.core import Core, Hooks, TopicState
-from brook.delivery import endpoint as delivery_endpoint
-from brook.delivery import handle as delivery_handle
-from brook.delivery import messages as delivery_messages
 from brook.delivery.addresses import Resolver, reach, system_resolver
 from brook.delivery.event_types import EventTypes
-from brook.delivery.handle import Endpoint
 from brook.delivery.service import Deliverer
 from brook.delivery.store import EndpointStore
-from brook.delivery.summary import Chosen, failing_now, summary
+from brook.delivery.summary import Chosen
 from brook.errors import (
     BadRequest,
-    EndpointNotFound,
     LakeOff,
-    PartitionNotFound,
     TopicNotFound,
 )
 from brook.groups.consumer import Consumer, GroupStore
 from brook.joins.service import JoinService
 from brook.lake.status import LakeWatch, lake_topics
 from brook.log.partition import LogSettings
-from brook.models import Backoff, Failure, TimerInfo, TimerPage, TimerSpec
-from brook.portal_links import PortalLinks
+from brook.models import Backoff, TimerInfo, TimerPage, TimerSpec
 from brook.queue.handle import Queue
 from brook.queue.store import QueueStore
 from brook.records import (
-    DeliverySummary,
-    EndpointInfo,
-    EventTypeInfo,
     JoinInfo,
     JoinSpec,
     LakeStatus,
-    MessageAttempts,
-    PartitionInfo,
-    PortalLink,
     ScheduleInfo,
-    StorageStats,
-    TimerStats,
     TopicConfig,
     TopicInfo,
 )
 from brook.schedules.service import ScheduleService, spec_of
 from brook.staging.service import StagingService
-from brook.stats import CommitStats
 from brook.storage import Storage
-from brook.storage.stats import storage_stats
 from brook.supervisor import Supervisor
 from brook.timers import checks as timer_checks
 from brook.timers.model import cursor_of, parse_cursor
@@ -99,31 +81,12 @@ class Service(Protocol):
 S = TypeVar("S", bound=Service)
 
 
-class Broker:
+class Broker(EndpointCalls, ReadModels):
     """A broker on one storage location. Use `brook.open` to make one."""
 
     EMBEDDED_ONLY = frozenset(
-        {
-            "bridge",
-            "join_settled",
-            "joins_idle",
-            "topic_info",
-            "partitions",
-            "offset_at",
-            "find_queue",
-            "queue_groups",
-            "stream_groups",
-            "commit_stats",
-            "timer_stats",
-            "storage_stats",
-            "failing",
-            "isolated",
-            "background_errors",
-            "isolated_task",
-            "delivery_summary",
-            "portal_key",
-            "failing_endpoints",
-        }
+        {name for name in vars(ReadModels) if not name.startswith("_")}
+        | {"join_settled", "joins_idle", "portal_key"}
     )
     """Read models and the event loop's bridge for the shells in this process (server,
     dashboard, /metrics); remote clients see the same state through the HTTP API."""
@@ -550,274 +513,9 @@ class Broker:
         timers, more = self.timers.list_pending(topic, low, high, position, count)
         return TimerPage(timers, None if more is None else cursor_of(*more))
 
-    # ------------------------------------------------------------ delivery
-
-    def message_attempts(self, webhook_id: str) -> list[MessageAttempts]:
-        """Every attempt to deliver the message whose requests carried `webhook_id` (the
-        `webhook-id` header: topic:partition:offset, or the record's brook.event-id),
-        endpoint by endpoint, those that tried it only. Raises BadRequest for an id
-        Brook does not send."""
-        self.core.check_open()
-        store = self.endpoint_store
-        found = []
-        for topic, partition, offset in delivery_messages.locate(
-            self.core, webhook_id, store.delivered_topics()
-        ):
-            for name in sorted(store.endpoints_on(topic)):  # not every endpoint
-                try:
-                    attempts = self.endpoint(name).attempts(topic, partition, offset)
-                except (TopicNotFound, EndpointNotFound, PartitionNotFound):
-                    continue  # it stopped delivering that topic (or partition), or just went
-                if attempts:
-                    found.append(MessageAttempts(endpoint=name, attempts=attempts))
-        return found
-
-    def create_endpoint(
-        self,
-        name: str,
-        url: str | None = None,
-        topics: Sequence[str] | None = None,
-        *,
-        secret: str | None = None,
-        headers: dict[str, str] | None = None,
-        timeout_ms: int | None = None,
-        max_in_flight: int | None = None,
-        rate_limit_per_s: int | None = None,
-        max_attempts: int | None = None,
-        backoff: Backoff | dict[str, Any] | None = None,
-        expire_after_ms: int | None = None,
-        disable_after_ms: int | None = None,
-        ordering: str | None = None,
-        enabled: bool | None = None,
-        start: str | None = None,
-        tenant: str | None = None,
-        event_types: Sequence[str] | None = None,
-        signature: str | None = None,
-    ) -> EndpointInfo:
-        """Create endpoint `name` (url and topics needed), or change the settings
-        given (None keeps a setting). Records of every topic matching `topics` (names
-        or glob patterns) appended from now on (or all retained, start="earliest") are
-        posted to `url`, signed. `tenant` names the customer it belongs to (keys naming
-        a tenant reach only its endpoints). The answer carries the secret when one was
-        made or given: it is shown this once. Raises BadRequest, InvalidName."""
-        self.core.check_open()
-        given = {
-            "url": url,
-            "topics": None if topics is None else list(topics),
-            "secret": secret,
-            "headers": headers,
-            "timeout_ms": timeout_ms,
-            "max_in_flight": max_in_flight,
-            "rate_limit_per_s": rate_limit_per_s,
-            "max_attempts": max_attempts,
-            "backoff": backoff,
-            "expire_after_ms": expire_after_ms,
-            "disable_after_ms": disable_after_ms,
-            "ordering": ordering,
-            "enabled": enabled,
-            "start": start,
-            "tenant": tenant,
-            "event_types": None if event_types is None else list(event_types),
-            "signature": signature,
-        }
-        endpoint, made = self.endpoint_store.put(
-            name, {k: v for k, v in given.items() if v is not None}
-        )
-        return delivery_handle.info(endpoint, made, self._endpoint_warnings(endpoint))
-
-    def _endpoint_warnings(self, endpoint: delivery_endpoint.Endpoint) -> list[str]:
-        """What a change accepted but that looks wrong: a pattern that takes no topic yet
-        (`evnets.*`), an event type the catalog has nothing for."""
-        warnings = [
-            f"topic pattern {pattern!r} matches no topic yet"
-            for pattern in self.endpoint_store.idle_patterns(endpoint)
-        ]
-        wanted = endpoint.settings.event_types or ()
-        warnings += [
-            f"event type {kind!r} matches no event type in the catalog"
-            for kind in self._catalog.unknown(wanted)
-        ]
-        return warnings
-
-    # ------------------------------------------------------------ portal
-
-    def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink:
-        """A link to the dashboard that shows tenant `tenant` its own endpoints (their
-        attempts, test, replay, resend, a new secret, disable and enable) and nothing
-        else, for `ttl_s` seconds, without an API key (server/ui/portal.py). Open it on
-        the server that serves this broker: `path` is `/ui/portal/<token>`.
-        Raises BadRequest."""
-        self.core.check_open()
-        validate.tenant(tenant)
-        ttl_s = validate.whole(ttl_s, "ttl_s", limits.portal_ttl_s_min, limits.portal_ttl_s_max)
-        expires_ms = self.core.now_ms() + ttl_s * 1000
-        token = PortalLinks(self.portal_key()).token(tenant, expires_ms)
-        return PortalLink(tenant=tenant, path=f"/ui/portal/{token}", expires_ms=expires_ms)
-
-    def portal_key(self) -> bytes:
-        """What portal links are signed with: kept in storage, made on first use (a
-        read-only broker cannot make one: ReadOnly)."""
-        raw = self.core.storage.read_all(layout.PORTAL_KEY)
-        if raw is not None and len(raw) == portal_links.KEY_BYTES:
-            return raw
-        self.core.check_writable("make the key portal links are signed with")
-        key = secrets.token_bytes(portal_links.KEY_BYTES)
-        self.core.storage.write_atomic(layout.PORTAL_KEY, key)
-        return key
-
-    # ------------------------------------------------------------ event types
-
-    def put_event_type(
-        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
-    ) -> EventTypeInfo:
-        """Add an event type to the catalog (`invoice.paid`), or change what is given of
-        it: a description, and a JSON Schema of its events' bodies (documentation for
-        receivers; appends are not checked against it). Raises BadRequest."""
-        self.core.check_open()
-        self.core.check_writable("add an event type")
-        return self._catalog.put(name, description, schema, self.core.now_ms())
-
-    def event_types(self) -> list[EventTypeInfo]:
-        """The catalog, by name."""
-        self.core.check_open()
-        return self._catalog.all()
-
-    def event_type(self, name: str) -> EventTypeInfo:
-        """One type of the catalog. Raises EventTypeNotFound."""
-        self.core.check_open()
-        return self._catalog.get(name)
-
-    def delete_event_type(self, name: str) -> None:
-        """Remove a type from the catalog (records carrying it are not touched).
-        Raises EventTypeNotFound."""
-        self.core.check_open()
-        self.core.check_writable("delete an event type")
-        self._catalog.delete(name)
-
-    def endpoints(self) -> list[EndpointInfo]:
-        """Every endpoint, by name (no secrets)."""
-        self.core.check_open()
-        return [delivery_handle.info(e) for e in self.endpoint_store.endpoints()]
-
-    def endpoint(self, name: str) -> Endpoint:
-        """A handle on endpoint `name`: stats, attempts, redrive, enable, disable,
-        test. Raises EndpointNotFound."""
-        self.core.check_open()
-        return Endpoint(self.endpoint_store, self.delivery, name)
-
-    def delete_endpoint(self, name: str) -> None:
-        """Delete the endpoint and its queue groups: records not yet delivered never
-        will be. Raises EndpointNotFound."""
-        self.endpoint_store.delete(name)
-
-    # ------------------------------------------------------------ for the shells
     # What the server, the dashboard, /metrics and the CLI read and call: read models
     # (plain values), handles, and the event loop's bridge. The shells see nothing else
     # of the broker (pyproject.toml's import contracts, tests/test_facade.py).
-
-    def bridge(self, loop: asyncio.AbstractEventLoop) -> LoopBridge:
-        """Appends and long-poll waits for coroutines on `loop`; close it when done."""
-        self.core.check_open()
-        return LoopBridge(self.core, self.groups, self.queues, loop)
-
-    def topic_info(self, name: str) -> TopicInfo:
-        """A topic's settings and end offsets. Raises InvalidName, TopicNotFound."""
-        self.core.check_open()
-        return self.core.topic_state(validate.topic_name(name)).info()
-
-    def partitions(self, name: str) -> list[PartitionInfo]:
-        """Each partition of topic `name` (Brook's own topics too) as it stands."""
-        self.core.check_open()
-        return [
-            PartitionInfo(
-                partition=log.partition,
-                start_offset=log.start_offset,
-                end_offset=log.durable_offset,
-                bytes=sum(s.durable_bytes for s in log.segments),
-                segments=len(log.segments),
-            )
-            for log in self.core.topic_state(name).logs
-        ]
-
-    def offset_at(self, name: str, partition: int, at_ms: int) -> int:
-        """The first offset of `partition` stamped at or after `at_ms` (the end if none)."""
-        self.core.check_open()
-        return self.core.topic_state(name).log(partition).offset_at(at_ms)
-
-    def find_queue(self, topic: str, group: str) -> Queue | None:
-        """Queue group `group` on `topic` if the broker has it (a look creates nothing)."""
-        self.core.check_open()
-        found = self.queues.find(topic, group)
-        return Queue(found) if found is not None else None
-
-    def queue_groups(self, delivery: bool = True) -> list[Queue]:
-        """Every queue group, Brook's own (delivery's, named __...) too; without
-        delivery's with `delivery=False` (no handle made for them: /metrics at
-        thousands of endpoints)."""
-        self.core.check_open()
-        groups = self.queues.groups()
-        if delivery:
-            return [Queue(group) for group in groups]
-        prefix = names.ENDPOINT_GROUP_PREFIX
-        return [Queue(group) for group in groups if not group.group.startswith(prefix)]
-
-    def stream_groups(self, stored: bool = False) -> list[Consumer]:
-        """The stream groups in use since the start; with `stored`, every group whose
-        position is stored (a listing of storage)."""
-        self.core.check_open()
-        return self.groups.stored() if stored else self.groups.consumers()
-
-    def commit_stats(self) -> CommitStats:
-        """What the committer did since the start (records, bytes, batches, fsyncs)."""
-        return self.core.commit_stats
-
-    def timer_stats(self) -> TimerStats:
-        self.core.check_open()
-        return self.timers.summary()
-
-    def storage_stats(self) -> StorageStats:
-        return storage_stats(self.core.storage)
-
-    def delivery_summary(self) -> DeliverySummary:
-        """Delivery over every endpoint (/metrics' aggregates), and the endpoints to give
-        series of their own: those failing now, then those of `metrics_endpoints`, at
-        most limits.metrics_endpoints_shown_max, and which of their queue groups
-        (delivery/summary.py)."""
-        self.core.check_open()
-        return summary(
-            self.delivery,
-            self._metrics_chosen,
-            limits.metrics_endpoints_shown_max,
-            limits.metrics_endpoint_groups_shown_max,
-        )
-
-    def failing_endpoints(self) -> set[str]:
-        """The endpoints failing now (delivery/summary.py's rule), for the dashboard."""
-        self.core.check_open()
-        return failing_now(self.delivery)
-
-    def failing(self) -> list[Failure]:
-        """Background loops (or their tasks) failing now, that stop the broker's work."""
-        return self.supervisor.failing()
-
-    def isolated(self) -> list[Failure]:
-        """Work for one subject (an endpoint, a queue group) failing now; the rest go on."""
-        return self.supervisor.isolated()
-
-    def isolated_task(self, loop: str, task: str) -> contextlib.AbstractContextManager[None]:
-        """Run a shell's own background task (the dashboard's ticker) supervised: an
-        error is logged and shown as `loop`'s alone (isolated, in /v1/health and
-        /metrics) until the task next succeeds; it is not raised, except Closed."""
-        return self.supervisor.isolate(loop, loop, task)
-
-    def background_errors(self) -> dict[str, int]:
-        """Errors of each background loop since the start (each logged, then retried)."""
-        return self.supervisor.errors()
-
-    @property
-    def fenced(self) -> threading.Event:
-        """Set once another broker took the storage over (S3); never set on a directory."""
-        return self.core.storage.fenced
 
     # ------------------------------------------------------------ running
 
