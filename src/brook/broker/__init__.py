@@ -85,7 +85,7 @@ class Broker(EndpointCalls, ReadModels):
     """A broker on one storage location. Use `brook.open` to make one."""
 
     EMBEDDED_ONLY = frozenset(
-        {name for name in vars(ReadModels) if not name.startswith("_")}
+        {name for name, part in vars(ReadModels).items() if callable(part) and name[0] != "_"}
         | {"join_settled", "joins_idle", "portal_key"}
     )
     """Read models and the event loop's bridge for the shells in this process (server,
