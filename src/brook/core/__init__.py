@@ -19,7 +19,6 @@ import gc
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TypeVar
 
 import msgspec
@@ -29,25 +28,23 @@ from brook.clock import Clock
 from brook.codec.batch import ClientBatches, Columns
 from brook.commit import AppendRequest, Committer, Waiter
 from brook.commit.refusing import RefusingCommitter
+from brook.core.recovery import Recovery
+from brook.core.topics import Hooks, Needed, RetentionHold, TopicState, open_unless_deleted
 from brook.errors import (
     BrookError,
     Closed,
     Conflict,
-    CorruptData,
     PartitionNotFound,
     ReadOnly,
-    StorageError,
     TopicNotFound,
 )
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import LogSettings, PartitionLog
-from brook.log.replay import replay
 from brook.log.wal import WriteAheadLog
-from brook.log.wal import recover as wal_recover
 from brook.name_locks import NameLocks
-from brook.partitioner import RoundRobin, partition_for_key
+from brook.partitioner import partition_for_key
 from brook.ranges import Ranges
-from brook.records import Ack, TopicConfig, TopicInfo
+from brook.records import Ack, TopicConfig
 from brook.stats import CommitStats
 from brook.storage import Storage
 from brook.storage.readonly import ReadOnlyStorage
@@ -57,118 +54,8 @@ log = logging.getLogger("brook")
 
 T = TypeVar("T")
 
-_decode_config = msgspec.json.Decoder(TopicConfig).decode
 
-Needed = Callable[[int, int], Ranges]
-"""For retention: the offsets from `base` to before `next_offset` still needed."""
-RetentionHold = Callable[[str, int], Needed | None]
-"""A service's say in retention: for (topic, partition), what it still needs."""
-
-
-@dataclass(frozen=True, eq=False)
-class Hooks:
-    """What a service asks the core to tell it (`Core.register`); each is optional.
-
-    The core calls them on its own threads: `on_round` on the syncer's after every
-    commit round (with the topics it wrote to; all of them at close), the others with
-    the writer role. None may wait for the committer, and `on_round` must be quick.
-    """
-
-    name: str
-    """Names the service in logs and as its maintenance task."""
-    on_round: Callable[[frozenset[str]], None] | None = None
-    on_topic_created: Callable[[str], None] | None = None
-    """Once a topic exists."""
-    on_topic_deleted: Callable[[str], None] | None = None
-    """Once a topic's records are gone: forget what the service kept for it."""
-    on_group_deleted: Callable[[str, str], None] | None = None
-    """Once a queue group (topic, group) and its status log are gone."""
-    maintain: Callable[[], None] | None = None
-    """Run at every maintenance, supervised as its own task."""
-    retention_hold: RetentionHold | None = None
-    status_log_hold: Callable[[str, str], int | None] | None = None
-    """For a queue group (topic, group): the status-log offset below which the
-    service no longer needs its entries (None: it needs none)."""
-
-
-class TopicState:
-    """A topic's settings and its partition logs, opened when first wanted.
-
-    A broker that opens storage reads every topic's config, but not its logs: those are
-    opened by the first call that needs them (or soon after start, in the background),
-    so a take-over serves within the time of a config read per topic, not of opening
-    every log (on S3, a dozen requests a topic; docs/ARCHITECTURE.md, "Recovery")."""
-
-    def __init__(
-        self,
-        name: str,
-        config: TopicConfig,
-        logs: list[PartitionLog] | None = None,
-        opener: Callable[[TopicState], list[PartitionLog]] | None = None,
-    ) -> None:
-        self.name = name
-        self.config = config
-        self._logs = logs
-        self._opener = opener
-        """Opens the logs of a topic stored before this broker started (a topic made
-        here is given its logs, and has none)."""
-        self._opening = threading.Lock()
-        self._ended: str | None = None
-        """Why the logs can no longer be opened (the topic deleted, the broker closed)."""
-        self.spread = RoundRobin()
-        """Picks the partition of records without a key."""
-
-    @property
-    def logs(self) -> list[PartitionLog]:
-        """The partition logs, opened now if they are not yet (by the first caller; the
-        others wait for it). Raises what opening raises (StorageError, CorruptData: the
-        next call tries again), TopicNotFound once deleted, Closed once closed."""
-        logs = self._logs
-        if logs is not None:
-            return logs
-        with self._opening:
-            if self._logs is None:
-                if self._ended is not None:
-                    raise (Closed if self._ended == "closed" else TopicNotFound)(
-                        f"topic {self.name} is {self._ended}"
-                    )
-                assert self._opener is not None
-                self._logs = self._opener(self)
-            return self._logs
-
-    @property
-    def opened(self) -> bool:
-        """Whether the logs are open (or can no longer be: deleted, closed)."""
-        return self._logs is not None or self._ended is not None
-
-    def end(self, why: str) -> list[PartitionLog]:
-        """The topic is deleted or the broker closed (`why`): its open logs, for the
-        caller to close; none will be opened again."""
-        with self._opening:
-            self._ended = why
-            logs, self._logs = self._logs or [], None
-        return logs
-
-    def info(self) -> TopicInfo:
-        return TopicInfo(
-            name=self.name,
-            partitions=self.config.partitions,
-            retention_ms=self.config.retention_ms,
-            retention_bytes=self.config.retention_bytes,
-            compaction=self.config.compaction,
-            end_offsets={p.partition: p.durable_offset for p in self.logs},
-            lake=self.config.lake,
-            value_schema=self.config.value_schema,
-        )
-
-    def log(self, partition: int) -> PartitionLog:
-        """The partition's log; PartitionNotFound if the topic has no such partition."""
-        if not 0 <= partition < self.config.partitions:
-            raise PartitionNotFound(f"topic {self.name} has no partition {partition}")
-        return self.logs[partition]
-
-
-class Core:
+class Core(Recovery):
     def __init__(
         self,
         storage: Storage,
@@ -283,173 +170,6 @@ class Core:
         """The broker's wall clock, in ms since the epoch."""
         return self.clock.now_ms()
 
-    # ------------------------------------------------------------ recovery
-
-    def _topic_names(self) -> list[str]:
-        """Every topic stored, by name (one without its config is skipped when opened:
-        a crash while it was made). A storage that can list one level of folders
-        (`folders`) is asked for those, not every file below."""
-        folders = getattr(self.storage, "folders", None)
-        if folders is not None:
-            return sorted(folders(layout.TOPICS))  # those without a config: skipped on open
-        return sorted(
-            {
-                n.split("/")[1]
-                for n in self.storage.list(layout.TOPICS)
-                if n.endswith("/" + layout.TOPIC_CONFIG_FILE)
-            }
-        )
-
-    def _recover_topics(self) -> None:
-        def keep(state: TopicState | None) -> None:
-            if state is not None:
-                self._topics[state.name] = state
-
-        side_by_side.each(self.storage, self._topic_names(), self._find_topic, keep)
-        self._names = sorted(self._topics)
-        if self._topics:
-            log.info("found %d topics", len(self._topics))
-
-    def _find_topic(self, name: str) -> TopicState | None:
-        """The stored topic, its logs not opened yet; None if its config was never written
-        (a topic exists once its config is durable: a crash while it was made leaves a
-        folder only). A read-only broker opens them now: it reads the owner's WAL into them."""
-        raw = self.storage.read_all(layout.topic_config(name))
-        if raw is None:
-            return None
-        state = TopicState(name, _decode_config(raw), opener=self._open_logs)
-        if self.read_only:
-            state.logs  # noqa: B018  (opened now)
-        return state
-
-    def _open_logs(self, state: TopicState) -> list[PartitionLog]:
-        """Open a stored topic's logs (TopicState.logs): once the broker serves, also
-        learn their recent idempotency keys, before any append can reach them."""
-        self.check_open()
-        logs: list[PartitionLog] = []
-        try:
-            for p in range(state.config.partitions):
-                logs.append(self.open_log(state.name, p))
-            if self._serving and not self.read_only:
-                for timestamp, key, partition, offset in self._recent_keys(logs):
-                    self.idempotency.add(state.name, key, Ack(partition, offset, timestamp))
-        except BaseException:
-            for opened in logs:
-                opened.close()
-            raise
-        log.debug("opened topic %s: end offsets %s", state.name, [p.durable_offset for p in logs])
-        return logs
-
-    def open_topics(self) -> float:
-        """Open the logs of topics no call has needed yet, a slice at a time, side by
-        side (the "opening" loop after start); seconds until the next slice, or stop."""
-        waiting = [state for state in self._topics.values() if not state.opened]
-        if not waiting:
-            self._opening_done.set()
-            return 0.0
-        side_by_side.each(
-            self.storage, waiting[: limits.open_slice_topics], _open_unless_deleted, lambda _: None
-        )
-        return 0.0
-
-    def _replay_wal(self, keep: bool = True) -> WriteAheadLog | None:
-        """Put what the write-ahead log holds past its checkpoint into the segments,
-        make them durable, and start the WAL afresh after it (log/replay.py); without
-        `keep`, delete it instead (a broker that syncs each partition per round)."""
-        found = wal_recover(self.storage)
-        if found.problem is not None:
-            log.warning(
-                "write-ahead log: a round after position %d was cut short by the crash "
-                "(never acknowledged): %s",
-                found.end,
-                found.problem,
-            )
-
-        # Logs the services own (status logs, the timer log) are opened for the replay
-        # alone, and again by their service afterwards.
-        others: dict[tuple[str, int], PartitionLog | None] = {}
-
-        def find_log(topic: str, partition: int) -> PartitionLog | None:
-            if topic in self._topics:
-                return self._topic_log(topic, partition)  # opens the topic's logs
-            if (topic, partition) not in others:
-                prefix = layout.partition_prefix(topic, partition)
-                stored = any(n.endswith(layout.SEGMENT_SUFFIX) for n in self.storage.list(prefix))
-                others[(topic, partition)] = self.open_log(topic, partition) if stored else None
-            return others[(topic, partition)]
-
-        try:
-            replayed = replay(found.entries, find_log, self.now_ms())
-            for partition_log in replayed.logs:
-                partition_log.sync()
-        finally:
-            for other in others.values():
-                if other is not None:
-                    other.close()
-        if not keep:
-            self.storage.delete_prefix(layout.WAL)
-            return None
-        wal = WriteAheadLog(self.storage, min(limits.wal_file_bytes_max, self._wal_bytes_max // 4))
-        wal.start(found.end, self.now_ms())
-        return wal
-
-    def _read_wal(self) -> None:
-        """Beside an owner (read-only): what its write-ahead log holds past its checkpoint,
-        read into the topics in memory, so this reader sees every record the owner had
-        acknowledged when it opened (on object storage, segments hold only what the
-        owner's checkpoints stored). A WAL the owner let go of meanwhile is read again."""
-        for _ in range(limits.wal_read_attempts):
-            try:
-                found = wal_recover(self.storage)
-                break
-            except (CorruptData, StorageError) as exc:
-                log.debug("the owner's write-ahead log changed while it was read: %s", exc)
-        else:
-            log.warning("the owner's write-ahead log kept changing: reading the segments only")
-            return
-
-        try:
-            replay(found.entries, self._topic_log, self.now_ms())
-        except CorruptData as exc:  # the owner moved on while this reader looked
-            log.warning("reading the owner's write-ahead log stopped: %s", exc)
-
-    def _topic_log(self, topic: str, partition: int) -> PartitionLog | None:
-        """The log of a topic's partition, or None when the topic or partition is gone."""
-        state = self._topics.get(topic)
-        if state is None or not 0 <= partition < state.config.partitions:
-            return None
-        return state.logs[partition]
-
-    def _rebuild_idempotency(self) -> None:
-        """The recent idempotency keys of the topics opened while starting (those the
-        write-ahead log named); every other topic's are read as its logs open."""
-        found: list[tuple[int, str, bytes, int, int]] = []
-        for state in self._topics.values():
-            if state.opened:
-                found += [(t, state.name, k, p, o) for t, k, p, o in self._recent_keys(state.logs)]
-        for timestamp, topic, key, partition, offset in sorted(found):
-            self.idempotency.add(topic, key, Ack(partition, offset, timestamp))
-        self._serving = True
-
-    def _recent_keys(self, logs: list[PartitionLog]) -> list[tuple[int, bytes, int, int]]:
-        """(timestamp, key, partition, offset) of the idempotency keys in `logs` that are
-        still within the window."""
-        since = self.now_ms() - self.idempotency.window_ms
-        return [
-            (timestamp, key, partition_log.partition, offset)
-            for partition_log in logs
-            for key, offset, timestamp in partition_log.scan_idempotency(since)
-        ]
-
-    def open_log(
-        self, topic: str, partition: int, settings: LogSettings | None = None
-    ) -> PartitionLog:
-        """Open (or create) one partition log. Creating writes files, so it needs the
-        writer role, or for a topic not served yet, its lock (_make_topic)."""
-        return PartitionLog.open(
-            self.storage, topic, partition, settings or self.settings, self.now_ms()
-        )
-
     # ------------------------------------------------------------ topics
 
     def topic_state(self, name: str, create: bool = False) -> TopicState:
@@ -474,7 +194,7 @@ class Core:
         states = [state for _, state in sorted(self._topics.items())]
         if opened:
             waiting = [state for state in states if not state.opened]
-            side_by_side.each(self.storage, waiting, _open_unless_deleted, lambda _: None)
+            side_by_side.each(self.storage, waiting, open_unless_deleted, lambda _: None)
         return states
 
     def topics_starting(self, prefixes: Iterable[str]) -> list[str]:
@@ -758,11 +478,6 @@ class Core:
                 partition_log.close()
 
 
-def _open_unless_deleted(state: TopicState) -> None:
-    with contextlib.suppress(TopicNotFound):  # deleted since the slice was chosen
-        state.logs  # noqa: B018  (opens them)
-
-
 def _files_budget(storage: Storage) -> int:
     """How many files the storage keeps open at most (its descriptor budget), for the
     checkpoints to begin before unsynced segments fill it."""
@@ -866,3 +581,6 @@ def _differences(have: TopicConfig, asked: TopicConfig) -> str:
         for name in have.__struct_fields__
         if getattr(have, name) != getattr(asked, name)
     )
+
+
+__all__ = ["Core", "Hooks", "RetentionHold", "TopicState", "acks_in_order", "route"]
