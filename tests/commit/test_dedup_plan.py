@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brook.codec.batch import Columns
-from brook.commit.committer import AppendRequest
 from brook.commit.dedup import Plan
+from brook.commit.requests import AppendRequest
 from brook.idempotency import IdempotencyIndex
 from brook.records import Ack
 

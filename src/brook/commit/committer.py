@@ -44,10 +44,10 @@ from itertools import repeat
 from typing import Any
 
 from brook import limits
-from brook.codec.batch import ClientBatches, Columns
 from brook.commit.checkpoint import Checkpointer, Dirty
 from brook.commit.dedup import Inflight, Plan
 from brook.commit.policy import flush_delay
+from brook.commit.requests import AppendRequest, Waiter, answer_with, call_back
 from brook.errors import BrookError, Closed, Overloaded, StorageError
 from brook.idempotency import IdempotencyIndex
 from brook.log.partition import PartitionLog, Written
@@ -62,48 +62,6 @@ log = logging.getLogger("brook.commit")
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time."""
-
-
-class AppendRequest:
-    """Records bound for one partition from one caller, and the answer to them."""
-
-    __slots__ = ("acks", "answered", "columns", "error", "log", "on_done")
-
-    def __init__(
-        self,
-        log: PartitionLog,
-        columns: Columns | ClientBatches,
-        on_done: Callable[[AppendRequest], None] | None = None,
-    ) -> None:
-        self.log = log
-        self.columns = columns
-        self.on_done = on_done
-        self.acks: list[Ack] | None = None
-        self.error: BrookError | None = None
-        self.answered = False
-
-    def result(self) -> list[Ack]:
-        """The acks, or the error raised; only valid once the request is answered."""
-        if self.error is not None:
-            raise self.error
-        assert self.acks is not None
-        return self.acks
-
-
-class Waiter:
-    """Blocks a calling thread until its request is answered (a pre-locked lock is the cheapest wake-up)."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def __call__(self, request: AppendRequest) -> None:
-        self._lock.release()
-
-    def wait(self) -> None:
-        self._lock.acquire()
 
 
 class _Control:
@@ -313,7 +271,7 @@ class Committer:
         closed = Closed("the broker is closed")
         for item in left:
             if isinstance(item, AppendRequest):
-                _answer_with(item, closed)
+                answer_with(item, closed)
             else:
                 item.error = closed
                 item.done.set()
@@ -396,7 +354,7 @@ class Committer:
                         self.supervisor.failed("committer", exc)
                         error = StorageError(f"internal error while writing: {exc!r}")
                         for request in requests:
-                            _answer_with(request, error)
+                            answer_with(request, error)
                     else:
                         self._hand_to_syncer(batches)
                         self.supervisor.succeeded("committer")
@@ -595,7 +553,7 @@ class Committer:
                 error = StorageError(f"internal error while syncing: {exc!r}")
                 for batch in batches:
                     for request in batch.group:
-                        _answer_with(request, error)
+                        answer_with(request, error)
             finally:
                 batches = []  # hold no round's records while waiting for the next
                 with self._sync_cond:
@@ -724,28 +682,7 @@ class Committer:
                 request.error = batch.error
         batch.plan = None  # the plan refers to its batch: free the round's records now, not at gc
         for request in batch.group:
-            _call_back(request)
-
-
-def _call_back(request: AppendRequest) -> None:
-    """Tell the caller its request is answered; a callback that fails is the
-    caller's bug, logged, and never stops the answers to others."""
-    request.answered = True
-    if request.on_done is None:
-        return
-    try:
-        request.on_done(request)
-    except Exception:
-        log.exception("a caller's completion callback failed")
-
-
-def _answer_with(request: AppendRequest, error: BrookError) -> None:
-    """Answer a request not answered yet with `error` (acks already made stand)."""
-    if request.answered:
-        return
-    if request.acks is None and request.error is None:
-        request.error = error
-    _call_back(request)
+            call_back(request)
 
 
 def _as_brook_error(partition_log: PartitionLog, exc: Exception) -> BrookError:

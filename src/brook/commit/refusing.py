@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from brook.commit.committer import AppendRequest
+from brook.commit.requests import AppendRequest
 from brook.errors import ReadOnly
 from brook.records import Ack
 from brook.stats import CommitStats
