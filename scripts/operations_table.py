@@ -14,7 +14,7 @@ from pathlib import Path
 from brook.operations import TABLE, Operation
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "PROTOCOL.md"
-BEGIN = "<!-- operations: made by scripts/operations_table.py from brook/operations.py -->"
+BEGIN = "<!-- operations: made by scripts/operations_table.py from brook/operations/ -->"
 END = "<!-- end of operations -->"
 
 
