@@ -17,7 +17,7 @@ from brook.errors import (
 )
 from brook.models import Failure
 from brook.operations import OPERATIONS, TABLE
-from brook.server import adapter, openapi
+from brook.server import adapter, openapi, pipeline
 from brook.server.adapter import Executors
 from brook.server.auth import Authenticator, may_use
 from brook.server.endpoints import EndpointEndpoints
@@ -26,7 +26,7 @@ from brook.server.joins import JoinEndpoints
 from brook.server.lake import LakeEndpoints
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
-from brook.server.router import Router
+from brook.server.router import Route, Router
 from brook.server.schedules import ScheduleEndpoints
 from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
@@ -97,19 +97,8 @@ class Api:
             return page
         template = "unmatched"
         try:
-            try:
-                route, params = self.router.match(request.method, request.path)
-            except BrookError:
-                if self.auth.enabled:  # with keys, only a key holder learns what exists
-                    self.auth.identify(request.headers.get("authorization"))
-                raise
+            route, params, request.key = pipeline.route(self.router, request, request.path, self)
             template = route.template
-            if self.auth.enabled and route.scope is not None:
-                request.key = self.auth.check(
-                    request.headers.get("authorization"), route.scope, params.get("topic")
-                )
-            if request.query:
-                self._check_query(request, route.template)
             response: Response = await route.handler(request, **params)
         except BrookError as exc:
             response = error_response(exc)
@@ -120,9 +109,26 @@ class Api:
         self.requests.add(template, request.method, response.status)
         return response
 
-    def _check_query(self, request: Request, template: str) -> None:
+    # ------------------------------------------------------------ the caller (pipeline.py)
+
+    @property
+    def keys(self) -> bool:
+        return self.auth.enabled
+
+    def identify(self, request: Request) -> Any:
+        return self.auth.identify(request.headers.get("authorization"))
+
+    def admit(self, request: Request, scope: str, topic: str | None) -> Any:
+        if not self.auth.enabled:
+            return None
+        return self.auth.check(request.headers.get("authorization"), scope, topic)
+
+    def prepare(self, request: Request, route: Route) -> None:
         """Refuse query parameters the route does not take: a misspelt `?ofset=5` would
         otherwise be ignored and the default used."""
+        if not request.query:
+            return
+        template = route.template
         method = "GET" if request.method == "HEAD" else request.method
         known = self._query_names.get((method, template), ())
         for name in request.query:

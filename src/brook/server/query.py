@@ -41,6 +41,13 @@ def number(query: dict[str, str], name: str, default: int | None = None, low: in
     return whole(text, name, low)
 
 
+def whole_or(query: dict[str, str], name: str, default: int | None) -> int | None:
+    """The query parameter `name` as a whole number, read as `whole` reads it; `default`
+    when it is absent or empty (a form's field left blank: the dashboard's pages)."""
+    text = query.get(name)
+    return default if not text else whole(text, name)
+
+
 def flag(query: dict[str, str], name: str, default: bool) -> bool:
     """The query parameter `name` as true or false."""
     text = query.get(name)

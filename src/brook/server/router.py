@@ -10,6 +10,9 @@ from brook.errors import MethodNotAllowed, NotFound
 from brook.operations import Operation
 
 Handler = Callable[..., Awaitable[Any]]
+SCOPES = (None, "any", "produce", "consume", "admin")
+"""What a route may need, the API's and the dashboard's alike: nothing, any valid key (or
+login), or a key with that scope."""
 
 
 class Route(NamedTuple):
@@ -35,6 +38,8 @@ class Router:
         self.add(operation.method, operation.path, handler, operation.scope)
 
     def add(self, method: str, template: str, handler: Handler, scope: str | None) -> None:
+        if scope not in SCOPES:
+            raise ValueError(f"{method} {template}: scope {scope!r} is none of {SCOPES}")
         segments = tuple(template.strip("/").split("/"))
         route = Route(handler, template, scope)
         for _, methods, known in self._routes:

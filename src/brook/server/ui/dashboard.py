@@ -39,9 +39,11 @@ from brook.errors import (
 )
 from brook.models import EndpointInfo
 from brook.portal_links import PortalLinks
+from brook.server import pipeline
 from brook.server.auth import Authenticator, endpoint_beyond, may_use
 from brook.server.http import Request, Response
-from brook.server.router import Router
+from brook.server.query import whole_or
+from brook.server.router import Route, Router
 from brook.server.ui import portal, render, views
 from brook.server.ui import workers as worker_views
 from brook.server.ui.session import CSRF_COOKIE, SESSION_COOKIE, Signer, cookies, set_cookie
@@ -126,31 +128,32 @@ class Dashboard:
         self._ticker: asyncio.Task[None] | None = None
         self.templates = render.environment()
         self.router = Router()
-        """Every page and action, with the scope it needs: None (anyone: the login, the
-        static files), "view" (a logged-in key; pages of a topic also need the key to
-        cover the topic), "admin" (a key with the admin scope)."""
+        """Every page and action, with the scope it needs, in the API's words
+        (router.SCOPES): None (anyone: the login, the static files), "any" (a logged-in
+        key; pages of a topic also need the key to cover the topic), "admin" (a key
+        with the admin scope)."""
         q = PREFIX + "/queues/{topic}/{group}"
         for method, path, handler, scope in (
             ("GET", PREFIX + "/static/{name}", self.static, None),
             ("GET", PREFIX + "/login", self.login_page, None),
             ("GET", PREFIX + "/portal/{token}", self.open_portal, None),
             ("POST", PREFIX + "/login", self.login, None),
-            ("POST", PREFIX + "/logout", self.logout, "view"),
-            ("GET", PREFIX, self.overview, "view"),
-            ("GET", PREFIX + "/topics/{topic}", self.topic, "view"),
-            ("GET", PREFIX + "/groups", self.groups, "view"),
-            ("GET", PREFIX + "/queues", self.queues, "view"),
-            ("GET", q, self.queue, "view"),
-            ("GET", q + "/trace", self.trace, "view"),
-            ("GET", q + "/redrive", self.redrive_page, "view"),
+            ("POST", PREFIX + "/logout", self.logout, "any"),
+            ("GET", PREFIX, self.overview, "any"),
+            ("GET", PREFIX + "/topics/{topic}", self.topic, "any"),
+            ("GET", PREFIX + "/groups", self.groups, "any"),
+            ("GET", PREFIX + "/queues", self.queues, "any"),
+            ("GET", q, self.queue, "any"),
+            ("GET", q + "/trace", self.trace, "any"),
+            ("GET", q + "/redrive", self.redrive_page, "any"),
             ("POST", q + "/redrive", self.redrive, "admin"),
-            ("GET", PREFIX + "/workers", self.workers, "view"),
+            ("GET", PREFIX + "/workers", self.workers, "any"),
             ("POST", PREFIX + "/workers/revoke", self.revoke, "admin"),
-            ("GET", PREFIX + "/timers", self.timers, "view"),
+            ("GET", PREFIX + "/timers", self.timers, "any"),
             ("POST", PREFIX + "/timers/cancel", self.cancel_timer, "admin"),
-            ("GET", PREFIX + "/storage", self.storage_page, "view"),
+            ("GET", PREFIX + "/storage", self.storage_page, "any"),
             ("GET", PREFIX + "/endpoints", self.endpoints, "admin"),
-            ("GET", PREFIX + "/event-types", self.event_types, "view"),
+            ("GET", PREFIX + "/event-types", self.event_types, "any"),
             ("GET", PREFIX + "/endpoints/{name}", self.endpoint, "admin"),
             ("POST", PREFIX + "/endpoints/{name}/{action}", self.endpoint_action, "admin"),
         ):
@@ -186,33 +189,16 @@ class Dashboard:
         return response
 
     async def _dispatch(self, request: Request, browser: dict[str, str], csrf: str) -> Response:
-        """Route, then check in order: the form's CSRF token (a post), the login, the
-        route's scope, the key's topics; then the page or action."""
+        """The request pipeline the API's is (server/pipeline.py): route, then, in order,
+        the form's CSRF token (a post), the login, the route's scope, the key's topics;
+        then the page or action."""
+        caller = _Browser(self, browser, csrf)
         path = request.path.rstrip("/") or PREFIX
         try:
-            route, params = self.router.match(request.method, path)
+            route, params, viewer = pipeline.route(self.router, request, path, caller)
         except NotFound:
-            if self.auth.enabled:  # with keys, only a key holder learns what exists
-                self._viewer(browser)
             raise NotFound(f"no such page: {request.path}") from None
-        except MethodNotAllowed:
-            if self.auth.enabled:
-                self._viewer(browser)
-            raise
-        visit = Visit(request, None, csrf)
-        if request.method == "POST":
-            visit.form = self._form(request, csrf)
-        if route.scope is not None:
-            viewer = visit.viewer = self._viewer(browser)
-            if viewer.portal and (request.method, route.template) not in portal.PAGES:
-                raise Forbidden("this portal shows its tenant's endpoints only")
-            if route.scope == "admin" and not viewer.admin:
-                need = "for actions" if request.method == "POST" else "endpoints need"
-                raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope {need}")
-            topic = params.get("topic")
-            if topic is not None and not viewer.may_see(topic):
-                raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
-        page: Response = await route.handler(visit, **params)
+        page: Response = await route.handler(Visit(request, viewer, csrf, caller.form), **params)
         return page
 
     # ------------------------------------------------------------ pages
@@ -227,7 +213,7 @@ class Dashboard:
             self.storage,
             lambda topic: _may_see(visit, topic),
             name,
-            _whole(visit.query, "page", 1),
+            whole_or(visit.query, "page", 1),
         )
         return self._page("overview.html", visit, page=overview, name=name)
 
@@ -237,8 +223,8 @@ class Dashboard:
             views.topic,
             self.broker,
             topic,
-            _whole(query, "partition", 0),
-            _whole(query, "before", None),
+            whole_or(query, "partition", 0),
+            whole_or(query, "before", None),
             query.get("key", ""),
             query.get("form", "auto"),
             _time(query.get("at", "")),
@@ -269,7 +255,10 @@ class Dashboard:
         return self._page("queue.html", visit, page=page, redriven=query.get("redriven"))
 
     async def trace(self, visit: Visit, topic: str, group: str) -> Response:
-        partition, offset = _whole(visit.query, "partition", 0), _whole(visit.query, "offset", 0)
+        partition, offset = (
+            whole_or(visit.query, "partition", 0),
+            whole_or(visit.query, "offset", 0),
+        )
         steps = await self.read(views.trace, self.broker, topic, group, partition, offset)
         return self._page(
             "trace.html",
@@ -338,7 +327,7 @@ class Dashboard:
             name,
             tenant,
             state,
-            _whole(query, "page", 1),
+            whole_or(query, "page", 1),
         )
         return self._page(
             "endpoints.html",
@@ -595,15 +584,6 @@ def _query_string(request: Request) -> str:
     return "?" + urllib.parse.urlencode(request.query) if request.query else ""
 
 
-def _whole(query: dict[str, str], name: str, default: Any) -> Any:
-    if name not in query or query[name] == "":
-        return default
-    text = query[name]
-    if not text.isascii() or not text.isdigit() or len(text) > 19:
-        raise BadRequest(f"{name} is a whole number, not {text[:40]!r}")
-    return int(text)
-
-
 def _time(text: str) -> int | None:
     """A time given as ms since the epoch, or as YYYY-MM-DDTHH:MM[:SS] in UTC (what a
     datetime-local field sends); None when not given."""
@@ -621,3 +601,38 @@ def _time(text: str) -> int | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp() * 1000)
+
+
+class _Browser:
+    """A browser asking, as the request pipeline knows a caller (pipeline.Caller): by its
+    session cookie (or a portal's), its CSRF cookie, and the form it posts."""
+
+    def __init__(self, dashboard: Dashboard, browser: dict[str, str], csrf: str) -> None:
+        self.dashboard = dashboard
+        self.browser = browser
+        self.csrf = csrf
+        self.form: dict[str, list[str]] = {}
+        self.template = ""
+
+    @property
+    def keys(self) -> bool:
+        return self.dashboard.auth.enabled
+
+    def identify(self, request: Request) -> Viewer:
+        return self.dashboard._viewer(self.browser)
+
+    def prepare(self, request: Request, route: Route) -> None:
+        self.template = route.template
+        if request.method == "POST":
+            self.form = self.dashboard._form(request, self.csrf)
+
+    def admit(self, request: Request, scope: str, topic: str | None) -> Viewer:
+        viewer = self.dashboard._viewer(self.browser)
+        if viewer.portal and (request.method, self.template) not in portal.PAGES:
+            raise Forbidden("this portal shows its tenant's endpoints only")
+        if scope == "admin" and not viewer.admin:
+            need = "for actions" if request.method == "POST" else "endpoints need"
+            raise Forbidden(f"key {viewer.name!r} lacks the 'admin' scope {need}")
+        if topic is not None and not viewer.may_see(topic):
+            raise Forbidden(f"key {viewer.name!r} may not use topic {topic!r}")
+        return viewer
