@@ -9,6 +9,7 @@ from msgspec import Meta
 
 from brook import limits, validate
 from brook.event_headers import EVENT_TYPE_OR_GLOB_PATTERN
+from brook.models import Outcome
 from brook.names import (
     HEADER_PATTERN,
     SECRET_PATTERN,
@@ -24,7 +25,7 @@ from brook.records import (
     TestResult,
 )
 from brook.wire.core import Count, In, Out, Positive, given_fields, request, text_of
-from brook.wire.queues import BackoffIn, PositionIn, positions_in
+from brook.wire.queues import BackoffIn, OutcomeOut, PositionIn, positions_in
 
 # ---------------------------------------------------------------- delivery endpoints
 
@@ -285,24 +286,14 @@ class Replayed(Out):
         return self.replayed
 
 
-class TestOut(Out):
+class TestOut(OutcomeOut):
+    """A test request's outcome: the shape of an attempt's (OutcomeOut)."""
+
     __test__ = False
 
-    status: int | None
-    latency_ms: float
-    error: str
-    excerpt_b64: bytes
-    excerpt: str | None = None
-
     @classmethod
-    def of(cls, result: TestResult) -> TestOut:
-        return cls(
-            status=result.status,
-            latency_ms=result.latency_ms,
-            error=result.error,
-            excerpt_b64=result.excerpt,
-            excerpt=text_of(result.excerpt),
-        )
+    def of(cls, outcome: Outcome | TestResult) -> TestOut:
+        return cls(**msgspec.structs.asdict(OutcomeOut.of(outcome)))
 
     def returned(self) -> TestResult:
         return TestResult(

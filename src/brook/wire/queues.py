@@ -21,6 +21,7 @@ from brook.records import (
     JoinInfo,
     JoinMember,
     JoinSpec,
+    TestResult,
     UniqueAck,
 )
 from brook.wire.core import (
@@ -204,7 +205,7 @@ class OutcomeOut(Out):
     excerpt: str | None = None
 
     @classmethod
-    def of(cls, outcome: Outcome) -> OutcomeOut:
+    def of(cls, outcome: Outcome | TestResult) -> OutcomeOut:
         return cls(
             status=outcome.status,
             latency_ms=outcome.latency_ms,
