@@ -42,7 +42,8 @@ class RemoteQueue:
 
 
 def test_the_coroutines_are_taken_out() -> None:
-    assert unasync.unasync(ASYNC) == unasync.HEADER + SYNC
+    source = Path("aio.py")
+    assert unasync.unasync(ASYNC, source) == unasync.HEADER.format(source.name) + SYNC
 
 
 def test_the_sync_client_is_what_the_async_one_makes() -> None:
