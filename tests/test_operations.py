@@ -79,9 +79,9 @@ def test_reads_are_safe_to_send_again() -> None:
 RECEIPT = "0.0.1.1.0123abcd"
 CALLS = [
     ("create_topic", protocol.request("create_topic", "t", partitions=1)),
-    ("list_topics", protocol.topics()),
-    ("lake_status", protocol.lake_status("t")),
-    ("lake_sync", protocol.lake_sync(None)),
+    ("list_topics", protocol.request("list_topics")),
+    ("lake_status", protocol.request("lake_status", topic="t")),
+    ("lake_sync", protocol.request("lake_sync")),
     ("delete_topic", protocol.request("delete_topic", "t")),
     ("describe_topic", protocol.end_offsets("t")),
     ("append", protocol.append("t", b"v", None, None, None)),

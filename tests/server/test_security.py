@@ -236,3 +236,21 @@ def test_the_data_directory_is_its_owners_alone(tmp_path: Path) -> None:
     for path in [data, *data.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), f"{path}: {oct(mode)}"
+
+
+def test_a_key_limited_to_some_topics_sees_those_only(secured: Served) -> None:
+    """The table's `visible` rule (server/adapter.py): listings leave out the topics
+    beyond a key, and a topic beyond it named as an argument is a 403."""
+    admin = {"authorization": f"Bearer {KEYS['admin'][0]}"}
+    consumer = {"authorization": f"Bearer {KEYS['consumer'][0]}"}
+    for name in ("events.seen", "hidden.one"):
+        assert secured.request("PUT", f"/v1/topics/{name}", {}, admin)[0] == 200
+    status, listed = secured.request("GET", "/v1/topics", None, consumer)
+    names = {t["name"] for t in listed["topics"]}
+    assert status == 200 and "events.seen" in names and "hidden.one" not in names
+    status, everything = secured.request("GET", "/v1/topics", None, admin)
+    assert {"events.seen", "hidden.one"} <= {t["name"] for t in everything["topics"]}
+    status, answer = secured.request("GET", "/v1/lake?topic=hidden.one", None, consumer)
+    assert status == 403 and answer["error"]["code"] == "forbidden"
+    status, lake = secured.request("GET", "/v1/lake", None, consumer)
+    assert status == 200 and all(t["topic"].startswith("events.") for t in lake["topics"])

@@ -100,23 +100,16 @@ class AsyncBroker:
         )
 
     async def topics(self) -> list[TopicInfo]:
-        result: list[TopicInfo] = await self._do(protocol.topics())
-        return result
+        return await self._ask(list[TopicInfo], "list_topics")
 
     async def delete_topic(self, name: str) -> None:
         await self._do(protocol.request("delete_topic", name))
 
     async def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
-        if topic is not None:
-            protocol.check_names(topic)
-        result: list[LakeStatus] = await self._do(protocol.lake_sync(topic))
-        return result
+        return await self._ask(list[LakeStatus], "lake_sync", topic=topic)
 
     async def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
-        if topic is not None:
-            protocol.check_names(topic)
-        result: list[LakeStatus] = await self._do(protocol.lake_status(topic))
-        return result
+        return await self._ask(list[LakeStatus], "lake_status", topic=topic)
 
     def topic(self, name: str) -> AsyncTopic:
         protocol.check_names(name)

@@ -18,7 +18,6 @@ from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
     JobInfo,
-    LakeStatus,
     MessageAttempts,
     ScheduleInfo,
     TimerInfo,
@@ -156,17 +155,6 @@ def _acks(status: int, headers: dict[str, str], body: bytes) -> list[Ack]:
 
 
 # ---------------------------------------------------------------- topics
-
-
-def topics() -> Call:
-    return _call(
-        "list_topics",
-        {},
-        {},
-        None,
-        {},
-        lambda s, h, b: [t.info() for t in _answer(b, wire.Topics).topics],
-    )
 
 
 def end_offsets(topic: str) -> Call:
@@ -503,20 +491,6 @@ def timer(timer_id: str) -> Call:
         return _timer_info(_answer(body, wire.TimerOut))
 
     return _call("describe_timer", {"timer": timer_id}, {}, None, {}, parse)
-
-
-def _lake(status: int, headers: dict[str, str], body: bytes) -> list[LakeStatus]:
-    topics = _answer(body, wire.Lake).topics
-    return msgspec.convert(topics, list[LakeStatus], from_attributes=True)
-
-
-def lake_status(topic: str | None) -> Call:
-    return _call("lake_status", {}, {} if topic is None else {"topic": topic}, None, {}, _lake)
-
-
-def lake_sync(topic: str | None) -> Call:
-    body, headers = _json_body(wire.LakeSyncIn(topic=topic))
-    return _call("lake_sync", {}, {}, body, headers, _lake)
 
 
 def list_timers(

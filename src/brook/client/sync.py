@@ -100,23 +100,16 @@ class RemoteBroker:
         )
 
     def topics(self) -> list[TopicInfo]:
-        result: list[TopicInfo] = self._do(protocol.topics())
-        return result
+        return self._ask(list[TopicInfo], "list_topics")
 
     def delete_topic(self, name: str) -> None:
         self._do(protocol.request("delete_topic", name))
 
     def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
-        if topic is not None:
-            protocol.check_names(topic)
-        result: list[LakeStatus] = self._do(protocol.lake_sync(topic))
-        return result
+        return self._ask(list[LakeStatus], "lake_sync", topic=topic)
 
     def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
-        if topic is not None:
-            protocol.check_names(topic)
-        result: list[LakeStatus] = self._do(protocol.lake_status(topic))
-        return result
+        return self._ask(list[LakeStatus], "lake_status", topic=topic)
 
     def topic(self, name: str) -> RemoteTopic:
         protocol.check_names(name)

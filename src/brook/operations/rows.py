@@ -151,6 +151,10 @@ class Operation(NamedTuple):
     own (the hot path, binary bodies, long-polls, answers filtered by the key)."""
     guard: str | None = None
     """For a broker call whose path names an endpoint: "endpoint", the key must reach it."""
+    visible: str | None = None
+    """For a key limited to some topics: the attribute that names each answered item's topic
+    ("name", "topic"); items beyond the key are left out of the answer, and a `topic`
+    argument beyond it is refused (403)."""
 
 
 WAIT = whole("wait_ms", "Long-poll up to this long", 0, cap=limits.wait_ms_max)

@@ -40,7 +40,16 @@ ROWS: tuple[Operation, ...] = (
         executor="read",
     ),
     Operation(
-        "list_topics", "GET", "/v1/topics", "any", True, "List topics", wire.Topics, executor="read"
+        "list_topics",
+        "GET",
+        "/v1/topics",
+        "any",
+        True,
+        "List topics (those a key limited to some covers)",
+        wire.Topics,
+        executor="read",
+        call="topics",
+        visible="name",
     ),
     Operation(
         "create_topic",
@@ -238,6 +247,8 @@ ROWS: tuple[Operation, ...] = (
         wire.Lake,
         query=(Param("topic", "text", "Only this topic", pattern=names.USER_NAME_PATTERN),),
         executor="read",
+        call="lake_status",
+        visible="topic",
     ),
     Operation(
         "lake_sync",
@@ -252,5 +263,7 @@ ROWS: tuple[Operation, ...] = (
         body_required=False,
         example={"topic": "orders"},
         executor="long",
+        call="lake_sync",
+        visible="topic",
     ),
 )

@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from brook import limits, wire
-from brook.errors import BadRequest
+from brook.errors import BadRequest, Forbidden
 from brook.operations import Operation, Param
 from brook.server import query
+from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def handler(api: Api, operation: Operation) -> Callable[..., Awaitable[Response]
     assert operation.call is not None, operation.name
     owner, _, method = operation.call.rpartition(".")
     run, find = api.executors.run, api.handles.get(owner or (operation.guard or ""))
-    body = operation.body
+    body, visible = operation.body, operation.visible
 
     async def handle(request: Request, **path: str) -> Response:
         target: Any = api.broker
@@ -110,7 +111,14 @@ def handler(api: Api, operation: Operation) -> Callable[..., Awaitable[Response]
         if body is not None:
             given = wire.decode_request(request.body, body, empty_ok=not operation.body_required)
             args.update(given.arguments())
+        key = request.key
+        if visible is not None and key is not None:
+            topic = args.get("topic")
+            if topic is not None and not may_use(key, topic):
+                raise Forbidden(f"key {key.name!r} may not use topic {topic!r}")
         result = await run(operation.executor, getattr(target, method), *positional, **args)
+        if visible is not None and key is not None:
+            result = [item for item in result if may_use(key, getattr(item, visible))]
         return json_response(answer(operation, result, path))
 
     return handle

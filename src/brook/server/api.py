@@ -19,11 +19,10 @@ from brook.models import Failure
 from brook.operations import OPERATIONS, TABLE
 from brook.server import adapter, openapi, pipeline
 from brook.server.adapter import Executors
-from brook.server.auth import Authenticator, may_use
+from brook.server.auth import Authenticator
 from brook.server.endpoints import EndpointEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.joins import JoinEndpoints
-from brook.server.lake import LakeEndpoints
 from brook.server.metrics import RequestCounts, registry_for, render
 from brook.server.queues import QueueEndpoints
 from brook.server.router import Route, Router
@@ -32,7 +31,7 @@ from brook.server.staging import StagingEndpoints
 from brook.server.timers import TimerEndpoints
 from brook.server.ui.dashboard import PREFIX as UI_PREFIX
 from brook.server.ui.dashboard import Dashboard
-from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, TopicOut, decode_request
+from brook.wire import BATCH_TYPE, JSON_TYPE, RAW_TYPE, RecordOut, decode_request
 
 log = logging.getLogger("brook.server")
 _UI_FOLDER = UI_PREFIX + "/"
@@ -56,7 +55,6 @@ class Api:
         self.router = Router()
         for name, handler in (
             ("health", self.health),
-            ("list_topics", self.list_topics),
             ("describe_topic", self.get_topic),
             ("append", self.post_records),
             ("read", self.get_records),
@@ -74,7 +72,6 @@ class Api:
         self.joins = JoinEndpoints(self)
         self.staging = StagingEndpoints(self)
         self.endpoints = EndpointEndpoints(self)
-        self.lake = LakeEndpoints(self)
         self.handles: dict[str, adapter.Handle] = {
             "queue": self.queues.existing,
             "endpoint": self.endpoints.reached,
@@ -177,12 +174,6 @@ class Api:
     async def metrics(self, request: Request) -> Response:
         body = await self._read(render, self.registry)  # walks every topic and group
         return Response(200, body, "text/plain; version=0.0.4; charset=utf-8")
-
-    async def list_topics(self, request: Request) -> Response:
-        topics = await self._read(self.broker.topics)  # may open topics' logs (on S3, GETs)
-        if request.key is not None:
-            topics = [t for t in topics if may_use(request.key, t.name)]
-        return json_response(wire.Topics(topics=[TopicOut.of(t) for t in topics]))
 
     async def get_topic(self, request: Request, topic: str) -> Response:
         def described() -> wire.TopicDetail:

@@ -7,14 +7,12 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
-from brook import limits
+from brook import limits, validate
 from brook.names import (
     Id,
     Name,
 )
-from brook.records import (
-    TopicInfo,
-)
+from brook.records import LakeStatus, TopicInfo
 from brook.wire.core import PARTITION_KEY_PATTERN, Count, In, Offset, Out, Positive
 
 # ---------------------------------------------------------------- topics
@@ -79,6 +77,13 @@ class TopicDetail(TopicOut, kw_only=True):
 class Topics(Out):
     topics: list[TopicOut]
 
+    @classmethod
+    def of(cls, infos: list[TopicInfo]) -> Topics:
+        return cls(topics=[TopicOut.of(info) for info in infos])
+
+    def returned(self) -> list[TopicInfo]:
+        return [t.info() for t in self.topics]
+
 
 class LakePartitionOut(Out):
     partition: Count
@@ -119,11 +124,23 @@ class Lake(Out):
 
     topics: list[LakeTopicOut]
 
+    @classmethod
+    def of(cls, statuses: list[LakeStatus]) -> Lake:
+        return msgspec.convert({"topics": statuses}, cls, from_attributes=True)
+
+    def returned(self) -> list[LakeStatus]:
+        return msgspec.convert(self.topics, list[LakeStatus], from_attributes=True)
+
 
 class LakeSyncIn(In):
     """What to write to the lake now: one topic, or every topic."""
 
     topic: Name | None = None
+
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> LakeSyncIn:
+        topic = arguments.get("topic")
+        return cls(topic=None if topic is None else validate.topic_name(topic))
 
 
 class Deleted(Out):
