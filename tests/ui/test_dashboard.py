@@ -79,3 +79,20 @@ def test_a_failing_ticker_is_the_dashboards_failure_alone() -> None:
         assert failures and failures[0][:2] == ("dashboard", "append rates")
         assert "cannot sample" in failures[0][2]
         assert b.failing() == []  # the broker itself serves on
+
+
+def test_the_pages_are_routes_of_the_servers_router() -> None:
+    """One router and one pipeline (server/pipeline.py) for the API and the dashboard:
+    a page is a route of kind "page"; the OpenAPI document describes the API's only."""
+    from brook.server.api import Api
+
+    loop = asyncio.new_event_loop()
+    with brook.open("memory://") as b:
+        api = Api(b, loop, Authenticator([]))
+        try:
+            kinds = {(t.startswith(PREFIX), route.kind) for _, t, route in api.router.routes()}
+            assert kinds == {(True, "page"), (False, "api")}
+            assert api.ui.router is api.router
+        finally:
+            api.close()
+            loop.close()

@@ -79,7 +79,7 @@ class Api:
         for operation in TABLE:  # every operation whose row names its facade call
             if operation.call is not None:
                 self.router.serve(operation, adapter.handler(self, operation))
-        self.ui = Dashboard(broker, auth, self._read, where or "its storage")
+        self.ui = Dashboard(broker, auth, self._read, where or "its storage", self.router)
         self.requests = RequestCounts()
         self.registry = registry_for(broker, self.requests)
         self._query_names = {

@@ -137,7 +137,7 @@ def _pair_rules(kind: type[msgspec.Struct]) -> list[dict[str, Any]]:
 def document(router: Router, with_keys: bool) -> dict[str, Any]:
     """The OpenAPI 3.1 description of every route `router` serves."""
     paths: dict[str, dict[str, Any]] = {}
-    for method, template, route in router.routes():
+    for method, template, route in router.routes("api"):
         operation = _operation(method, template, OPERATIONS[(method, template)])
         if with_keys and route.scope is not None:
             operation["security"] = [{"bearer": []}]

@@ -21,6 +21,8 @@ class Route(NamedTuple):
     scope: str | None
     """The API-key scope the route needs: produce, consume, admin, "any" (any valid
     key), or None (open to all, like /v1/health)."""
+    kind: str = "api"
+    """"api" (an operation of the table: JSON) or "page" (the dashboard's: HTML)."""
 
 
 class Router:
@@ -37,11 +39,13 @@ class Router:
         """Answer `operation` (brook/operations.py) with `handler`, at its route and scope."""
         self.add(operation.method, operation.path, handler, operation.scope)
 
-    def add(self, method: str, template: str, handler: Handler, scope: str | None) -> None:
+    def add(
+        self, method: str, template: str, handler: Handler, scope: str | None, kind: str = "api"
+    ) -> None:
         if scope not in SCOPES:
             raise ValueError(f"{method} {template}: scope {scope!r} is none of {SCOPES}")
         segments = tuple(template.strip("/").split("/"))
-        route = Route(handler, template, scope)
+        route = Route(handler, template, scope, kind)
         for _, methods, known in self._routes:
             if known == template:
                 methods[method] = route
@@ -83,10 +87,11 @@ class Router:
                 return route, params
         raise NotFound(f"no such endpoint: {path}")
 
-    def routes(self) -> list[tuple[str, str, Route]]:
-        """(method, template, route) of every route, in the order they were added."""
+    def routes(self, kind: str | None = None) -> list[tuple[str, str, Route]]:
+        """(method, template, route) of every route (of `kind`), in the order they were added."""
         return [
             (method, template, route)
             for _, methods, template in self._routes
             for method, route in methods.items()
+            if kind is None or route.kind == kind
         ]

@@ -113,7 +113,14 @@ Page = Callable[..., Awaitable[Response]]
 
 
 class Dashboard:
-    def __init__(self, broker: Broker, auth: Authenticator, read: Reader, storage: str) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        auth: Authenticator,
+        read: Reader,
+        storage: str,
+        router: Router | None = None,
+    ) -> None:
         self.broker = broker
         self.auth = auth
         self.read = read
@@ -127,8 +134,9 @@ class Dashboard:
         self.started_s = time.monotonic()
         self._ticker: asyncio.Task[None] | None = None
         self.templates = render.environment()
-        self.router = Router()
-        """Every page and action, with the scope it needs, in the API's words
+        self.router = router or Router()
+        """The server's router (the API's too): every page and action is a route of kind
+        "page", with the scope it needs, in the API's words
         (router.SCOPES): None (anyone: the login, the static files), "any" (a logged-in
         key; pages of a topic also need the key to cover the topic), "admin" (a key
         with the admin scope)."""
@@ -157,7 +165,7 @@ class Dashboard:
             ("GET", PREFIX + "/endpoints/{name}", self.endpoint, "admin"),
             ("POST", PREFIX + "/endpoints/{name}/{action}", self.endpoint_action, "admin"),
         ):
-            self.router.add(method, path, handler, scope)
+            self.router.add(method, path, handler, scope, "page")
 
     def close(self) -> None:
         if self._ticker is not None:
