@@ -253,6 +253,15 @@ def cancelled(records: Any, key: Any) -> tuple[list[tuple[int, int]] | None, byt
     return positions(records), key.encode() if isinstance(key, str) else key
 
 
+def text(value: Any, what: str, chars_max: int) -> str:
+    """A string of at most `chars_max` characters; BadRequest otherwise."""
+    if not isinstance(value, str):
+        raise BadRequest(f"{what} must be a string, not {value!r}"[:200])
+    if len(value) > chars_max:
+        raise BadRequest(f"{what} is at most {chars_max} characters, not {len(value)}")
+    return value
+
+
 def reason(text: Any) -> str:
     """Why a record was nacked or discarded: a string, cut at queue_reason_chars_max."""
     if not isinstance(text, str):

@@ -217,8 +217,18 @@ def test_dead_records_are_listed_by_the_error_they_died_of(broker: Any) -> None:
     rest = q.dead_records("no customer N", after=(first[-1].partition, first[-1].offset))
     assert [d.offset for d in rest] == [2]
     assert q.dead_records("nothing died of this") == []
-    with pytest.raises(BadRequest):
-        q.dead_records("HTTP 503", after=(0, -1))
+    # A page goes on after its `after` even once that record is redriven (or never was
+    # one of the group's): by place, never from the start again.
+    assert q.redrive(records=[(0, 1)]) == 1
+    assert [d.offset for d in q.dead_records("no customer N", after=(0, 1))] == [2]
+    assert [d.offset for d in q.dead_records("no customer N", after=(0, 3))] == []
+    assert [d.offset for d in q.dead_records("no customer N", after=(0, 0))] == [2]
+    for bad in ({"after": (0, -1)}, {"after": "x"}, {"limit": 0}):
+        with pytest.raises(BadRequest):
+            q.dead_records("HTTP 503", **bad)
+    for error in (123, b"HTTP 503", ["HTTP 503"], "x" * 100_000):
+        with pytest.raises(BadRequest):
+            q.dead_records(error)
 
 
 def test_redrive_of_chosen_records_touches_only_the_dead_among_them(broker: Any) -> None:

@@ -115,6 +115,8 @@ def request(name: str, *path: str | int, **arguments: Any) -> Call:
             value = validate.whole(value, param.name, param.low, param.high)
         elif value is not None and param.name == "topic":
             value = validate.topic_name(value)
+        elif value is not None and param.kind == "text":
+            value = validate.text(value, param.name, limits.queue_reason_chars_max)
         elif value is not None and param.kind == "position":
             (place,) = validate.positions([value]) or [(0, 0)]
             value = f"{place[0]}:{place[1]}"

@@ -242,7 +242,7 @@ ROWS: tuple[Operation, ...] = (
         QUEUE + "/dead",
         "consume",
         True,
-        "The dead records of one error group, in the order the group learned of them, a page "
+        "The dead records of one error group, in order of their place (partition, offset), a page "
         "at a time (pass the page's last as after)",
         wire.listing("DeadRecords", "records", DeadRecord),
         query=(

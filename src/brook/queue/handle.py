@@ -128,11 +128,10 @@ class Queue:
         limit: int = limits.dead_records_page_default,
     ) -> list[DeadRecord]:
         """Up to `limit` dead records of the error group `error` (as `dead_errors` names
-        it; a whole error stands for its group), in the order the group learned of them,
-        from just after `after` ((partition, offset): keyset paging). BadRequest for a
-        bad argument; `limit` is capped at read_records_max."""
-        if not isinstance(error, str):
-            raise BadRequest(f"error must be a string, not {error!r}")
+        it; a whole error stands for its group), in order of their place, from just after
+        `after` ((partition, offset): keyset paging). BadRequest for a bad argument;
+        `limit` is capped at read_records_max."""
+        validate.text(error, "error", limits.queue_reason_chars_max)
         if after is not None:
             (after,) = validate.positions([after]) or [after]
         limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)

@@ -4,6 +4,7 @@ kept apart from the calls that change it; nothing here writes to the status log.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from typing import TYPE_CHECKING
 
@@ -41,16 +42,23 @@ class Inspection:
         limit: int = limits.dead_records_page_default,
     ) -> list[tuple[Position, JobState]]:
         """Up to `limit` dead records of the error group `error` (or of the group of a
-        whole error), in the order the group learned of them, from just after `after`
-        (keyset paging)."""
+        whole error), in order of their place (partition, offset), from just after
+        `after` (keyset paging: a page goes on after `after` even when that record was
+        redriven meanwhile, or never was in the group)."""
         with self.mutex:
-            bucket = self.machine.dead_in(error)
-            positions = list(bucket)
-            start = 0
-            if after is not None and after in bucket:
-                start = positions.index(after) + 1
+            positions = list(self.machine.dead_in(error))
+        positions.sort()  # off the mutex: a group may hold a hundred thousand
+        start = 0 if after is None else bisect.bisect_right(positions, after)
+        found: list[tuple[Position, JobState]] = []
+        with self.mutex:
             jobs = self.machine.jobs
-            return [(p, jobs[p]) for p in positions[start : start + limit]]
+            for position in positions[start:]:
+                job = jobs.get(position)
+                if job is not None and job.state is State.DEAD:  # (not redriven since)
+                    found.append((position, job))
+                    if len(found) >= limit:
+                        break
+        return found
 
     def leased_receipts(self: QueueGroup) -> list[str]:
         """The receipts of every live lease (for a consumer that knows the holders died:
