@@ -444,16 +444,16 @@ this long."""
 task_argument_depth_max = 100
 """A task's arguments nested deeper than this are refused at enqueue (and so is a list that
 holds itself): the encoder would give up with a RecursionError (brook/tasks/arguments.py)."""
-worker_release_ms_min = 500
+worker_release_ms_min = 250
 """A job naming a task this worker does not run (another worker's, `--tasks`) is given
-back for about this long (less up to worker_release_jitter of it at random), doubling
-each time the same worker meets it again..."""
-worker_release_ms_max = 6_000
-"""...up to this long: a job a worker keeps meeting waits at most 6 s for one that runs
-it, and one no worker runs costs one status entry every 3 to 6 s."""
-worker_release_jitter = 0.5
-"""Up to this share of a release's pause is taken off at random: a pause in step with the
-releasing worker's own long-polls handed the job back to it again and again."""
+back for about this long (jittered: worker_release_spread either way), doubling each time
+the same worker meets it again..."""
+worker_release_ms_max = 4_000
+"""...up to this long: a job a worker keeps meeting waits at most about 6 s for one
+that runs it, and one no worker runs costs one status entry every 2 to 6 s."""
+worker_release_spread = 0.5
+"""A release's pause is its base times 1 - this to 1 + this, at random: a pause in step
+with the releasing worker's own long-polls handed the job back to it again and again."""
 worker_releases_kept_max = 10_000
 """How many such jobs a worker remembers (the oldest forgotten first) to double their pause."""
 worker_settle_tries_max = 8
@@ -723,7 +723,7 @@ _RELATIONS = (
     (visibility_timeout_ms_default <= visibility_timeout_ms_max, "default lease within bound"),
     (backoff_min_ms_default <= backoff_max_ms_default, "default backoff bounds"),
     (0 <= backoff_jitter_default < 1, "jitter takes off less than the whole delay"),
-    (0 <= worker_release_jitter < 1, "a release's jitter takes off less than its pause"),
+    (0 <= worker_release_spread < 1, "a release's pause is never nothing"),
     (worker_release_ms_min < worker_release_ms_max, "release pause bounds"),
     (client_resend_ms_min <= client_resend_ms_max, "client resend bounds"),
     (client_retry_after_s_min <= client_retry_after_s_max, "client Retry-After bounds"),

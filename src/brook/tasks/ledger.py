@@ -44,12 +44,15 @@ from brook import limits
 from brook.models import Backoff
 from brook.retry import retry_delay
 
+_SPREAD = limits.worker_release_spread
 _RELEASE = Backoff(
-    min_ms=limits.worker_release_ms_min,
+    min_ms=round(limits.worker_release_ms_min * (1 + _SPREAD)),
     factor=2.0,
-    max_ms=limits.worker_release_ms_max,
-    jitter=limits.worker_release_jitter,
+    max_ms=round(limits.worker_release_ms_max * (1 + _SPREAD)),
+    jitter=2 * _SPREAD / (1 + _SPREAD),
 )
+"""A release's pause as retry_delay takes it: the base times 1 + spread, less up to the
+jitter of it, is the base times 1 - spread to 1 + spread."""
 
 
 class Stage(enum.Enum):
