@@ -52,10 +52,14 @@ lint: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts setup.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/client_calls.py --check
 	$(PY) scripts/unasync.py --check
 
-# The sync client is made from the async one (scripts/unasync.py): edit aio.py, then this.
+# The async client's generic calls are made from the table's rows and api.py's Protocols
+# (scripts/client_calls.py), the sync client from the async one (scripts/unasync.py):
+# edit a row, a Protocol or aio.py, then this.
 unasync: $(STAMP) $(NATIVE)
+	$(PY) scripts/client_calls.py
 	$(PY) scripts/unasync.py
 
 # Debian packages the tests drive: chromium, for the dashboard's tests in a real browser;

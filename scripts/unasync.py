@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = (
     (ROOT / "src/brook/client/aio.py", ROOT / "src/brook/client/sync.py"),
     (ROOT / "src/brook/client/aio_handles.py", ROOT / "src/brook/client/sync_handles.py"),
+    (ROOT / "src/brook/client/aio_calls.py", ROOT / "src/brook/client/sync_calls.py"),
 )
-HEADER = "# Made from client/{} by scripts/unasync.py: edit that file, then run `make unasync`.\n"
+HEADER = "# Made from client/{} by scripts/unasync.py: run `make unasync` after changing that.\n"
 
 DOCSTRING = (
     '"""`brook.connect_async(url)`: the broker\'s API over HTTP, as coroutines.\n',
@@ -28,6 +29,8 @@ DOCSTRING = (
 WORDS = [
     # (pattern, replacement), in order
     (r"\bbrook\.client\.aio_handles\b", "brook.client.sync_handles"),
+    (r"\bbrook\.client\.aio_calls\b", "brook.client.sync_calls"),
+    (r"The async client's calls", "The sync client's calls"),
     (r"\bbrook\.client\.aio\b", "brook.client.sync"),
     (
         r"\(client/sync_handles\.py\) are made\nfrom this file",

@@ -17,32 +17,29 @@ import httpx
 
 from brook import limits, validate
 from brook.client import protocol, transport
+from brook.client.aio_calls import AsyncBrokerCalls
 from brook.client.aio_handles import AsyncConsumer, AsyncEndpoint, AsyncQueue, AsyncTopic
 from brook.client.protocol import Call
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
 from brook.models import (
     Backoff,
-    LakeStatus,
     MessageAttempts,
-    ScheduleInfo,
     TimerInfo,
     TimerPage,
     TimerSpec,
 )
 from brook.records import (
     EndpointInfo,
-    EventTypeInfo,
     JoinInfo,
     JoinSpec,
     PortalLink,
-    TopicInfo,
 )
 
 T = TypeVar("T")
 
 
-class AsyncBroker:
+class AsyncBroker(AsyncBrokerCalls):
     """A broker reached over HTTP, as coroutines. Use `brook.connect_async`."""
 
     def __init__(
@@ -76,40 +73,6 @@ class AsyncBroker:
                 await asyncio.sleep(wait)
                 continue
             return transport.answer(call, response)
-
-    async def create_topic(
-        self,
-        name: str,
-        partitions: int = 1,
-        retention_ms: int | None = None,
-        retention_bytes: int | None = None,
-        compaction: bool = False,
-        lake: bool | None = None,
-        value_schema: dict[str, Any] | None = None,
-    ) -> TopicInfo:
-        return await self._ask(
-            TopicInfo,
-            "create_topic",
-            name,
-            partitions=partitions,
-            retention_ms=retention_ms,
-            retention_bytes=retention_bytes,
-            compaction=compaction,
-            lake=lake,
-            value_schema=value_schema,
-        )
-
-    async def topics(self) -> list[TopicInfo]:
-        return await self._ask(list[TopicInfo], "list_topics")
-
-    async def delete_topic(self, name: str) -> None:
-        await self._do(protocol.request("delete_topic", name))
-
-    async def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
-        return await self._ask(list[LakeStatus], "lake_sync", topic=topic)
-
-    async def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
-        return await self._ask(list[LakeStatus], "lake_status", topic=topic)
 
     def topic(self, name: str) -> AsyncTopic:
         protocol.check_names(name)
@@ -282,36 +245,12 @@ class AsyncBroker:
         await self._do(protocol.request("describe_endpoint", name))
         return AsyncEndpoint(self, name)
 
-    async def delete_endpoint(self, name: str) -> None:
-        """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
-        await self._do(protocol.request("delete_endpoint", name))
-
-    async def put_event_type(
-        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
-    ) -> EventTypeInfo:
-        """Add an event type to the catalog, or change what is given of it."""
-        return await self._ask(
-            EventTypeInfo, "put_event_type", name, description=description, schema=schema
-        )
-
-    async def event_types(self) -> list[EventTypeInfo]:
-        """The event-type catalog, by name."""
-        return await self._ask(list[EventTypeInfo], "list_event_types")
-
-    async def event_type(self, name: str) -> EventTypeInfo:
-        """One type of the catalog. Raises EventTypeNotFound."""
-        return await self._ask(EventTypeInfo, "describe_event_type", name)
-
     async def portal_link(
         self, tenant: str, ttl_s: int = limits.portal_ttl_s_default
     ) -> PortalLink:
         """A short-lived link to the dashboard showing tenant `tenant` its own endpoints."""
         made: PortalLink = await self._do(protocol.portal_link(tenant, ttl_s))
         return made
-
-    async def delete_event_type(self, name: str) -> None:
-        """Remove a type from the catalog. Raises EventTypeNotFound."""
-        await self._do(protocol.request("delete_event_type", name))
 
     async def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
         """Make joins (see Broker.create_joins)."""
@@ -323,46 +262,6 @@ class AsyncBroker:
         end. Raises JoinNotFound."""
         info: JoinInfo = await self._do(protocol.join(join_id, timeout))
         return info
-
-    async def put_schedule(
-        self,
-        name: str,
-        topic: str,
-        value: bytes = b"",
-        cron: str | None = None,
-        every_ms: int | None = None,
-        tz: str = "UTC",
-        missed: str = "skip",
-        key: bytes | None = None,
-        headers: dict[str, bytes] | None = None,
-    ) -> ScheduleInfo:
-        """Create or change a periodic schedule (see Broker.put_schedule)."""
-        return await self._ask(
-            ScheduleInfo,
-            "put_schedule",
-            name,
-            topic=topic,
-            value=value,
-            cron=cron,
-            every_ms=every_ms,
-            tz=tz,
-            missed=missed,
-            key=key,
-            headers=headers,
-        )
-
-    async def get_schedule(self, name: str) -> ScheduleInfo:
-        """Raises ScheduleNotFound."""
-        return await self._ask(ScheduleInfo, "describe_schedule", name)
-
-    async def list_schedules(self) -> list[ScheduleInfo]:
-        return await self._ask(list[ScheduleInfo], "list_schedules")
-
-    async def pause_schedule(self, name: str) -> ScheduleInfo:
-        return await self._ask(ScheduleInfo, "pause_schedule", name)
-
-    async def resume_schedule(self, name: str) -> ScheduleInfo:
-        return await self._ask(ScheduleInfo, "resume_schedule", name)
 
     async def delete_schedule(self, name: str) -> bool:
         """False if there was none."""

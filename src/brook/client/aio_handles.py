@@ -11,23 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
 from brook.client import protocol
+from brook.client.aio_calls import AsyncEndpointCalls, AsyncQueueCalls
 from brook.models import (
-    DeadRecord,
-    ErrorGroup,
     JobInfo,
-    Transition,
 )
 from brook.records import (
     Ack,
-    Attempt,
-    DeliveryStats,
-    EndpointInfo,
     Job,
     Published,
     Record,
-    Resent,
-    TestResult,
-    UniqueAck,
 )
 
 if TYPE_CHECKING:
@@ -157,7 +149,7 @@ class AsyncConsumer:
         return f"<AsyncConsumer {self.topic} group={self.group}>"
 
 
-class AsyncQueue:
+class AsyncQueue(AsyncQueueCalls):
     """A queue group over HTTP, as coroutines; the same methods as the embedded `Queue`."""
 
     def __init__(self, broker: AsyncBroker, topic: str, group: str) -> None:
@@ -219,145 +211,17 @@ class AsyncQueue:
         )
         return settings
 
-    async def trace(self, partition: int, offset: int) -> list[Transition]:
-        return await self._broker._ask(
-            list[Transition], "trace", self.topic, self.group, partition=partition, offset=offset
-        )
-
-    async def redrive(
-        self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
-    ) -> int:
-        return await self._broker._ask(
-            int, "redrive_queue", self.topic, self.group, limit=limit, records=records
-        )
-
-    async def cancel(
-        self,
-        records: Iterable[tuple[int, int]] | None = None,
-        key: bytes | str | None = None,
-        reason: str = "",
-    ) -> list[tuple[int, int]]:
-        return await self._broker._ask(
-            list[tuple[int, int]],
-            "cancel_records",
-            self.topic,
-            self.group,
-            records=records,
-            key=key,
-            reason=reason,
-        )
-
-    async def enqueue_unique(
-        self,
-        identity: str,
-        value: bytes,
-        key: bytes | None = None,
-        headers: dict[str, bytes] | None = None,
-        replace: bool = False,
-    ) -> UniqueAck:
-        """Append unless a live record of `identity` is in the group (see
-        Queue.enqueue_unique)."""
-        return await self._broker._ask(
-            UniqueAck,
-            "enqueue_unique",
-            self.topic,
-            self.group,
-            identity=identity,
-            value=value,
-            key=key,
-            headers=headers,
-            replace=replace,
-        )
-
-    async def dead_errors(self) -> list[ErrorGroup]:
-        return await self._broker._ask(list[ErrorGroup], "dead_errors", self.topic, self.group)
-
-    async def dead_records(
-        self,
-        error: str,
-        after: tuple[int, int] | None = None,
-        limit: int = limits.dead_records_page_default,
-    ) -> list[DeadRecord]:
-        return await self._broker._ask(
-            list[DeadRecord],
-            "dead_records",
-            self.topic,
-            self.group,
-            error=error,
-            after=after,
-            limit=limit,
-        )
-
     def __repr__(self) -> str:
         return f"<AsyncQueue {self.topic} group={self.group}>"
 
 
-class AsyncEndpoint:
+class AsyncEndpoint(AsyncEndpointCalls):
     """A delivery endpoint over HTTP, as coroutines; the same methods as the embedded
     one's handle."""
 
     def __init__(self, broker: AsyncBroker, name: str) -> None:
         self._broker = broker
         self.name = name
-
-    async def info(self) -> EndpointInfo:
-        return await self._broker._ask(EndpointInfo, "describe_endpoint", self.name)
-
-    async def stats(self) -> DeliveryStats:
-        return await self._broker._ask(DeliveryStats, "endpoint_stats", self.name)
-
-    async def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
-        return await self._broker._ask(
-            list[Attempt],
-            "endpoint_attempts",
-            self.name,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        )
-
-    async def redrive(
-        self,
-        topic: str | None = None,
-        limit: int | None = None,
-        records: Iterable[tuple[int, int]] | None = None,
-    ) -> int:
-        return await self._broker._ask(
-            int, "redrive_endpoint", self.name, topic=topic, limit=limit, records=records
-        )
-
-    async def replay(
-        self,
-        topic: str | None = None,
-        since_ms: int | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-    ) -> int:
-        return await self._broker._ask(
-            int,
-            "replay_endpoint",
-            self.name,
-            topic=topic,
-            since_ms=since_ms,
-            partition=partition,
-            offset=offset,
-        )
-
-    async def resend(self, webhook_id: str) -> Resent:
-        """Send the message with this webhook-id to the endpoint once more."""
-        return await self._broker._ask(Resent, "resend_message", self.name, webhook_id=webhook_id)
-
-    async def enable(self) -> EndpointInfo:
-        return await self._broker._ask(EndpointInfo, "enable_endpoint", self.name)
-
-    async def disable(self) -> EndpointInfo:
-        return await self._broker._ask(EndpointInfo, "disable_endpoint", self.name)
-
-    async def rotate_secret(self, secret: str | None = None) -> str:
-        return await self._broker._ask(str, "rotate_secret", self.name, secret=secret)
-
-    async def test(self) -> TestResult:
-        return await self._broker._ask(TestResult, "test_endpoint", self.name)
 
     def __repr__(self) -> str:
         return f"<AsyncEndpoint {self.name}>"

@@ -1,4 +1,4 @@
-# Made from client/aio.py by scripts/unasync.py: edit that file, then run `make unasync`.
+# Made from client/aio.py by scripts/unasync.py: run `make unasync` after changing that.
 """`brook.connect(url)`: the broker's API over HTTP, for threads.
 
 The same methods and types as the embedded broker for everything the server
@@ -18,31 +18,28 @@ import httpx
 from brook import limits, validate
 from brook.client import protocol, transport
 from brook.client.protocol import Call
+from brook.client.sync_calls import RemoteBrokerCalls
 from brook.client.sync_handles import RemoteConsumer, RemoteEndpoint, RemoteQueue, RemoteTopic
 from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
 from brook.models import (
     Backoff,
-    LakeStatus,
     MessageAttempts,
-    ScheduleInfo,
     TimerInfo,
     TimerPage,
     TimerSpec,
 )
 from brook.records import (
     EndpointInfo,
-    EventTypeInfo,
     JoinInfo,
     JoinSpec,
     PortalLink,
-    TopicInfo,
 )
 
 T = TypeVar("T")
 
 
-class RemoteBroker:
+class RemoteBroker(RemoteBrokerCalls):
     """A broker reached over HTTP. Use `brook.connect`."""
 
     def __init__(
@@ -76,40 +73,6 @@ class RemoteBroker:
                 time.sleep(wait)
                 continue
             return transport.answer(call, response)
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int = 1,
-        retention_ms: int | None = None,
-        retention_bytes: int | None = None,
-        compaction: bool = False,
-        lake: bool | None = None,
-        value_schema: dict[str, Any] | None = None,
-    ) -> TopicInfo:
-        return self._ask(
-            TopicInfo,
-            "create_topic",
-            name,
-            partitions=partitions,
-            retention_ms=retention_ms,
-            retention_bytes=retention_bytes,
-            compaction=compaction,
-            lake=lake,
-            value_schema=value_schema,
-        )
-
-    def topics(self) -> list[TopicInfo]:
-        return self._ask(list[TopicInfo], "list_topics")
-
-    def delete_topic(self, name: str) -> None:
-        self._do(protocol.request("delete_topic", name))
-
-    def lake_sync(self, topic: str | None = None) -> list[LakeStatus]:
-        return self._ask(list[LakeStatus], "lake_sync", topic=topic)
-
-    def lake_status(self, topic: str | None = None) -> list[LakeStatus]:
-        return self._ask(list[LakeStatus], "lake_status", topic=topic)
 
     def topic(self, name: str) -> RemoteTopic:
         protocol.check_names(name)
@@ -280,34 +243,10 @@ class RemoteBroker:
         self._do(protocol.request("describe_endpoint", name))
         return RemoteEndpoint(self, name)
 
-    def delete_endpoint(self, name: str) -> None:
-        """Delete the endpoint and its queue groups. Raises EndpointNotFound."""
-        self._do(protocol.request("delete_endpoint", name))
-
-    def put_event_type(
-        self, name: str, description: str | None = None, schema: dict[str, Any] | None = None
-    ) -> EventTypeInfo:
-        """Add an event type to the catalog, or change what is given of it."""
-        return self._ask(
-            EventTypeInfo, "put_event_type", name, description=description, schema=schema
-        )
-
-    def event_types(self) -> list[EventTypeInfo]:
-        """The event-type catalog, by name."""
-        return self._ask(list[EventTypeInfo], "list_event_types")
-
-    def event_type(self, name: str) -> EventTypeInfo:
-        """One type of the catalog. Raises EventTypeNotFound."""
-        return self._ask(EventTypeInfo, "describe_event_type", name)
-
     def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink:
         """A short-lived link to the dashboard showing tenant `tenant` its own endpoints."""
         made: PortalLink = self._do(protocol.portal_link(tenant, ttl_s))
         return made
-
-    def delete_event_type(self, name: str) -> None:
-        """Remove a type from the catalog. Raises EventTypeNotFound."""
-        self._do(protocol.request("delete_event_type", name))
 
     def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
         """Make joins (see Broker.create_joins)."""
@@ -319,46 +258,6 @@ class RemoteBroker:
         end. Raises JoinNotFound."""
         info: JoinInfo = self._do(protocol.join(join_id, timeout))
         return info
-
-    def put_schedule(
-        self,
-        name: str,
-        topic: str,
-        value: bytes = b"",
-        cron: str | None = None,
-        every_ms: int | None = None,
-        tz: str = "UTC",
-        missed: str = "skip",
-        key: bytes | None = None,
-        headers: dict[str, bytes] | None = None,
-    ) -> ScheduleInfo:
-        """Create or change a periodic schedule (see Broker.put_schedule)."""
-        return self._ask(
-            ScheduleInfo,
-            "put_schedule",
-            name,
-            topic=topic,
-            value=value,
-            cron=cron,
-            every_ms=every_ms,
-            tz=tz,
-            missed=missed,
-            key=key,
-            headers=headers,
-        )
-
-    def get_schedule(self, name: str) -> ScheduleInfo:
-        """Raises ScheduleNotFound."""
-        return self._ask(ScheduleInfo, "describe_schedule", name)
-
-    def list_schedules(self) -> list[ScheduleInfo]:
-        return self._ask(list[ScheduleInfo], "list_schedules")
-
-    def pause_schedule(self, name: str) -> ScheduleInfo:
-        return self._ask(ScheduleInfo, "pause_schedule", name)
-
-    def resume_schedule(self, name: str) -> ScheduleInfo:
-        return self._ask(ScheduleInfo, "resume_schedule", name)
 
     def delete_schedule(self, name: str) -> bool:
         """False if there was none."""

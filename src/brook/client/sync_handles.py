@@ -1,4 +1,4 @@
-# Made from client/aio_handles.py by scripts/unasync.py: edit that file, then run `make unasync`.
+# Made from client/aio_handles.py by scripts/unasync.py: run `make unasync` after changing that.
 """The handles of the async client (`RemoteBroker.topic`, `.consumer`, `.queue`,
 `.endpoint`), as coroutines: the same methods as the embedded broker's handles, each a
 call of the broker they came from. The sync client's (this file) are made from
@@ -12,23 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from brook import limits, validate
 from brook.client import protocol
+from brook.client.sync_calls import RemoteEndpointCalls, RemoteQueueCalls
 from brook.models import (
-    DeadRecord,
-    ErrorGroup,
     JobInfo,
-    Transition,
 )
 from brook.records import (
     Ack,
-    Attempt,
-    DeliveryStats,
-    EndpointInfo,
     Job,
     Published,
     Record,
-    Resent,
-    TestResult,
-    UniqueAck,
 )
 
 if TYPE_CHECKING:
@@ -152,7 +144,7 @@ class RemoteConsumer:
         return f"<RemoteConsumer {self.topic} group={self.group}>"
 
 
-class RemoteQueue:
+class RemoteQueue(RemoteQueueCalls):
     """A queue group over HTTP; the same methods as the embedded `Queue`."""
 
     def __init__(self, broker: RemoteBroker, topic: str, group: str) -> None:
@@ -214,145 +206,17 @@ class RemoteQueue:
         )
         return settings
 
-    def trace(self, partition: int, offset: int) -> list[Transition]:
-        return self._broker._ask(
-            list[Transition], "trace", self.topic, self.group, partition=partition, offset=offset
-        )
-
-    def redrive(
-        self, limit: int | None = None, records: Iterable[tuple[int, int]] | None = None
-    ) -> int:
-        return self._broker._ask(
-            int, "redrive_queue", self.topic, self.group, limit=limit, records=records
-        )
-
-    def cancel(
-        self,
-        records: Iterable[tuple[int, int]] | None = None,
-        key: bytes | str | None = None,
-        reason: str = "",
-    ) -> list[tuple[int, int]]:
-        return self._broker._ask(
-            list[tuple[int, int]],
-            "cancel_records",
-            self.topic,
-            self.group,
-            records=records,
-            key=key,
-            reason=reason,
-        )
-
-    def enqueue_unique(
-        self,
-        identity: str,
-        value: bytes,
-        key: bytes | None = None,
-        headers: dict[str, bytes] | None = None,
-        replace: bool = False,
-    ) -> UniqueAck:
-        """Append unless a live record of `identity` is in the group (see
-        Queue.enqueue_unique)."""
-        return self._broker._ask(
-            UniqueAck,
-            "enqueue_unique",
-            self.topic,
-            self.group,
-            identity=identity,
-            value=value,
-            key=key,
-            headers=headers,
-            replace=replace,
-        )
-
-    def dead_errors(self) -> list[ErrorGroup]:
-        return self._broker._ask(list[ErrorGroup], "dead_errors", self.topic, self.group)
-
-    def dead_records(
-        self,
-        error: str,
-        after: tuple[int, int] | None = None,
-        limit: int = limits.dead_records_page_default,
-    ) -> list[DeadRecord]:
-        return self._broker._ask(
-            list[DeadRecord],
-            "dead_records",
-            self.topic,
-            self.group,
-            error=error,
-            after=after,
-            limit=limit,
-        )
-
     def __repr__(self) -> str:
         return f"<RemoteQueue {self.topic} group={self.group}>"
 
 
-class RemoteEndpoint:
+class RemoteEndpoint(RemoteEndpointCalls):
     """A delivery endpoint over HTTP; the same methods as the embedded
     one's handle."""
 
     def __init__(self, broker: RemoteBroker, name: str) -> None:
         self._broker = broker
         self.name = name
-
-    def info(self) -> EndpointInfo:
-        return self._broker._ask(EndpointInfo, "describe_endpoint", self.name)
-
-    def stats(self) -> DeliveryStats:
-        return self._broker._ask(DeliveryStats, "endpoint_stats", self.name)
-
-    def attempts(self, topic: str, partition: int, offset: int) -> list[Attempt]:
-        return self._broker._ask(
-            list[Attempt],
-            "endpoint_attempts",
-            self.name,
-            topic=topic,
-            partition=partition,
-            offset=offset,
-        )
-
-    def redrive(
-        self,
-        topic: str | None = None,
-        limit: int | None = None,
-        records: Iterable[tuple[int, int]] | None = None,
-    ) -> int:
-        return self._broker._ask(
-            int, "redrive_endpoint", self.name, topic=topic, limit=limit, records=records
-        )
-
-    def replay(
-        self,
-        topic: str | None = None,
-        since_ms: int | None = None,
-        partition: int | None = None,
-        offset: int | None = None,
-    ) -> int:
-        return self._broker._ask(
-            int,
-            "replay_endpoint",
-            self.name,
-            topic=topic,
-            since_ms=since_ms,
-            partition=partition,
-            offset=offset,
-        )
-
-    def resend(self, webhook_id: str) -> Resent:
-        """Send the message with this webhook-id to the endpoint once more."""
-        return self._broker._ask(Resent, "resend_message", self.name, webhook_id=webhook_id)
-
-    def enable(self) -> EndpointInfo:
-        return self._broker._ask(EndpointInfo, "enable_endpoint", self.name)
-
-    def disable(self) -> EndpointInfo:
-        return self._broker._ask(EndpointInfo, "disable_endpoint", self.name)
-
-    def rotate_secret(self, secret: str | None = None) -> str:
-        return self._broker._ask(str, "rotate_secret", self.name, secret=secret)
-
-    def test(self) -> TestResult:
-        return self._broker._ask(TestResult, "test_endpoint", self.name)
 
     def __repr__(self) -> str:
         return f"<RemoteEndpoint {self.name}>"
