@@ -196,3 +196,54 @@ def test_a_message_s_attempts_are_found_by_its_webhook_id_across_endpoints(
         assert {line.split("\t")[0] for line in lines[1:]} == {"good", "flaky"}
         result = CliRunner().invoke(main, ["endpoints", "message", "has space", "--url", url])
         assert result.exit_code == 1 and "is not a webhook-id" in result.output
+
+
+@pytest.mark.parametrize("where", ["embedded", "remote"])
+def test_an_endpoint_s_dead_records_are_grouped_by_what_they_died_of(
+    served: Served, tmp_path: Path, where: str
+) -> None:
+    """The webhook sender's "why did these fail": one group per reason across the
+    endpoint's topics (ids masked), most first, and the topic to narrow it to."""
+
+    def answer(got: Got) -> Answer:
+        return Answer(404, b"no such customer") if got.body.startswith(b"gone") else Answer(500)
+
+    with Receiver(answer) as receiver:
+        context = (
+            brook.connect(f"http://127.0.0.1:{served.port}")
+            if where == "remote"
+            else brook.open(str(tmp_path / "embedded"), delivery_allow_private_networks=True)
+        )
+        with context as b:
+            b.create_endpoint("hook", receiver.url, ["orders.*"], max_attempts=1)
+            b.create_endpoint("quiet", receiver.url, ["other"])
+            for topic in ("orders.eu", "orders.us"):
+                b.topic(topic).append_many([brook.Record(b"gone 1"), brook.Record(b"gone 2")])
+            b.topic("orders.us").append(b"broken")
+            handle = b.endpoint("hook")
+            wait_for(lambda: handle.stats().dead == 5, 30)
+            everything = handle.dead_errors()
+            assert [(e.dead, e.group) for e in everything][0][0] == 4, everything
+            assert sum(e.dead for e in everything) == 5 and len(everything) == 2
+            assert "404" in everything[0].example and "500" in everything[1].example
+            us = handle.dead_errors("orders.us")
+            assert sorted(e.dead for e in us) == [1, 2]
+            assert b.endpoint("quiet").dead_errors() == []
+            with pytest.raises(brook.errors.TopicNotFound):
+                handle.dead_errors("invoices")
+            with pytest.raises(brook.errors.InvalidName):
+                handle.dead_errors("no way")
+            with pytest.raises(EndpointNotFound):
+                b.endpoint("nope").dead_errors()
+    if where == "remote":
+        url = f"http://127.0.0.1:{served.port}"
+        result = CliRunner().invoke(main, ["endpoints", "errors", "hook", "--url", url])
+        lines = result.stdout.splitlines()
+        assert result.exit_code == 0 and lines[0].startswith("4\t"), result.output
+        assert len(lines) == 2 and "404" in lines[0]
+        result = CliRunner().invoke(
+            main, ["endpoints", "errors", "hook", "--topic", "x y", "--url", url]
+        )
+        assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+        status, _ = served.request("GET", "/v1/endpoints/hook/errors?topic=orders.eu&x=1")
+        assert status == 400

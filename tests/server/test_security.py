@@ -78,6 +78,7 @@ SCOPES = {
     ("DELETE", "/v1/endpoints/{endpoint}"): "admin",
     ("GET", "/v1/endpoints/{endpoint}/stats"): "admin",
     ("GET", "/v1/endpoints/{endpoint}/attempts"): "admin",
+    ("GET", "/v1/endpoints/{endpoint}/errors"): "admin",
     ("GET", "/v1/messages/{message}/attempts"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/redrive"): "admin",
     ("POST", "/v1/endpoints/{endpoint}/replay"): "admin",

@@ -258,6 +258,25 @@ def endpoints_message(webhook_id: str, data: str, url: str | None, api_key: str 
             click.echo(f"{each.endpoint}\t{_attempt_line(a)}")
 
 
+@endpoints.command("errors")
+@click.argument("name")
+@click.option("--topic", default=None, help="Only the dead records of this topic.")
+@click.option("-n", "count", type=click.IntRange(1), default=100, show_default=True)
+@broker_options
+@friendly
+def endpoints_errors(
+    name: str, topic: str | None, count: int, data: str, url: str | None, api_key: str | None
+) -> None:
+    """Print what the endpoint's dead records died of, grouped, most first: how many, the
+    group, and one whole reason (then `brook endpoints redrive` once it is mended)."""
+    with connect(data, url, api_key, read_only=True) as b:
+        found = b.endpoint(name).dead_errors(topic)
+    if not found:
+        click.echo("no dead records", err=True)
+    for each in found[:count]:
+        click.echo(f"{each.dead}\t{each.group}\t{each.example.partition(chr(10))[0]}")
+
+
 @endpoints.command("redrive")
 @click.argument("name")
 @click.option("--topic", default=None, help="Only the dead records of this topic.")

@@ -257,6 +257,12 @@ class AsyncEndpointCalls:
             offset=offset,
         )
 
+    async def dead_errors(self: AsyncEndpoint, topic: str | None = None) -> list[ErrorGroup]:
+        """What the endpoint's dead records died of (from one topic, or all), grouped as a queue
+        group's are (by the reason with its ids masked), most first: how many are dead, and
+        one whole reason of each."""
+        return await self._broker._ask(list[ErrorGroup], "endpoint_errors", self.name, topic=topic)
+
     async def redrive(
         self: AsyncEndpoint,
         topic: str | None = None,

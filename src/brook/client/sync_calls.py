@@ -258,6 +258,12 @@ class RemoteEndpointCalls:
             offset=offset,
         )
 
+    def dead_errors(self: RemoteEndpoint, topic: str | None = None) -> list[ErrorGroup]:
+        """What the endpoint's dead records died of (from one topic, or all), grouped as a queue
+        group's are (by the reason with its ids masked), most first: how many are dead, and
+        one whole reason of each."""
+        return self._broker._ask(list[ErrorGroup], "endpoint_errors", self.name, topic=topic)
+
     def redrive(
         self: RemoteEndpoint,
         topic: str | None = None,

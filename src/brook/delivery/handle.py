@@ -5,7 +5,7 @@ The same methods exist on the remote clients' endpoints (brook.connect)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -13,7 +13,7 @@ from brook import limits, validate
 from brook.delivery import endpoint as ep
 from brook.delivery import messages, signing
 from brook.errors import MessageNotFound, TopicNotFound
-from brook.models import State
+from brook.models import ErrorGroup, State
 from brook.records import (
     Attempt,
     DeliveryCounters,
@@ -27,6 +27,7 @@ from brook.records import (
 if TYPE_CHECKING:
     from brook.delivery.service import Deliverer
     from brook.delivery.store import EndpointStore
+    from brook.queue.shell import QueueGroup
 
 _ENDED = {State.ACKED: "acked", State.RETRYING: "retrying", State.DEAD: "dead"}
 
@@ -175,18 +176,12 @@ class Endpoint:
         """Put dead records back to work (of one topic, or of all), attempts counted
         afresh; up to `limit`, or those of `records` ((partition, offset) pairs of
         `topic`). Returns how many."""
-        endpoint = self._store.get(self.name)
         limit = validate.optional_whole(limit, "limit", 1)
         positions = validate.positions(records)
         if positions is not None and topic is None:
             validate.topic_name(topic)  # InvalidName: records name offsets of one topic
-        groups = (
-            [self._group(validate.topic_name(topic))]
-            if topic is not None
-            else self._store.groups(endpoint)
-        )
         done = 0
-        for group in groups:
+        for group in self._groups(topic):
             left = None if limit is None else limit - done
             if left is not None and left <= 0:
                 break
@@ -207,14 +202,8 @@ class Endpoint:
         (of one partition, or of each). Records not yet delivered are left as they
         are (they go anyway; dead ones go back with `redrive`). Same webhook-id as
         before, attempts counted afresh. Returns how many records go again."""
-        endpoint = self._store.get(self.name)
         since_ms, partition, offset = validate.replay_from(topic, since_ms, partition, offset)
-        groups = (
-            [self._group(validate.topic_name(topic))]
-            if topic is not None
-            else self._store.groups(endpoint)
-        )
-        done = sum(group.replay(partition, offset, since_ms) for group in groups)
+        done = sum(group.replay(partition, offset, since_ms) for group in self._groups(topic))
         if done:
             self._deliverer.wake(self.name)
         return done
@@ -266,7 +255,30 @@ class Endpoint:
             excerpt=result.excerpt,
         )
 
-    def _group(self, topic: str) -> Any:
+    def dead_errors(self, topic: str | None = None) -> list[ErrorGroup]:
+        """What the endpoint's dead records died of (from `topic`, or from every topic it
+        delivers), grouped as a queue group's are (queue/error_groups.py: the reason with
+        its ids masked, so "HTTP 404" from a thousand records is one group), as
+        ErrorGroup(group, dead, example), most first. EndpointNotFound; TopicNotFound when
+        it delivers nothing from `topic`."""
+        merged: dict[str, ErrorGroup] = {}
+        for group in self._groups(topic):
+            for found in group.dead_errors():
+                seen = merged.get(found.group)
+                merged[found.group] = (
+                    found
+                    if seen is None
+                    else ErrorGroup(seen.group, seen.dead + found.dead, seen.example)
+                )
+        return sorted(merged.values(), key=lambda found: (-found.dead, found.group))
+
+    def _groups(self, topic: str | None) -> list[QueueGroup]:
+        """The queue groups of `topic` (one) or of every topic the endpoint delivers."""
+        if topic is not None:
+            return [self._group(validate.topic_name(topic))]
+        return self._store.groups(self._store.get(self.name))
+
+    def _group(self, topic: str) -> QueueGroup:
         endpoint = self._store.get(self.name)
         for group in self._store.groups(endpoint):
             if group.topic == topic:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from brook import wire
+from brook import names, wire
 from brook.operations.rows import (
     BACKOFF_RELATION,
     ED25519_PAIR_RELATION,
     ENDPOINT,
+    ERROR_GROUPS,
     EVENT_TYPE,
     WEAK_SECRET_RELATION,
     Operation,
@@ -185,6 +186,20 @@ ROWS: tuple[Operation, ...] = (
         ),
         executor="read",
         call="endpoint.attempts",
+    ),
+    Operation(
+        "endpoint_errors",
+        "GET",
+        ENDPOINT + "/errors",
+        "admin",
+        True,
+        "What the endpoint's dead records died of (from one topic, or all), grouped as a queue "
+        "group's are (by the reason with its ids masked), most first: how many are dead, and "
+        "one whole reason of each",
+        ERROR_GROUPS,
+        query=(Param("topic", "text", "Only this topic's", pattern=names.USER_NAME_PATTERN),),
+        executor="read",
+        call="endpoint.dead_errors",
     ),
     Operation(
         "message_attempts",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from brook import limits, wire
-from brook.models import DeadRecord, ErrorGroup
+from brook.models import DeadRecord
 from brook.operations.rows import (
     BACKOFF_RELATION,
+    ERROR_GROUPS,
     PAST_THE_END,
     QUEUE,
     WAIT,
@@ -232,7 +233,7 @@ ROWS: tuple[Operation, ...] = (
         "The errors the group's dead records died of, grouped (by exception type and the "
         "task's innermost frame, or by the reason with its ids masked), most first: how many "
         "are dead, and one whole error of each",
-        wire.listing("ErrorGroups", "errors", ErrorGroup),
+        ERROR_GROUPS,
         executor="read",
         call="queue.dead_errors",
     ),

@@ -9,6 +9,7 @@ import msgspec
 
 from brook import limits, names, wire
 from brook.event_headers import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
+from brook.models import ErrorGroup
 
 COUNT = {"type": "integer", "minimum": 0, "maximum": limits.whole_max}
 POSITIVE = {"type": "integer", "minimum": 1, "maximum": limits.whole_max}
@@ -34,6 +35,10 @@ PATH_PARAMETERS = {
     "seq": {"type": "integer", "minimum": 0, "maximum": limits.staging_seq_max},
     "chunk": {"type": "integer", "minimum": 0, "maximum": limits.staging_chunks_per_part_max - 1},
 }
+
+
+ERROR_GROUPS = wire.listing("ErrorGroups", "errors", ErrorGroup)
+"""Dead records grouped by what they died of: a queue group's, an endpoint's."""
 
 
 POSITION_PATTERN = "^(0|[1-9][0-9]{0,17}):(0|[1-9][0-9]{0,17})$"
