@@ -10,7 +10,7 @@ PURE_TESTS := tests/test_compiled.py tests/codec tests/commit tests/test_wire.py
 	tests/test_duplicate_keys.py tests/fuzz/test_batch_format.py tests/server/test_http_sans_io.py \
 	tests/server/test_bad_input.py
 
-.PHONY: run test coverage lint unasync profile wrk redis-server system-packages bytecode reliability bench screenshots pipeline-demo chaos fuzz-api clean
+.PHONY: run test coverage lint generate unasync profile wrk redis-server system-packages bytecode reliability bench screenshots pipeline-demo chaos fuzz-api clean
 
 # The broker's own dependencies only (what `make run` needs), not compiled: serving
 # first (a new user's first `make run` waited ~55 s for the compiler, 3 minutes on a busy
@@ -52,15 +52,20 @@ lint: $(STAMP) $(NATIVE)
 	$(VENV)/bin/ruff format --check src tests benchmarks examples scripts setup.py
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/operations_table.py --check
 	$(PY) scripts/client_calls.py --check
 	$(PY) scripts/unasync.py --check
 
-# The async client's generic calls are made from the table's rows and api.py's Protocols
-# (scripts/client_calls.py), the sync client from the async one (scripts/unasync.py):
-# edit a row, a Protocol or aio.py, then this.
-unasync: $(STAMP) $(NATIVE)
+# What is made from the table of operations (brook/operations/) and api.py's Protocols:
+# PROTOCOL.md's table (scripts/operations_table.py), the async client's generic calls
+# (scripts/client_calls.py), and the sync client from the async one (scripts/unasync.py).
+# Edit a row, a Protocol or client/aio*.py, then this; `make lint` fails until it is run.
+generate: $(STAMP) $(NATIVE)
+	$(PY) scripts/operations_table.py
 	$(PY) scripts/client_calls.py
 	$(PY) scripts/unasync.py
+
+unasync: generate
 
 # Debian packages the tests drive: chromium, for the dashboard's tests in a real browser;
 # fuse3 (libfuse), for the power-loss tests' file system (tests/powerloss).

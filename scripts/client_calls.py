@@ -51,7 +51,7 @@ OWNERS = {
 }
 HEADER = '''"""The async client's calls of the operations the table serves generically, made by
 scripts/client_calls.py from brook/operations/ and brook/api.py: change the row or the
-Protocol, never this file, then run `make unasync`.
+Protocol, never this file, then run `make generate`.
 """
 '''
 
@@ -125,9 +125,10 @@ def render() -> str:
     classes: dict[str, list[str]] = {owner.mixin: [] for owner in OWNERS.values()}
     used: set[str] = set()
     for row in TABLE:
-        if row.call is None:
+        call = row.call or row.client
+        if call is None:
             continue
-        handle, _, name = row.call.rpartition(".")
+        handle, _, name = call.rpartition(".")
         owner = OWNERS[handle]
         source, names = _method(row, owner, methods[owner.protocol][name])
         classes[owner.mixin].append(source)
@@ -161,7 +162,7 @@ def main(argv: list[str]) -> int:
     elif not TARGET.exists() or TARGET.read_text() != made:
         print(
             f"{TARGET.relative_to(ROOT)} is not what the rows and api.py make: "
-            "run `make unasync` (edit the row or the Protocol, never aio_calls.py)",
+            "run `make generate` (edit the row or the Protocol, never aio_calls.py)",
             file=sys.stderr,
         )
         return 1

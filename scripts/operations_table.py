@@ -60,8 +60,8 @@ def main(argv: list[str]) -> int:
     wanted = text[:start] + render() + text[end:]
     if "--check" in argv:
         if wanted != text:
-            print("docs/PROTOCOL.md's table of operations is not brook/operations.py's; run")
-            print("  .venv/bin/python scripts/operations_table.py")
+            print("docs/PROTOCOL.md's table of operations is not the rows' (brook/operations/):")
+            print("  run `make generate`")
             return 1
         return 0
     DOC.write_text(wanted)

@@ -20,7 +20,7 @@ PAIRS = (
     (ROOT / "src/brook/client/aio_handles.py", ROOT / "src/brook/client/sync_handles.py"),
     (ROOT / "src/brook/client/aio_calls.py", ROOT / "src/brook/client/sync_calls.py"),
 )
-HEADER = "# Made from client/{} by scripts/unasync.py: run `make unasync` after changing that.\n"
+HEADER = "# Made from client/{} by scripts/unasync.py: run `make generate` after changing that.\n"
 
 DOCSTRING = (
     '"""`brook.connect_async(url)`: the broker\'s API over HTTP, as coroutines.\n',
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
         elif not target.exists() or target.read_text() != made:
             print(
                 f"{target.relative_to(ROOT)} is not what {source.relative_to(ROOT)} makes: "
-                f"run `make unasync` (edit {source.name}, never {target.name})",
+                f"run `make generate` (edit {source.name}, never {target.name})",
                 file=sys.stderr,
             )
             return 1

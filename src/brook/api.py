@@ -307,7 +307,7 @@ class BrokerApi(Protocol):
         due_from_ms: int | None = None,
         due_to_ms: int | None = None,
         after: str | None = None,
-        limit: int = ...,
+        limit: int = limits.timers_page_default,
     ) -> TimerPage: ...
 
     def create_endpoint(

@@ -1,26 +1,30 @@
 """The async client's calls of the operations the table serves generically, made by
 scripts/client_calls.py from brook/operations/ and brook/api.py: change the row or the
-Protocol, never this file, then run `make unasync`.
+Protocol, never this file, then run `make generate`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.client import protocol
 from brook.models import (
     Attempt,
+    Backoff,
     DeadRecord,
     DeliveryStats,
     EndpointInfo,
     ErrorGroup,
     EventTypeInfo,
     LakeStatus,
+    MessageAttempts,
+    PortalLink,
     Resent,
     ScheduleInfo,
     TestResult,
+    TimerPage,
     TopicInfo,
     Transition,
     UniqueAck,
@@ -75,6 +79,25 @@ class AsyncBrokerCalls:
         answers once it is durable (needs a broker serving with --lake)."""
         return await self._ask(list[LakeStatus], "lake_sync", topic=topic)
 
+    async def list_timers(
+        self: AsyncBroker,
+        topic: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after: str | None = None,
+        limit: int = limits.timers_page_default,
+    ) -> TimerPage:
+        """Pending timers in order of due time (then id), a page at a time."""
+        return await self._ask(
+            TimerPage,
+            "list_timers",
+            topic=topic,
+            due_from_ms=due_from_ms,
+            due_to_ms=due_to_ms,
+            after=after,
+            limit=limit,
+        )
+
     async def list_schedules(self: AsyncBroker) -> list[ScheduleInfo]:
         """List periodic schedules."""
         return await self._ask(list[ScheduleInfo], "list_schedules")
@@ -118,6 +141,13 @@ class AsyncBrokerCalls:
         """Fire again from the next slot after now."""
         return await self._ask(ScheduleInfo, "resume_schedule", name)
 
+    async def portal_link(
+        self: AsyncBroker, tenant: str, ttl_s: int = limits.portal_ttl_s_default
+    ) -> PortalLink:
+        """A short-lived link to the dashboard that shows one tenant its own endpoints (attempts,
+        test, replay, resend, a new secret, disable, enable) and nothing else."""
+        return await self._ask(PortalLink, "portal_link", tenant=tenant, ttl_s=ttl_s)
+
     async def event_types(self: AsyncBroker) -> list[EventTypeInfo]:
         """The event-type catalog: each type, what it means and a JSON Schema of its bodies."""
         return await self._ask(list[EventTypeInfo], "list_event_types")
@@ -142,9 +172,64 @@ class AsyncBrokerCalls:
         """Remove an event type from the catalog (records carrying it are not touched)."""
         await self._do(protocol.request("delete_event_type", name))
 
+    async def endpoints(self: AsyncBroker) -> list[EndpointInfo]:
+        """List delivery endpoints (no secrets)."""
+        return await self._ask(list[EndpointInfo], "list_endpoints")
+
+    async def create_endpoint(
+        self: AsyncBroker,
+        name: str,
+        url: str | None = None,
+        topics: Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        rate_limit_per_s: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+        disable_after_ms: int | None = None,
+        ordering: str | None = None,
+        enabled: bool | None = None,
+        start: str | None = None,
+        tenant: str | None = None,
+        event_types: Sequence[str] | None = None,
+        signature: str | None = None,
+    ) -> EndpointInfo:
+        """Create a delivery endpoint (url and topics needed) or change its settings; the answer
+        shows a secret made or given, once."""
+        return await self._ask(
+            EndpointInfo,
+            "put_endpoint",
+            name,
+            url=url,
+            topics=topics,
+            secret=secret,
+            headers=headers,
+            timeout_ms=timeout_ms,
+            max_in_flight=max_in_flight,
+            rate_limit_per_s=rate_limit_per_s,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            expire_after_ms=expire_after_ms,
+            disable_after_ms=disable_after_ms,
+            ordering=ordering,
+            enabled=enabled,
+            start=start,
+            tenant=tenant,
+            event_types=event_types,
+            signature=signature,
+        )
+
     async def delete_endpoint(self: AsyncBroker, name: str) -> None:
         """Delete an endpoint and its queue groups."""
         await self._do(protocol.request("delete_endpoint", name))
+
+    async def message_attempts(self: AsyncBroker, webhook_id: str) -> list[MessageAttempts]:
+        """Every endpoint's attempts to deliver one message, by its webhook-id."""
+        return await self._ask(list[MessageAttempts], "message_attempts", webhook_id)
 
 
 class AsyncQueueCalls:

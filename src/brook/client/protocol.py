@@ -18,22 +18,17 @@ from brook.codec.batch import Columns
 from brook.errors import BadRequest, BrookError, CorruptData, from_code
 from brook.models import (
     JobInfo,
-    MessageAttempts,
-    ScheduleInfo,
     TimerInfo,
-    TimerPage,
     TimerSpec,
 )
 from brook.operations import OPERATIONS, path_of
 from brook.records import (
     Ack,
-    EndpointInfo,
     Job,
     JoinContinuation,
     JoinInfo,
     JoinMember,
     JoinSpec,
-    PortalLink,
     Published,
     Record,
 )
@@ -91,6 +86,7 @@ PATH_CHECKS: dict[str, Callable[[Any], Any]] = {
     "endpoint": validate.topic_name,
     "event_type": validate.event_type,
     "schedule": lambda name: _schedule_name(name)["schedule"],
+    "message": validate.webhook_id,
 }
 """How a client checks a path's parameters before sending (the errors an embedded call
 gives, not a 404 from a path that leads nowhere)."""
@@ -476,45 +472,11 @@ def schedule_many(specs: Sequence[TimerSpec]) -> Call:
     return _call("schedule", {}, {}, body, headers, parse, retry_safe=named)
 
 
-def _timer_info(out: wire.TimerOut) -> TimerInfo:
-    return TimerInfo(
-        out.timer_id,
-        out.state,
-        out.topic,
-        out.due_ms,
-        out.partition,
-        out.offset,
-        out.fired_at_ms if out.state == "fired" else out.cancelled_at_ms,
-    )
-
-
 def timer(timer_id: str) -> Call:
     def parse(status: int, headers: dict[str, str], body: bytes) -> TimerInfo:
-        return _timer_info(_answer(body, wire.TimerOut))
+        return _answer(body, wire.TimerOut).returned()
 
     return _call("describe_timer", {"timer": timer_id}, {}, None, {}, parse)
-
-
-def list_timers(
-    topic: str | None,
-    due_from_ms: int | None,
-    due_to_ms: int | None,
-    after: str | None,
-    limit: int,
-) -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> TimerPage:
-        page = _answer(body, wire.TimersPage)
-        return TimerPage([_timer_info(t) for t in page.timers], page.next)
-
-    given = {
-        "topic": topic,
-        "due_from_ms": due_from_ms,
-        "due_to_ms": due_to_ms,
-        "after": after,
-        "limit": limit,
-    }
-    params = {name: value for name, value in given.items() if value is not None}
-    return _call("list_timers", {}, params, None, {}, parse)
 
 
 def cancel_timer(timer_id: str) -> Call:
@@ -522,58 +484,6 @@ def cancel_timer(timer_id: str) -> Call:
         return True
 
     return _call("cancel_timer", {"timer": timer_id}, {}, None, {}, parse)
-
-
-# ---------------------------------------------------------------- delivery endpoints
-
-
-def create_endpoint(name: str, **settings: Any) -> Call:
-    """PUT the settings that are not None; the endpoint is created if new."""
-    validate.topic_name(name)
-    given = {k: v for k, v in settings.items() if v is not None}
-    if isinstance(given.get("backoff"), msgspec.Struct):
-        given["backoff"] = msgspec.structs.asdict(given["backoff"])
-    if "topics" in given:
-        given["topics"] = list(given["topics"])
-    body, headers = _json_body(wire.request(wire.EndpointIn, **given))
-    # Resent safely: the same settings again change nothing (a secret given again is the
-    # same secret; one made by the first try would be replaced by the second's).
-    safe = "secret" in given
-    parse = _returned(EndpointInfo)
-    return _call("put_endpoint", {"endpoint": name}, {}, body, headers, parse, retry_safe=safe)
-
-
-def endpoints() -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[EndpointInfo]:
-        return _answer(body, wire.Endpoints).endpoints
-
-    return _call("list_endpoints", {}, {}, None, {}, parse)
-
-
-def portal_link(tenant: str, ttl_s: int) -> Call:
-    body, headers = _json_body(wire.PortalIn(tenant=validate.tenant(tenant), ttl_s=ttl_s))
-
-    def parse(status: int, headers: dict[str, str], body: bytes) -> PortalLink:
-        return _answer(body, PortalLink)
-
-    return _call("portal_link", {}, {}, body, headers, parse)
-
-
-def message_attempts(webhook_id: str) -> Call:
-    def parse(status: int, headers: dict[str, str], body: bytes) -> list[MessageAttempts]:
-        return [
-            MessageAttempts(endpoint=e.endpoint, attempts=[a.returned() for a in e.attempts])
-            for e in _answer(body, wire.MessageAttemptsOut).endpoints
-        ]
-
-    return _call("message_attempts", {"message": webhook_id}, {}, None, {}, parse)
-
-
-# ---------------------------------------------------------------- periodic schedules
-
-
-def _schedule(status: int, headers: dict[str, str], body: bytes) -> ScheduleInfo:
-    return _answer(body, wire.ScheduleOut).info()
 
 
 # ---------------------------------------------------------------- joins

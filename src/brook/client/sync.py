@@ -1,4 +1,4 @@
-# Made from client/aio.py by scripts/unasync.py: run `make unasync` after changing that.
+# Made from client/aio.py by scripts/unasync.py: run `make generate` after changing that.
 """`brook.connect(url)`: the broker's API over HTTP, for threads.
 
 The same methods and types as the embedded broker for everything the server
@@ -24,16 +24,12 @@ from brook.client.transport import headers_for
 from brook.errors import BadRequest, ScheduleNotFound, TimerNotCancellable, TimerNotFound
 from brook.models import (
     Backoff,
-    MessageAttempts,
     TimerInfo,
-    TimerPage,
     TimerSpec,
 )
 from brook.records import (
-    EndpointInfo,
     JoinInfo,
     JoinSpec,
-    PortalLink,
 )
 
 T = TypeVar("T")
@@ -159,94 +155,12 @@ class RemoteBroker(RemoteBrokerCalls):
             return None
         return info
 
-    def list_timers(
-        self,
-        topic: str | None = None,
-        due_from_ms: int | None = None,
-        due_to_ms: int | None = None,
-        after: str | None = None,
-        limit: int = limits.timers_page_default,
-    ) -> TimerPage:
-        """Pending timers in order of due time (then id), a page at a time: pass a
-        page's `next` as `after` for the page after it."""
-        if topic is not None:
-            validate.topic_name(topic)
-        validate.whole(limit, "limit", 1, limits.timers_page_max)
-        page: TimerPage = self._do(
-            protocol.list_timers(topic, due_from_ms, due_to_ms, after, limit)
-        )
-        return page
-
     # ------------------------------------------------------------ delivery
-
-    def create_endpoint(
-        self,
-        name: str,
-        url: str | None = None,
-        topics: Sequence[str] | None = None,
-        *,
-        secret: str | None = None,
-        headers: dict[str, str] | None = None,
-        timeout_ms: int | None = None,
-        max_in_flight: int | None = None,
-        rate_limit_per_s: int | None = None,
-        max_attempts: int | None = None,
-        backoff: Backoff | dict[str, Any] | None = None,
-        expire_after_ms: int | None = None,
-        disable_after_ms: int | None = None,
-        ordering: str | None = None,
-        enabled: bool | None = None,
-        start: str | None = None,
-        tenant: str | None = None,
-        event_types: Sequence[str] | None = None,
-        signature: str | None = None,
-    ) -> EndpointInfo:
-        """Create endpoint `name` (url and topics needed) or change the settings given;
-        the answer carries the secret when one was made or given (shown once)."""
-        info: EndpointInfo = self._do(
-            protocol.create_endpoint(
-                name,
-                url=url,
-                topics=topics,
-                secret=secret,
-                headers=headers,
-                timeout_ms=timeout_ms,
-                max_in_flight=max_in_flight,
-                rate_limit_per_s=rate_limit_per_s,
-                max_attempts=max_attempts,
-                backoff=backoff,
-                expire_after_ms=expire_after_ms,
-                disable_after_ms=disable_after_ms,
-                ordering=ordering,
-                enabled=enabled,
-                start=start,
-                tenant=tenant,
-                event_types=event_types,
-                signature=signature,
-            )
-        )
-        return info
-
-    def endpoints(self) -> list[EndpointInfo]:
-        """Every endpoint, by name (no secrets)."""
-        found: list[EndpointInfo] = self._do(protocol.endpoints())
-        return found
-
-    def message_attempts(self, webhook_id: str) -> list[MessageAttempts]:
-        """Every attempt to deliver the message with this webhook-id, endpoint by endpoint."""
-        validate.webhook_id(webhook_id)
-        found: list[MessageAttempts] = self._do(protocol.message_attempts(webhook_id))
-        return found
 
     def endpoint(self, name: str) -> RemoteEndpoint:
         """A handle on endpoint `name`. Raises EndpointNotFound."""
         self._do(protocol.request("describe_endpoint", name))
         return RemoteEndpoint(self, name)
-
-    def portal_link(self, tenant: str, ttl_s: int = limits.portal_ttl_s_default) -> PortalLink:
-        """A short-lived link to the dashboard showing tenant `tenant` its own endpoints."""
-        made: PortalLink = self._do(protocol.portal_link(tenant, ttl_s))
-        return made
 
     def create_joins(self, joins: Sequence[JoinSpec]) -> list[JoinInfo]:
         """Make joins (see Broker.create_joins)."""

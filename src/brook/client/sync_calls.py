@@ -1,27 +1,31 @@
-# Made from client/aio_calls.py by scripts/unasync.py: run `make unasync` after changing that.
+# Made from client/aio_calls.py by scripts/unasync.py: run `make generate` after changing that.
 """The sync client's calls of the operations the table serves generically, made by
 scripts/client_calls.py from brook/operations/ and brook/api.py: change the row or the
-Protocol, never this file, then run `make unasync`.
+Protocol, never this file, then run `make generate`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from brook import limits
 from brook.client import protocol
 from brook.models import (
     Attempt,
+    Backoff,
     DeadRecord,
     DeliveryStats,
     EndpointInfo,
     ErrorGroup,
     EventTypeInfo,
     LakeStatus,
+    MessageAttempts,
+    PortalLink,
     Resent,
     ScheduleInfo,
     TestResult,
+    TimerPage,
     TopicInfo,
     Transition,
     UniqueAck,
@@ -76,6 +80,25 @@ class RemoteBrokerCalls:
         answers once it is durable (needs a broker serving with --lake)."""
         return self._ask(list[LakeStatus], "lake_sync", topic=topic)
 
+    def list_timers(
+        self: RemoteBroker,
+        topic: str | None = None,
+        due_from_ms: int | None = None,
+        due_to_ms: int | None = None,
+        after: str | None = None,
+        limit: int = limits.timers_page_default,
+    ) -> TimerPage:
+        """Pending timers in order of due time (then id), a page at a time."""
+        return self._ask(
+            TimerPage,
+            "list_timers",
+            topic=topic,
+            due_from_ms=due_from_ms,
+            due_to_ms=due_to_ms,
+            after=after,
+            limit=limit,
+        )
+
     def list_schedules(self: RemoteBroker) -> list[ScheduleInfo]:
         """List periodic schedules."""
         return self._ask(list[ScheduleInfo], "list_schedules")
@@ -119,6 +142,13 @@ class RemoteBrokerCalls:
         """Fire again from the next slot after now."""
         return self._ask(ScheduleInfo, "resume_schedule", name)
 
+    def portal_link(
+        self: RemoteBroker, tenant: str, ttl_s: int = limits.portal_ttl_s_default
+    ) -> PortalLink:
+        """A short-lived link to the dashboard that shows one tenant its own endpoints (attempts,
+        test, replay, resend, a new secret, disable, enable) and nothing else."""
+        return self._ask(PortalLink, "portal_link", tenant=tenant, ttl_s=ttl_s)
+
     def event_types(self: RemoteBroker) -> list[EventTypeInfo]:
         """The event-type catalog: each type, what it means and a JSON Schema of its bodies."""
         return self._ask(list[EventTypeInfo], "list_event_types")
@@ -143,9 +173,64 @@ class RemoteBrokerCalls:
         """Remove an event type from the catalog (records carrying it are not touched)."""
         self._do(protocol.request("delete_event_type", name))
 
+    def endpoints(self: RemoteBroker) -> list[EndpointInfo]:
+        """List delivery endpoints (no secrets)."""
+        return self._ask(list[EndpointInfo], "list_endpoints")
+
+    def create_endpoint(
+        self: RemoteBroker,
+        name: str,
+        url: str | None = None,
+        topics: Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        rate_limit_per_s: int | None = None,
+        max_attempts: int | None = None,
+        backoff: Backoff | dict[str, Any] | None = None,
+        expire_after_ms: int | None = None,
+        disable_after_ms: int | None = None,
+        ordering: str | None = None,
+        enabled: bool | None = None,
+        start: str | None = None,
+        tenant: str | None = None,
+        event_types: Sequence[str] | None = None,
+        signature: str | None = None,
+    ) -> EndpointInfo:
+        """Create a delivery endpoint (url and topics needed) or change its settings; the answer
+        shows a secret made or given, once."""
+        return self._ask(
+            EndpointInfo,
+            "put_endpoint",
+            name,
+            url=url,
+            topics=topics,
+            secret=secret,
+            headers=headers,
+            timeout_ms=timeout_ms,
+            max_in_flight=max_in_flight,
+            rate_limit_per_s=rate_limit_per_s,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            expire_after_ms=expire_after_ms,
+            disable_after_ms=disable_after_ms,
+            ordering=ordering,
+            enabled=enabled,
+            start=start,
+            tenant=tenant,
+            event_types=event_types,
+            signature=signature,
+        )
+
     def delete_endpoint(self: RemoteBroker, name: str) -> None:
         """Delete an endpoint and its queue groups."""
         self._do(protocol.request("delete_endpoint", name))
+
+    def message_attempts(self: RemoteBroker, webhook_id: str) -> list[MessageAttempts]:
+        """Every endpoint's attempts to deliver one message, by its webhook-id."""
+        return self._ask(list[MessageAttempts], "message_attempts", webhook_id)
 
 
 class RemoteQueueCalls:

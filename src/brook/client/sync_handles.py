@@ -1,4 +1,4 @@
-# Made from client/aio_handles.py by scripts/unasync.py: run `make unasync` after changing that.
+# Made from client/aio_handles.py by scripts/unasync.py: run `make generate` after changing that.
 """The handles of the async client (`RemoteBroker.topic`, `.consumer`, `.queue`,
 `.endpoint`), as coroutines: the same methods as the embedded broker's handles, each a
 call of the broker they came from. The sync client's (this file) are made from

@@ -35,6 +35,7 @@ ROWS: tuple[Operation, ...] = (
         wire.PortalIn,
         example={"tenant": "c0042", "ttl_s": 3600},
         executor="loop",
+        client="portal_link",
     ),
     Operation(
         "list_event_types",
@@ -93,6 +94,7 @@ ROWS: tuple[Operation, ...] = (
         "List delivery endpoints (no secrets)",
         wire.Endpoints,
         executor="loop",
+        client="endpoints",
     ),
     Operation(
         "put_endpoint",
@@ -136,6 +138,7 @@ ROWS: tuple[Operation, ...] = (
             "rate_limit_per_s": 50,
         },
         executor="blocking",
+        client="create_endpoint",
     ),
     Operation(
         "describe_endpoint",
@@ -210,6 +213,7 @@ ROWS: tuple[Operation, ...] = (
         "Every endpoint's attempts to deliver one message, by its webhook-id",
         wire.MessageAttemptsOut,
         executor="read",
+        client="message_attempts",
     ),
     Operation(
         "redrive_endpoint",

@@ -154,6 +154,10 @@ class Operation(NamedTuple):
     none; then the query's parameters and the body's `arguments()` as keywords, and
     the answer made by `answer.of(result)`. None: the operation has a handler of its
     own (the hot path, binary bodies, long-polls, answers filtered by the key)."""
+    client: str | None = None
+    """For a row with a handler of its own (the key shapes what it takes or tells), the
+    API method a client makes from it as from a row with a call: its body the call's
+    keywords (`In.of_arguments`), its answer read back (`Out.returned()`)."""
     guard: str | None = None
     """For a broker call whose path names an endpoint: "endpoint", the key must reach it."""
     visible: str | None = None

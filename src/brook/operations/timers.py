@@ -65,6 +65,7 @@ ROWS: tuple[Operation, ...] = (
             ),
         ),
         executor="blocking",
+        client="list_timers",
     ),
     Operation(
         "describe_timer",

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import limits, wire
+from brook import wire
 from brook.errors import Forbidden, TimerNotCancellable, TimerNotFound
 from brook.models import TimerInfo, TimerSpec
 from brook.operations import OPERATIONS
-from brook.server import query
+from brook.server import adapter
 from brook.server.auth import may_use
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request
@@ -81,20 +81,11 @@ class TimerEndpoints:
         )
 
     async def list_pending(self, request: Request) -> Response:
-        asked = request.query
-        topic = asked.get("topic")
-        key = request.key
+        asked = adapter.arguments(OPERATIONS["list_timers"].query, request.query)
+        topic, key = asked["topic"], request.key
         if key is not None and topic is not None and not may_use(key, topic):
             raise Forbidden(f"this key may not use topic {topic}")
-        page = await self.api.run(
-            "blocking",
-            self.api.broker.list_timers,
-            topic,
-            None if "due_from_ms" not in asked else query.number(asked, "due_from_ms"),
-            None if "due_to_ms" not in asked else query.number(asked, "due_to_ms"),
-            asked.get("after"),
-            query.number(asked, "limit", limits.timers_page_default, low=1),
-        )
+        page = await self.api.run("blocking", self.api.broker.list_timers, **asked)
         # A key limited to some topics sees their timers only (a page may come out short).
         shown = [t for t in page.timers if key is None or may_use(key, t.topic)]
         return json_response(wire.TimersPage(timers=[timer_out(t) for t in shown], next=page.next))

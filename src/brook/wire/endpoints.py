@@ -22,6 +22,7 @@ from brook.records import (
     Attempt,
     EndpointInfo,
     EventTypeInfo,
+    MessageAttempts,
     TestResult,
 )
 from brook.wire.core import Count, In, Out, Positive, given_fields, request, text_of
@@ -121,6 +122,21 @@ class EndpointIn(In):
     signature: Literal["v1", "v1a"] | None = None
     """The secrets Brook makes: v1 (HMAC, whsec_) or v1a (Ed25519, whsk_)."""
 
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> EndpointIn:
+        given = {k: v for k, v in arguments.items() if v is not None}
+        if isinstance(given.get("backoff"), msgspec.Struct):
+            given["backoff"] = msgspec.structs.asdict(given["backoff"])
+        for listed in ("topics", "event_types"):
+            if listed in given and not isinstance(given[listed], str):
+                given[listed] = list(given[listed])
+        return request(cls, **given)
+
+    def resend_safe(self) -> bool | None:
+        """The same settings again change nothing when they carry the secret (one made
+        by a first try would be replaced by the second's)."""
+        return True if self.secret is not None else None
+
     def given(self) -> dict[str, Any]:
         fields = given_fields(self)
         if self.backoff is not None:
@@ -145,6 +161,11 @@ class PortalIn(In):
         None
     )
 
+    @classmethod
+    def of_arguments(cls, **arguments: Any) -> PortalIn:
+        tenant = validate.tenant(arguments.get("tenant"))
+        return request(cls, tenant=tenant, ttl_s=arguments.get("ttl_s"))
+
 
 class EventTypes(Out):
     event_types: list[EventTypeInfo]
@@ -161,6 +182,9 @@ class EventTypes(Out):
 class Endpoints(Out):
     endpoints: list[EndpointInfo]
     """records.EndpointInfo is the answer's shape itself (as Published is)."""
+
+    def returned(self) -> list[EndpointInfo]:
+        return self.endpoints
 
 
 class AttemptOut(Out):
@@ -212,6 +236,12 @@ class EndpointAttemptsOut(Out):
 class MessageAttemptsOut(Out):
     endpoints: list[EndpointAttemptsOut]
     """Each endpoint that tried to deliver the message, with its attempts, oldest first."""
+
+    def returned(self) -> list[MessageAttempts]:
+        return [
+            MessageAttempts(endpoint=e.endpoint, attempts=[a.returned() for a in e.attempts])
+            for e in self.endpoints
+        ]
 
 
 class ResendIn(In):

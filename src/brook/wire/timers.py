@@ -8,6 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from brook import limits, validate
+from brook.models import TimerInfo, TimerPage
 from brook.names import (
     Id,
     Name,
@@ -168,11 +169,25 @@ class TimerOut(Out, omit_defaults=True):
     fired_at_ms: int | None = None
     cancelled_at_ms: int | None = None
 
+    def returned(self) -> TimerInfo:
+        return TimerInfo(
+            self.timer_id,
+            self.state,
+            self.topic,
+            self.due_ms,
+            self.partition,
+            self.offset,
+            self.fired_at_ms if self.state == "fired" else self.cancelled_at_ms,
+        )
+
 
 class TimersPage(Out):
     timers: list[TimerOut]
     next: str | None = None
     """The cursor for the page after (the `after` parameter); null on the last page."""
+
+    def returned(self) -> TimerPage:
+        return TimerPage([t.returned() for t in self.timers], self.next)
 
 
 class Cancelled(Out):
