@@ -544,3 +544,30 @@ def test_allow_networks_flow_from_brook_toml(tmp_path: Path) -> None:
         assert status == 400 and "outside delivery_allow_networks" in answer["error"]["message"]
     finally:
         served.close()
+
+
+def test_a_410_never_makes_a_record_dead_and_nothing_goes_out_after_it(
+    broker: brook.Broker,
+) -> None:
+    """Records sent together to an endpoint that is gone (each answered 410, even on
+    its last attempt) all wait for it to be enabled again; none is sent twice meanwhile."""
+    gone = True
+
+    def answer(got: Got) -> Answer:
+        return Answer(410 if gone else 200)
+
+    with Receiver(answer) as receiver:
+        put(broker, "hook", url=receiver.url, topics=["t"], max_attempts=1, max_in_flight=8)
+        broker.topic("t").append_many([brook.Record(b"%d" % i) for i in range(8)])
+        for i in range(8, 12):
+            broker.topic("t").append(b"%d" % i)
+        wait_for(lambda: not broker.endpoint_store.get("hook").settings.enabled)
+        time.sleep(0.5)
+        counts = stats(broker, "t", "hook")
+        assert counts["dead"] == 0 and counts["ready"] + counts["retrying"] == 12, counts
+        bodies = [g.body for g in receiver.requests()]
+        assert len(bodies) == len(set(bodies)), f"sent twice after a 410: {bodies}"
+        gone = False
+        broker.endpoint("hook").enable()
+        wait_for(lambda: stats(broker, "t", "hook").get("acked") == 12)
+        assert stats(broker, "t", "hook")["dead"] == 0

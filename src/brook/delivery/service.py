@@ -584,18 +584,21 @@ class Deliverer:
                 group.settle(receipts, "discard", verdict.reason, outcome=outcome)
             elif action is Action.RETRY:
                 group.settle(receipts, "nack", verdict.reason, verdict.delay_ms, outcome=outcome)
-            else:  # DISABLE: the record waits, its attempt spent
-                group.settle(receipts, "nack", verdict.reason, 0, outcome=outcome)
-                disabled.append(
-                    self.store.set_enabled(runtime.endpoint.name, False, verdict.reason)
-                )
+            else:  # DISABLE: the record waits for the endpoint to be enabled again
+                group.settle(receipts, *_waiting(job, group, verdict), outcome=outcome)
 
-        disabled: list[Endpoint] = []
         supervisor = self.core.supervisor
         try:
+            if action is Action.DISABLE:
+                # The endpoint first, stored and then known to the loop: the record is
+                # still leased, so it cannot go out again before the loop sees the
+                # endpoint disabled (nor can the records waiting for their pacing).
+                name = runtime.endpoint.name
+                disable = functools.partial(self.store.set_enabled, name, False, verdict.reason)
+                stored = await self._blocking(disable)
+                assert isinstance(stored, Endpoint)
+                runtime.update(stored)
             await self._blocking(settle)
-            if disabled:  # at once: attempts waiting for their pacing must not go out
-                runtime.update(disabled[0])
             if group.settings.ordering == "key":
                 self._look_again(runtime)  # its key's next record is ready only now
         except LeaseExpired:
@@ -606,6 +609,15 @@ class Deliverer:
             supervisor.subject_failed("delivery", group.subject, "settle", exc)
         else:
             supervisor.subject_succeeded(group.subject, "settle")
+
+
+def _waiting(job: Job, group: QueueGroup, verdict: Verdict) -> tuple[str, str, int]:
+    """How a record answered by a 410 is settled: it waits, ready again at once (its
+    endpoint is disabled, so it goes when enabled again), never dead: its attempt spent
+    and shown (a nack) while attempts are left, else given back unspent (a release), so
+    a 410 on its last attempt does not make it dead."""
+    left = job.attempt < group.settings.max_attempts
+    return ("nack" if left else "release"), verdict.reason, 0
 
 
 class Acks:
