@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import brook
 from brook.cli import main
 from brook.config import hash_key
+from brook.errors import Unauthorized
 from tests.served import Served
+from tests.server.test_http_framing import exchange
 
 KEYS = {"admin": "key-admin-1", "producer": "key-producer-1", "consumer": "key-consumer-1"}
 CONFIG = f"""
@@ -219,3 +222,29 @@ def test_a_key_without_the_bearer_scheme_is_told_so_and_never_echoed(secured: Se
         message = error["error"]["message"]
         assert status == 401 and told in message and "Bearer <key>" in message, message
         assert key not in message
+
+
+def test_two_keys_in_one_request_are_refused_whatever_their_order(secured: Served) -> None:
+    """Which of two Authorization headers counts is ambiguous (a proxy may read one, the
+    server the other): neither does, in either order."""
+    admin, weak = f"Bearer {KEYS['admin']}", "Bearer not-a-key"
+    for first, second in ((admin, weak), (weak, admin)):
+        head = (
+            f"GET /v1/topics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {first}\r\n"
+            f"Authorization: {second}\r\nConnection: close\r\n\r\n"
+        )
+        answer = exchange(secured, head.encode())
+        assert answer.startswith(b"HTTP/1.1 400") and b"more than one authorization" in answer
+
+
+def test_a_key_a_header_cannot_carry_is_refused_by_the_client_in_one_line(
+    secured: Served,
+) -> None:
+    for bad in ("cl\u00e9", "a\nb", "two words"):
+        with pytest.raises(Unauthorized, match="is not one"):
+            brook.connect(f"http://127.0.0.1:{secured.port}", api_key=bad)
+        result = CliRunner().invoke(
+            main, ["topics", "list", "--url", f"http://127.0.0.1:{secured.port}", "--api-key", bad]
+        )
+        assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+        assert bad not in result.output

@@ -112,6 +112,7 @@ def test_query_parameters_are_read_strictly(with_queue: Served) -> None:
         ("offset=-1", "at least 0"),
         ("ofset=5", "unknown query parameter 'ofset'"),
         ("limit=0", "limit must be at least 1"),
+        ("offset=0&limit=5&offset=3", "'offset' is given more than once"),
     ):
         status, answer = served.request("GET", f"/v1/topics/t/records?{query}")
         assert status == 400 and words in answer["error"]["message"], (query, answer)

@@ -3,6 +3,7 @@ how to read the answer, and whether a failed call may be sent again."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -10,7 +11,7 @@ import httpx
 from brook import limits
 from brook.client import protocol
 from brook.client.protocol import Call
-from brook.errors import Overloaded, Unavailable
+from brook.errors import Overloaded, Unauthorized, Unavailable
 from brook.retry import doubling, retry_delay
 
 _RESEND = doubling(limits.client_resend_ms_min, limits.client_resend_ms_max)
@@ -23,8 +24,23 @@ _NOTHING_ANSWERED = (
 )
 
 
+_KEY = re.compile(r"[\x21-\x7e]+")
+"""What an API key can be: visible ASCII (what an HTTP header carries as it is)."""
+
+
 def headers_for(api_key: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {api_key}"} if api_key else {}
+    """The headers that carry `api_key`. Unauthorized for what cannot be a key (not
+    text, or characters an HTTP header cannot carry): said at once, not as an error of
+    the HTTP library on the first call."""
+    if not api_key:
+        return {}
+    if not isinstance(api_key, str) or not _KEY.fullmatch(api_key):
+        # (never shown: it may be a real key with a stray character)
+        raise Unauthorized(
+            "the API key given is not one: a key is printable ASCII with no spaces or line "
+            "breaks (`brook keys create` makes one)"
+        )
+    return {"authorization": f"Bearer {api_key}"}
 
 
 def request_args(call: Call) -> dict[str, Any]:

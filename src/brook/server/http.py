@@ -140,6 +140,9 @@ def error_response(error: BrookError) -> Response:
 
 
 App = Callable[[Request], Awaitable[Response]]
+SINGLE_HEADERS = frozenset(("authorization", "content-type", "content-length", "host", "cookie"))
+"""Headers a request carries once: given twice, which one counts is ambiguous (a proxy
+may read the first, the server the last: a key or a body read two ways), so a 400."""
 _JOINED_BODY_MAX = 16 * 1024
 """Bodies up to this size are sent joined to their head (a copy cheaper than a second buffer)."""
 
@@ -319,6 +322,7 @@ class HttpProtocol(asyncio.Protocol):
         self._declared = None
         self._message_held = 0
         self._head_bytes = self._header_bytes = self._header_count = 0
+        self._repeated: str | None = None
 
     def on_url(self, url: bytes) -> None:
         if self._broken:
@@ -342,7 +346,10 @@ class HttpProtocol(asyncio.Protocol):
         ):
             self._reject(self._headers_too_large())
             return
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        field = name.decode("latin-1").lower()
+        if field in SINGLE_HEADERS and field in self._headers:
+            self._repeated = field  # which one decides? neither: a 400 when it is read
+        self._headers[field] = value.decode("latin-1")
 
     def _headers_too_large(self) -> HeadersTooLarge:
         return HeadersTooLarge(
@@ -470,13 +477,19 @@ class HttpProtocol(asyncio.Protocol):
             path = (url.path or b"/").decode()
             if "%" in path:
                 path = unquote(path, errors="strict")
-            query = (
-                dict(parse_qsl(url.query.decode(), keep_blank_values=True, errors="strict"))
+            pairs = (
+                parse_qsl(url.query.decode(), keep_blank_values=True, errors="strict")
                 if url.query
-                else {}
+                else []
             )
         except UnicodeDecodeError:
             raise BadRequest("the URL is not valid UTF-8") from None
+        query = dict(pairs)
+        if len(query) != len(pairs):
+            twice = next(name for i, (name, _) in enumerate(pairs) if name in dict(pairs[:i]))
+            raise BadRequest(f"the query parameter {twice[:40]!r} is given more than once")
+        if self._repeated is not None:
+            raise BadRequest(f"the request carries more than one {self._repeated} header")
         method = self.parser.get_method().decode()
         body = b"".join(self._body)
         self._body = []
