@@ -372,9 +372,10 @@ class AsyncEndpointCalls:
         partition: int | None = None,
         offset: int | None = None,
     ) -> int:
-        """Send again records already delivered: those appended from since_ms on (of one topic or
-        all), or those of topic from offset on (of one partition or each); records not yet
-        delivered are left as they are."""
+        """Send again records already delivered (or appended before the endpoint began: a
+        backfill): those appended from since_ms on (of one topic or all), or those of topic
+        from offset on (of one partition or each); records not yet delivered are left as they
+        are."""
         return await self._broker._ask(
             int,
             "replay_endpoint",

@@ -199,9 +199,11 @@ class Endpoint:
     ) -> int:
         """Send again records already delivered: those appended at or after `since_ms`
         (of one topic, or of all the endpoint's), or those of `topic` from `offset` on
-        (of one partition, or of each). Records not yet delivered are left as they
-        are (they go anyway; dead ones go back with `redrive`). Same webhook-id as
-        before, attempts counted afresh. Returns how many records go again."""
+        (of one partition, or of each). Records appended before the endpoint began
+        count as delivered (its start): a replay from before then sends them too, a
+        backfill. Records not yet delivered are left as they are (they go anyway;
+        dead ones go back with `redrive`). Same webhook-id as before, attempts counted
+        afresh. Returns how many records go again."""
         since_ms, partition, offset = validate.replay_from(topic, since_ms, partition, offset)
         done = sum(group.replay(partition, offset, since_ms) for group in self._groups(topic))
         if done:

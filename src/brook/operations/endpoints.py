@@ -250,9 +250,10 @@ ROWS: tuple[Operation, ...] = (
         ENDPOINT + "/replay",
         "admin",
         False,
-        "Send again records already delivered: those appended from since_ms on (of one "
-        "topic or all), or those of topic from offset on (of one partition or each); "
-        "records not yet delivered are left as they are",
+        "Send again records already delivered (or appended before the endpoint began: a "
+        "backfill): those appended from since_ms on (of one topic or all), or those of "
+        "topic from offset on (of one partition or each); records not yet delivered are "
+        "left as they are",
         wire.Replayed,
         wire.EndpointReplayIn,
         example={"topic": "orders", "since_ms": 1_800_000_000_000},
