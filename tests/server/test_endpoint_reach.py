@@ -99,6 +99,10 @@ def test_every_endpoint_route_inside_and_outside_a_keys_reach(
                 assert status == 403, (key, method, path, status, answer)
                 assert answer["error"]["code"] == "forbidden"
                 assert HEADER_SECRET not in str(answer)
+                topics, tenant = ENDPOINTS[endpoint]
+                told = answer["error"]["message"]
+                assert not any(t in told for t in topics), f"its patterns told: {told}"
+                assert tenant is None or repr(tenant) not in told, f"its tenant told: {told}"
 
 
 def test_what_a_key_was_refused_changed_nothing(served: Served) -> None:

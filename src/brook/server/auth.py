@@ -81,3 +81,15 @@ def endpoint_beyond(key: ApiKey, topics: list[str], tenant: str | None) -> str |
                 f"the key's topics ({', '.join(key.topics)})"
             )
     return None
+
+
+def endpoint_unreached(key: ApiKey, name: str, topics: list[str], tenant: str | None) -> str | None:
+    """Why the key may not see or change the stored endpoint `name`, in words for a
+    403 that tell nothing of the endpoint (its patterns, its tenant); None when it may.
+    (endpoint_beyond's words are for the settings a key gives: its own.)"""
+    if endpoint_beyond(key, topics, tenant) is None:
+        return None
+    return (
+        f"key {key.name!r} does not reach endpoint {name!r} (its topics or tenant lie beyond "
+        "the key's)"
+    )

@@ -21,7 +21,7 @@ from brook.errors import EndpointNotFound, Forbidden
 from brook.models import EndpointInfo
 from brook.names import MESSAGE_ID_PATTERN
 from brook.operations import OPERATIONS
-from brook.server.auth import endpoint_beyond, may_use
+from brook.server.auth import endpoint_beyond, endpoint_unreached, may_use
 from brook.server.http import Request, Response, json_response
 from brook.wire import decode_request
 
@@ -53,7 +53,7 @@ class EndpointEndpoints:
         handle: Endpoint = self.api.broker.endpoint(name)
         if request.key is not None:
             info = handle.info()
-            why = endpoint_beyond(request.key, info.topics, info.tenant)
+            why = endpoint_unreached(request.key, name, info.topics, info.tenant)
             if why is not None:
                 raise Forbidden(why)
         return handle

@@ -40,7 +40,7 @@ from brook.errors import (
 from brook.models import EndpointInfo
 from brook.portal_links import PortalLinks
 from brook.server import pipeline
-from brook.server.auth import Authenticator, endpoint_beyond, may_use
+from brook.server.auth import Authenticator, endpoint_unreached, may_use
 from brook.server.http import Request, Response
 from brook.server.query import whole_or
 from brook.server.router import Route, Router
@@ -91,7 +91,7 @@ class Viewer:
         routes decide it: every pattern within the key's, its tenant's only."""
         if self.key is None:
             return None
-        return endpoint_beyond(self.key, endpoint.topics, endpoint.tenant)
+        return endpoint_unreached(self.key, endpoint.name, endpoint.topics, endpoint.tenant)
 
 
 @dataclass
