@@ -62,8 +62,12 @@ def test_one_delivered_message_goes_once_more_and_no_other(
             assert len(hook.requests()) == 13, "that message alone, once"
             assert len(other.requests()) == 12, "another endpoint is not touched"
 
-            with pytest.raises(MessageNotFound):
+            with pytest.raises(MessageNotFound, match="holds no record at partition 0, offset 99"):
                 b.endpoint("hook").resend("orders:0:99")
+            with pytest.raises(MessageNotFound, match="delivers nothing from topic elsewhere"):
+                b.endpoint("hook").resend("elsewhere:0:1")
+            with pytest.raises(MessageNotFound, match="carries this event id"):
+                b.endpoint("hook").resend("evt_never_sent")
             with pytest.raises(BadRequest):
                 b.endpoint("hook").resend("not an id, spaces")
 

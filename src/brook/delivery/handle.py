@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from brook import limits, validate
+from brook import validate
 from brook.delivery import endpoint as ep
 from brook.delivery import messages, signing
 from brook.errors import MessageNotFound, TopicNotFound
@@ -217,14 +217,12 @@ class Endpoint:
         same webhook-id. MessageNotFound when none of the endpoint's topics holds it;
         for an event id carried by several records, the newest goes."""
         endpoint = self._store.get(self.name)
-        found = messages.locate(
-            self._deliverer.core, webhook_id, [g.topic for g in self._store.groups(endpoint)]
-        )
+        topics = [g.topic for g in self._store.groups(endpoint)]
+        found = messages.locate(self._deliverer.core, webhook_id, topics)
         if not found:
             raise MessageNotFound(
-                f"endpoint {self.name} has no message {webhook_id[:80]!r} "
-                "(an event id is looked for among the last "
-                f"{limits.event_id_search_ms // 86_400_000} days of records)"
+                f"endpoint {self.name} has no message {webhook_id[:80]!r}: "
+                + messages.missing(webhook_id, topics)
             )
         topic, partition, offset = found[-1]
         state = self._group(topic).resend(partition, offset)

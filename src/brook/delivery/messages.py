@@ -61,6 +61,23 @@ def locate(core: Core, webhook_id: str, topics: Iterable[str]) -> list[Position]
     return out
 
 
+def missing(webhook_id: str, topics: Iterable[str]) -> str:
+    """Why `locate` found no message for this id among `topics`, in words: for Brook's
+    own id, which of its parts leads nowhere; for an event id, how far back it looked."""
+    searched = f"the last {limits.event_id_search_ms // 86_400_000} days of records"
+    positional = _positional(webhook_id)
+    if positional is None:
+        return f"no record of its topics carries this event id (among {searched})"
+    topic, partition, offset = positional
+    if topic not in set(topics):
+        where = f"it delivers nothing from topic {topic}"
+    else:
+        where = f"topic {topic} holds no record at partition {partition}, offset {offset}"
+    if event_headers.is_event_id(webhook_id):
+        return f"{where}, and no record carries it as an event id (among {searched})"
+    return where
+
+
 def _positional(webhook_id: str) -> Position | None:
     if not re.fullmatch(names.MESSAGE_ID_PATTERN, webhook_id):
         return None
