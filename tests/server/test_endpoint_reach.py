@@ -13,6 +13,7 @@ import http.client
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -240,3 +241,50 @@ def test_the_dashboard_shows_and_acts_on_only_what_the_key_reaches(served: Serve
     assert info["enabled"] is False
     status, _, _ = post(served, "/ui/endpoints/c0001/enable", {"csrf": token}, cookie)
     assert status == 303
+
+
+def test_what_every_tenant_shares_is_changed_by_the_operator_s_key_only(served: Served) -> None:
+    """The event-type catalog shows in every tenant's portal, /metrics tells of every
+    tenant: a key limited to some topics or a tenant, admin or not, changes or reads
+    neither (and may still read the catalog)."""
+    body = {"description": "An invoice was paid"}
+    for key in ("c0001", "t1"):
+        for method, path, sent in (
+            ("PUT", "/v1/event-types/invoice.paid", body),
+            ("DELETE", "/v1/event-types/invoice.paid", None),
+            ("GET", "/metrics", None),
+        ):
+            status, answer = served.request(method, path, sent, _as(key))
+            assert status == 403, (key, method, path, answer)
+        status, _ = served.request("GET", "/v1/event-types", None, _as(key))
+        assert status == 200
+    status, answer = served.request("PUT", "/v1/event-types/invoice.paid", body, _as("root"))
+    assert status == 200, answer
+    status, _ = served.request("GET", "/metrics", None, _as("root"))
+    assert status == 200
+
+
+def test_a_key_reaches_the_schedules_of_its_topics_only(served: Served) -> None:
+    def put(key: str, name: str, topic: str) -> tuple[int, Any]:
+        body = {"topic": topic, "value": "tick", "every_ms": 3_600_000}
+        return served.request("PUT", f"/v1/schedules/{name}", body, _as(key))
+
+    assert put("root", "theirs", "events.c0002.tick")[0] == 200
+    status, answer = put("c0001", "mine", "events.c0001.tick")
+    assert status == 200, answer
+    assert put("c0001", "beyond", "events.c0002.tick")[0] == 403
+    assert put("c0001", "theirs", "events.c0001.tick")[0] == 403, "nor taken over"
+    for method, path in (
+        ("GET", "/v1/schedules/theirs"),
+        ("POST", "/v1/schedules/theirs/pause"),
+        ("POST", "/v1/schedules/theirs/resume"),
+        ("DELETE", "/v1/schedules/theirs"),
+    ):
+        status, answer = served.request(method, path, None, _as("c0001"))
+        assert status == 403, (method, path, answer)
+    _, listed = served.request("GET", "/v1/schedules", None, _as("c0001"))
+    assert [s["name"] for s in listed["schedules"]] == ["mine"]
+    _, listed = served.request("GET", "/v1/schedules", None, _as("root"))
+    assert {s["name"] for s in listed["schedules"]} >= {"mine", "theirs"}
+    status, info = served.request("GET", "/v1/schedules/theirs", None, _as("root"))
+    assert status == 200 and info["topic"] == "events.c0002.tick" and not info["paused"]

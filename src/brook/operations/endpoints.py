@@ -62,6 +62,7 @@ ROWS: tuple[Operation, ...] = (
         example={"description": "An invoice was paid", "schema": {"type": "object"}},
         executor="blocking",
         call="put_event_type",
+        guard="whole_broker",
     ),
     Operation(
         "describe_event_type",
@@ -84,6 +85,7 @@ ROWS: tuple[Operation, ...] = (
         wire.Deleted,
         executor="blocking",
         call="delete_event_type",
+        guard="whole_broker",
     ),
     Operation(
         "list_endpoints",

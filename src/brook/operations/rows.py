@@ -159,7 +159,10 @@ class Operation(NamedTuple):
     API method a client makes from it as from a row with a call: its body the call's
     keywords (`In.of_arguments`), its answer read back (`Out.returned()`)."""
     guard: str | None = None
-    """For a broker call whose path names an endpoint: "endpoint", the key must reach it."""
+    """For a broker call, what the key must reach first (a 403 before the body is read):
+    "endpoint" (the endpoint the path names), "schedule" (the schedule the path names
+    fires into the key's topics), "whole_broker" (what every tenant shares: a key for
+    every topic and no tenant)."""
     visible: str | None = None
     """For a key limited to some topics: the attribute that names each answered item's topic
     ("name", "topic"); items beyond the key are left out of the answer, and a `topic`

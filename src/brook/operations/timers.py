@@ -97,6 +97,7 @@ ROWS: tuple[Operation, ...] = (
         wire.Schedules,
         executor="loop",
         call="list_schedules",
+        visible="topic",
     ),
     Operation(
         "put_schedule",
@@ -122,6 +123,8 @@ ROWS: tuple[Operation, ...] = (
         },
         executor="blocking",
         call="put_schedule",
+        guard="schedule",
+        visible="topic",
     ),
     Operation(
         "describe_schedule",
@@ -133,6 +136,7 @@ ROWS: tuple[Operation, ...] = (
         wire.ScheduleOut,
         executor="loop",
         call="get_schedule",
+        guard="schedule",
     ),
     Operation(
         "delete_schedule",
@@ -154,6 +158,7 @@ ROWS: tuple[Operation, ...] = (
         wire.ScheduleOut,
         executor="blocking",
         call="pause_schedule",
+        guard="schedule",
     ),
     Operation(
         "resume_schedule",
@@ -165,5 +170,6 @@ ROWS: tuple[Operation, ...] = (
         wire.ScheduleOut,
         executor="blocking",
         call="resume_schedule",
+        guard="schedule",
     ),
 )

@@ -97,7 +97,8 @@ def handler(api: Api, operation: Operation) -> Callable[..., Awaitable[Response]
     """The handler of `operation`, whose row names its facade call."""
     assert operation.call is not None, operation.name
     owner, _, method = operation.call.rpartition(".")
-    run, find = api.executors.run, api.handles.get(owner or (operation.guard or ""))
+    reach = owner or operation.guard
+    run, find = api.executors.run, (api.handles[reach] if reach else None)
     body, visible = operation.body, operation.visible
 
     async def handle(request: Request, **path: str) -> Response:
@@ -117,7 +118,7 @@ def handler(api: Api, operation: Operation) -> Callable[..., Awaitable[Response]
             if topic is not None and not may_use(key, topic):
                 raise Forbidden(f"key {key.name!r} may not use topic {topic!r}")
         result = await run(operation.executor, getattr(target, method), *positional, **args)
-        if visible is not None and key is not None:
+        if visible is not None and key is not None and isinstance(result, list):
             result = [item for item in result if may_use(key, getattr(item, visible))]
         return json_response(answer(operation, result, path))
 

@@ -19,7 +19,7 @@ from brook.models import Failure
 from brook.operations import OPERATIONS, TABLE
 from brook.server import adapter, openapi, pipeline
 from brook.server.adapter import Executors
-from brook.server.auth import Authenticator
+from brook.server.auth import Authenticator, whole_broker
 from brook.server.endpoints import EndpointEndpoints
 from brook.server.http import Request, Response, error_response, json_response, media_type
 from brook.server.joins import JoinEndpoints
@@ -75,6 +75,8 @@ class Api:
         self.handles: dict[str, adapter.Handle] = {
             "queue": self.queues.existing,
             "endpoint": self.endpoints.reached,
+            "schedule": self.schedules.reached,
+            "whole_broker": _whole_broker,
         }
         for operation in TABLE:  # every operation whose row names its facade call
             if operation.call is not None:
@@ -172,6 +174,7 @@ class Api:
         return json_response(openapi.document(self.router, self.auth.enabled))
 
     async def metrics(self, request: Request) -> Response:
+        whole_broker(request.key)  # every tenant's topics and endpoints are in it
         body = await self._read(render, self.registry)  # walks every topic and group
         return Response(200, body, "text/plain; version=0.0.4; charset=utf-8")
 
@@ -281,6 +284,11 @@ class Api:
 
 HEALTH_ISOLATED_MAX = limits.health_isolated_max
 _APPEND, _READ, _POLL = OPERATIONS["append"], OPERATIONS["read"], OPERATIONS["poll"]
+
+
+async def _whole_broker(request: Request, path: dict[str, str]) -> None:
+    """The guard of the rows changing what every tenant shares (auth.whole_broker)."""
+    whole_broker(request.key)
 
 
 def _failing(failure: Failure) -> wire.Failing:

@@ -64,6 +64,17 @@ def may_use(key: ApiKey, topic: str) -> bool:
     return any(fnmatch.fnmatchcase(topic, pattern) for pattern in key.topics)
 
 
+def whole_broker(key: ApiKey | None) -> None:
+    """Forbidden unless the key is the operator's: every topic (`*`), no tenant. What
+    every tenant shares (the event-type catalog their portals show, the metrics of
+    every topic and endpoint) is changed or read by such a key only, whatever its scopes."""
+    if key is not None and (key.tenant is not None or "*" not in key.topics):
+        raise Forbidden(
+            f"key {key.name!r} is limited to some topics or a tenant: this is shared by "
+            "every tenant, for a key with topics ['*'] and no tenant"
+        )
+
+
 def endpoint_beyond(key: ApiKey, topics: list[str], tenant: str | None) -> str | None:
     """Why an endpoint with these topic patterns and tenant lies beyond the key's
     reach, in words for a 403; None when the key may see and change it (SPEC §11).
