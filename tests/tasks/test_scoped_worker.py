@@ -5,6 +5,10 @@ refused quietly: said once, never a failing loop that would stop the worker."""
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +17,7 @@ import brook
 from brook.config import key_stanza
 from brook.tasks.announce import Announcer
 from brook.tasks.revocations import Reader
-from tests.served import Served
+from tests.served import SRC, Served
 from tests.tasks.conftest import Running
 from tests.waiting import slow
 
@@ -45,5 +49,40 @@ def test_a_worker_with_a_key_for_its_tasks_only_runs_them(
             assert app.result(double.enqueue(21), timeout=slow(30)) == 42
             assert running.thread.is_alive()
     finally:
+        app.close()
+        served.close()
+
+
+def test_brook_worker_takes_its_key_from_the_environment(tmp_path: Path) -> None:
+    """The App's code names no key; the unit file gives BROOK_API_KEY (docs/TASKS.md,
+    "Under systemd"), and every process of `--processes` uses it."""
+    config = tmp_path / "brook.toml"
+    config.write_text(key_stanza("billing", KEY, ["produce", "consume"], ["tasks.*"]))
+    served = Served(tmp_path / "data", config=config)
+    url = f"http://127.0.0.1:{served.port}"
+    (tmp_path / "keyless_app.py").write_text(
+        f"import brook\napp = brook.App({url!r})\n\n\n@app.task\ndef triple(x):\n    return 3 * x\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{SRC}", "BROOK_API_KEY": KEY}
+    env.pop("BROOK_URL", None)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "brook.cli", "worker", "keyless_app:app", "--processes", "2"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    app = brook.App(url, api_key=KEY)
+    try:
+
+        @app.task
+        def triple(x: int) -> int:
+            return 3 * x
+
+        refs = [triple.enqueue(i) for i in range(6)]
+        assert [app.result(ref, timeout=slow(60)) for ref in refs] == [0, 3, 6, 9, 12, 15]
+        assert worker.poll() is None
+    finally:
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.wait(slow(60))
         app.close()
         served.close()

@@ -90,6 +90,14 @@ def load_app(spec: str) -> App:
     help="The address --metrics-port listens on (0.0.0.0: every interface).",
 )
 @click.option(
+    "--api-key",
+    envvar="BROOK_API_KEY",
+    show_envvar=True,
+    default=None,
+    help="The key for a remote broker, when the App's code gives none (passed to the "
+    "--processes children by their environment, never on their command line).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -104,11 +112,14 @@ def worker(
     connect_timeout: float,
     metrics_port: int | None,
     metrics_host: str,
+    api_key: str | None,
     log_level: str,
 ) -> None:
     """Run the tasks of the brook.App at MODULE:APP until SIGTERM (which drains:
     held jobs finish, then it exits 0). A second Ctrl-C stops at once."""
     supervised = die_with_parent()  # a child of `--processes`: it ends with its parent
+    if api_key:
+        os.environ["BROOK_API_KEY"] = api_key  # the App's, and the children's
     logs.setup(log_level)
     if processes > 1:
         if metrics_port is not None and metrics_port + processes - 1 > 65535:

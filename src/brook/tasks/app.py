@@ -18,6 +18,7 @@ import asyncio
 import datetime
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -65,8 +66,9 @@ class App:
 
     `location` is what `brook.open` takes (a directory, `s3://...`, `memory://`: the
     broker runs in this process, and only one process may own a location) or the
-    URL of a `brook serve` (`http://...`: any number of producers and workers).
-    Nothing is opened until the first enqueue, job lookup or worker."""
+    URL of a `brook serve` (`http://...`: any number of producers and workers), with
+    `api_key`, or the environment's BROOK_API_KEY when none is given. Nothing is opened
+    until the first enqueue, job lookup or worker."""
 
     def __init__(
         self, location: str = "./brook-data", *, api_key: str | None = None, **options: Any
@@ -99,7 +101,10 @@ class App:
                 import brook
 
                 if self.remote:
-                    self._broker = brook.connect(self.location, api_key=self.api_key)
+                    # (BROOK_API_KEY, as every command takes it: a worker's unit file
+                    # gives the key so, never its code)
+                    key = self.api_key or os.environ.get("BROOK_API_KEY") or None
+                    self._broker = brook.connect(self.location, api_key=key)
                 else:
                     self._broker = brook.open(self.location, **self.options)
             return self._broker
