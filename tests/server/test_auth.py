@@ -137,6 +137,21 @@ def test_keys_create_prints_the_key_once_and_only_its_hash_for_the_config() -> N
     assert bad.exit_code == 1 and "scopes" in bad.output
 
 
+def test_a_tenant_s_key_is_never_made_for_every_topic_unasked() -> None:
+    """Every topic would let the tenant's endpoints take every tenant's records."""
+    create = ["keys", "create", "--name", "c42", "--scopes", "admin", "--tenant", "c42"]
+    unasked = CliRunner().invoke(main, create)
+    assert unasked.exit_code == 1 and "needs --topics" in unasked.output
+    assert "store it now" not in unasked.output, "no key made"
+    made = CliRunner().invoke(main, [*create, "--topics", "events.c42.*"])
+    stanza = tomllib.loads(made.stdout)["auth"]["keys"][0]
+    assert (stanza["topics"], stanza["tenant"]) == (["events.c42.*"], "c42")
+    chosen = CliRunner().invoke(main, [*create, "--topics", "*"])
+    assert chosen.exit_code == 0 and "covers every topic" in chosen.stderr
+    plain = CliRunner().invoke(main, ["keys", "create", "--name", "ops", "--scopes", "admin"])
+    assert tomllib.loads(plain.stdout)["auth"]["keys"][0]["topics"] == ["*"]
+
+
 def test_a_bad_config_file_is_one_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "brook.toml"
     for text, expected in [

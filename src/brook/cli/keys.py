@@ -20,25 +20,36 @@ def keys() -> None:
 @click.option(
     "--topics",
     "topic_patterns",
-    default="*",
-    show_default=True,
-    help="Comma-separated glob patterns.",
+    default=None,
+    help="Comma-separated glob patterns (default: every topic, '*'; a --tenant key needs them).",
 )
 @click.option(
     "--tenant",
     default=None,
     help="A key for one customer: it reaches only endpoints of this tenant.",
 )
-def keys_create(name: str, scopes: str, topic_patterns: str, tenant: str | None) -> None:
+def keys_create(name: str, scopes: str, topic_patterns: str | None, tenant: str | None) -> None:
     """Print a new random key once, and the brook.toml stanza holding only its hash."""
     chosen = [s.strip() for s in scopes.split(",") if s.strip()]
     unknown = set(chosen) - set(config.SCOPES)
     if not chosen or unknown:
         raise click.ClickException(f"scopes must be some of {', '.join(config.SCOPES)}")
-    patterns = [t.strip() for t in topic_patterns.split(",") if t.strip()]
     if tenant is not None and not names.USER_NAME.fullmatch(tenant):
         raise click.ClickException(
             f"invalid tenant {tenant!r}: use A-Z a-z 0-9 . _ - (not starting with '__')"
+        )
+    if tenant is not None and topic_patterns is None:
+        # Every topic would let the tenant's endpoints take every tenant's records.
+        raise click.ClickException(
+            f"a key for tenant {tenant!r} needs --topics: the tenant's own topics "
+            "(like 'events.c0042.*')"
+        )
+    patterns = [t.strip() for t in (topic_patterns or "*").split(",") if t.strip()]
+    if tenant is not None and "*" in patterns:
+        click.echo(
+            f"warning: this key for tenant {tenant!r} covers every topic: its endpoints may "
+            "take every tenant's records",
+            err=True,
         )
     key = "brook_" + secrets.token_urlsafe(32)
     click.echo(f"key (shown once, store it now): {key}\n", err=True)
