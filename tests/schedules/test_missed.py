@@ -88,3 +88,23 @@ def test_cron_slots_move_forward_and_match_the_expression_in_its_zone(
             assert local.minute == int(minute)
         if hour.isdigit():
             assert local.hour == int(hour)
+
+
+def test_a_changed_definition_fires_its_next_slot_and_survives_a_restart(tmp_path: Path) -> None:
+    """Its topic (or value) changed between two slots: the slot armed for the old one is
+    fired for the new one (a timer id is taken once: the old, cancelled timer of that
+    slot could not be armed again), and every change is kept over a restart."""
+    clock = Clock()
+    with brook.open(str(tmp_path), clock=clock) as b:
+        first = b.put_schedule("tick", "ccc", b"x", every_ms=20_000)
+        moved = b.put_schedule("tick", "ddd", b"x", every_ms=20_000)
+        again = b.put_schedule("tick", "eee", b"y", every_ms=20_000)
+        assert first.next_ms == moved.next_ms == again.next_ms
+        assert b.get_schedule("tick").topic == "eee"
+    with brook.open(str(tmp_path), clock=clock) as b:
+        assert b.get_schedule("tick").topic == "eee"
+        assert again.next_ms is not None
+        clock.now = again.next_ms / 1000 + 0.5
+        _wait_for(lambda: b.get_schedule("tick").fired == 1)
+        assert [r.value for r in b.topic("eee").read(0, 0)] == [b"y"]
+        assert {t.name for t in b.topics()} == {"eee"}, "nothing fired for the old topics"

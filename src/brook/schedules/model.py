@@ -59,15 +59,24 @@ class State(msgspec.Struct, frozen=True, kw_only=True):
     fired: int = 0
     skipped: int = 0
     created_ms: int = 0
+    version: int = 0
+    """How many times the definition was changed: its slots' timers are named by it, so a
+    change re-arms a slot under a new timer (a timer id is taken once: the cancelled one
+    of the old definition could not be armed again)."""
 
 
 class Stored(msgspec.Struct, frozen=True):
     spec: Spec
     state: State
 
+    def timer(self, slot_ms: int) -> str:
+        """The id of the timer that fires this definition's slot `slot_ms`."""
+        return timer_id(self.spec.name, slot_ms, self.state.version)
 
-def timer_id(name: str, slot_ms: int) -> str:
-    return f"sched:{name}:{slot_ms}"
+
+def timer_id(name: str, slot_ms: int, version: int = 0) -> str:
+    """`sched:<name>:<slot ms>`, then `:<version>` once the definition was changed."""
+    return f"sched:{name}:{slot_ms}" + (f":{version}" if version else "")
 
 
 def check(spec: Spec) -> Spec:

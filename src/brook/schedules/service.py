@@ -27,7 +27,7 @@ import msgspec
 from brook import layout, limits, validate
 from brook.errors import BadRequest, Conflict, ScheduleNotFound
 from brook.records import ScheduleInfo
-from brook.schedules.model import Spec, State, Stored, check, next_slot, timer_id
+from brook.schedules.model import Spec, State, Stored, check, next_slot
 from brook.timers.model import Timer
 
 if TYPE_CHECKING:
@@ -77,9 +77,10 @@ class ScheduleService:
                 return self._info(old)
             if old is not None:
                 old = self._observed(old)
-            state = old.state if old is not None else State(created_ms=now)
-            if old is not None and state.next_ms is not None:
-                self._disarm(old.spec.name, state.next_ms)
+            state = State(created_ms=now)
+            if old is not None:
+                self._disarm(old)
+                state = msgspec.structs.replace(old.state, version=old.state.version + 1)
             if not state.paused:
                 state = msgspec.structs.replace(state, next_ms=next_slot(spec, now))
             stored = Stored(spec, state)
@@ -103,8 +104,7 @@ class ScheduleService:
             stored = self._find(name)
             if stored.state.paused:
                 return self._info(stored)
-            if stored.state.next_ms is not None:
-                self._disarm(name, stored.state.next_ms)
+            self._disarm(stored)
             stored = self._observed(stored)  # counted if it fired before it could be cancelled
             stored = Stored(
                 stored.spec, msgspec.structs.replace(stored.state, paused=True, next_ms=None)
@@ -133,8 +133,7 @@ class ScheduleService:
             stored = self._stored.get(name)
             if stored is None:
                 return False
-            if stored.state.next_ms is not None:
-                self._disarm(name, stored.state.next_ms)
+            self._disarm(stored)
             self.core.storage.delete(layout.schedule(name))
             del self._stored[name]
             return True
@@ -152,7 +151,7 @@ class ScheduleService:
                 if slot is None:
                     continue
                 late = stored.spec.missed == "skip" and now - slot > limits.schedule_late_ms
-                if late and self.timers.cancel(timer_id(stored.spec.name, slot)):
+                if late and self.timers.cancel(stored.timer(slot)):
                     later = next_slot(stored.spec, now)
                     log.info(
                         "schedule %s: slot %d missed while the broker was down: skipped",
@@ -175,7 +174,7 @@ class ScheduleService:
                 slot = stored.state.next_ms
                 if slot is None or slot > self.core.now_ms():
                     continue
-                info = self.timers.info(timer_id(stored.spec.name, slot))
+                info = self.timers.info(stored.timer(slot))
                 if info is None:
                     self._arm(stored)  # lost before it was durable: arm it again
                     continue
@@ -194,7 +193,7 @@ class ScheduleService:
         slot = stored.state.next_ms
         if slot is None or stored.state.last_slot_ms == slot:
             return stored
-        info = self.timers.info(timer_id(stored.spec.name, slot))
+        info = self.timers.info(stored.timer(slot))
         if info is None or info.state != "fired":
             return stored
         state = msgspec.structs.replace(
@@ -217,11 +216,13 @@ class ScheduleService:
         headers = dict(spec.headers or {})
         headers["brook.schedule"] = spec.name.encode()
         headers["brook.slot_ms"] = str(slot).encode()
-        timer = Timer(timer_id(spec.name, slot), spec.topic, slot, spec.value, spec.key, headers)
+        timer = Timer(stored.timer(slot), spec.topic, slot, spec.value, spec.key, headers)
         self.timers.schedule([timer])
 
-    def _disarm(self, name: str, slot: int) -> None:
-        self.timers.cancel(timer_id(name, slot))
+    def _disarm(self, stored: Stored) -> None:
+        """Holding the mutex: cancel the timer of its armed slot, if one is."""
+        if stored.state.next_ms is not None:
+            self.timers.cancel(stored.timer(stored.state.next_ms))
 
     def _write(self, stored: Stored) -> None:
         self.core.storage.write_atomic(layout.schedule(stored.spec.name), _encode(stored))
