@@ -188,6 +188,20 @@ def test_options_come_from_the_config_file_and_the_environment(tmp_path: Path) -
         server.close()
 
 
+def test_brook_serve_takes_its_config_file_after_the_command_too(tmp_path: Path) -> None:
+    """SPEC §5: `brook serve ... --config FILE` (as `brook --config FILE serve`)."""
+    config = tmp_path / "elsewhere.toml"
+    config.write_text("request_bytes_max = 2048\n")
+    server = Served(tmp_path / "data", "--config", str(config))
+    try:
+        assert server.request("POST", "/v1/topics/t/records", b"x" * 3000)[0] == 413
+    finally:
+        server.close()
+    config.write_text("port = 'eighty'\n")
+    bad = CliRunner().invoke(main, ["serve", "--config", str(config)])
+    assert bad.exit_code == 1 and "elsewhere.toml" in bad.output and "port" in bad.output
+
+
 def test_https_with_a_certificate(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(

@@ -67,6 +67,28 @@ def _check_values(loaded: config.Config, path: str) -> None:
                 raise BadRequest(f"{path}: {name} = {value!r}: {exc.message}") from None
 
 
+def _loaded(config_path: str | None) -> config.Config:
+    """The config file (or ./brook.toml when present), checked: BrookError saying what is wrong."""
+    loaded = config.load(config_path)
+    config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
+    _check_values(loaded, config_path or config.DEFAULT_FILE)
+    return loaded
+
+
+def _config_here(ctx: click.Context, param: click.Parameter, path: str | None) -> None:
+    """`brook serve --config FILE` (SPEC §5) as `brook --config FILE serve`: read first
+    (the option is eager), so the file's options are the command's defaults."""
+    if path is None:
+        return
+    try:
+        loaded = _loaded(path)
+    except BrookError as exc:
+        raise click.ClickException(exc.message) from None
+    ctx.obj = loaded
+    ctx.default_map = _defaults_for(ctx.command, loaded.options)
+    ctx.find_root().params["config_path"] = path  # (a worker's children are given it)
+
+
 def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, Any]:
     """click's default_map for `command` and its subcommands: the config file's options."""
     if isinstance(command, click.Group):
@@ -88,9 +110,7 @@ def _defaults_for(command: click.Command, options: dict[str, Any]) -> dict[str, 
 def main(ctx: click.Context, config_path: str | None) -> None:
     """Brook: a durable event broker, job queue and timer service."""
     try:
-        loaded = config.load(config_path)
-        config.check_names(loaded, _option_names(main), config_path or config.DEFAULT_FILE)
-        _check_values(loaded, config_path or config.DEFAULT_FILE)
+        loaded = _loaded(config_path)
     except BrookError as exc:
         if ctx.invoked_subcommand != "doctor":
             raise click.ClickException(exc.message) from None
@@ -99,6 +119,20 @@ def main(ctx: click.Context, config_path: str | None) -> None:
     ctx.obj = loaded
     ctx.default_map = _defaults_for(main, loaded.options)
 
+
+for command in (serve, worker):
+    command.params.insert(
+        0,
+        click.Option(
+            ["--config", "config_path"],
+            default=None,
+            is_eager=True,
+            expose_value=False,
+            callback=_config_here,
+            help=f"Config file (default: ./{config.DEFAULT_FILE} when present); the same as "
+            "`brook --config FILE ...`.",
+        ),
+    )
 
 for command in (
     serve,
