@@ -552,6 +552,10 @@ endpoint_url_chars_max = 2_048
 """The longest endpoint URL."""
 endpoint_secret_rotation_ms = 24 * 60 * 60 * 1000
 """After a secret changes, requests are signed with the old one too for this long."""
+endpoint_secrets_retiring_max = 4
+"""Old secrets that still sign, at most: past it the oldest stops at once, so rotations in a
+loop (a portal user's clicks) never grow the webhook-signature header past what receivers
+take (a signature is ~50 bytes; nginx's default header buffer is 8 KiB)."""
 delivery_retry_after_ms_max = 60 * 60 * 1000
 """A receiver's Retry-After is honoured up to an hour (SPEC §7)."""
 delivery_excerpt_bytes_max = 2048

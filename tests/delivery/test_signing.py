@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from brook import names
+from brook import limits, names
+from brook.delivery import endpoint as ep
 from brook.delivery import signing
 from brook.errors import BadRequest
 
@@ -152,3 +153,28 @@ def test_random_keys_and_keys_of_hex_or_base64_text_are_taken() -> None:
 def test_a_stored_weak_secret_still_signs() -> None:
     """A secret taken before weak keys were refused keeps signing (no endpoint stops)."""
     assert signing.stored_key(whsec(bytes(16))) == bytes(16)
+
+
+def test_rotations_in_a_loop_keep_the_newest_few_secrets_signing() -> None:
+    """A portal user clicking "new secret" 300 times: the current secret and the four
+    newest old ones sign (each for its day); the header stays small enough for any
+    receiver, and the last secrets handed out all verify."""
+    secrets: tuple[ep.Secret, ...] = (ep.Secret(signing.new_secret()),)
+    handed_out = []
+    for i in range(300):
+        new = signing.new_secret()
+        handed_out.append(new)
+        secrets = ep.rotated(secrets, new, 1_800_000_000_000 + i)
+    assert len(secrets) == 1 + limits.endpoint_secrets_retiring_max
+    assert [s.value for s in secrets] == handed_out[::-1][: len(secrets)]
+    keys = [signing.key_of(s.value) for s in secrets]
+    timestamp = now_s()
+    header = signing.signature_header(keys, "t:0:1", timestamp, b"body")
+    assert len(header) < 512
+    headers = {
+        "webhook-id": "t:0:1",
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": header,
+    }
+    for secret in handed_out[-5:]:
+        Webhook(secret).verify(b"body", headers, json_parse=False)

@@ -217,13 +217,16 @@ def _disabled_reason(stored: Endpoint | None, settings: Settings, given: dict[st
 
 def rotated(secrets: tuple[Secret, ...], new: str, now_ms: int) -> tuple[Secret, ...]:
     """`new` as the current secret; the current one signs too for ROTATION_MS more;
-    those whose time ran out are dropped."""
+    those whose time ran out are dropped, and past endpoint_secrets_retiring_max the
+    oldest too (the newest retiring ones are kept)."""
     kept = [
         Secret(s.value, now_ms + ROTATION_MS if s.until_ms is None else s.until_ms)
         for s in secrets
         if s.value != new
     ]
-    return (Secret(new), *[s for s in kept if s.until_ms is not None and s.until_ms > now_ms])
+    retiring = [s for s in kept if s.until_ms is not None and s.until_ms > now_ms]
+    retiring.sort(key=lambda s: s.until_ms or 0, reverse=True)
+    return (Secret(new), *retiring[: limits.endpoint_secrets_retiring_max])
 
 
 def _checked(field: str, value: Any, reach: addresses.Reach) -> Any:
