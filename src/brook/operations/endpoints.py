@@ -80,7 +80,7 @@ ROWS: tuple[Operation, ...] = (
         "DELETE",
         EVENT_TYPE,
         "admin",
-        True,
+        False,
         "Remove an event type from the catalog (records carrying it are not touched)",
         wire.Deleted,
         executor="blocking",

@@ -143,7 +143,7 @@ ROWS: tuple[Operation, ...] = (
         "DELETE",
         SCHEDULE,
         "admin",
-        True,
+        False,
         "Delete a periodic schedule",
         wire.Deleted,
         executor="blocking",
