@@ -226,7 +226,7 @@ def test_dead_records_are_listed_by_the_error_they_died_of(broker: Any) -> None:
     for bad in ({"after": (0, -1)}, {"after": "x"}, {"limit": 0}):
         with pytest.raises(BadRequest):
             q.dead_records("HTTP 503", **bad)
-    for error in (123, b"HTTP 503", ["HTTP 503"], "x" * 100_000):
+    for error in (123, b"HTTP 503", ["HTTP 503"], "x" * 100_000, ""):
         with pytest.raises(BadRequest):
             q.dead_records(error)
 

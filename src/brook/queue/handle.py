@@ -131,7 +131,8 @@ class Queue:
         it; a whole error stands for its group), in order of their place, from just after
         `after` ((partition, offset): keyset paging). BadRequest for a bad argument;
         `limit` is capped at read_records_max."""
-        validate.text(error, "error", limits.queue_reason_chars_max)
+        if not validate.text(error, "error", limits.queue_reason_chars_max):
+            raise BadRequest("error must name an error group (as dead_errors gives them)")
         if after is not None:
             (after,) = validate.positions([after]) or [after]
         limit = min(validate.whole(limit, "limit", 1), limits.read_records_max)
