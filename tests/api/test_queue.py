@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import brook
-from brook.errors import BadRequest, InvalidName, LeaseExpired
+from brook.errors import BadRequest, InvalidName, LeaseExpired, PartitionNotFound
 from brook.records import Record
 from tests.waiting import slow
 
@@ -157,6 +157,9 @@ def test_release_later_gives_a_job_back_after_its_delay_with_no_attempt_spent(
     ]
     assert trace[1].reason == "no task named refund here"
     assert trace[1].until_ms - trace[1].at_ms == 200
+    assert q.trace(0, 10**9) == [], "a record not there yet has no transitions"
+    with pytest.raises(PartitionNotFound):
+        q.trace(7, 0)  # as q.job says, on every surface
 
 
 def test_release_at_once_keeps_the_attempt_count_and_the_last_error(broker: Any) -> None:

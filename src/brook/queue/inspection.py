@@ -103,7 +103,10 @@ class Inspection:
         return any(r.covers(position[1]) for r in self.replaying.get(position[0], ()))
 
     def trace(self: QueueGroup, partition: int, offset: int) -> list[Transition]:
-        """The record's transitions kept in the status log, oldest first."""
+        """The record's transitions kept in the status log, oldest first. PartitionNotFound
+        for a partition the topic lacks (as `job` says)."""
+        if partition >= len(self.core.topic_state(self.topic).logs):
+            raise PartitionNotFound(f"topic {self.topic} has no partition {partition}")
         with self.mutex:
             self._check_usable()
             end = self.status_log.durable_offset
