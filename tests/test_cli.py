@@ -92,6 +92,32 @@ def test_queue_commands(tmp_path: Path) -> None:
     assert code == 1 and "invalid_name" in out and "Traceback" not in out
 
 
+def test_dead_records_of_one_error_are_paged_and_redriven(tmp_path: Path) -> None:
+    import brook
+
+    data = str(tmp_path / "d")
+    with brook.open(data) as b:
+        b.topic("jobs").append_many([brook.Record(b"%d" % i) for i in range(7)])
+        q = b.queue("jobs", "workers")
+        for job in q.lease(max_records=7):
+            q.discard(job, reason="no customer 42" if job.record.offset % 3 else "card declined")
+    listed = ["queue", "errors", "jobs", "workers", "--error", "no customer N", "--data", data]
+    code, out = run(*listed, "-n", "2")
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["0/1", "0/2"]
+    code, out = run(*listed, "-n", "2", "--after", "0/2")
+    assert [line.split("\t")[0] for line in out.splitlines()] == ["0/4", "0/5"]
+    code, out = run("queue", "errors", "jobs", "workers", "--after", "0/2", "--data", data)
+    assert code == 2 and "give --error too" in out
+    code, out = run(*listed, "--after", "two", "--data", data)
+    assert code == 2 and "PARTITION/OFFSET" in out
+    redrive = ["queue", "redrive", "jobs", "workers", "--error", "no customer N", "--data", data]
+    assert run(*redrive, "--limit", "3")[1] == "redriven: 3 records\n"
+    assert run(*redrive)[1] == "redriven: 1 record\n"
+    with brook.open(data) as b:
+        stats = b.queue("jobs", "workers").stats()
+        assert (stats["ready"], stats["dead"]) == (4, 3), "the declined cards stay dead"
+
+
 def test_timer_commands(tmp_path: Path) -> None:
     data = str(tmp_path / "d")
     code, out = run(

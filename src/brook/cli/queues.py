@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from brook import limits
 from brook.cli.common import (
     backoff_given,
     backoff_options,
@@ -218,6 +219,12 @@ def queue_dead(
 @click.argument("topic")
 @click.argument("group")
 @click.option("--error", default=None, help="List the dead records of this error group.")
+@click.option(
+    "--after",
+    default=None,
+    metavar="PARTITION/OFFSET",
+    help="With --error: the records after this one (the last line's, for the next page).",
+)
 @click.option("-n", "count", type=click.IntRange(1), default=100, show_default=True)
 @broker_options
 @friendly
@@ -225,20 +232,24 @@ def queue_errors(
     topic: str,
     group: str,
     error: str | None,
+    after: str | None,
     count: int,
     data: str,
     url: str | None,
     api_key: str | None,
 ) -> None:
     """Print what the group's dead records died of, grouped, most first (the count and the
-    first line of one error); with --error, the dead records of that group."""
+    first line of one error); with --error, the dead records of that group, N at a time."""
+    if after is not None and error is None:
+        raise click.UsageError("--after pages through one group's records: give --error too")
+    place = None if after is None else _position(after, "--after")
     with connect(data, url, api_key, read_only=True) as b:
         q = b.queue(topic, group, create=False)
         if error is None:
             for found in q.dead_errors()[:count]:
                 click.echo(f"{found.dead}\t{found.group}\t{found.example.partition(chr(10))[0]}")
             return
-        for dead in q.dead_records(error, None, count):
+        for dead in q.dead_records(error, place, count):
             click.echo(
                 f"{dead.partition}/{dead.offset}\tattempts={dead.attempts}\t"
                 f"redriven={dead.redriven}\terror={dead.error.partition(chr(10))[0]!r}"
@@ -251,15 +262,44 @@ def queue_errors(
 @click.option(
     "--limit", type=click.IntRange(1), default=None, help="Most records (default: all dead)."
 )
+@click.option(
+    "--error",
+    default=None,
+    help="Only the dead records of this error group (as `brook queue errors` names it).",
+)
 @broker_options
 @friendly
 def queue_redrive(
-    topic: str, group: str, limit: int | None, data: str, url: str | None, api_key: str | None
+    topic: str,
+    group: str,
+    limit: int | None,
+    error: str | None,
+    data: str,
+    url: str | None,
+    api_key: str | None,
 ) -> None:
-    """Put dead records back to work, their attempts counted afresh."""
+    """Put dead records back to work, their attempts counted afresh: all of them, or
+    those that died of one error (once what caused it is mended)."""
     with connect(data, url, api_key) as b:
-        count = b.queue(topic, group, create=False).redrive(limit=limit)
+        q = b.queue(topic, group, create=False)
+        count = q.redrive(limit=limit) if error is None else _redrive_group(q, error, limit)
         click.echo(f"redriven: {plural(count, 'record')}")
+
+
+def _redrive_group(q: Any, error: str, limit: int | None) -> int:
+    """Redrive the dead records of error group `error`, a page at a time (by place, so
+    a page goes on after the last even once it is redriven)."""
+    count, after = 0, None
+    while limit is None or count < limit:
+        page_size = limits.dead_records_page_default
+        if limit is not None:
+            page_size = min(page_size, limit - count)
+        page = q.dead_records(error, after, page_size)
+        if not page:
+            break
+        count += q.redrive(records=[(d.partition, d.offset) for d in page])
+        after = (page[-1].partition, page[-1].offset)
+    return count
 
 
 @queue.command("cancel")
@@ -290,7 +330,7 @@ def queue_cancel(
     never delivered unless redriven. Records leased or finished are left as they are."""
     if bool(records) == (key is not None):
         raise click.UsageError("give --record PARTITION/OFFSET (one or more) or --key, one of them")
-    positions = [_position(text) for text in records] or None
+    positions = [_position(text, "--record") for text in records] or None
     with connect(data, url, api_key) as b:
         q = b.queue(topic, group, create=False)
         if positions is not None:
@@ -302,10 +342,10 @@ def queue_cancel(
             click.echo(f"  {partition}/{offset}")
 
 
-def _position(text: str) -> tuple[int, int]:
+def _position(text: str, option: str) -> tuple[int, int]:
     partition, _, offset = text.partition("/")
     if not (partition.isdigit() and offset.isdigit()):
         raise click.BadParameter(
-            f"{text!r} is not PARTITION/OFFSET (such as 0/42)", param_hint="--record"
+            f"{text!r} is not PARTITION/OFFSET (such as 0/42)", param_hint=option
         )
     return int(partition), int(offset)
