@@ -27,6 +27,7 @@ BOUNDED = [f for f in settings.FIELDS if f.kind in ("int", "float") and f.low is
 
 def test_every_setting_is_an_option_of_serve_with_its_variable() -> None:
     options = {p.name: p for p in serve.params if isinstance(p, click.Option)}
+    assert "--config" in options.pop("config_path").opts, "the file they come from (SPEC §5)"
     assert set(options) == {f.name for f in settings.FIELDS}
     for field in settings.FIELDS:
         option = options[field.name]
