@@ -66,6 +66,13 @@ def load(path: str | None) -> Config:
     auth = document.pop("auth", {})
     if not isinstance(auth, dict) or set(auth) - {"keys"}:
         raise BadRequest(f"{path}: [auth] holds only [[auth.keys]] tables")
+    for entry in auth.get("keys", []):
+        if isinstance(entry, dict) and "tenant" in entry and "topics" not in entry:
+            raise BadRequest(
+                f"{path}: key {entry.get('name')!r} names a tenant but no topics: a tenant's "
+                "key needs its topics (every topic would let its endpoints take every "
+                "tenant's records)"
+            )
     try:
         keys = msgspec.convert(auth.get("keys", []), list[ApiKey])
     except msgspec.ValidationError as exc:

@@ -109,6 +109,17 @@ def is_glob(pattern: str) -> bool:
     return any(c in pattern for c in GLOB_CHARS)
 
 
+def every_topic(pattern: str) -> bool:
+    """Whether the glob matches every topic name (`*`, `**`, `?*`: only wildcards, one
+    `*` at least, and no more `?` than the shortest name has characters)."""
+    return (
+        bool(pattern)
+        and set(pattern) <= {"*", "?"}
+        and "*" in pattern
+        and (pattern.count("?") <= 1)
+    )
+
+
 def literal_prefix(pattern: str) -> str:
     """The part of a pattern every topic it takes begins with (the whole of a plain name)."""
     cut = min((i for i in (pattern.find(c) for c in GLOB_CHARS) if i >= 0), default=len(pattern))

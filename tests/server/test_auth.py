@@ -146,8 +146,12 @@ def test_a_tenant_s_key_is_never_made_for_every_topic_unasked() -> None:
     made = CliRunner().invoke(main, [*create, "--topics", "events.c42.*"])
     stanza = tomllib.loads(made.stdout)["auth"]["keys"][0]
     assert (stanza["topics"], stanza["tenant"]) == (["events.c42.*"], "c42")
-    chosen = CliRunner().invoke(main, [*create, "--topics", "*"])
-    assert chosen.exit_code == 0 and "covers every topic" in chosen.stderr
+    for every in ("*", "?*", "events.*,**"):
+        chosen = CliRunner().invoke(main, [*create, "--topics", every])
+        assert chosen.exit_code == 0 and "covers every topic" in chosen.stderr, every
+    assert "covers" not in CliRunner().invoke(main, [*create, "--topics", "??*"]).stderr
+    empty = CliRunner().invoke(main, [*create, "--topics", " , "])
+    assert empty.exit_code == 1 and "names no pattern" in empty.output
     plain = CliRunner().invoke(main, ["keys", "create", "--name", "ops", "--scopes", "admin"])
     assert tomllib.loads(plain.stdout)["auth"]["keys"][0]["topics"] == ["*"]
 
@@ -158,6 +162,11 @@ def test_a_bad_config_file_is_one_clear_error(tmp_path: Path) -> None:
         ("port = ", "not valid TOML"),
         ('[[auth.keys]]\nname = "a"\nsha256 = "zz"\nscopes = ["admin"]\n', "sha256"),
         ('[[auth.keys]]\nname = "a"\nsha256 = "' + "0" * 64 + '"\nscopes = ["root"]\n', "scopes"),
+        (
+            '[[auth.keys]]\nname = "c42"\nsha256 = "' + "0" * 64 + '"\nscopes = ["admin"]\n'
+            'tenant = "c42"\n',
+            "needs its topics",
+        ),
     ]:
         config.write_text(text)
         result = CliRunner().invoke(

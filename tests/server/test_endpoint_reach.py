@@ -288,3 +288,9 @@ def test_a_key_reaches_the_schedules_of_its_topics_only(served: Served) -> None:
     assert {s["name"] for s in listed["schedules"]} >= {"mine", "theirs"}
     status, info = served.request("GET", "/v1/schedules/theirs", None, _as("root"))
     assert status == 200 and info["topic"] == "events.c0002.tick" and not info["paused"]
+    cookie, _ = login(served, KEYS["c0001"][0])
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.request("GET", "/ui/timers", headers={"cookie": cookie})
+    page = connection.getresponse().read().decode()
+    connection.close()
+    assert "events.c0001.tick" in page and "events.c0002.tick" not in page, "nor on the dashboard"

@@ -45,7 +45,9 @@ def keys_create(name: str, scopes: str, topic_patterns: str | None, tenant: str 
             "(like 'events.c0042.*')"
         )
     patterns = [t.strip() for t in (topic_patterns or "*").split(",") if t.strip()]
-    if tenant is not None and "*" in patterns:
+    if not patterns:
+        raise click.ClickException("--topics names no pattern: give one or more, comma-separated")
+    if tenant is not None and any(names.every_topic(p) for p in patterns):
         click.echo(
             f"warning: this key for tenant {tenant!r} covers every topic: its endpoints may "
             "take every tenant's records",

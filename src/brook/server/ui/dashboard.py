@@ -309,6 +309,7 @@ class Dashboard:
             page.found = None
         shown = [t for t in page.listed.timers if _may_see(visit, t.topic)]
         page.listed = msgspec.structs.replace(page.listed, timers=shown)
+        page.schedules = [s for s in page.schedules if _may_see(visit, s.topic)]
         return self._page(
             "timers.html", visit, page=page, done=visit.query.get("done"), now_ms=render.now_ms()
         )
