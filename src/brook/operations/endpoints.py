@@ -120,6 +120,11 @@ ROWS: tuple[Operation, ...] = (
                 r"a new endpoint needs a url and topics",
             ),
             (
+                "start applies when an endpoint is created: a change of an existing one may "
+                "give it again, not another",
+                r"start applies when an endpoint is created",
+            ),
+            (
                 "a url at a loopback, private or link-local address is refused unless "
                 "the broker allows private networks (delivery_allow_private_networks)",
                 r"endpoints are called only at public addresses",

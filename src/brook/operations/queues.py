@@ -278,6 +278,10 @@ ROWS: tuple[Operation, ...] = (
                 r"names no join",
             ),
             ("no member is named twice in a join", r"a member is named twice"),
+            (
+                "a member naming a join waits for what that join appends: that join has a then",
+                r"names a join that appends nothing",
+            ),
             ("no join id is named twice in one request", r"is named twice in one call"),
             PAST_THE_END,
             ("a join id names one definition", r"exists with another definition"),
