@@ -33,8 +33,8 @@ class ScheduleEndpoints:
         if key is None:
             return
         name = path["schedule"]
-        try:
-            info = self.api.broker.get_schedule(name)
+        try:  # (off the loop: the schedules' lock is held across a write to storage)
+            info = await self.api.run("read", self.api.broker.get_schedule, name)
         except ScheduleNotFound:
             return
         if not may_use(key, info.topic):
